@@ -1,0 +1,233 @@
+//! `/admin/*`: the operator's stand-in for the dashboard: organisations, API keys, suspension,
+//! receiver wallets and plans. Guarded by the admin token.
+
+use crate::auth::AdminAuth;
+use crate::error::ApiError;
+use crate::input::Fields;
+use crate::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use paygate_shared::apikey;
+use paygate_shared::ids::new_id;
+use paygate_shared::model::{ApiKeyRecord, Org};
+use paygate_shared::route_table::SANDBOX_SLUG;
+use paygate_shared::store::StoreError;
+use paygate_shared::{now_rfc3339, ErrorCode};
+use serde_json::json;
+
+fn org_json(o: &Org) -> serde_json::Value {
+    json!({
+        "id": o.id,
+        "slug": o.slug,
+        "name": o.name,
+        "receiverWallet": o.receiver_wallet.map(|a| a.to_checksum(None)),
+        "plan": o.plan,
+        "suspended": o.suspended,
+        "createdAt": o.created_at,
+        "updatedAt": o.updated_at,
+    })
+}
+
+fn valid_slug(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+fn org_not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no organisation with this slug")
+}
+
+async fn org_by_slug(state: &AppState, slug: &str) -> Result<Org, ApiError> {
+    state
+        .store
+        .get_org_by_slug(slug)
+        .await?
+        .ok_or_else(org_not_found)
+}
+
+fn new_key(org_id: &str) -> (apikey::NewKey, ApiKeyRecord) {
+    let k = apikey::mint();
+    let rec = ApiKeyRecord {
+        key_id: k.key_id.clone(),
+        org_id: org_id.to_string(),
+        secret_sha256: k.secret_sha256.clone(),
+        created_at: now_rfc3339(),
+        revoked_at: None,
+    };
+    (k, rec)
+}
+
+pub async fn create_org(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let mut f = Fields::parse(&body)?;
+    let slug = f.string("slug", 63);
+    let slug = f.require("slug", slug);
+    if let Some(s) = &slug {
+        if !valid_slug(s) {
+            f.problem(
+                "slug",
+                "must be 1 to 63 lowercase letters, digits or '-', starting with a letter or digit",
+            );
+        } else if s == SANDBOX_SLUG {
+            f.problem("slug", "is reserved for the public sandbox");
+        }
+    }
+    let name = f.string("name", 200);
+    let receiver = f.nullable_address("receiverWallet").flatten();
+    let plan = f.string("plan", 64);
+    if let Some(p) = &plan {
+        if !state.config.plans.contains_key(p) {
+            f.problem("plan", "is not a configured plan");
+        }
+    }
+    f.finish(&["id", "apiKey"])?;
+    let slug = slug.unwrap_or_default();
+    let now = now_rfc3339();
+    let org = Org {
+        id: new_id("org"),
+        name: name.unwrap_or_else(|| slug.clone()),
+        slug,
+        receiver_wallet: receiver,
+        plan: plan.unwrap_or_else(|| state.config.orgs.default_plan.clone()),
+        suspended: false,
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let (key, rec) = new_key(&org.id);
+    match state.store.create_org(&org, &rec).await {
+        Ok(()) => {}
+        Err(StoreError::DuplicateSlug) => {
+            return Err(ApiError::new(
+                ErrorCode::AlreadyExists,
+                format!("an organisation with slug {} exists", org.slug),
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    state
+        .table
+        .refresh_org(state.store.as_ref(), &org.id)
+        .await?;
+    tracing::info!(org = %org.slug, "organisation created");
+    let mut out = org_json(&org);
+    out["apiKey"] = json!(key.plain);
+    out["keyId"] = json!(key.key_id);
+    Ok((StatusCode::CREATED, Json(out)).into_response())
+}
+
+pub async fn list_orgs(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+) -> Result<Response, ApiError> {
+    let mut orgs = state.store.list_orgs().await?;
+    orgs.sort_by(|a, b| a.slug.cmp(&b.slug));
+    Ok(Json(orgs.iter().map(org_json).collect::<Vec<_>>()).into_response())
+}
+
+pub async fn get_org(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path(slug): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(org_json(&org_by_slug(&state, &slug).await?)).into_response())
+}
+
+pub async fn update_org(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path(slug): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let mut f = Fields::parse(&body)?;
+    let name = f.string("name", 200);
+    let suspended = f.bool("suspended");
+    let receiver = f.nullable_address("receiverWallet");
+    let plan = f.string("plan", 64);
+    if let Some(p) = &plan {
+        if !state.config.plans.contains_key(p) {
+            f.problem("plan", "is not a configured plan");
+        }
+    }
+    f.finish(&["id", "slug", "createdAt", "updatedAt"])?;
+    let mut org = org_by_slug(&state, &slug).await?;
+    if let Some(v) = name {
+        org.name = v;
+    }
+    if let Some(v) = suspended {
+        org.suspended = v;
+    }
+    if let Some(v) = receiver {
+        org.receiver_wallet = v;
+    }
+    if let Some(v) = plan {
+        org.plan = v;
+    }
+    org.updated_at = now_rfc3339();
+    state.store.update_org(&org).await?;
+    state
+        .table
+        .refresh_org(state.store.as_ref(), &org.id)
+        .await?;
+    tracing::info!(org = %org.slug, suspended = org.suspended, "organisation updated");
+    Ok(Json(org_json(&org)).into_response())
+}
+
+pub async fn create_key(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path(slug): Path<String>,
+) -> Result<Response, ApiError> {
+    let org = org_by_slug(&state, &slug).await?;
+    let (key, rec) = new_key(&org.id);
+    state.store.put_api_key(&rec).await?;
+    tracing::info!(org = %org.slug, key_id = %rec.key_id, "API key created");
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"keyId": key.key_id, "apiKey": key.plain, "createdAt": rec.created_at})),
+    )
+        .into_response())
+}
+
+pub async fn list_keys(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path(slug): Path<String>,
+) -> Result<Response, ApiError> {
+    let org = org_by_slug(&state, &slug).await?;
+    let keys = state.store.list_api_keys(&org.id).await?;
+    let out: Vec<_> = keys
+        .iter()
+        .map(|k| json!({"keyId": k.key_id, "createdAt": k.created_at, "revokedAt": k.revoked_at}))
+        .collect();
+    Ok(Json(out).into_response())
+}
+
+pub async fn revoke_key(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path((slug, key_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let org = org_by_slug(&state, &slug).await?;
+    let mut rec = state
+        .store
+        .get_api_key(&key_id)
+        .await?
+        .filter(|k| k.org_id == org.id)
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no such key in this organisation"))?;
+    if rec.revoked_at.is_none() {
+        rec.revoked_at = Some(now_rfc3339());
+        state.store.put_api_key(&rec).await?;
+        tracing::info!(org = %org.slug, key_id = %rec.key_id, "API key revoked");
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,72 @@
+//! Extractors for the two kinds of caller: an organisation (API key) and the operator (admin
+//! token). Both compare in constant time; a revoked key fails on its next request.
+
+use crate::error::ApiError;
+use crate::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use paygate_shared::apikey;
+use paygate_shared::model::Org;
+use paygate_shared::ErrorCode;
+
+/// The organisation an API key belongs to.
+pub struct OrgAuth {
+    pub org: Org,
+}
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    let v = parts.headers.get(axum::http::header::AUTHORIZATION)?;
+    let s = v.to_str().ok()?;
+    let (scheme, token) = s.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+fn unauthorized(msg: &str) -> ApiError {
+    ApiError::new(ErrorCode::Unauthorized, msg)
+}
+
+impl FromRequestParts<AppState> for OrgAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer(parts)
+            .ok_or_else(|| unauthorized("missing API key: send Authorization: Bearer <API_KEY>"))?;
+        let invalid = || unauthorized("invalid or revoked API key");
+        let (key_id, secret) = apikey::parse(token).ok_or_else(invalid)?;
+        let rec = state.store.get_api_key(key_id).await?.ok_or_else(invalid)?;
+        let matches = apikey::secret_matches(secret, &rec.secret_sha256);
+        if !matches || rec.revoked_at.is_some() {
+            return Err(invalid());
+        }
+        let org = state
+            .store
+            .get_org(&rec.org_id)
+            .await?
+            .ok_or_else(invalid)?;
+        Ok(Self { org })
+    }
+}
+
+/// The operator, proven by the admin token.
+pub struct AdminAuth;
+
+impl FromRequestParts<AppState> for AdminAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Some(expected) = state.admin_token.as_deref() else {
+            return Err(unauthorized(
+                "admin API disabled: the admin token environment variable is not set",
+            ));
+        };
+        let token = bearer(parts).ok_or_else(|| unauthorized("missing admin token"))?;
+        if apikey::tokens_equal(token, expected) {
+            Ok(Self)
+        } else {
+            Err(unauthorized("invalid admin token"))
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! `GET /discovery/resources`: the public listing ("bazaar") of discoverable routes in the x402
+//! discovery format, read from the route table so it changes exactly when the proxy does.
+
+use crate::error::ApiError;
+use crate::input::query_map;
+use crate::AppState;
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use paygate_shared::FieldProblem;
+use serde_json::json;
+
+const DEFAULT_LIMIT: usize = 20;
+const MAX_LIMIT: usize = 100;
+
+fn number(
+    q: &std::collections::HashMap<String, String>,
+    k: &str,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
+    match q.get(k) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(|| {
+                ApiError::validation(vec![FieldProblem::new(
+                    k,
+                    format!("must be an integer from 0 to {max}"),
+                )])
+            }),
+    }
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let q = query_map(raw.as_deref())?;
+    let limit = number(&q, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = number(&q, "offset", 0, usize::MAX)?;
+    let kind = q.get("type").map(String::as_str).unwrap_or("http");
+    let org_filter = q.get("org").map(String::as_str);
+    let snapshot = state.table.snapshot();
+    let mut items: Vec<(String, serde_json::Value)> = Vec::new();
+    if kind == "http" {
+        for org in snapshot.orgs() {
+            if org.suspended || org_filter.is_some_and(|s| s != org.slug) {
+                continue;
+            }
+            for entry in org.routes.values() {
+                let r = &entry.route;
+                let Some((req, _)) = &entry.payment else {
+                    continue;
+                };
+                if !r.discoverable || entry.sandbox {
+                    continue;
+                }
+                let item = json!({
+                    "resource": req.resource,
+                    "type": "http",
+                    "x402Version": 1,
+                    "accepts": [req.to_v1()],
+                    "lastUpdated": r.updated_at,
+                    "metadata": {
+                        "category": r.bazaar_category,
+                        "description": r.description,
+                        "org": org.slug,
+                        "networkCaip2": req.network.caip2,
+                    },
+                });
+                items.push((req.resource.clone(), item));
+            }
+        }
+    }
+    items.sort_by(|a, b| a.0.cmp(&b.0));
+    let total = items.len();
+    let page: Vec<_> = items
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(_, v)| v)
+        .collect();
+    Ok(Json(json!({
+        "x402Version": 1,
+        "items": page,
+        "pagination": {"limit": limit, "offset": offset, "total": total},
+    }))
+    .into_response())
+}

@@ -1,0 +1,129 @@
+//! The control plane's error type and the middleware that gives every response a request id and
+//! turns every error (ours, the framework's, a panic) into the one JSON error body.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use paygate_shared::ids::new_request_id;
+use paygate_shared::store::StoreError;
+use paygate_shared::{ErrorBody, ErrorCode, FieldProblem};
+
+/// An error answer. Rendered to JSON by [`request_context`], the only place that does so.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: Vec<FieldProblem>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+        }
+    }
+
+    /// A `VALIDATION_ERROR` whose message names the first field.
+    pub fn validation(details: Vec<FieldProblem>) -> Self {
+        let message = match details.first() {
+            Some(d) => format!("{}: {}", d.field, d.problem),
+            None => "invalid input".into(),
+        };
+        Self {
+            code: ErrorCode::ValidationError,
+            message,
+            details,
+        }
+    }
+
+    pub fn internal(what: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %what, "internal error");
+        Self::new(
+            ErrorCode::InternalError,
+            "internal error; quote the requestId to support",
+        )
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => Self::new(ErrorCode::NotFound, "not found"),
+            other => Self::internal(other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = status.into_response();
+        resp.extensions_mut().insert(self);
+        resp
+    }
+}
+
+pub fn panic_response(_err: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("handler panicked");
+    ApiError::new(
+        ErrorCode::InternalError,
+        "internal error; quote the requestId to support",
+    )
+    .into_response()
+}
+
+fn valid_request_id(v: &HeaderValue) -> Option<String> {
+    let s = v.to_str().ok()?;
+    (!s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()))
+        .then(|| s.to_string())
+}
+
+/// Outermost middleware: request id in, request id out, JSON error bodies.
+pub async fn request_context(req: Request, next: Next) -> Response {
+    let rid = req
+        .headers()
+        .get("x-request-id")
+        .and_then(valid_request_id)
+        .unwrap_or_else(new_request_id);
+    let mut resp = next.run(req).await;
+    let status = resp.status();
+    let err = resp.extensions_mut().remove::<ApiError>();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let err = match err {
+        Some(e) => Some(e),
+        // A rejection produced by the framework (body too large, bad path parameter, ...).
+        None if status.as_u16() >= 400 && !is_json => {
+            let code = ErrorCode::for_status(status.as_u16());
+            let reason = status.canonical_reason().unwrap_or("error").to_lowercase();
+            Some(ApiError::new(code, reason))
+        }
+        None => None,
+    };
+    if let Some(e) = err {
+        let body = ErrorBody::new(e.code, &e.message, &rid)
+            .with_details(&e.details)
+            .to_json();
+        let (mut parts, _) = resp.into_parts();
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if e.code == ErrorCode::InternalError {
+            tracing::error!(request_id = %rid, "answered 500");
+        }
+        resp = Response::from_parts(parts, Body::from(body));
+    }
+    if let Ok(v) = HeaderValue::from_str(&rid) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp
+}

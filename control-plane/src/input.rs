@@ -1,0 +1,207 @@
+//! Request input helpers: JSON objects read strictly (every field checked, unknown fields
+//! refused, all problems listed), the `Idempotency-Key` header, query strings.
+
+use crate::error::ApiError;
+use alloy_primitives::Address;
+use axum::http::HeaderMap;
+use paygate_shared::{ErrorCode, FieldProblem};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// A JSON object being validated field by field.
+pub struct Fields {
+    map: Map<String, Value>,
+    pub problems: Vec<FieldProblem>,
+}
+
+impl Fields {
+    /// Parses `body` as a JSON object.
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::new(
+                ErrorCode::BadRequest,
+                format!("request body is not valid JSON: {e}"),
+            )
+        })?;
+        match v {
+            Value::Object(map) => Ok(Self {
+                map,
+                problems: Vec::new(),
+            }),
+            _ => Err(ApiError::new(
+                ErrorCode::BadRequest,
+                "request body must be a JSON object",
+            )),
+        }
+    }
+
+    pub fn problem(&mut self, field: &str, problem: impl Into<String>) {
+        self.problems.push(FieldProblem::new(field, problem));
+    }
+
+    /// Removes and returns a field; `Some(Value::Null)` when explicitly null.
+    fn take(&mut self, field: &str) -> Option<Value> {
+        self.map.remove(field)
+    }
+
+    pub fn string(&mut self, field: &str, max_len: usize) -> Option<String> {
+        match self.take(field)? {
+            Value::String(s) if s.chars().count() > max_len => {
+                self.problem(field, format!("must be at most {max_len} characters"));
+                None
+            }
+            Value::String(s) => Some(s),
+            _ => {
+                self.problem(field, "must be a string");
+                None
+            }
+        }
+    }
+
+    /// A string that may be `null` (clearing it): `Some(None)` for null.
+    pub fn nullable_string(&mut self, field: &str, max_len: usize) -> Option<Option<String>> {
+        match self.map.get(field) {
+            Some(Value::Null) => {
+                self.map.remove(field);
+                Some(None)
+            }
+            Some(_) => self.string(field, max_len).map(Some),
+            None => None,
+        }
+    }
+
+    pub fn bool(&mut self, field: &str) -> Option<bool> {
+        match self.take(field)? {
+            Value::Bool(b) => Some(b),
+            _ => {
+                self.problem(field, "must be true or false");
+                None
+            }
+        }
+    }
+
+    pub fn number(&mut self, field: &str) -> Option<serde_json::Number> {
+        match self.take(field)? {
+            Value::Number(n) => Some(n),
+            _ => {
+                self.problem(field, "must be a number");
+                None
+            }
+        }
+    }
+
+    /// An EVM address, or `null` to clear it.
+    pub fn nullable_address(&mut self, field: &str) -> Option<Option<Address>> {
+        match self.nullable_string(field, 42)? {
+            None => Some(None),
+            Some(s) => match parse_address(&s) {
+                Some(a) => Some(Some(a)),
+                None => {
+                    self.problem(field, "must be a 0x-prefixed 20-byte hex address");
+                    None
+                }
+            },
+        }
+    }
+
+    pub fn require<T>(&mut self, field: &str, v: Option<T>) -> Option<T> {
+        if v.is_none() && !self.problems.iter().any(|p| p.field == field) {
+            self.problem(field, "is required");
+        }
+        v
+    }
+
+    /// Reports every field not taken as unknown (or read-only), then fails if any problem.
+    pub fn finish(mut self, read_only: &[&str]) -> Result<(), ApiError> {
+        let mut rest: Vec<String> = self.map.keys().cloned().collect();
+        rest.sort();
+        for k in rest {
+            if read_only.contains(&k.as_str()) {
+                self.problem(&k, "is assigned by the server and cannot be set");
+            } else {
+                self.problem(&k, "is not a known field");
+            }
+        }
+        if self.problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::validation(self.problems))
+        }
+    }
+}
+
+/// A 0x-prefixed 40-hex-digit address (any case; a mixed-case one must carry a valid checksum).
+pub fn parse_address(s: &str) -> Option<Address> {
+    let hex = s.strip_prefix("0x")?;
+    if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mixed =
+        hex.bytes().any(|b| b.is_ascii_uppercase()) && hex.bytes().any(|b| b.is_ascii_lowercase());
+    if mixed {
+        Address::parse_checksummed(s, None).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+/// The `Idempotency-Key` header, if present; malformed keys are a validation error.
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let ok = v
+        .to_str()
+        .ok()
+        .filter(|s| !s.is_empty() && s.len() <= 255 && s.bytes().all(|b| b.is_ascii_graphic()));
+    match ok {
+        Some(s) => Ok(Some(s.to_string())),
+        None => Err(ApiError::validation(vec![FieldProblem::new(
+            "Idempotency-Key",
+            "must be 1 to 255 visible ASCII characters",
+        )])),
+    }
+}
+
+/// Query parameters as a map; a repeated parameter is an error.
+pub fn query_map(raw: Option<&str>) -> Result<HashMap<String, String>, ApiError> {
+    let mut m = HashMap::new();
+    for (k, v) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        if m.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(ApiError::validation(vec![FieldProblem::new(
+                k.to_string(),
+                "must be given at most once",
+            )]));
+        }
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert!(parse_address("0x209693bc6afc0c5328ba36faf03c514ef312287c").is_some());
+        assert!(parse_address("0x209693Bc6afc0C5328bA36FaF03C514EF312287C").is_some());
+        // Mixed case with a wrong checksum.
+        assert!(parse_address("0x209693Bc6afc0C5328bA36FaF03C514EF312287c").is_none());
+        assert!(parse_address("209693bc6afc0c5328ba36faf03c514ef312287c").is_none());
+        assert!(parse_address("0x1234").is_none());
+        assert!(parse_address("0xzz9693bc6afc0c5328ba36faf03c514ef312287c").is_none());
+    }
+
+    #[test]
+    fn fields_collect_every_problem() {
+        let mut f = Fields::parse(br#"{"a": 1, "b": "x", "zz": true, "id": "r"}"#).unwrap();
+        let a = f.string("a", 10);
+        let b = f.bool("b");
+        let c = f.string("c", 10);
+        f.require("c", c);
+        assert!(a.is_none() && b.is_none());
+        let err = f.finish(&["id"]).unwrap_err();
+        let fields: Vec<_> = err.details.iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(fields, ["a", "b", "c", "id", "zz"]);
+    }
+}

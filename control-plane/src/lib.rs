@@ -1,0 +1,132 @@
+//! paygate's control plane: the axum application behind every public path that is not
+//! `/gateway/*` (management, admin, discovery, health). Handlers parse, call a service, render.
+
+mod admin;
+mod auth;
+mod discovery;
+mod error;
+mod input;
+mod routes_api;
+
+use axum::routing::{get, patch, post};
+use axum::Router;
+use paygate_shared::config::Config;
+use paygate_shared::route_table::RouteTable;
+use paygate_shared::store::Store;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use error::ApiError;
+
+/// Everything a handler can reach. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub table: Arc<RouteTable>,
+    pub config: Arc<Config>,
+    /// The admin token, read once from the environment variable the config names.
+    pub admin_token: Option<Arc<str>>,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, table: Arc<RouteTable>, config: Arc<Config>) -> Self {
+        let admin_token = config.admin.token().map(Arc::from);
+        Self {
+            store,
+            table,
+            config,
+            admin_token,
+        }
+    }
+}
+
+/// The whole control-plane application.
+pub fn app(state: AppState) -> Router {
+    let max_body = state.config.server.max_body_bytes;
+    Router::new()
+        .route("/healthz", get(health))
+        .route(
+            "/api/routes",
+            post(routes_api::create).get(routes_api::list),
+        )
+        .route(
+            "/api/routes/{id}",
+            patch(routes_api::update)
+                .get(routes_api::get_one)
+                .delete(routes_api::delete),
+        )
+        .route("/admin/orgs", post(admin::create_org).get(admin::list_orgs))
+        .route(
+            "/admin/orgs/{slug}",
+            get(admin::get_org).patch(admin::update_org),
+        )
+        .route(
+            "/admin/orgs/{slug}/keys",
+            post(admin::create_key).get(admin::list_keys),
+        )
+        .route(
+            "/admin/orgs/{slug}/keys/{key_id}",
+            axum::routing::delete(admin::revoke_key),
+        )
+        .route("/discovery/resources", get(discovery::list))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            error::panic_response,
+        ))
+        .layer(axum::middleware::from_fn(error::request_context))
+        .with_state(state)
+}
+
+async fn health() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(paygate_shared::ErrorCode::NotFound, "no such endpoint")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        paygate_shared::ErrorCode::MethodNotAllowed,
+        "method not allowed on this endpoint",
+    )
+}
+
+/// Serves the control plane on `listener` until `shutdown` resolves; also runs its maintenance
+/// (expired idempotency keys) in the background.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let maint = tokio::spawn(maintenance(state.clone()));
+    let res = axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
+    maint.abort();
+    res
+}
+
+async fn maintenance(state: AppState) {
+    let ttl =
+        i64::try_from(state.config.idempotency.ttl_hours.saturating_mul(3600)).unwrap_or(i64::MAX);
+    let mut tick = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tick.tick().await;
+        let cutoff = time::OffsetDateTime::now_utc().unix_timestamp() - ttl;
+        match state.store.purge_idempotency(cutoff).await {
+            Ok(n) if n > 0 => tracing::info!(removed = n, "expired idempotency keys purged"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Configuration: embedded defaults, then the TOML file, then `PAYGATE__SECTION__KEY` environment
+//! variables (the environment wins). Secrets are never in the file: it names environment variables.
+
+use crate::network::{builtin_networks, NetworkConfig};
+use alloy_primitives::Address;
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub storage: StorageConfig,
+    pub admin: AdminConfig,
+    pub x402: X402Config,
+    pub orgs: OrgsConfig,
+    pub plans: BTreeMap<String, PlanConfig>,
+    pub networks: BTreeMap<String, NetworkConfig>,
+    pub idempotency: IdempotencyConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// The public listener (Pingora): `/gateway/*` and everything else.
+    pub listen: SocketAddr,
+    /// Absolute base URL used for challenge `resource` URLs; empty means `http://{listen}`.
+    pub public_base_url: String,
+    /// Internal loopback address of the control plane; port 0 picks a free one.
+    pub control_plane_listen: SocketAddr,
+    /// Worker threads of the proxy service.
+    pub threads: usize,
+    /// Seconds Pingora waits after SIGTERM before it stops accepting (0 in development).
+    pub grace_period_seconds: u64,
+    /// Seconds in-flight requests get to finish once shutdown starts.
+    pub graceful_shutdown_timeout_seconds: u64,
+    /// Largest request body the control plane accepts, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8402)),
+            public_base_url: String::new(),
+            control_plane_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            threads: 2,
+            grace_period_seconds: 0,
+            graceful_shutdown_timeout_seconds: 5,
+            max_body_bytes: 1 << 20,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The public base URL without a trailing slash.
+    pub fn public_base_url(&self) -> String {
+        if self.public_base_url.trim().is_empty() {
+            format!("http://{}", self.listen)
+        } else {
+            self.public_base_url
+                .trim()
+                .trim_end_matches('/')
+                .to_string()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Directory of the sled database.
+    pub path: PathBuf,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            path: PathBuf::from("./data"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Name of the environment variable holding the admin token. Unset variable = admin API off.
+    pub admin_token_env: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            admin_token_env: "PAYGATE_ADMIN_TOKEN".into(),
+        }
+    }
+}
+
+impl AdminConfig {
+    /// The admin token from the environment, if set and non-empty.
+    pub fn token(&self) -> Option<String> {
+        std::env::var(&self.admin_token_env)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct X402Config {
+    /// `maxTimeoutSeconds` offered in challenges.
+    pub max_timeout_seconds: u64,
+    /// `payTo` of the public sandbox route `demo/demo` (never settled; a burn address by default).
+    pub demo_pay_to: Address,
+    /// Price of the sandbox route, in USD (decimal string).
+    pub demo_price_usd: String,
+}
+
+impl Default for X402Config {
+    fn default() -> Self {
+        Self {
+            max_timeout_seconds: 60,
+            demo_pay_to: "0x000000000000000000000000000000000000dEaD"
+                .parse()
+                .expect("valid address literal"),
+            demo_price_usd: "0.01".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrgsConfig {
+    /// Plan given to organisations created without one.
+    pub default_plan: String,
+}
+
+impl Default for OrgsConfig {
+    fn default() -> Self {
+        Self {
+            default_plan: "free".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PlanConfig {
+    /// Paid-route requests an organisation may serve per calendar month (UTC).
+    pub monthly_requests: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdempotencyConfig {
+    /// How long an `Idempotency-Key` is remembered, in hours (at least 24).
+    pub ttl_hours: u64,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self { ttl_hours: 24 }
+    }
+}
+
+fn builtin_plans() -> BTreeMap<String, PlanConfig> {
+    [
+        ("free", 10_000u64),
+        ("pro", 1_000_000),
+        ("enterprise", 100_000_000),
+    ]
+    .into_iter()
+    .map(|(n, m)| {
+        (
+            n.to_string(),
+            PlanConfig {
+                monthly_requests: m,
+            },
+        )
+    })
+    .collect()
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Parse(#[from] Box<figment::Error>),
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// The embedded defaults, including the built-in networks and plans.
+    pub fn embedded() -> Self {
+        Self {
+            plans: builtin_plans(),
+            networks: builtin_networks(),
+            ..Self::default()
+        }
+    }
+
+    /// Loads defaults, then `file` (if given), then the `PAYGATE__*` environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Self::embedded()));
+        if let Some(f) = file {
+            if !f.exists() {
+                return Err(ConfigError::Invalid(format!(
+                    "config file {} does not exist",
+                    f.display()
+                )));
+            }
+            fig = fig.merge(Toml::file(f));
+        }
+        fig = fig.merge(Env::prefixed("PAYGATE__").split("__"));
+        let cfg: Self = fig.extract().map_err(Box::new)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.plans.contains_key(&self.orgs.default_plan) {
+            return Err(ConfigError::Invalid(format!(
+                "orgs.default_plan {:?} is not a configured plan",
+                self.orgs.default_plan
+            )));
+        }
+        if !self.networks.contains_key("base-sepolia") {
+            return Err(ConfigError::Invalid(
+                "networks.base-sepolia is required (the sandbox route uses it)".into(),
+            ));
+        }
+        if self.idempotency.ttl_hours < 24 {
+            return Err(ConfigError::Invalid(
+                "idempotency.ttl_hours must be at least 24".into(),
+            ));
+        }
+        if self.server.threads == 0 {
+            return Err(ConfigError::Invalid(
+                "server.threads must be at least 1".into(),
+            ));
+        }
+        crate::money::UsdcAmount::from_usd_str(&self.x402.demo_price_usd)
+            .map_err(|e| ConfigError::Invalid(format!("x402.demo_price_usd {e}")))?;
+        let base = self.server.public_base_url();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ConfigError::Invalid(
+                "server.public_base_url must start with http:// or https://".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_are_valid() {
+        let c = Config::embedded();
+        c.validate().unwrap();
+        assert_eq!(c.server.listen.to_string(), "127.0.0.1:8402");
+        assert_eq!(c.server.public_base_url(), "http://127.0.0.1:8402");
+        assert_eq!(c.admin.admin_token_env, "PAYGATE_ADMIN_TOKEN");
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API fixes the closure's error type
+    fn file_then_environment_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "[server]\nlisten = \"127.0.0.1:9000\"\npublic_base_url = \"https://pay.example.com/\"\n\
+             [networks.base-sepolia]\nrpc_url = \"http://127.0.0.1:8545\"\n",
+        )
+        .unwrap();
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("PAYGATE__STORAGE__PATH", "/tmp/x");
+            let c = Config::load(Some(&f)).unwrap();
+            assert_eq!(c.server.listen.port(), 9000);
+            assert_eq!(c.server.public_base_url(), "https://pay.example.com");
+            assert_eq!(c.storage.path, PathBuf::from("/tmp/x"));
+            // Partially overridden networks keep their built-in fields.
+            assert_eq!(c.networks["base-sepolia"].chain_id, 84532);
+            assert_eq!(c.networks["base-sepolia"].rpc_url, "http://127.0.0.1:8545");
+            jail.set_env("PAYGATE__SERVER__LISTEN", "127.0.0.1:9100");
+            let c = Config::load(Some(&f)).unwrap();
+            assert_eq!(c.server.listen.port(), 9100);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn documented_config_file_matches_embedded_defaults() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conf/paygate.toml");
+        let from_file = Config::load(Some(&file)).unwrap();
+        let a = serde_json::to_value(&from_file).unwrap();
+        let b = serde_json::to_value(Config::embedded()).unwrap();
+        assert_eq!(
+            a, b,
+            "conf/paygate.toml must document the embedded defaults"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_missing_file_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "[server]\nlisen = \"127.0.0.1:9000\"\n").unwrap();
+        assert!(Config::load(Some(&f)).is_err());
+        assert!(Config::load(Some(&dir.path().join("nope.toml"))).is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! Error codes and the one place where the JSON error body `{code, message, requestId}` is built.
+
+use serde::Serialize;
+
+/// Every error code the service answers with. `as_str` is the wire spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    BadRequest,
+    ValidationError,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    RouteNotFound,
+    MethodNotAllowed,
+    DuplicatePath,
+    DuplicateRequest,
+    AlreadyExists,
+    PayloadTooLarge,
+    OrgSuspended,
+    Misconfigured,
+    InvalidPayment,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    InternalError,
+}
+
+impl ErrorCode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::BadRequest => "BAD_REQUEST",
+            Self::ValidationError => "VALIDATION_ERROR",
+            Self::Unauthorized => "UNAUTHORIZED",
+            Self::Forbidden => "FORBIDDEN",
+            Self::NotFound => "NOT_FOUND",
+            Self::RouteNotFound => "ROUTE_NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::DuplicatePath => "DUPLICATE_PATH",
+            Self::DuplicateRequest => "DUPLICATE_REQUEST",
+            Self::AlreadyExists => "ALREADY_EXISTS",
+            Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            Self::OrgSuspended => "ORG_SUSPENDED",
+            Self::Misconfigured => "MISCONFIGURED",
+            Self::InvalidPayment => "INVALID_PAYMENT",
+            Self::UpstreamTimeout => "UPSTREAM_TIMEOUT",
+            Self::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+            Self::InternalError => "INTERNAL_ERROR",
+        }
+    }
+
+    /// The HTTP status this code is answered with.
+    pub const fn status(self) -> u16 {
+        match self {
+            Self::BadRequest | Self::ValidationError | Self::InvalidPayment => 400,
+            Self::Unauthorized => 401,
+            Self::Forbidden | Self::OrgSuspended => 403,
+            Self::NotFound | Self::RouteNotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::DuplicatePath | Self::DuplicateRequest | Self::AlreadyExists => 409,
+            Self::PayloadTooLarge => 413,
+            Self::InternalError => 500,
+            Self::Misconfigured | Self::UpstreamUnavailable => 503,
+            Self::UpstreamTimeout => 504,
+        }
+    }
+
+    /// The code used when a response with this status was produced without one of ours
+    /// (framework rejections, proxy failures).
+    pub const fn for_status(status: u16) -> Self {
+        match status {
+            401 => Self::Unauthorized,
+            403 => Self::Forbidden,
+            404 => Self::NotFound,
+            405 => Self::MethodNotAllowed,
+            409 => Self::DuplicateRequest,
+            413 => Self::PayloadTooLarge,
+            502 | 503 => Self::UpstreamUnavailable,
+            504 => Self::UpstreamTimeout,
+            400..=499 => Self::BadRequest,
+            _ => Self::InternalError,
+        }
+    }
+}
+
+/// One problem with one input field, listed in `details` of a `VALIDATION_ERROR`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct FieldProblem {
+    pub field: String,
+    pub problem: String,
+}
+
+impl FieldProblem {
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// The JSON error body. Built only through [`ErrorBody::to_json`].
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody<'a> {
+    pub code: &'static str,
+    pub message: &'a str,
+    pub request_id: &'a str,
+    #[serde(skip_serializing_if = "<[FieldProblem]>::is_empty")]
+    pub details: &'a [FieldProblem],
+}
+
+impl<'a> ErrorBody<'a> {
+    pub fn new(code: ErrorCode, message: &'a str, request_id: &'a str) -> Self {
+        Self {
+            code: code.as_str(),
+            message,
+            request_id,
+            details: &[],
+        }
+    }
+
+    pub fn with_details(mut self, details: &'a [FieldProblem]) -> Self {
+        self.details = details;
+        self
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serialising plain strings into a Vec cannot fail.
+        serde_json::to_vec(self).unwrap_or_else(|_| b"{}".to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_has_code_message_request_id() {
+        let v: serde_json::Value = serde_json::from_slice(
+            &ErrorBody::new(ErrorCode::RouteNotFound, "no \"route\"", "req_1").to_json(),
+        )
+        .unwrap();
+        assert_eq!(v["code"], "ROUTE_NOT_FOUND");
+        assert_eq!(v["message"], "no \"route\"");
+        assert_eq!(v["requestId"], "req_1");
+        assert!(v.get("details").is_none());
+    }
+
+    #[test]
+    fn details_are_listed_when_present() {
+        let d = [FieldProblem::new("priceUSD", "must be greater than 0")];
+        let v: serde_json::Value = serde_json::from_slice(
+            &ErrorBody::new(ErrorCode::ValidationError, "priceUSD: bad", "r")
+                .with_details(&d)
+                .to_json(),
+        )
+        .unwrap();
+        assert_eq!(v["details"][0]["field"], "priceUSD");
+    }
+}

@@ -1,0 +1,41 @@
+//! Identifier generation: time-ordered ids for records, cheap unique ids for requests.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// A new time-ordered record id with a readable prefix, e.g. `rt_0192...`.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
+}
+
+static REQ_PREFIX: OnceLock<String> = OnceLock::new();
+static REQ_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A request id unique across restarts: a random per-process prefix and a counter.
+/// Cheaper than a UUID per request on the hot path.
+pub fn new_request_id() -> String {
+    let prefix = REQ_PREFIX.get_or_init(|| {
+        let r: u64 = rand::random();
+        format!("req_{r:016x}")
+    });
+    let n = REQ_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{n:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn request_ids_differ() {
+        let a = super::new_request_id();
+        let b = super::new_request_id();
+        assert_ne!(a, b);
+        assert!(a.starts_with("req_"));
+    }
+
+    #[test]
+    fn record_ids_are_time_ordered() {
+        let a = super::new_id("rt");
+        let b = super::new_id("rt");
+        assert!(b > a, "{b} should sort after {a}");
+    }
+}

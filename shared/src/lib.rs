@@ -1,0 +1,28 @@
+//! paygate's shared core: domain types, money, configuration, the x402 codec, the store and the
+//! in-memory route table that the proxy and the control plane both read.
+
+pub mod apikey;
+pub mod config;
+pub mod error;
+pub mod ids;
+pub mod model;
+pub mod money;
+pub mod network;
+pub mod route_path;
+pub mod route_table;
+pub mod store;
+pub mod x402;
+
+pub use error::{ErrorBody, ErrorCode, FieldProblem};
+pub use money::UsdcAmount;
+
+/// Current time as an RFC 3339 UTC timestamp, the one format every API response uses.
+pub fn now_rfc3339() -> String {
+    rfc3339(time::OffsetDateTime::now_utc())
+}
+
+/// Formats a timestamp as RFC 3339 (UTC, `Z`).
+pub fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
+}

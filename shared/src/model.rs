@@ -1,0 +1,90 @@
+//! The records the service keeps: organisations, API keys, routes, idempotency records.
+
+use crate::money::UsdcAmount;
+use alloy_primitives::Address;
+use serde::{Deserialize, Serialize};
+
+/// An organisation (tenant). Its slug is immutable and appears in gateway URLs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Org {
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+    /// Payee of gateway payments; without one the org's routes answer `503 MISCONFIGURED`.
+    pub receiver_wallet: Option<Address>,
+    pub plan: String,
+    pub suspended: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A stored API key: only the SHA-256 of its secret part is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyRecord {
+    pub key_id: String,
+    pub org_id: String,
+    /// Hex SHA-256 of the secret.
+    pub secret_sha256: String,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
+}
+
+/// A paid route: `/gateway/{org.slug}{path}` forwards to `target_url` for `price` per request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Route {
+    pub id: String,
+    pub org_id: String,
+    /// Stored form: exactly one leading `/`, no trailing `/`.
+    pub path: String,
+    pub price: UsdcAmount,
+    pub target_url: String,
+    /// As given by the client (`base` or `eip155:8453` style).
+    pub network: String,
+    pub active: bool,
+    pub streaming: bool,
+    pub discoverable: bool,
+    pub description: String,
+    pub bazaar_category: Option<String>,
+    /// Nanoseconds since the epoch; orders the list newest first.
+    pub created_at_ns: i128,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Route {
+    /// The JSON object the management API returns.
+    pub fn to_api_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id,
+            "orgId": self.org_id,
+            "path": self.path,
+            "priceUSD": self.price.to_usd_json(),
+            "targetUrl": self.target_url,
+            "network": self.network,
+            "active": self.active,
+            "streaming": self.streaming,
+            "discoverable": self.discoverable,
+            "description": self.description,
+            "bazaarCategory": self.bazaar_category,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        })
+    }
+}
+
+/// A remembered response to an `Idempotency-Key`, scoped to one organisation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdempotencyRecord {
+    pub org_id: String,
+    pub key: String,
+    /// Hex SHA-256 over method, path and canonical body of the first request.
+    pub fingerprint: String,
+    pub status: u16,
+    pub body: String,
+    /// Unix seconds; records older than the TTL are purged.
+    pub created_at_unix: i64,
+}

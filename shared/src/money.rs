@@ -1,0 +1,198 @@
+//! Money: USDC amounts as integer base units (6 decimals). Never a float in the arithmetic.
+
+use rust_decimal::Decimal;
+use std::fmt;
+use std::str::FromStr;
+
+/// USDC has 6 decimals: 1 USDC = 1,000,000 base units.
+pub const USDC_DECIMALS: u32 = 6;
+const UNITS_PER_USDC: u64 = 1_000_000;
+/// The largest per-request price a route may carry, in USD.
+pub const MAX_PRICE_USD: u64 = 1_000_000;
+
+/// An amount of USDC in base units.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct UsdcAmount(pub u64);
+
+/// Why a price was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PriceError {
+    #[error("must be a number")]
+    NotANumber,
+    #[error("must be greater than 0")]
+    NotPositive,
+    #[error("must have at most 6 decimal places")]
+    TooPrecise,
+    #[error("must be at most 1000000")]
+    TooLarge,
+}
+
+impl UsdcAmount {
+    /// Parses a USD price given as a decimal string (`"0.01"`) exactly.
+    pub fn from_usd_str(s: &str) -> Result<Self, PriceError> {
+        let d = Decimal::from_str_exact(s.trim()).map_err(|_| PriceError::NotANumber)?;
+        Self::from_usd_decimal(d)
+    }
+
+    /// Parses a USD price given as a JSON number. serde_json holds non-integers as `f64`; its
+    /// shortest round-trip rendering is exactly what the client wrote for any value with at most
+    /// 15 significant digits, which covers every valid price (<= 1e6 with <= 6 decimals).
+    pub fn from_usd_json(n: &serde_json::Number) -> Result<Self, PriceError> {
+        if let Some(u) = n.as_u64() {
+            return Self::from_usd_decimal(Decimal::from(u));
+        }
+        if let Some(i) = n.as_i64() {
+            return Self::from_usd_decimal(Decimal::from(i));
+        }
+        let f = n.as_f64().ok_or(PriceError::NotANumber)?;
+        if !f.is_finite() {
+            return Err(PriceError::NotANumber);
+        }
+        if f > MAX_PRICE_USD as f64 {
+            return Err(PriceError::TooLarge);
+        }
+        if f <= 0.0 {
+            return Err(PriceError::NotPositive);
+        }
+        // `{}` on f64 never uses exponent notation and prints the shortest round-trip digits.
+        let text = format!("{f}");
+        let d = Decimal::from_str_exact(&text).map_err(|_| PriceError::TooPrecise)?;
+        Self::from_usd_decimal(d)
+    }
+
+    /// Converts an exact decimal USD amount into base units.
+    pub fn from_usd_decimal(d: Decimal) -> Result<Self, PriceError> {
+        if d <= Decimal::ZERO {
+            return Err(PriceError::NotPositive);
+        }
+        if d > Decimal::from(MAX_PRICE_USD) {
+            return Err(PriceError::TooLarge);
+        }
+        let d = d.normalize();
+        if d.scale() > USDC_DECIMALS {
+            return Err(PriceError::TooPrecise);
+        }
+        let units = d * Decimal::from(UNITS_PER_USDC);
+        // Exact: scale <= 6 and magnitude <= 1e12, so the product is an integer that fits u64.
+        let units = u64::try_from(units.trunc().mantissa()).map_err(|_| PriceError::TooLarge)?;
+        Ok(Self(units))
+    }
+
+    /// The amount in USDC as an exact decimal (`10000` -> `0.01`).
+    pub fn to_decimal(self) -> Decimal {
+        Decimal::from_i128_with_scale(i128::from(self.0), USDC_DECIMALS).normalize()
+    }
+
+    /// The amount as a JSON number of USD (for `priceUSD`). Values are <= 1e6 with <= 6 decimals,
+    /// so the f64's shortest rendering is the exact decimal.
+    pub fn to_usd_json(self) -> serde_json::Value {
+        let text = self.to_decimal().to_string();
+        match serde_json::Number::from_str(&text) {
+            Ok(n) => serde_json::Value::Number(n),
+            Err(_) => serde_json::Value::Null,
+        }
+    }
+}
+
+impl fmt::Display for UsdcAmount {
+    /// Base units as an integer string, the x402 wire form (`"10000"`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(s: &str) -> serde_json::Number {
+        serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn exact_conversions() {
+        for (input, units) in [
+            ("0.000001", 1),
+            ("0.1", 100_000),
+            ("0.01", 10_000),
+            ("1", 1_000_000),
+            ("1.5", 1_500_000),
+            ("0.123456", 123_456),
+            ("1000000", 1_000_000_000_000),
+            ("999999.999999", 999_999_999_999),
+            ("0.29", 290_000),
+            ("1e-6", 1),
+        ] {
+            assert_eq!(
+                UsdcAmount::from_usd_json(&json(input)),
+                Ok(UsdcAmount(units)),
+                "{input}"
+            );
+        }
+        assert_eq!(UsdcAmount(10_000).to_string(), "10000");
+    }
+
+    #[test]
+    fn rejections() {
+        assert_eq!(
+            UsdcAmount::from_usd_json(&json("0.0000001")),
+            Err(PriceError::TooPrecise)
+        );
+        assert_eq!(
+            UsdcAmount::from_usd_json(&json("0")),
+            Err(PriceError::NotPositive)
+        );
+        assert_eq!(
+            UsdcAmount::from_usd_json(&json("-1")),
+            Err(PriceError::NotPositive)
+        );
+        assert_eq!(
+            UsdcAmount::from_usd_json(&json("-0.5")),
+            Err(PriceError::NotPositive)
+        );
+        assert_eq!(
+            UsdcAmount::from_usd_json(&json("1000000.000001")),
+            Err(PriceError::TooLarge)
+        );
+        assert_eq!(
+            UsdcAmount::from_usd_json(&json("1e300")),
+            Err(PriceError::TooLarge)
+        );
+        assert_eq!(
+            UsdcAmount::from_usd_json(&json("18446744073709551615")),
+            Err(PriceError::TooLarge)
+        );
+        assert_eq!(UsdcAmount::from_usd_str("NaN"), Err(PriceError::NotANumber));
+        assert_eq!(UsdcAmount::from_usd_str("abc"), Err(PriceError::NotANumber));
+    }
+
+    #[test]
+    fn round_trip_to_json() {
+        for units in [
+            1u64,
+            10_000,
+            100_000,
+            1_000_000,
+            123_456_789,
+            1_000_000_000_000,
+        ] {
+            let v = UsdcAmount(units).to_usd_json();
+            let back = UsdcAmount::from_usd_json(v.as_number().unwrap()).unwrap();
+            assert_eq!(back.0, units);
+        }
+        assert_eq!(UsdcAmount(10_000).to_usd_json().to_string(), "0.01");
+    }
+}

@@ -1,0 +1,228 @@
+//! The in-memory route table the hot path reads: an immutable snapshot swapped atomically
+//! (`arc-swap`) whenever the control plane changes an organisation or its routes. Challenges are
+//! rendered here, once per change, so serving a `402` copies pre-built bytes.
+
+use crate::config::Config;
+use crate::model::{Org, Route};
+use crate::money::UsdcAmount;
+use crate::network::Networks;
+use crate::store::{Store, StoreResult};
+use crate::x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
+use alloy_primitives::Address;
+use arc_swap::{ArcSwap, Guard};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Slug and path of the public sandbox route; no organisation can take the slug.
+pub const SANDBOX_SLUG: &str = "demo";
+pub const SANDBOX_PATH: &str = "/demo";
+
+/// One active route as the proxy sees it.
+#[derive(Debug)]
+pub struct RouteEntry {
+    pub route: Route,
+    /// The requirements and their rendered challenge; `None` when the org has no receiver wallet.
+    pub payment: Option<(PaymentRequirements, Challenge)>,
+    /// The sandbox route: always answers `402`, never reaches an upstream.
+    pub sandbox: bool,
+}
+
+/// An organisation and its active routes, keyed by stored path.
+#[derive(Debug)]
+pub struct OrgRoutes {
+    pub org_id: String,
+    pub slug: String,
+    pub suspended: bool,
+    pub receiver_wallet: Option<Address>,
+    pub routes: HashMap<String, Arc<RouteEntry>>,
+}
+
+/// An immutable view of every organisation's active routes.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    by_slug: HashMap<String, Arc<OrgRoutes>>,
+}
+
+impl Snapshot {
+    pub fn org(&self, slug: &str) -> Option<&OrgRoutes> {
+        self.by_slug.get(slug).map(|o| o.as_ref())
+    }
+
+    pub fn orgs(&self) -> impl Iterator<Item = &OrgRoutes> {
+        self.by_slug.values().map(|o| o.as_ref())
+    }
+}
+
+/// What challenges are built from: networks, the public base URL and timeouts.
+#[derive(Debug, Clone)]
+pub struct RenderContext {
+    pub networks: Networks,
+    pub public_base_url: String,
+    pub max_timeout_seconds: u64,
+    pub sandbox_pay_to: Address,
+    pub sandbox_price: UsdcAmount,
+}
+
+impl RenderContext {
+    pub fn from_config(cfg: &Config) -> Self {
+        Self {
+            networks: Networks::from_config(&cfg.networks),
+            public_base_url: cfg.server.public_base_url(),
+            max_timeout_seconds: cfg.x402.max_timeout_seconds,
+            sandbox_pay_to: cfg.x402.demo_pay_to,
+            // Validated when the configuration was loaded.
+            sandbox_price: UsdcAmount::from_usd_str(&cfg.x402.demo_price_usd)
+                .unwrap_or(UsdcAmount(10_000)),
+        }
+    }
+
+    /// Absolute URL of a route: `{public_base_url}/gateway/{slug}{path}`.
+    pub fn resource_url(&self, slug: &str, path: &str) -> String {
+        format!("{}/gateway/{slug}{path}", self.public_base_url)
+    }
+
+    /// The requirements a route asks for, or `None` if it cannot be paid (no receiver wallet,
+    /// network no longer configured).
+    pub fn requirements(
+        &self,
+        slug: &str,
+        route: &Route,
+        pay_to: Option<Address>,
+    ) -> Option<PaymentRequirements> {
+        Some(PaymentRequirements {
+            network: self.networks.resolve(&route.network)?.clone(),
+            amount: route.price,
+            pay_to: pay_to?,
+            resource: self.resource_url(slug, &route.path),
+            description: route.description.clone(),
+            mime_type: String::new(),
+            max_timeout_seconds: self.max_timeout_seconds,
+        })
+    }
+
+    fn entry(
+        &self,
+        slug: &str,
+        route: Route,
+        pay_to: Option<Address>,
+        sandbox: bool,
+    ) -> RouteEntry {
+        let payment = self.requirements(slug, &route, pay_to).map(|req| {
+            let challenge = Challenge::render(&req, NO_PAYMENT_ERROR);
+            (req, challenge)
+        });
+        RouteEntry {
+            route,
+            payment,
+            sandbox,
+        }
+    }
+
+    fn org_routes(&self, org: &Org, routes: Vec<Route>) -> OrgRoutes {
+        let routes = routes
+            .into_iter()
+            .filter(|r| r.active)
+            .map(|r| {
+                let path = r.path.clone();
+                let e = self.entry(&org.slug, r, org.receiver_wallet, false);
+                (path, Arc::new(e))
+            })
+            .collect();
+        OrgRoutes {
+            org_id: org.id.clone(),
+            slug: org.slug.clone(),
+            suspended: org.suspended,
+            receiver_wallet: org.receiver_wallet,
+            routes,
+        }
+    }
+
+    fn sandbox(&self) -> OrgRoutes {
+        let now = crate::now_rfc3339();
+        let route = Route {
+            id: "rt_sandbox".into(),
+            org_id: "org_sandbox".into(),
+            path: SANDBOX_PATH.into(),
+            price: self.sandbox_price,
+            target_url: String::new(),
+            network: "base-sepolia".into(),
+            active: true,
+            streaming: false,
+            discoverable: false,
+            description: "paygate public sandbox: always answers 402 on Base Sepolia; \
+                          never proxied, never settled"
+                .into(),
+            bazaar_category: None,
+            created_at_ns: 0,
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        let entry = self.entry(SANDBOX_SLUG, route, Some(self.sandbox_pay_to), true);
+        OrgRoutes {
+            org_id: "org_sandbox".into(),
+            slug: SANDBOX_SLUG.into(),
+            suspended: false,
+            receiver_wallet: Some(self.sandbox_pay_to),
+            routes: HashMap::from([(SANDBOX_PATH.to_string(), Arc::new(entry))]),
+        }
+    }
+}
+
+/// The shared table: readers load a snapshot without locking; writers serialise among themselves.
+pub struct RouteTable {
+    current: ArcSwap<Snapshot>,
+    writer: tokio::sync::Mutex<()>,
+    ctx: RenderContext,
+}
+
+impl RouteTable {
+    /// Builds the table from everything in the store.
+    pub async fn load(ctx: RenderContext, store: &dyn Store) -> StoreResult<Self> {
+        let mut by_slug = HashMap::new();
+        for org in store.list_orgs().await? {
+            let routes = store.list_routes(&org.id).await?;
+            by_slug.insert(org.slug.clone(), Arc::new(ctx.org_routes(&org, routes)));
+        }
+        by_slug.insert(SANDBOX_SLUG.to_string(), Arc::new(ctx.sandbox()));
+        Ok(Self {
+            current: ArcSwap::from_pointee(Snapshot { by_slug }),
+            writer: tokio::sync::Mutex::new(()),
+            ctx,
+        })
+    }
+
+    /// The current snapshot (lock-free).
+    pub fn snapshot(&self) -> Guard<Arc<Snapshot>> {
+        self.current.load()
+    }
+
+    pub fn render_context(&self) -> &RenderContext {
+        &self.ctx
+    }
+
+    /// Re-reads one organisation and its routes from the store and publishes a new snapshot.
+    /// Called after every committed change, before the API answers, so the proxy already
+    /// serves the change when the client hears of it.
+    pub async fn refresh_org(&self, store: &dyn Store, org_id: &str) -> StoreResult<()> {
+        let _guard = self.writer.lock().await;
+        let org = store.get_org(org_id).await?;
+        let fresh = match org {
+            Some(org) => {
+                let routes = store.list_routes(&org.id).await?;
+                Some((
+                    org.slug.clone(),
+                    Arc::new(self.ctx.org_routes(&org, routes)),
+                ))
+            }
+            None => None,
+        };
+        let old = self.current.load_full();
+        let mut by_slug = old.by_slug.clone();
+        by_slug.retain(|_, o| o.org_id != org_id);
+        if let Some((slug, routes)) = fresh {
+            by_slug.insert(slug, routes);
+        }
+        self.current.store(Arc::new(Snapshot { by_slug }));
+        Ok(())
+    }
+}

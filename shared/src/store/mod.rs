@@ -1,0 +1,79 @@
+//! The `Store` trait: every durable record goes through it. Writes return only once durable.
+//! Operations are whole business steps (insert a route with its path index and idempotency record)
+//! so a networked backend can implement them with its own transactions.
+
+mod sled_store;
+
+pub use sled_store::SledStore;
+
+use crate::model::{ApiKeyRecord, IdempotencyRecord, Org, Route};
+use async_trait::async_trait;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another route of the organisation has this path.
+    #[error("path already used by another route")]
+    DuplicatePath,
+    /// An organisation with this slug exists.
+    #[error("slug already taken")]
+    DuplicateSlug,
+    /// The idempotency key was already used; the stored record is returned.
+    #[error("idempotency key already used")]
+    IdempotencyKeyUsed(Box<IdempotencyRecord>),
+    /// The record changed since it was read (optimistic concurrency); retry.
+    #[error("record changed concurrently")]
+    Conflict,
+    /// The record does not exist.
+    #[error("not found")]
+    NotFound,
+    #[error("storage: {0}")]
+    Backend(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates an organisation with its first API key; fails with `DuplicateSlug`.
+    async fn create_org(&self, org: &Org, key: &ApiKeyRecord) -> StoreResult<()>;
+    async fn get_org(&self, id: &str) -> StoreResult<Option<Org>>;
+    async fn get_org_by_slug(&self, slug: &str) -> StoreResult<Option<Org>>;
+    async fn list_orgs(&self) -> StoreResult<Vec<Org>>;
+    /// Replaces an existing organisation record (slug unchanged).
+    async fn update_org(&self, org: &Org) -> StoreResult<()>;
+
+    async fn put_api_key(&self, key: &ApiKeyRecord) -> StoreResult<()>;
+    async fn get_api_key(&self, key_id: &str) -> StoreResult<Option<ApiKeyRecord>>;
+    async fn list_api_keys(&self, org_id: &str) -> StoreResult<Vec<ApiKeyRecord>>;
+
+    /// The organisation's routes, in no particular order.
+    async fn list_routes(&self, org_id: &str) -> StoreResult<Vec<Route>>;
+    async fn get_route(&self, org_id: &str, route_id: &str) -> StoreResult<Option<Route>>;
+    /// Inserts a route, its path index entry and (if given) the idempotency record, atomically.
+    async fn insert_route(
+        &self,
+        route: &Route,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()>;
+    /// Replaces `old` by `new` if the stored route still equals `old`, moving the path index
+    /// entry when the path changed, and stores the idempotency record, atomically.
+    async fn replace_route(
+        &self,
+        old: &Route,
+        new: &Route,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()>;
+    /// Removes a route and its path index entry; `NotFound` if absent.
+    async fn delete_route(&self, org_id: &str, route_id: &str) -> StoreResult<()>;
+
+    async fn get_idempotency(
+        &self,
+        org_id: &str,
+        key: &str,
+    ) -> StoreResult<Option<IdempotencyRecord>>;
+    /// Removes idempotency records created before `before_unix`; returns how many.
+    async fn purge_idempotency(&self, before_unix: i64) -> StoreResult<usize>;
+
+    /// Makes every acknowledged write durable (called on shutdown).
+    async fn flush(&self) -> StoreResult<()>;
+}

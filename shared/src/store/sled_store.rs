@@ -1,0 +1,422 @@
+//! The sled implementation of [`Store`]: one tree per entity, JSON values, multi-tree
+//! transactions where two trees change together, and a flush before a write is acknowledged.
+
+use super::{Store, StoreError, StoreResult};
+use crate::model::{ApiKeyRecord, IdempotencyRecord, Org, Route};
+use async_trait::async_trait;
+use serde::{de::DeserializeOwned, Serialize};
+use sled::transaction::{
+    ConflictableTransactionError, TransactionError, Transactional, TransactionalTree,
+};
+use std::path::Path;
+
+pub struct SledStore {
+    db: sled::Db,
+    orgs: sled::Tree,
+    org_slugs: sled::Tree,
+    api_keys: sled::Tree,
+    routes: sled::Tree,
+    route_paths: sled::Tree,
+    idempotency: sled::Tree,
+}
+
+fn backend<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn enc<T: Serialize>(v: &T) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(v).map_err(backend)
+}
+
+fn dec<T: DeserializeOwned>(b: &[u8]) -> StoreResult<T> {
+    serde_json::from_slice(b).map_err(backend)
+}
+
+/// `a \0 b`: composite keys scoped by organisation (ids and slugs never contain NUL).
+fn key2(a: &str, b: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(a.len() + b.len() + 1);
+    k.extend_from_slice(a.as_bytes());
+    k.push(0);
+    k.extend_from_slice(b.as_bytes());
+    k
+}
+
+fn prefix(a: &str) -> Vec<u8> {
+    let mut k = a.as_bytes().to_vec();
+    k.push(0);
+    k
+}
+
+fn abort<T>(e: StoreError) -> Result<T, ConflictableTransactionError<StoreError>> {
+    Err(ConflictableTransactionError::Abort(e))
+}
+
+fn tx_err(e: TransactionError<StoreError>) -> StoreError {
+    match e {
+        TransactionError::Abort(e) => e,
+        TransactionError::Storage(e) => backend(e),
+    }
+}
+
+/// Inside a transaction: aborts with the stored record if the idempotency key was used.
+fn idem_unused(
+    idems: &TransactionalTree,
+    idem: Option<&IdempotencyRecord>,
+) -> Result<(), ConflictableTransactionError<StoreError>> {
+    let Some(rec) = idem else { return Ok(()) };
+    match idems.get(key2(&rec.org_id, &rec.key))? {
+        Some(prev) => {
+            let prev: IdempotencyRecord =
+                dec(&prev).map_err(ConflictableTransactionError::Abort)?;
+            abort(StoreError::IdempotencyKeyUsed(Box::new(prev)))
+        }
+        None => Ok(()),
+    }
+}
+
+impl SledStore {
+    /// Opens (or creates) the database in `dir`.
+    pub fn open(dir: &Path) -> StoreResult<Self> {
+        let db = sled::Config::new()
+            .path(dir)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(backend)?;
+        let tree = |n: &str| db.open_tree(n).map_err(backend);
+        Ok(Self {
+            orgs: tree("orgs")?,
+            org_slugs: tree("org_slugs")?,
+            api_keys: tree("api_keys")?,
+            routes: tree("routes")?,
+            route_paths: tree("route_paths")?,
+            idempotency: tree("idempotency")?,
+            db,
+        })
+    }
+
+    async fn durable(&self) -> StoreResult<()> {
+        self.db.flush_async().await.map_err(backend)?;
+        Ok(())
+    }
+
+    fn get<T: DeserializeOwned>(tree: &sled::Tree, key: &[u8]) -> StoreResult<Option<T>> {
+        match tree.get(key).map_err(backend)? {
+            Some(v) => Ok(Some(dec(&v)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SledStore {
+    async fn create_org(&self, org: &Org, key: &ApiKeyRecord) -> StoreResult<()> {
+        let org_bytes = enc(org)?;
+        let key_bytes = enc(key)?;
+        (&self.orgs, &self.org_slugs, &self.api_keys)
+            .transaction(|(orgs, slugs, keys)| {
+                if slugs.get(org.slug.as_bytes())?.is_some() {
+                    return abort(StoreError::DuplicateSlug);
+                }
+                slugs.insert(org.slug.as_bytes(), org.id.as_bytes())?;
+                orgs.insert(org.id.as_bytes(), org_bytes.as_slice())?;
+                keys.insert(key.key_id.as_bytes(), key_bytes.as_slice())?;
+                Ok(())
+            })
+            .map_err(tx_err)?;
+        self.durable().await
+    }
+
+    async fn get_org(&self, id: &str) -> StoreResult<Option<Org>> {
+        Self::get(&self.orgs, id.as_bytes())
+    }
+
+    async fn get_org_by_slug(&self, slug: &str) -> StoreResult<Option<Org>> {
+        match self.org_slugs.get(slug.as_bytes()).map_err(backend)? {
+            Some(id) => Self::get(&self.orgs, &id),
+            None => Ok(None),
+        }
+    }
+
+    async fn list_orgs(&self) -> StoreResult<Vec<Org>> {
+        self.orgs
+            .iter()
+            .values()
+            .map(|v| dec(&v.map_err(backend)?))
+            .collect()
+    }
+
+    async fn update_org(&self, org: &Org) -> StoreResult<()> {
+        let bytes = enc(org)?;
+        (&self.orgs,)
+            .transaction(|(orgs,)| {
+                if orgs.get(org.id.as_bytes())?.is_none() {
+                    return abort(StoreError::NotFound);
+                }
+                orgs.insert(org.id.as_bytes(), bytes.as_slice())?;
+                Ok(())
+            })
+            .map_err(tx_err)?;
+        self.durable().await
+    }
+
+    async fn put_api_key(&self, key: &ApiKeyRecord) -> StoreResult<()> {
+        self.api_keys
+            .insert(key.key_id.as_bytes(), enc(key)?)
+            .map_err(backend)?;
+        self.durable().await
+    }
+
+    async fn get_api_key(&self, key_id: &str) -> StoreResult<Option<ApiKeyRecord>> {
+        Self::get(&self.api_keys, key_id.as_bytes())
+    }
+
+    async fn list_api_keys(&self, org_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {
+        let mut out = Vec::new();
+        for v in self.api_keys.iter().values() {
+            let k: ApiKeyRecord = dec(&v.map_err(backend)?)?;
+            if k.org_id == org_id {
+                out.push(k);
+            }
+        }
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        Ok(out)
+    }
+
+    async fn list_routes(&self, org_id: &str) -> StoreResult<Vec<Route>> {
+        self.routes
+            .scan_prefix(prefix(org_id))
+            .values()
+            .map(|v| dec(&v.map_err(backend)?))
+            .collect()
+    }
+
+    async fn get_route(&self, org_id: &str, route_id: &str) -> StoreResult<Option<Route>> {
+        Self::get(&self.routes, &key2(org_id, route_id))
+    }
+
+    async fn insert_route(
+        &self,
+        route: &Route,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()> {
+        let route_bytes = enc(route)?;
+        let idem_bytes = idem.map(enc).transpose()?;
+        let rkey = key2(&route.org_id, &route.id);
+        let pkey = key2(&route.org_id, &route.path);
+        (&self.routes, &self.route_paths, &self.idempotency)
+            .transaction(|(routes, paths, idems)| {
+                idem_unused(idems, idem)?;
+                if paths.get(&pkey)?.is_some() {
+                    return abort(StoreError::DuplicatePath);
+                }
+                paths.insert(pkey.as_slice(), route.id.as_bytes())?;
+                routes.insert(rkey.as_slice(), route_bytes.as_slice())?;
+                if let (Some(rec), Some(b)) = (idem, &idem_bytes) {
+                    idems.insert(key2(&rec.org_id, &rec.key), b.as_slice())?;
+                }
+                Ok(())
+            })
+            .map_err(tx_err)?;
+        self.durable().await
+    }
+
+    async fn replace_route(
+        &self,
+        old: &Route,
+        new: &Route,
+        idem: Option<&IdempotencyRecord>,
+    ) -> StoreResult<()> {
+        let new_bytes = enc(new)?;
+        let idem_bytes = idem.map(enc).transpose()?;
+        let rkey = key2(&old.org_id, &old.id);
+        let old_pkey = key2(&old.org_id, &old.path);
+        let new_pkey = key2(&new.org_id, &new.path);
+        (&self.routes, &self.route_paths, &self.idempotency)
+            .transaction(|(routes, paths, idems)| {
+                idem_unused(idems, idem)?;
+                let Some(current) = routes.get(&rkey)? else {
+                    return abort(StoreError::NotFound);
+                };
+                let current: Route = dec(&current).map_err(ConflictableTransactionError::Abort)?;
+                if &current != old {
+                    return abort(StoreError::Conflict);
+                }
+                if new.path != old.path {
+                    if paths.get(&new_pkey)?.is_some() {
+                        return abort(StoreError::DuplicatePath);
+                    }
+                    paths.remove(old_pkey.as_slice())?;
+                    paths.insert(new_pkey.as_slice(), new.id.as_bytes())?;
+                }
+                routes.insert(rkey.as_slice(), new_bytes.as_slice())?;
+                if let (Some(rec), Some(b)) = (idem, &idem_bytes) {
+                    idems.insert(key2(&rec.org_id, &rec.key), b.as_slice())?;
+                }
+                Ok(())
+            })
+            .map_err(tx_err)?;
+        self.durable().await
+    }
+
+    async fn delete_route(&self, org_id: &str, route_id: &str) -> StoreResult<()> {
+        let rkey = key2(org_id, route_id);
+        (&self.routes, &self.route_paths)
+            .transaction(|(routes, paths)| {
+                let Some(current) = routes.remove(rkey.as_slice())? else {
+                    return abort(StoreError::NotFound);
+                };
+                let current: Route = dec(&current).map_err(ConflictableTransactionError::Abort)?;
+                paths.remove(key2(org_id, &current.path))?;
+                Ok(())
+            })
+            .map_err(tx_err)?;
+        self.durable().await
+    }
+
+    async fn get_idempotency(
+        &self,
+        org_id: &str,
+        key: &str,
+    ) -> StoreResult<Option<IdempotencyRecord>> {
+        Self::get(&self.idempotency, &key2(org_id, key))
+    }
+
+    async fn purge_idempotency(&self, before_unix: i64) -> StoreResult<usize> {
+        let mut removed = 0;
+        for item in self.idempotency.iter() {
+            let (k, v) = item.map_err(backend)?;
+            let rec: IdempotencyRecord = dec(&v)?;
+            if rec.created_at_unix < before_unix {
+                // Remove only if unchanged since read.
+                if self
+                    .idempotency
+                    .compare_and_swap(&k, Some(v), None::<&[u8]>)
+                    .map_err(backend)?
+                    .is_ok()
+                {
+                    removed += 1;
+                }
+            }
+        }
+        if removed > 0 {
+            self.durable().await?;
+        }
+        Ok(removed)
+    }
+
+    async fn flush(&self) -> StoreResult<()> {
+        self.durable().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::UsdcAmount;
+
+    fn route(org: &str, id: &str, path: &str) -> Route {
+        Route {
+            id: id.into(),
+            org_id: org.into(),
+            path: path.into(),
+            price: UsdcAmount(10_000),
+            target_url: "http://example.com/".into(),
+            network: "base".into(),
+            active: true,
+            streaming: false,
+            discoverable: false,
+            description: String::new(),
+            bazaar_category: None,
+            created_at_ns: 1,
+            created_at: "t".into(),
+            updated_at: "t".into(),
+        }
+    }
+
+    fn idem(org: &str, key: &str) -> IdempotencyRecord {
+        IdempotencyRecord {
+            org_id: org.into(),
+            key: key.into(),
+            fingerprint: "f".into(),
+            status: 201,
+            body: "{}".into(),
+            created_at_unix: 100,
+        }
+    }
+
+    #[tokio::test]
+    async fn path_index_is_unique_per_org_and_follows_updates() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path()).unwrap();
+        s.insert_route(&route("o1", "r1", "/a"), None)
+            .await
+            .unwrap();
+        // Same path in another org is fine.
+        s.insert_route(&route("o2", "r2", "/a"), None)
+            .await
+            .unwrap();
+        assert!(matches!(
+            s.insert_route(&route("o1", "r3", "/a"), None).await,
+            Err(StoreError::DuplicatePath)
+        ));
+        // Moving r1 to /b frees /a.
+        let old = s.get_route("o1", "r1").await.unwrap().unwrap();
+        let mut new = old.clone();
+        new.path = "/b".into();
+        s.replace_route(&old, &new, None).await.unwrap();
+        s.insert_route(&route("o1", "r3", "/a"), None)
+            .await
+            .unwrap();
+        // A stale replace is refused.
+        assert!(matches!(
+            s.replace_route(&old, &new, None).await,
+            Err(StoreError::Conflict)
+        ));
+        s.delete_route("o1", "r1").await.unwrap();
+        assert!(matches!(
+            s.delete_route("o1", "r1").await,
+            Err(StoreError::NotFound)
+        ));
+        s.insert_route(&route("o1", "r4", "/b"), None)
+            .await
+            .unwrap();
+        assert_eq!(s.list_routes("o1").await.unwrap().len(), 2);
+        assert_eq!(s.list_routes("o2").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn idempotency_key_blocks_second_insert_and_nothing_else_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path()).unwrap();
+        s.insert_route(&route("o1", "r1", "/a"), Some(&idem("o1", "k")))
+            .await
+            .unwrap();
+        match s
+            .insert_route(&route("o1", "r2", "/b"), Some(&idem("o1", "k")))
+            .await
+        {
+            Err(StoreError::IdempotencyKeyUsed(rec)) => assert_eq!(rec.status, 201),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(s.get_route("o1", "r2").await.unwrap().is_none());
+        // Keys are scoped per org.
+        s.insert_route(&route("o2", "r2", "/b"), Some(&idem("o2", "k")))
+            .await
+            .unwrap();
+        assert_eq!(s.purge_idempotency(101).await.unwrap(), 2);
+        assert!(s.get_idempotency("o1", "k").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn records_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = SledStore::open(dir.path()).unwrap();
+            s.insert_route(&route("o1", "r1", "/a"), None)
+                .await
+                .unwrap();
+        }
+        let s = SledStore::open(dir.path()).unwrap();
+        assert_eq!(s.get_route("o1", "r1").await.unwrap().unwrap().path, "/a");
+    }
+}

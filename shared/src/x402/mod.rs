@@ -1,0 +1,182 @@
+//! The x402 protocol: wire types for v1 and v2 and the rendering of `402` challenges.
+//! Each protocol version's wire shapes live in their own module; [`Challenge`] renders all three
+//! forms a `402` carries (the seed `X-Payment-Requirements` header, the v1 body, the v2 header).
+
+pub mod v1;
+pub mod v2;
+
+use crate::money::UsdcAmount;
+use crate::network::Network;
+use alloy_primitives::Address;
+use base64::Engine;
+use serde::Serialize;
+
+/// The `extra` object of a requirement: the token's EIP-712 domain name and version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct TokenExtra {
+    pub name: String,
+    pub version: String,
+}
+
+/// What a route asks to be paid: everything needed to render a requirement in either version.
+#[derive(Debug, Clone)]
+pub struct PaymentRequirements {
+    pub network: Network,
+    pub amount: UsdcAmount,
+    pub pay_to: Address,
+    /// Absolute URL of the route.
+    pub resource: String,
+    pub description: String,
+    pub mime_type: String,
+    pub max_timeout_seconds: u64,
+}
+
+impl PaymentRequirements {
+    pub fn extra(&self) -> TokenExtra {
+        TokenExtra {
+            name: self.network.config.eip712_name.clone(),
+            version: self.network.config.eip712_version.clone(),
+        }
+    }
+
+    pub fn to_v1(&self) -> v1::PaymentRequirementsV1 {
+        v1::PaymentRequirementsV1 {
+            scheme: "exact".into(),
+            network: self.network.v1_name.clone(),
+            max_amount_required: self.amount.to_string(),
+            resource: self.resource.clone(),
+            description: self.description.clone(),
+            mime_type: self.mime_type.clone(),
+            pay_to: self.pay_to.to_checksum(None),
+            max_timeout_seconds: self.max_timeout_seconds,
+            asset: self.network.config.asset.to_checksum(None),
+            extra: self.extra(),
+        }
+    }
+
+    pub fn to_v2(&self) -> v2::PaymentRequirementsV2 {
+        v2::PaymentRequirementsV2 {
+            scheme: "exact".into(),
+            network: self.network.caip2.clone(),
+            amount: self.amount.to_string(),
+            asset: self.network.config.asset.to_checksum(None),
+            pay_to: self.pay_to.to_checksum(None),
+            max_timeout_seconds: self.max_timeout_seconds,
+            extra: self.extra(),
+        }
+    }
+}
+
+/// The three renderings of one route's `402`, computed once per route change so the hot path
+/// only copies bytes.
+#[derive(Debug, Clone)]
+pub struct Challenge {
+    /// JSON of the v1 requirement, for the `X-Payment-Requirements` header.
+    pub requirements_header: String,
+    /// Base64 JSON of the v2 `PaymentRequired`, for the `PAYMENT-REQUIRED` header.
+    pub payment_required_header: String,
+    /// The v1 JSON body `{x402Version: 1, error, accepts}`.
+    pub body: bytes::Bytes,
+}
+
+/// The `error` text of a challenge sent because no payment came with the request.
+pub const NO_PAYMENT_ERROR: &str = "X-PAYMENT header is required";
+
+impl Challenge {
+    /// Renders the challenge for `req` with the given `error` text.
+    pub fn render(req: &PaymentRequirements, error: &str) -> Self {
+        let v1_req = req.to_v1();
+        let requirements_header = serde_json::to_string(&v1_req).unwrap_or_default();
+        let body = serde_json::to_vec(&v1::PaymentRequiredV1 {
+            x402_version: 1,
+            error: error.to_string(),
+            accepts: vec![v1_req],
+        })
+        .unwrap_or_default();
+        let v2_doc = v2::PaymentRequiredV2 {
+            x402_version: 2,
+            error: Some(error.to_string()),
+            resource: v2::ResourceInfo {
+                url: req.resource.clone(),
+                description: Some(req.description.clone()),
+                mime_type: Some(req.mime_type.clone()),
+            },
+            accepts: vec![req.to_v2()],
+        };
+        let payment_required_header = base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&v2_doc).unwrap_or_default());
+        Self {
+            requirements_header,
+            payment_required_header,
+            body: body.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::{builtin_networks, Networks};
+
+    fn req(network: &str) -> PaymentRequirements {
+        PaymentRequirements {
+            network: Networks::from_config(&builtin_networks())
+                .resolve(network)
+                .unwrap()
+                .clone(),
+            amount: UsdcAmount(10_000),
+            pay_to: "0x209693bc6afc0c5328ba36faf03c514ef312287c"
+                .parse()
+                .unwrap(),
+            resource: "http://127.0.0.1:8402/gateway/acme/echo".into(),
+            description: "Echo".into(),
+            mime_type: String::new(),
+            max_timeout_seconds: 60,
+        }
+    }
+
+    #[test]
+    fn v1_body_uses_v1_names_and_absolute_resource() {
+        // Given with the CAIP-2 spelling, still rendered with the v1 name in v1.
+        let c = Challenge::render(&req("eip155:84532"), NO_PAYMENT_ERROR);
+        let body: serde_json::Value = serde_json::from_slice(&c.body).unwrap();
+        assert_eq!(body["x402Version"], 1);
+        assert_eq!(body["error"], NO_PAYMENT_ERROR);
+        let a = &body["accepts"][0];
+        assert_eq!(a["scheme"], "exact");
+        assert_eq!(a["network"], "base-sepolia");
+        assert_eq!(a["maxAmountRequired"], "10000");
+        assert_eq!(a["resource"], "http://127.0.0.1:8402/gateway/acme/echo");
+        assert_eq!(a["description"], "Echo");
+        assert_eq!(a["mimeType"], "");
+        assert_eq!(a["payTo"], "0x209693Bc6afc0C5328bA36FaF03C514EF312287C");
+        assert_eq!(a["maxTimeoutSeconds"], 60);
+        assert_eq!(a["asset"], "0x036CbD53842c5426634e7929541eC2318f3dCF7e");
+        assert_eq!(a["extra"]["name"], "USDC");
+        assert_eq!(a["extra"]["version"], "2");
+        assert!(a.get("outputSchema").is_none(), "no null outputSchema");
+        let header: serde_json::Value = serde_json::from_str(&c.requirements_header).unwrap();
+        assert_eq!(&header, a);
+    }
+
+    #[test]
+    fn v2_header_uses_caip2_and_amount() {
+        let c = Challenge::render(&req("base"), NO_PAYMENT_ERROR);
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(&c.payment_required_header)
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(doc["x402Version"], 2);
+        assert_eq!(
+            doc["resource"]["url"],
+            "http://127.0.0.1:8402/gateway/acme/echo"
+        );
+        let a = &doc["accepts"][0];
+        assert_eq!(a["network"], "eip155:8453");
+        assert_eq!(a["amount"], "10000");
+        assert_eq!(a["asset"], "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913");
+        assert_eq!(a["extra"]["name"], "USD Coin");
+        assert!(a.get("maxAmountRequired").is_none());
+        assert!(c.payment_required_header.len() < 8 * 1024);
+    }
+}

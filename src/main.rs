@@ -1,0 +1,64 @@
+//! The `paygate` binary: `serve` runs the gateway (Pingora proxy + axum control plane in one
+//! process); `admin` calls the admin API for operators.
+
+mod admin_cli;
+mod serve;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "paygate",
+    version,
+    about = "Sell HTTP APIs to AI agents per request, paid in USDC over x402"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway: the public listener, the control plane and the store, in one process.
+    Serve {
+        /// TOML configuration file; without it the embedded defaults apply. Every key can also
+        /// be set as PAYGATE__<SECTION>__<KEY> in the environment, which wins over the file.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Operator commands against a running gateway's admin API.
+    Admin(admin_cli::AdminArgs),
+}
+
+fn main() -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { config } => {
+            init_tracing();
+            serve::run(config.as_deref())
+        }
+        Command::Admin(args) => admin_cli::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("paygate: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("PAYGATE_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,pingora_core=warn,pingora_proxy=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if std::env::var("PAYGATE_LOG_FORMAT").as_deref() == Ok("json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

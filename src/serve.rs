@@ -1,0 +1,119 @@
+//! `paygate serve`: opens the store, builds the route table, binds the control plane's internal
+//! listener, and runs the Pingora server (proxy service + control plane as a background service)
+//! until SIGTERM/SIGINT; then flushes the store.
+
+use anyhow::Context;
+use async_trait::async_trait;
+use paygate_control_plane::AppState;
+use paygate_proxy::Gateway;
+use paygate_shared::config::Config;
+use paygate_shared::route_table::{RenderContext, RouteTable};
+use paygate_shared::store::{SledStore, Store};
+use pingora::server::configuration::ServerConf;
+use pingora::server::{RunArgs, Server, ShutdownWatch};
+use pingora::services::background::{background_service, BackgroundService};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+/// The axum control plane as a Pingora background service.
+struct ControlPlane {
+    listener: Mutex<Option<std::net::TcpListener>>,
+    state: AppState,
+}
+
+#[async_trait]
+impl BackgroundService for ControlPlane {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(std_listener) = self.listener.lock().ok().and_then(|mut l| l.take()) else {
+            return;
+        };
+        let listener = match tokio::net::TcpListener::from_std(std_listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "control plane listener unusable");
+                return;
+            }
+        };
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        if let Err(e) = paygate_control_plane::serve(listener, self.state.clone(), stop).await {
+            tracing::error!(error = %e, "control plane stopped");
+        }
+    }
+}
+
+pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let cfg = Arc::new(Config::load(config_path)?);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::fs::create_dir_all(&cfg.storage.path)
+        .with_context(|| format!("creating {}", cfg.storage.path.display()))?;
+    let store: Arc<SledStore> = Arc::new(
+        SledStore::open(&cfg.storage.path)
+            .with_context(|| format!("opening store at {}", cfg.storage.path.display()))?,
+    );
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let table = Arc::new(rt.block_on(RouteTable::load(
+        RenderContext::from_config(&cfg),
+        dyn_store.as_ref(),
+    ))?);
+
+    // Fail early and clearly if the public address is taken (Pingora would panic).
+    drop(
+        std::net::TcpListener::bind(cfg.server.listen)
+            .with_context(|| format!("binding {}", cfg.server.listen))?,
+    );
+    let cp_listener = std::net::TcpListener::bind(cfg.server.control_plane_listen)
+        .with_context(|| format!("binding {}", cfg.server.control_plane_listen))?;
+    cp_listener.set_nonblocking(true)?;
+    let cp_addr = cp_listener.local_addr()?;
+
+    let conf = ServerConf {
+        threads: cfg.server.threads,
+        grace_period_seconds: Some(cfg.server.grace_period_seconds),
+        graceful_shutdown_timeout_seconds: Some(cfg.server.graceful_shutdown_timeout_seconds),
+        pid_file: cfg.storage.path.join("paygate.pid").display().to_string(),
+        upgrade_sock: cfg
+            .storage
+            .path
+            .join("paygate_upgrade.sock")
+            .display()
+            .to_string(),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+
+    let mut proxy = pingora::proxy::http_proxy_service_with_name(
+        &server.configuration,
+        Gateway::new(table.clone(), cp_addr),
+        "paygate proxy",
+    );
+    proxy.add_tcp(&cfg.server.listen.to_string());
+    server.add_service(proxy);
+
+    let state = AppState::new(dyn_store.clone(), table, cfg.clone());
+    server.add_service(background_service(
+        "control plane",
+        ControlPlane {
+            listener: Mutex::new(Some(cp_listener)),
+            state,
+        },
+    ));
+
+    tracing::info!(
+        listen = %cfg.server.listen,
+        public_base_url = %cfg.server.public_base_url(),
+        control_plane = %cp_addr,
+        storage = %cfg.storage.path.display(),
+        admin_api = cfg.admin.token().is_some(),
+        "paygate starting"
+    );
+    server.run(RunArgs::default());
+    rt.block_on(dyn_store.flush())?;
+    tracing::info!("paygate stopped; store flushed");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,251 @@
+//! Test harness: runs the real `paygate` binary on a free loopback port with a temp data dir,
+//! and offers small helpers for the admin and management APIs.
+#![allow(dead_code)]
+
+use reqwest::{Client, Response};
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+pub const WALLET_A: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+pub const WALLET_B: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A running gateway process. Stopped (SIGTERM, then SIGKILL) on drop.
+pub struct Gateway {
+    pub base: String,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    pub http: Client,
+    extra_env: Vec<(String, String)>,
+    child: Option<Child>,
+}
+
+impl Gateway {
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let port = free_port();
+        let mut g = Self {
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+            dir: tempfile::tempdir().expect("tempdir"),
+            http: Client::builder()
+                .timeout(Duration::from_secs(20))
+                .build()
+                .expect("client"),
+            extra_env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            child: None,
+        };
+        g.spawn().await;
+        g
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("paygate.log")
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_paygate"));
+        cmd.arg("serve")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env(
+                "PAYGATE__SERVER__LISTEN",
+                format!("127.0.0.1:{}", self.port),
+            )
+            .env("PAYGATE__STORAGE__PATH", self.dir.path().join("data"))
+            .env("PAYGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("PAYGATE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("spawn paygate"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = self.http.get(self.url("/healthz")).send().await {
+                if r.status().is_success() {
+                    return;
+                }
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("paygate exited early ({status}):\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "paygate did not become ready:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Graceful stop (SIGTERM) and wait; returns whether it exited by itself in time.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let pid = child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// SIGKILL, no chance to flush.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub async fn restart(&mut self) {
+        assert!(
+            self.stop(),
+            "paygate did not stop on SIGTERM:\n{}",
+            self.log()
+        );
+        self.spawn().await;
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Response {
+        let mut r = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(ADMIN_TOKEN);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        r.send().await.expect("admin request")
+    }
+
+    /// Creates an organisation with a receiver wallet; returns `(org json, api key)`.
+    pub async fn create_org(&self, slug: &str, wallet: Option<&str>) -> (Value, String) {
+        let mut body = json!({ "slug": slug });
+        if let Some(w) = wallet {
+            body["receiverWallet"] = json!(w);
+        }
+        let r = self
+            .admin(reqwest::Method::POST, "/admin/orgs", Some(body))
+            .await;
+        assert_eq!(r.status(), 201, "create org {slug}");
+        let v: Value = r.json().await.expect("json");
+        let key = v["apiKey"].as_str().expect("apiKey").to_string();
+        (v, key)
+    }
+
+    pub async fn api(
+        &self,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Response {
+        let mut r = self.http.request(method, self.url(path)).bearer_auth(key);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        r.send().await.expect("api request")
+    }
+
+    pub async fn create_route(&self, key: &str, body: Value) -> Value {
+        let r = self
+            .api(
+                key,
+                reqwest::Method::POST,
+                "/api/routes",
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(r.status(), 201, "create route {body}");
+        r.json().await.expect("json")
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.http.get(self.url(path)).send().await.expect("get")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Reads a JSON error body and checks its shape: `{code, message, requestId}` with the request
+/// id equal to the `X-Request-Id` header. Returns `(status, code, body)`.
+pub async fn error_of(r: Response) -> (u16, String, Value) {
+    let status = r.status().as_u16();
+    let header_id = r
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .expect("x-request-id header");
+    let body: Value = r.json().await.expect("error body is JSON");
+    assert_eq!(
+        body["requestId"],
+        json!(header_id),
+        "requestId matches header: {body}"
+    );
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    let code = body["code"].as_str().expect("code").to_string();
+    (status, code, body)
+}
+
+pub fn route_body(path: &str) -> Value {
+    json!({
+        "path": path,
+        "priceUSD": 0.01,
+        "targetUrl": "https://api.example.com/v1/echo",
+        "network": "base-sepolia",
+        "description": format!("route {path}"),
+    })
+}

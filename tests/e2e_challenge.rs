@@ -1,0 +1,304 @@
+//! End-to-end: the 402 challenge in all three forms, the sandbox route, suspension, missing
+//! wallets, discovery, and an official x402 client's own parser reading our challenge.
+
+mod common;
+
+use base64::Engine;
+use common::*;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+fn decode_v2(r: &reqwest::Response) -> Value {
+    let h = r.headers()["payment-required"].to_str().unwrap();
+    let raw = base64::engine::general_purpose::STANDARD.decode(h).unwrap();
+    serde_json::from_slice(&raw).unwrap()
+}
+
+#[tokio::test]
+async fn challenge_carries_all_three_forms_built_from_the_route() {
+    let gw = Gateway::start().await;
+    let (_, key) = gw.create_org("acme", Some(&WALLET_A.to_lowercase())).await;
+    gw.create_route(
+        &key,
+        json!({"path": "/v1/quote", "priceUSD": 0.000001, "targetUrl": "https://api.example.com",
+               "network": "eip155:8453", "description": "Quotes"}),
+    )
+    .await;
+    let r = gw.get("/gateway/acme/v1/quote?symbol=ETH").await;
+    assert_eq!(r.status(), 402);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let seed: Value =
+        serde_json::from_str(r.headers()["x-payment-requirements"].to_str().unwrap()).unwrap();
+    let v2 = decode_v2(&r);
+    let body: Value = r.json().await.unwrap();
+
+    let resource = format!("{}/gateway/acme/v1/quote", gw.base);
+    assert_eq!(body["x402Version"], 1);
+    assert!(body["error"].as_str().is_some());
+    let v1 = &body["accepts"][0];
+    assert_eq!(v1, &seed, "seed header equals the v1 requirement");
+    assert_eq!(v1["scheme"], "exact");
+    assert_eq!(
+        v1["network"], "base",
+        "v1 name even though the route says eip155:8453"
+    );
+    assert_eq!(v1["maxAmountRequired"], "1");
+    assert_eq!(
+        v1["resource"],
+        json!(resource),
+        "absolute, without the query"
+    );
+    assert_eq!(v1["payTo"], WALLET_A);
+    assert_eq!(v1["asset"], "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913");
+    assert_eq!(v1["extra"], json!({"name": "USD Coin", "version": "2"}));
+    assert_eq!(v1["maxTimeoutSeconds"], 60);
+    assert_eq!(v1["description"], "Quotes");
+    assert_eq!(v1["mimeType"], "");
+
+    assert_eq!(v2["x402Version"], 2);
+    assert_eq!(v2["resource"]["url"], json!(resource));
+    let a = &v2["accepts"][0];
+    assert_eq!(a["network"], "eip155:8453");
+    assert_eq!(a["amount"], "1");
+    assert_eq!(a["payTo"], WALLET_A);
+    assert_eq!(a["asset"], v1["asset"]);
+    assert_eq!(a["extra"], v1["extra"]);
+
+    // A payment header is not verified yet: still a challenge, never proxied.
+    let r = gw
+        .http
+        .get(gw.url("/gateway/acme/v1/quote"))
+        .header("X-PAYMENT", "e30=")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 402);
+    // A trailing slash reaches the same route.
+    assert_eq!(gw.get("/gateway/acme/v1/quote/").await.status(), 402);
+    // Prefixes and unknown orgs do not.
+    for p in [
+        "/gateway/acme/v1",
+        "/gateway/acme/v1/quote/x",
+        "/gateway/nobody/v1/quote",
+        "/gateway/acme",
+        "/gateway/",
+    ] {
+        let (status, code, _) = error_of(gw.get(p).await).await;
+        assert_eq!((status, code.as_str()), (404, "ROUTE_NOT_FOUND"), "{p}");
+    }
+}
+
+#[tokio::test]
+async fn public_base_url_and_timeout_come_from_config() {
+    let gw = Gateway::start_with(&[
+        (
+            "PAYGATE__SERVER__PUBLIC_BASE_URL",
+            "https://pay.example.com/",
+        ),
+        ("PAYGATE__X402__MAX_TIMEOUT_SECONDS", "120"),
+    ])
+    .await;
+    let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
+    gw.create_route(&key, route_body("echo")).await;
+    let r = gw
+        .http
+        .get(gw.url("/gateway/acme/echo"))
+        .header("Host", "evil.example.net")
+        .header("X-Forwarded-Host", "evil.example.net")
+        .send()
+        .await
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["accepts"][0]["resource"],
+        "https://pay.example.com/gateway/acme/echo"
+    );
+    assert_eq!(body["accepts"][0]["maxTimeoutSeconds"], 120);
+}
+
+#[tokio::test]
+async fn sandbox_suspension_and_missing_wallet() {
+    let gw = Gateway::start().await;
+    // The sandbox exists on a fresh deployment and always answers 402 on base-sepolia.
+    for method in [Method::GET, Method::POST] {
+        let r = gw
+            .http
+            .request(method, gw.url("/gateway/demo/demo"))
+            .header("X-PAYMENT", "e30=")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 402);
+        let v2 = decode_v2(&r);
+        assert_eq!(v2["accepts"][0]["network"], "eip155:84532");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["accepts"][0]["network"], "base-sepolia");
+        assert_eq!(
+            body["accepts"][0]["asset"],
+            "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+        );
+        assert_eq!(body["accepts"][0]["extra"]["name"], "USDC");
+    }
+
+    // No receiver wallet: 503 MISCONFIGURED; setting one fixes it at once.
+    let (_, key) = gw.create_org("acme", None).await;
+    gw.create_route(&key, route_body("echo")).await;
+    let (status, code, _) = error_of(gw.get("/gateway/acme/echo").await).await;
+    assert_eq!((status, code.as_str()), (503, "MISCONFIGURED"));
+    gw.admin(
+        Method::PATCH,
+        "/admin/orgs/acme",
+        Some(json!({"receiverWallet": WALLET_B})),
+    )
+    .await;
+    let body: Value = gw.get("/gateway/acme/echo").await.json().await.unwrap();
+    assert_eq!(body["accepts"][0]["payTo"], WALLET_B);
+
+    // Suspension blocks every route of the org at once; lifting it restores them.
+    gw.create_route(&key, route_body("two")).await;
+    let r = gw
+        .admin(
+            Method::PATCH,
+            "/admin/orgs/acme",
+            Some(json!({"suspended": true})),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    for p in ["/gateway/acme/echo", "/gateway/acme/two"] {
+        let (status, code, _) = error_of(gw.get(p).await).await;
+        assert_eq!((status, code.as_str()), (403, "ORG_SUSPENDED"), "{p}");
+    }
+    gw.admin(
+        Method::PATCH,
+        "/admin/orgs/acme",
+        Some(json!({"suspended": false})),
+    )
+    .await;
+    assert_eq!(gw.get("/gateway/acme/two").await.status(), 402);
+}
+
+#[tokio::test]
+async fn discovery_lists_only_active_discoverable_routes() {
+    let gw = Gateway::start().await;
+    let (_, a) = gw.create_org("alpha", Some(WALLET_A)).await;
+    let (_, b) = gw.create_org("beta", Some(WALLET_B)).await;
+    let mut listed = Vec::new();
+    for i in 0..3 {
+        let mut body = route_body(&format!("pub{i}"));
+        body["discoverable"] = json!(true);
+        body["bazaarCategory"] = json!("data");
+        listed.push(gw.create_route(&a, body).await);
+    }
+    gw.create_route(&a, route_body("hidden")).await;
+    let mut bb = route_body("b-pub");
+    bb["discoverable"] = json!(true);
+    gw.create_route(&b, bb).await;
+
+    let all: Value = gw.get("/discovery/resources").await.json().await.unwrap();
+    assert_eq!(all["x402Version"], 1);
+    assert_eq!(all["pagination"]["total"], 4);
+    let resources: Vec<_> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["resource"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!resources.iter().any(|r| r.ends_with("/hidden")));
+    assert!(!resources.iter().any(|r| r.contains("/demo/")));
+    let item = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["resource"].as_str().unwrap().ends_with("/pub0"))
+        .unwrap();
+    assert_eq!(item["type"], "http");
+    assert_eq!(item["metadata"]["category"], "data");
+    assert_eq!(item["accepts"][0]["maxAmountRequired"], "10000");
+
+    let page: Value = gw
+        .get("/discovery/resources?limit=2&offset=1")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        page["pagination"],
+        json!({"limit": 2, "offset": 1, "total": 4})
+    );
+    let beta: Value = gw
+        .get("/discovery/resources?org=beta")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(beta["pagination"]["total"], 1);
+    let other: Value = gw
+        .get("/discovery/resources?type=mcp")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(other["pagination"]["total"], 0);
+    let (status, code, _) = error_of(gw.get("/discovery/resources?limit=abc").await).await;
+    assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"));
+
+    // Deactivated and deleted routes vanish at once.
+    let id0 = listed[0]["id"].as_str().unwrap();
+    let id1 = listed[1]["id"].as_str().unwrap();
+    gw.api(
+        &a,
+        Method::PATCH,
+        &format!("/api/routes/{id0}"),
+        Some(json!({"active": false})),
+    )
+    .await;
+    gw.api(&a, Method::DELETE, &format!("/api/routes/{id1}"), None)
+        .await;
+    let now: Value = gw
+        .get("/discovery/resources?org=alpha")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(now["pagination"]["total"], 1);
+    // Suspended orgs vanish too.
+    gw.admin(
+        Method::PATCH,
+        "/admin/orgs/beta",
+        Some(json!({"suspended": true})),
+    )
+    .await;
+    let now: Value = gw.get("/discovery/resources").await.json().await.unwrap();
+    assert_eq!(now["pagination"]["total"], 1);
+}
+
+/// The official Python x402 SDK (PyPI `x402`) parses our challenge with its own models.
+/// `make test` prepares the venv and sets PAYGATE_TEST_PYTHON.
+#[tokio::test]
+async fn official_python_client_parses_the_challenge() {
+    let python = std::env::var("PAYGATE_TEST_PYTHON").expect(
+        "PAYGATE_TEST_PYTHON must name a python with the x402 package (run via `make test`)",
+    );
+    let gw = Gateway::start().await;
+    let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
+    gw.create_route(&key, route_body("echo")).await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/x402_parse_challenge.py"
+    );
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(gw.url("/gateway/acme/echo"))
+        .arg(gw.url("/gateway/demo/demo"))
+        .output()
+        .await
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "python x402 client rejected the challenge:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok 2 challenges"));
+}
