@@ -2,8 +2,10 @@
 //! Each protocol version's wire shapes live in their own module; [`Challenge`] renders all three
 //! forms a `402` carries (the seed `X-Payment-Requirements` header, the v1 body, the v2 header).
 
+pub mod payment;
 pub mod v1;
 pub mod v2;
+pub mod verify;
 
 use crate::money::UsdcAmount;
 use crate::network::Network;

@@ -1,0 +1,351 @@
+//! Local verification at the edge, before anything is reserved or settled: the payment must match
+//! the requirement regenerated for the route, pay the right wallet the exact amount in its time
+//! window, and carry an EIP-712 signature that recovers to the payer (libsecp256k1).
+
+use super::payment::{PaymentPayload, SignedAuthorization};
+use super::PaymentRequirements;
+use alloy_primitives::{Signature, U256};
+use alloy_sol_types::{sol, Eip712Domain, SolStruct};
+use std::borrow::Cow;
+
+sol! {
+    /// EIP-3009 `TransferWithAuthorization`, the struct a payer signs.
+    struct TransferWithAuthorization {
+        address from;
+        address to;
+        uint256 value;
+        uint256 validAfter;
+        uint256 validBefore;
+        bytes32 nonce;
+    }
+}
+
+/// Facilitators require at least this many seconds of validity left.
+pub const MIN_VALIDITY_SECONDS: u64 = 6;
+
+/// Why a well-formed payment is not acceptable (`402` with the challenge and this reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("unsupported scheme")]
+    UnsupportedScheme,
+    #[error("payment is for another network")]
+    NetworkMismatch,
+    #[error("accepted requirements do not match this route's")]
+    RequirementsMismatch,
+    #[error("authorization pays another wallet")]
+    WrongPayee,
+    #[error("authorization value is not the route's price")]
+    WrongAmount,
+    #[error("authorization is not valid yet")]
+    NotYetValid,
+    #[error("authorization expires too soon or has expired")]
+    Expired,
+    #[error("signature does not recover to the payer")]
+    InvalidSignature,
+    #[error("payment nonce was already used")]
+    NonceReplay,
+    #[error("payer has insufficient funds")]
+    InsufficientFunds,
+    #[error("settlement was rejected")]
+    SettlementFailed,
+}
+
+impl Rejection {
+    /// The x402 `invalidReason` / `errorReason` word for this rejection.
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Self::UnsupportedScheme => "unsupported_scheme",
+            Self::NetworkMismatch => "invalid_network",
+            Self::RequirementsMismatch => "invalid_payment_requirements",
+            Self::WrongPayee => "invalid_exact_evm_payload_recipient_mismatch",
+            Self::WrongAmount => "invalid_exact_evm_payload_authorization_value",
+            Self::NotYetValid => "invalid_exact_evm_payload_authorization_valid_after",
+            Self::Expired => "invalid_exact_evm_payload_authorization_valid_before",
+            Self::InvalidSignature => "invalid_exact_evm_payload_signature",
+            Self::NonceReplay => "nonce_already_used",
+            Self::InsufficientFunds => "insufficient_funds",
+            Self::SettlementFailed => "settlement_failed",
+        }
+    }
+}
+
+/// The EIP-712 domain of the requirement's token.
+pub fn token_domain(req: &PaymentRequirements) -> Eip712Domain {
+    Eip712Domain::new(
+        Some(Cow::Owned(req.network.config.eip712_name.clone())),
+        Some(Cow::Owned(req.network.config.eip712_version.clone())),
+        Some(U256::from(req.network.config.chain_id)),
+        Some(req.network.config.asset),
+        None,
+    )
+}
+
+/// The EIP-712 digest the payer signed.
+pub fn signing_hash(auth: &SignedAuthorization, domain: &Eip712Domain) -> alloy_primitives::B256 {
+    TransferWithAuthorization {
+        from: auth.from,
+        to: auth.to,
+        value: auth.value,
+        validAfter: auth.valid_after,
+        validBefore: auth.valid_before,
+        nonce: auth.nonce,
+    }
+    .eip712_signing_hash(domain)
+}
+
+/// Checks an EOA signature (65 bytes, v in {27, 28} or {0, 1}, low s) against `from`.
+/// Returns `Ok(false)` for longer (smart-wallet) signatures, which only the chain can check.
+pub fn check_signature(
+    auth: &SignedAuthorization,
+    domain: &Eip712Domain,
+) -> Result<bool, Rejection> {
+    if auth.signature.len() != 65 {
+        return if auth.signature.len() > 65 {
+            Ok(false)
+        } else {
+            Err(Rejection::InvalidSignature)
+        };
+    }
+    let sig = Signature::from_raw(&auth.signature).map_err(|_| Rejection::InvalidSignature)?;
+    if sig.normalize_s().is_some() {
+        // High-s signatures are malleable; the token rejects them.
+        return Err(Rejection::InvalidSignature);
+    }
+    let hash = signing_hash(auth, domain);
+    match sig.recover_address_from_prehash(&hash) {
+        Ok(addr) if addr == auth.from => Ok(true),
+        _ => Err(Rejection::InvalidSignature),
+    }
+}
+
+/// Verifies `payment` against the route's `req` at time `now` (unix seconds).
+/// `Ok(true)`: fully verified; `Ok(false)`: valid but the signature must be checked on-chain.
+pub fn verify(
+    payment: &PaymentPayload,
+    auth: &SignedAuthorization,
+    req: &PaymentRequirements,
+    now: u64,
+) -> Result<bool, Rejection> {
+    match payment {
+        PaymentPayload::V1(p) => {
+            if p.scheme != "exact" {
+                return Err(Rejection::UnsupportedScheme);
+            }
+            if p.network != req.network.v1_name && p.network != req.network.caip2 {
+                return Err(Rejection::NetworkMismatch);
+            }
+        }
+        PaymentPayload::V2(p) => {
+            let a = &p.accepted;
+            let want = req.to_v2();
+            if a.scheme != "exact" {
+                return Err(Rejection::UnsupportedScheme);
+            }
+            if a.network != want.network {
+                return Err(Rejection::NetworkMismatch);
+            }
+            let same = a.amount == want.amount
+                && a.asset.eq_ignore_ascii_case(&want.asset)
+                && a.pay_to.eq_ignore_ascii_case(&want.pay_to)
+                && a.max_timeout_seconds == want.max_timeout_seconds
+                && a.extra == want.extra;
+            if !same {
+                return Err(Rejection::RequirementsMismatch);
+            }
+        }
+    }
+    if auth.to != req.pay_to {
+        return Err(Rejection::WrongPayee);
+    }
+    if auth.value != U256::from(req.amount.0) {
+        return Err(Rejection::WrongAmount);
+    }
+    if auth.valid_after > U256::from(now) {
+        return Err(Rejection::NotYetValid);
+    }
+    if auth.valid_before < U256::from(now.saturating_add(MIN_VALIDITY_SECONDS)) {
+        return Err(Rejection::Expired);
+    }
+    check_signature(auth, &token_domain(req))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::UsdcAmount;
+    use crate::network::{builtin_networks, Networks};
+    use alloy_primitives::{address, b256, Bytes, B256};
+
+    /// X402.md's vector: Base Sepolia domain.
+    fn vector() -> (SignedAuthorization, PaymentRequirements) {
+        let auth = SignedAuthorization {
+            from: address!("70997970C51812dc3A010C7d01b50e0d17dc79C8"),
+            to: address!("209693Bc6afc0C5328bA36FaF03C514EF312287C"),
+            value: U256::from(10_000),
+            valid_after: U256::ZERO,
+            valid_before: U256::from(1_900_000_000u64),
+            nonce: B256::repeat_byte(0x11),
+            signature: "0x4c906a47a947ae0d3352d162c153374ae5a94ef8f09a948307cff212aaf893707462a82325b84e3a6fe23cd64944aa1cfd6fbb0addc004e4b369708ab0da17581c"
+                .parse()
+                .unwrap(),
+        };
+        let req = PaymentRequirements {
+            network: Networks::from_config(&builtin_networks())
+                .resolve("base-sepolia")
+                .unwrap()
+                .clone(),
+            amount: UsdcAmount(10_000),
+            pay_to: auth.to,
+            resource: "http://x/gateway/a/b".into(),
+            description: String::new(),
+            mime_type: String::new(),
+            max_timeout_seconds: 60,
+        };
+        (auth, req)
+    }
+
+    fn v1_payload() -> PaymentPayload {
+        use crate::x402::payment::*;
+        PaymentPayload::V1(PaymentPayloadV1 {
+            x402_version: 1,
+            scheme: "exact".into(),
+            network: "base-sepolia".into(),
+            payload: ExactPayloadWire {
+                signature: String::new(),
+                authorization: AuthorizationWire {
+                    from: String::new(),
+                    to: String::new(),
+                    value: String::new(),
+                    valid_after: String::new(),
+                    valid_before: String::new(),
+                    nonce: String::new(),
+                },
+            },
+        })
+    }
+
+    const NOW: u64 = 1_800_000_000;
+
+    #[test]
+    fn x402_vector_digest_and_signature() {
+        let (auth, req) = vector();
+        assert_eq!(
+            signing_hash(&auth, &token_domain(&req)),
+            b256!("c72535830abf1dc4187193153665b256d688829ccda7ee169f8821f653253119")
+        );
+        assert_eq!(verify(&v1_payload(), &auth, &req, NOW), Ok(true));
+    }
+
+    #[test]
+    fn v_of_0_or_1_is_accepted_like_27_or_28() {
+        let (mut auth, req) = vector();
+        let mut raw = auth.signature.to_vec();
+        raw[64] -= 27;
+        auth.signature = Bytes::from(raw);
+        assert_eq!(verify(&v1_payload(), &auth, &req, NOW), Ok(true));
+    }
+
+    #[test]
+    fn each_rejection_reason() {
+        let (auth, req) = vector();
+        let p = v1_payload();
+        let check = |a: &SignedAuthorization, r: &PaymentRequirements, now| verify(&p, a, r, now);
+
+        let mut a = auth.clone();
+        a.to = address!("0000000000000000000000000000000000000001");
+        assert_eq!(check(&a, &req, NOW), Err(Rejection::WrongPayee));
+        let mut r = req.clone();
+        r.amount = UsdcAmount(10_001);
+        assert_eq!(check(&auth, &r, NOW), Err(Rejection::WrongAmount));
+        assert_eq!(
+            check(&auth, &req, 1_900_000_000 - 5),
+            Err(Rejection::Expired)
+        );
+        assert_eq!(check(&auth, &req, 1_900_000_000 - 6), Ok(true));
+        let mut a = auth.clone();
+        a.valid_after = U256::from(NOW + 100);
+        assert_eq!(check(&a, &req, NOW), Err(Rejection::NotYetValid));
+        // Any change to a signed field breaks the signature.
+        let mut a = auth.clone();
+        a.nonce = B256::repeat_byte(0x12);
+        assert_eq!(check(&a, &req, NOW), Err(Rejection::InvalidSignature));
+        // The wrong EIP-712 name (Base mainnet's) gives a digest the payer never signed.
+        let mut r = req.clone();
+        r.network.config.eip712_name = "USD Coin".into();
+        assert_eq!(check(&auth, &r, NOW), Err(Rejection::InvalidSignature));
+        // Truncated signature; smart-wallet length defers to the chain.
+        let mut a = auth.clone();
+        a.signature = Bytes::from(vec![1u8; 64]);
+        assert_eq!(check(&a, &req, NOW), Err(Rejection::InvalidSignature));
+        a.signature = Bytes::from(vec![1u8; 200]);
+        assert_eq!(check(&a, &req, NOW), Ok(false));
+        // High-s twin of a valid signature is refused.
+        let sig = Signature::from_raw(&auth.signature).unwrap();
+        let n = U256::from_str_radix(
+            "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141",
+            16,
+        )
+        .unwrap();
+        let high = Signature::new(sig.r(), n - sig.s(), !sig.v());
+        let mut a = auth.clone();
+        a.signature = Bytes::from(high.as_bytes().to_vec());
+        assert_eq!(check(&a, &req, NOW), Err(Rejection::InvalidSignature));
+        // Wrong network and scheme in the v1 envelope.
+        let mut p2 = v1_payload();
+        if let PaymentPayload::V1(x) = &mut p2 {
+            x.network = "base".into();
+        }
+        assert_eq!(
+            verify(&p2, &auth, &req, NOW),
+            Err(Rejection::NetworkMismatch)
+        );
+        if let PaymentPayload::V1(x) = &mut p2 {
+            x.network = "eip155:84532".into();
+            x.scheme = "upto".into();
+        }
+        assert_eq!(
+            verify(&p2, &auth, &req, NOW),
+            Err(Rejection::UnsupportedScheme)
+        );
+    }
+
+    #[test]
+    fn v2_accepted_must_match_field_by_field() {
+        use crate::x402::payment::*;
+        let (auth, req) = vector();
+        let mk = |accepted| {
+            PaymentPayload::V2(PaymentPayloadV2 {
+                x402_version: 2,
+                resource: None,
+                accepted,
+                payload: match v1_payload() {
+                    PaymentPayload::V1(p) => p.payload,
+                    PaymentPayload::V2(p) => p.payload,
+                },
+                extensions: None,
+            })
+        };
+        assert_eq!(verify(&mk(req.to_v2()), &auth, &req, NOW), Ok(true));
+        let mut lower = req.to_v2();
+        lower.pay_to = lower.pay_to.to_lowercase();
+        assert_eq!(verify(&mk(lower), &auth, &req, NOW), Ok(true));
+        let mut a = req.to_v2();
+        a.amount = "1".into();
+        assert_eq!(
+            verify(&mk(a), &auth, &req, NOW),
+            Err(Rejection::RequirementsMismatch)
+        );
+        let mut a = req.to_v2();
+        a.max_timeout_seconds = 5;
+        assert_eq!(
+            verify(&mk(a), &auth, &req, NOW),
+            Err(Rejection::RequirementsMismatch)
+        );
+        let mut a = req.to_v2();
+        a.network = "base-sepolia".into();
+        assert_eq!(
+            verify(&mk(a), &auth, &req, NOW),
+            Err(Rejection::NetworkMismatch)
+        );
+    }
+}
