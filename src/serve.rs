@@ -6,7 +6,11 @@ use anyhow::Context;
 use async_trait::async_trait;
 use paygate_control_plane::AppState;
 use paygate_proxy::Gateway;
-use paygate_shared::config::Config;
+use paygate_shared::config::{Config, FacilitatorKind};
+use paygate_shared::facilitator::embedded::EmbeddedFacilitator;
+use paygate_shared::facilitator::remote::RemoteFacilitator;
+use paygate_shared::facilitator::Facilitator;
+use paygate_shared::network::Networks;
 use paygate_shared::route_table::{RenderContext, RouteTable};
 use paygate_shared::store::{SledStore, Store};
 use pingora::server::configuration::ServerConf;
@@ -15,6 +19,7 @@ use pingora::services::background::{background_service, BackgroundService};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The axum control plane as a Pingora background service.
 struct ControlPlane {
@@ -87,9 +92,10 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
 
+    let facilitator = build_facilitator(&cfg)?;
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,
-        Gateway::new(table.clone(), cp_addr),
+        Gateway::new(table.clone(), cp_addr, facilitator, dyn_store.clone()),
         "paygate proxy",
     );
     proxy.add_tcp(&cfg.server.listen.to_string());
@@ -116,4 +122,43 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     rt.block_on(dyn_store.flush())?;
     tracing::info!("paygate stopped; store flushed");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The configured facilitator, or `None` (paid requests then answer 503) when the embedded one
+/// has no relayer key in the environment.
+fn build_facilitator(cfg: &Config) -> anyhow::Result<Option<Arc<dyn Facilitator>>> {
+    let f = &cfg.facilitator;
+    let timeout = Duration::from_secs(f.request_timeout_seconds);
+    match f.kind {
+        FacilitatorKind::Remote => {
+            if f.url.trim().is_empty() {
+                anyhow::bail!("facilitator.kind = \"remote\" needs facilitator.url");
+            }
+            let bearer = (!f.bearer_token_env.is_empty())
+                .then(|| std::env::var(&f.bearer_token_env).ok())
+                .flatten();
+            let remote = RemoteFacilitator::new(&f.url, bearer, timeout)
+                .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
+            tracing::info!(url = %f.url, "remote facilitator");
+            Ok(Some(Arc::new(remote)))
+        }
+        FacilitatorKind::Embedded => {
+            let Ok(key) = std::env::var(&f.relayer_key_env) else {
+                tracing::warn!(
+                    env = %f.relayer_key_env,
+                    "no relayer key in the environment: paid requests will answer 503"
+                );
+                return Ok(None);
+            };
+            let embedded = EmbeddedFacilitator::new(
+                &Networks::from_config(&cfg.networks),
+                &key,
+                Duration::from_secs(f.settle_timeout_seconds),
+                timeout,
+            )
+            .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
+            tracing::info!(relayer = %embedded.relayer(), "embedded facilitator");
+            Ok(Some(Arc::new(embedded)))
+        }
+    }
 }

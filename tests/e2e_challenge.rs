@@ -64,7 +64,7 @@ async fn challenge_carries_all_three_forms_built_from_the_route() {
     assert_eq!(a["asset"], v1["asset"]);
     assert_eq!(a["extra"], v1["extra"]);
 
-    // A payment header is not verified yet: still a challenge, never proxied.
+    // A malformed payment header is a clear 400, never proxied.
     let r = gw
         .http
         .get(gw.url("/gateway/acme/v1/quote"))
@@ -72,7 +72,9 @@ async fn challenge_carries_all_three_forms_built_from_the_route() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 402);
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "INVALID_PAYMENT");
     // A trailing slash reaches the same route.
     assert_eq!(gw.get("/gateway/acme/v1/quote/").await.status(), 402);
     // Prefixes and unknown orgs do not.

@@ -1,12 +1,18 @@
 //! paygate's hot path: one Pingora `ProxyHttp` that owns the public listener. `/gateway/*` is
-//! answered here (404 / 403 / 503 / 402 challenge); every other path is passed to the control
-//! plane on its internal loopback address.
+//! answered here: look up the route, challenge (402), or verify, reserve, settle and forward to
+//! the route's upstream. Every other path is passed to the control plane on its loopback address.
+
+mod payment;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use paygate_shared::facilitator::Facilitator;
 use paygate_shared::ids::new_request_id;
+use paygate_shared::model::GatewayPayment;
 use paygate_shared::route_path::lookup_key;
 use paygate_shared::route_table::{RouteEntry, RouteTable};
+use paygate_shared::store::Store;
+use paygate_shared::x402::payment::ProtocolVersion;
 use paygate_shared::x402::Challenge;
 use paygate_shared::{ErrorBody, ErrorCode};
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -14,31 +20,55 @@ use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const GATEWAY_PREFIX: &str = "/gateway/";
 
-/// The proxy service: the route table it reads and where the control plane listens.
+/// Upstream timeouts (fixed here; configurable with the forwarding work).
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const UPSTREAM_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The proxy service: the route table it reads, the facilitator it settles through, the store
+/// that guards nonces, and where the control plane listens.
 pub struct Gateway {
     table: Arc<RouteTable>,
     control_plane: SocketAddr,
+    facilitator: Option<Arc<dyn Facilitator>>,
+    store: Arc<dyn Store>,
 }
 
 impl Gateway {
-    pub fn new(table: Arc<RouteTable>, control_plane: SocketAddr) -> Self {
+    pub fn new(
+        table: Arc<RouteTable>,
+        control_plane: SocketAddr,
+        facilitator: Option<Arc<dyn Facilitator>>,
+        store: Arc<dyn Store>,
+    ) -> Self {
         Self {
             table,
             control_plane,
+            facilitator,
+            store,
         }
     }
+}
+
+/// A settled payment travelling with its request: the receipt to attach to the answer.
+pub struct Paid {
+    receipt_header: &'static str,
+    receipt: String,
+    record: GatewayPayment,
 }
 
 /// Per-request state.
 pub struct Ctx {
     request_id: String,
     start: Instant,
-    /// `Some` once a gateway request was answered here, with the outcome's name for the log.
+    /// The outcome's name for the access log, once known.
     outcome: Option<&'static str>,
+    /// The route being forwarded to (set once paid).
+    route: Option<Arc<RouteEntry>>,
+    paid: Option<Paid>,
 }
 
 /// What a `/gateway/` lookup found.
@@ -72,6 +102,7 @@ impl Gateway {
         Lookup::Route(entry.clone())
     }
 
+    /// Writes a JSON error; a settled payment's receipt header goes with it.
     async fn respond_error(
         session: &mut Session,
         ctx: &mut Ctx,
@@ -80,10 +111,13 @@ impl Gateway {
     ) -> Result<()> {
         ctx.outcome = Some(code.as_str());
         let body = Bytes::from(ErrorBody::new(code, message, &ctx.request_id).to_json());
-        let mut resp = ResponseHeader::build(code.status(), Some(4))?;
+        let mut resp = ResponseHeader::build(code.status(), Some(5))?;
         resp.insert_header("content-type", "application/json")?;
         resp.insert_header("content-length", body.len())?;
         resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        if let Some(p) = &ctx.paid {
+            resp.insert_header(p.receipt_header, p.receipt.as_str())?;
+        }
         session.write_response_header(Box::new(resp), false).await?;
         session.write_response_body(Some(body), true).await
     }
@@ -94,9 +128,18 @@ impl Gateway {
         challenge: &Challenge,
     ) -> Result<()> {
         ctx.outcome = Some("PAYMENT_REQUIRED");
+        Self::write_402(session, ctx, challenge, challenge.body.clone()).await
+    }
+
+    async fn write_402(
+        session: &mut Session,
+        ctx: &Ctx,
+        challenge: &Challenge,
+        body: Bytes,
+    ) -> Result<()> {
         let mut resp = ResponseHeader::build(402, Some(6))?;
         resp.insert_header("content-type", "application/json")?;
-        resp.insert_header("content-length", challenge.body.len())?;
+        resp.insert_header("content-length", body.len())?;
         resp.insert_header(
             "x-payment-requirements",
             challenge.requirements_header.as_str(),
@@ -107,9 +150,17 @@ impl Gateway {
         )?;
         resp.insert_header("x-request-id", ctx.request_id.as_str())?;
         session.write_response_header(Box::new(resp), false).await?;
-        session
-            .write_response_body(Some(challenge.body.clone()), true)
-            .await
+        session.write_response_body(Some(body), true).await
+    }
+
+    /// The payment header, if any: `PAYMENT-SIGNATURE` (v2) wins over `X-PAYMENT` (v1).
+    fn payment_header(req: &RequestHeader) -> Option<(ProtocolVersion, Vec<u8>)> {
+        if let Some(v) = req.headers.get("payment-signature") {
+            return Some((ProtocolVersion::V2, v.as_bytes().to_vec()));
+        }
+        req.headers
+            .get("x-payment")
+            .map(|v| (ProtocolVersion::V1, v.as_bytes().to_vec()))
     }
 }
 
@@ -122,6 +173,8 @@ impl ProxyHttp for Gateway {
             request_id: new_request_id(),
             start: Instant::now(),
             outcome: None,
+            route: None,
+            paid: None,
         }
     }
 
@@ -130,25 +183,55 @@ impl ProxyHttp for Gateway {
             Some(rest) => self.lookup(rest),
             None => return Ok(false),
         };
-        match lookup {
-            Lookup::Refuse(code, msg) => Self::respond_error(session, ctx, code, msg).await?,
-            Lookup::Route(entry) => {
-                // Payment verification arrives with settlement; until then every request is
-                // treated as unpaid. The sandbox route always answers this way.
-                if let Some((_, challenge)) = &entry.payment {
-                    Self::respond_challenge(session, ctx, challenge).await?;
-                }
+        let entry = match lookup {
+            Lookup::Refuse(code, msg) => {
+                Self::respond_error(session, ctx, code, msg).await?;
+                return Ok(true);
             }
+            Lookup::Route(entry) => entry,
+        };
+        let Some((requirements, challenge)) = &entry.payment else {
+            return Ok(true);
+        };
+        let header = if entry.sandbox {
+            None // The sandbox never takes a payment.
+        } else {
+            Self::payment_header(session.req_header())
+        };
+        let Some((version, raw)) = header else {
+            Self::respond_challenge(session, ctx, challenge).await?;
+            return Ok(true);
+        };
+        match self
+            .take_payment(session, ctx, &entry, requirements, challenge, version, &raw)
+            .await?
+        {
+            Some(paid) => {
+                ctx.outcome = Some("PAID");
+                ctx.paid = Some(paid);
+                ctx.route = Some(entry);
+                Ok(false)
+            }
+            None => Ok(true),
         }
-        Ok(true)
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        Ok(Box::new(HttpPeer::new(
-            self.control_plane,
-            false,
-            String::new(),
-        )))
+    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        let Some(entry) = &ctx.route else {
+            return Ok(Box::new(HttpPeer::new(
+                self.control_plane,
+                false,
+                String::new(),
+            )));
+        };
+        let Some(target) = &entry.upstream else {
+            return Error::e_explain(ErrorType::ConnectNoRoute, "route has no upstream");
+        };
+        let addr = resolve(&target.host, target.port).await?;
+        let mut peer = HttpPeer::new(addr, target.tls, target.host.clone());
+        peer.options.connection_timeout = Some(UPSTREAM_CONNECT_TIMEOUT);
+        peer.options.read_timeout = Some(UPSTREAM_READ_TIMEOUT);
+        Ok(Box::new(peer))
     }
 
     async fn upstream_request_filter(
@@ -162,26 +245,60 @@ impl ProxyHttp for Gateway {
             upstream.insert_header("x-forwarded-for", addr.ip().to_string())?;
         }
         upstream.insert_header("x-forwarded-proto", "http")?;
+        if let Some(target) = ctx.route.as_ref().and_then(|e| e.upstream.as_ref()) {
+            let pq = target.path_and_query(session.req_header().uri.query());
+            let uri = pq
+                .parse()
+                .map_err(|_| Error::explain(ErrorType::InternalError, "bad upstream path"))?;
+            upstream.set_uri(uri);
+            upstream.insert_header("host", target.host_header.as_str())?;
+            upstream.remove_header("x-payment");
+            upstream.remove_header("payment-signature");
+        }
+        Ok(())
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if let Some(p) = &ctx.paid {
+            resp.insert_header(p.receipt_header, p.receipt.as_str())?;
+            resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        }
         Ok(())
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
         let status = match e.etype() {
             ErrorType::HTTPStatus(code) => *code,
+            ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout
+                if ctx.route.is_some() =>
+            {
+                504
+            }
             _ => match e.esource() {
-                ErrorSource::Upstream => 502,
+                ErrorSource::Upstream => 503,
                 ErrorSource::Downstream => match e.etype() {
                     ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => 0,
                     _ => 400,
                 },
-                ErrorSource::Internal | ErrorSource::Unset => 500,
+                ErrorSource::Internal | ErrorSource::Unset => {
+                    if ctx.route.is_some() && matches!(e.etype(), ErrorType::ConnectNoRoute) {
+                        503
+                    } else {
+                        500
+                    }
+                }
             },
         };
         if status > 0 {
             let code = ErrorCode::for_status(status);
             let msg = match code {
-                ErrorCode::UpstreamUnavailable => "service temporarily unavailable",
-                ErrorCode::UpstreamTimeout => "service timed out",
+                ErrorCode::UpstreamUnavailable => "upstream unavailable",
+                ErrorCode::UpstreamTimeout => "upstream timed out",
                 ErrorCode::BadRequest => "malformed request",
                 _ => "internal error; quote the requestId to support",
             };
@@ -197,6 +314,18 @@ impl ProxyHttp for Gateway {
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        if let Some(p) = ctx.paid.take() {
+            // Record how the upstream answered against the payment, off the response path.
+            let mut record = p.record;
+            record.upstream_status = Some(status);
+            record.updated_at = paygate_shared::now_rfc3339();
+            let store = self.store.clone();
+            tokio::spawn(async move {
+                if let Err(e) = store.update_payment(&record).await {
+                    tracing::warn!(error = %e, payment = %record.id, "could not record upstream status");
+                }
+            });
+        }
         let req = session.req_header();
         tracing::info!(
             target: "paygate::access",
@@ -209,4 +338,17 @@ impl ProxyHttp for Gateway {
             error = e.map(|e| e.to_string()),
         );
     }
+}
+
+/// Resolves an upstream host without blocking (IP literals need no lookup).
+async fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    let mut addrs = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| Error::because(ErrorType::ConnectNoRoute, "resolving upstream", e))?;
+    addrs
+        .next()
+        .ok_or_else(|| Error::explain(ErrorType::ConnectNoRoute, "upstream host has no address"))
 }

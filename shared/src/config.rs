@@ -21,6 +21,7 @@ pub struct Config {
     pub plans: BTreeMap<String, PlanConfig>,
     pub networks: BTreeMap<String, NetworkConfig>,
     pub idempotency: IdempotencyConfig,
+    pub facilitator: FacilitatorConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -164,6 +165,45 @@ pub struct IdempotencyConfig {
 impl Default for IdempotencyConfig {
     fn default() -> Self {
         Self { ttl_hours: 24 }
+    }
+}
+
+/// Which facilitator verifies and settles payments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FacilitatorKind {
+    /// Settle on-chain ourselves through each network's `rpc_url` with a relayer key.
+    Embedded,
+    /// Call a facilitator over the standard HTTP API at `url`.
+    Remote,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FacilitatorConfig {
+    pub kind: FacilitatorKind,
+    /// Base URL of a remote facilitator (kind = "remote").
+    pub url: String,
+    /// Environment variable holding a bearer token for the remote facilitator (empty = none).
+    pub bearer_token_env: String,
+    /// Environment variable holding the relayer's private key (kind = "embedded").
+    pub relayer_key_env: String,
+    /// Seconds to wait for a settlement's receipt before the outcome is "unknown".
+    pub settle_timeout_seconds: u64,
+    /// Seconds for any other facilitator or RPC call.
+    pub request_timeout_seconds: u64,
+}
+
+impl Default for FacilitatorConfig {
+    fn default() -> Self {
+        Self {
+            kind: FacilitatorKind::Embedded,
+            url: String::new(),
+            bearer_token_env: String::new(),
+            relayer_key_env: "PAYGATE_RELAYER_KEY".into(),
+            settle_timeout_seconds: 30,
+            request_timeout_seconds: 10,
+        }
     }
 }
 

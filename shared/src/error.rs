@@ -21,6 +21,10 @@ pub enum ErrorCode {
     InvalidPayment,
     UpstreamTimeout,
     UpstreamUnavailable,
+    NonceReplay,
+    PaymentRejected,
+    FacilitatorUnavailable,
+    SettlementPending,
     InternalError,
 }
 
@@ -43,6 +47,10 @@ impl ErrorCode {
             Self::InvalidPayment => "INVALID_PAYMENT",
             Self::UpstreamTimeout => "UPSTREAM_TIMEOUT",
             Self::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+            Self::NonceReplay => "NONCE_REPLAY",
+            Self::PaymentRejected => "PAYMENT_REJECTED",
+            Self::FacilitatorUnavailable => "FACILITATOR_UNAVAILABLE",
+            Self::SettlementPending => "SETTLEMENT_PENDING",
             Self::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -52,14 +60,15 @@ impl ErrorCode {
         match self {
             Self::BadRequest | Self::ValidationError | Self::InvalidPayment => 400,
             Self::Unauthorized => 401,
+            Self::NonceReplay | Self::PaymentRejected => 402,
             Self::Forbidden | Self::OrgSuspended => 403,
             Self::NotFound | Self::RouteNotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::DuplicatePath | Self::DuplicateRequest | Self::AlreadyExists => 409,
             Self::PayloadTooLarge => 413,
             Self::InternalError => 500,
-            Self::Misconfigured | Self::UpstreamUnavailable => 503,
-            Self::UpstreamTimeout => 504,
+            Self::Misconfigured | Self::UpstreamUnavailable | Self::FacilitatorUnavailable => 503,
+            Self::UpstreamTimeout | Self::SettlementPending => 504,
         }
     }
 
@@ -121,6 +130,11 @@ impl<'a> ErrorBody<'a> {
     pub fn with_details(mut self, details: &'a [FieldProblem]) -> Self {
         self.details = details;
         self
+    }
+
+    /// The body as a JSON object, for answers that add fields of their own (x402 challenges).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 
     pub fn to_json(&self) -> Vec<u8> {

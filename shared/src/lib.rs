@@ -4,6 +4,7 @@
 pub mod apikey;
 pub mod config;
 pub mod error;
+pub mod facilitator;
 pub mod ids;
 pub mod model;
 pub mod money;

@@ -88,3 +88,41 @@ pub struct IdempotencyRecord {
     /// Unix seconds; records older than the TTL are purged.
     pub created_at_unix: i64,
 }
+
+/// Where a gateway payment stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PaymentStatus {
+    /// The nonce is reserved; settlement has not finished.
+    Reserved,
+    /// Settled on-chain (`transaction` is set).
+    Settled,
+    /// Definitely not settled.
+    Failed,
+    /// Sent but the outcome is unknown (timeout after broadcast): to be reconciled.
+    Unknown,
+}
+
+/// One payment taken at the gateway, keyed by id; its nonce key guards against replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayPayment {
+    pub id: String,
+    pub org_id: String,
+    pub route_id: String,
+    /// `chainId:asset:from:nonce`, lower-case hex: the replay guard's key.
+    pub nonce_key: String,
+    pub network: String,
+    pub asset: String,
+    pub payer: String,
+    pub pay_to: String,
+    pub amount: UsdcAmount,
+    pub status: PaymentStatus,
+    pub transaction: Option<String>,
+    pub failure: Option<String>,
+    pub verify_us: u64,
+    pub settle_ms: Option<u64>,
+    pub upstream_status: Option<u16>,
+    pub created_at: String,
+    pub updated_at: String,
+}

@@ -60,6 +60,11 @@ impl Networks {
         self.by_name.values().find(|n| n.caip2 == spelling)
     }
 
+    /// Every configured network.
+    pub fn all(&self) -> impl Iterator<Item = &Network> {
+        self.by_name.values()
+    }
+
     /// Every accepted spelling, for error messages.
     pub fn spellings(&self) -> Vec<String> {
         self.by_name

@@ -2,6 +2,9 @@
 //! and offers small helpers for the admin and management APIs.
 #![allow(dead_code)]
 
+pub mod chain;
+pub mod upstream;
+
 use reqwest::{Client, Response};
 use serde_json::{json, Value};
 use std::net::TcpListener;
@@ -33,6 +36,11 @@ pub struct Gateway {
 impl Gateway {
     pub async fn start() -> Self {
         Self::start_with(&[]).await
+    }
+
+    pub async fn start_with_owned(env: Vec<(String, String)>) -> Self {
+        let refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Self::start_with(&refs).await
     }
 
     pub async fn start_with(env: &[(&str, &str)]) -> Self {

@@ -6,7 +6,7 @@ mod sled_store;
 
 pub use sled_store::SledStore;
 
-use crate::model::{ApiKeyRecord, IdempotencyRecord, Org, Route};
+use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, Org, Route};
 use async_trait::async_trait;
 
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +73,17 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<IdempotencyRecord>>;
     /// Removes idempotency records created before `before_unix`; returns how many.
     async fn purge_idempotency(&self, before_unix: i64) -> StoreResult<usize>;
+
+    /// Reserves the payment's nonce key and stores the payment, atomically and durably.
+    /// Returns `false` (and stores nothing) if the nonce key was already reserved.
+    async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<bool>;
+    /// Replaces a stored payment (status, transaction, timings).
+    async fn update_payment(&self, payment: &GatewayPayment) -> StoreResult<()>;
+    /// Frees a payment's nonce key (nothing was broadcast, so the authorization is unused).
+    async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()>;
+    async fn get_payment(&self, id: &str) -> StoreResult<Option<GatewayPayment>>;
+    /// Payments not yet `Settled` or `Failed`, for reconciliation.
+    async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>>;
 
     /// Makes every acknowledged write durable (called on shutdown).
     async fn flush(&self) -> StoreResult<()>;

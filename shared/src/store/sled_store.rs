@@ -2,7 +2,7 @@
 //! transactions where two trees change together, and a flush before a write is acknowledged.
 
 use super::{Store, StoreError, StoreResult};
-use crate::model::{ApiKeyRecord, IdempotencyRecord, Org, Route};
+use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, Org, PaymentStatus, Route};
 use async_trait::async_trait;
 use serde::{de::DeserializeOwned, Serialize};
 use sled::transaction::{
@@ -18,6 +18,8 @@ pub struct SledStore {
     routes: sled::Tree,
     route_paths: sled::Tree,
     idempotency: sled::Tree,
+    payments: sled::Tree,
+    nonces: sled::Tree,
 }
 
 fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -90,6 +92,8 @@ impl SledStore {
             routes: tree("routes")?,
             route_paths: tree("route_paths")?,
             idempotency: tree("idempotency")?,
+            payments: tree("payments")?,
+            nonces: tree("nonces")?,
             db,
         })
     }
@@ -302,6 +306,62 @@ impl Store for SledStore {
             self.durable().await?;
         }
         Ok(removed)
+    }
+
+    async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
+        let bytes = enc(payment)?;
+        let reserved = (&self.nonces, &self.payments)
+            .transaction(|(nonces, payments)| {
+                if nonces.get(payment.nonce_key.as_bytes())?.is_some() {
+                    return Ok(false);
+                }
+                nonces.insert(payment.nonce_key.as_bytes(), payment.id.as_bytes())?;
+                payments.insert(payment.id.as_bytes(), bytes.as_slice())?;
+                Ok(true)
+            })
+            .map_err(tx_err)?;
+        if reserved {
+            self.durable().await?;
+        }
+        Ok(reserved)
+    }
+
+    async fn update_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
+        self.payments
+            .insert(payment.id.as_bytes(), enc(payment)?)
+            .map_err(backend)?;
+        self.durable().await
+    }
+
+    async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
+        let bytes = enc(payment)?;
+        (&self.nonces, &self.payments)
+            .transaction(|(nonces, payments)| {
+                if nonces.get(payment.nonce_key.as_bytes())?.as_deref()
+                    == Some(payment.id.as_bytes())
+                {
+                    nonces.remove(payment.nonce_key.as_bytes())?;
+                }
+                payments.insert(payment.id.as_bytes(), bytes.as_slice())?;
+                Ok(())
+            })
+            .map_err(tx_err)?;
+        self.durable().await
+    }
+
+    async fn get_payment(&self, id: &str) -> StoreResult<Option<GatewayPayment>> {
+        Self::get(&self.payments, id.as_bytes())
+    }
+
+    async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>> {
+        let mut out = Vec::new();
+        for v in self.payments.iter().values() {
+            let p: GatewayPayment = dec(&v.map_err(backend)?)?;
+            if matches!(p.status, PaymentStatus::Reserved | PaymentStatus::Unknown) {
+                out.push(p);
+            }
+        }
+        Ok(out)
     }
 
     async fn flush(&self) -> StoreResult<()> {

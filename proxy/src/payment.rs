@@ -1,0 +1,234 @@
+//! Taking a payment on the hot path: decode, verify locally, reserve the nonce durably, settle
+//! through the facilitator, and answer every failure with the right status (402 only when the
+//! caller must sign a new payment; 5xx when the outcome is not the caller's fault).
+
+use crate::{Ctx, Gateway, Paid};
+use base64::Engine;
+use bytes::Bytes;
+use paygate_shared::facilitator::wire::SettleResponse;
+use paygate_shared::facilitator::{FacilitatorError, PaymentRequest};
+use paygate_shared::ids::new_id;
+use paygate_shared::model::{GatewayPayment, PaymentStatus};
+use paygate_shared::route_table::RouteEntry;
+use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion, SignedAuthorization};
+use paygate_shared::x402::verify::{self, Rejection};
+use paygate_shared::x402::{Challenge, PaymentRequirements};
+use paygate_shared::{now_rfc3339, ErrorBody, ErrorCode};
+use pingora::prelude::*;
+use pingora::proxy::Session;
+use std::time::Instant;
+
+fn unix_now() -> u64 {
+    time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64
+}
+
+/// `chainId:asset:from:nonce`, lower-case: one authorization, whatever the casing it came in.
+fn nonce_key(req: &PaymentRequirements, auth: &SignedAuthorization) -> String {
+    format!(
+        "{}:{:x}:{:x}:{:x}",
+        req.network.config.chain_id, req.network.config.asset, auth.from, auth.nonce
+    )
+}
+
+impl Gateway {
+    /// Returns the settled payment, or `None` once an answer has been written.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn take_payment(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        entry: &RouteEntry,
+        req: &PaymentRequirements,
+        challenge: &Challenge,
+        version: ProtocolVersion,
+        raw: &[u8],
+    ) -> Result<Option<Paid>> {
+        let payment = match PaymentPayload::decode(raw, version) {
+            Ok(p) => p,
+            Err(e) => {
+                Self::respond_error(session, ctx, ErrorCode::InvalidPayment, &e.to_string())
+                    .await?;
+                return Ok(None);
+            }
+        };
+        let Ok(auth) = payment.authorization() else {
+            Self::respond_error(
+                session,
+                ctx,
+                ErrorCode::InvalidPayment,
+                "malformed authorization",
+            )
+            .await?;
+            return Ok(None);
+        };
+        let t0 = Instant::now();
+        if let Err(rejection) = verify::verify(&payment, &auth, req, unix_now()) {
+            Self::reject(session, ctx, req, challenge, rejection).await?;
+            return Ok(None);
+        }
+        let verify_us = t0.elapsed().as_micros() as u64;
+        let Some(facilitator) = &self.facilitator else {
+            Self::respond_error(
+                session,
+                ctx,
+                ErrorCode::FacilitatorUnavailable,
+                "payments cannot be settled: no facilitator is configured",
+            )
+            .await?;
+            return Ok(None);
+        };
+
+        let now = now_rfc3339();
+        let mut record = GatewayPayment {
+            id: new_id("pay"),
+            org_id: entry.route.org_id.clone(),
+            route_id: entry.route.id.clone(),
+            nonce_key: nonce_key(req, &auth),
+            network: req.network.caip2.clone(),
+            asset: req.network.config.asset.to_checksum(None),
+            payer: auth.from.to_checksum(None),
+            pay_to: req.pay_to.to_checksum(None),
+            amount: req.amount,
+            status: PaymentStatus::Reserved,
+            transaction: None,
+            failure: None,
+            verify_us,
+            settle_ms: None,
+            upstream_status: None,
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        match self.store.reserve_payment(&record).await {
+            Ok(true) => {}
+            Ok(false) => {
+                Self::reject(session, ctx, req, challenge, Rejection::NonceReplay).await?;
+                return Ok(None);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not reserve payment nonce");
+                Self::respond_error(session, ctx, ErrorCode::InternalError, "internal error")
+                    .await?;
+                return Ok(None);
+            }
+        }
+
+        let t1 = Instant::now();
+        let result = facilitator
+            .settle(&PaymentRequest {
+                payment: &payment,
+                auth: &auth,
+                requirements: req,
+            })
+            .await;
+        record.settle_ms = Some(t1.elapsed().as_millis() as u64);
+        record.updated_at = now_rfc3339();
+        let store = self.store.clone();
+        match result {
+            Ok(settlement) => {
+                let tx = format!("{:#x}", settlement.transaction);
+                record.status = PaymentStatus::Settled;
+                record.transaction = Some(tx.clone());
+                if let Err(e) = store.update_payment(&record).await {
+                    // Settled on-chain: serve the request; reconciliation re-reads the chain.
+                    tracing::error!(error = %e, payment = %record.id, "could not record settlement");
+                }
+                let network = match version {
+                    ProtocolVersion::V1 => req.network.v1_name.clone(),
+                    ProtocolVersion::V2 => req.network.caip2.clone(),
+                };
+                let receipt = SettleResponse {
+                    success: true,
+                    error_reason: None,
+                    transaction: tx,
+                    network,
+                    payer: Some(record.payer.clone()),
+                };
+                let receipt = base64::engine::general_purpose::STANDARD
+                    .encode(serde_json::to_vec(&receipt).unwrap_or_default());
+                tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
+                Ok(Some(Paid {
+                    receipt_header: version.receipt_header(),
+                    receipt,
+                    record,
+                }))
+            }
+            Err(FacilitatorError::Rejected(rejection)) => {
+                record.status = PaymentStatus::Failed;
+                record.failure = Some(rejection.reason().to_string());
+                // Unless the chain says the authorization was used, nothing moved: free the nonce
+                // so the same signed payment can be retried once the cause is fixed.
+                let saved = if rejection == Rejection::NonceReplay {
+                    store.update_payment(&record).await
+                } else {
+                    store.release_payment(&record).await
+                };
+                if let Err(e) = saved {
+                    tracing::error!(error = %e, payment = %record.id, "could not record rejection");
+                }
+                Self::reject(session, ctx, req, challenge, rejection).await?;
+                Ok(None)
+            }
+            Err(FacilitatorError::Unavailable(msg)) => {
+                record.status = PaymentStatus::Failed;
+                record.failure = Some(format!("facilitator unavailable: {msg}"));
+                if let Err(e) = store.release_payment(&record).await {
+                    tracing::error!(error = %e, payment = %record.id, "could not release payment");
+                }
+                tracing::warn!(payment = %record.id, error = %msg, "facilitator unavailable");
+                Self::respond_error(
+                    session,
+                    ctx,
+                    ErrorCode::FacilitatorUnavailable,
+                    "the payment could not be settled now; nothing was charged, retry later",
+                )
+                .await?;
+                Ok(None)
+            }
+            Err(FacilitatorError::Ambiguous(msg)) => {
+                record.status = PaymentStatus::Unknown;
+                record.failure = Some(msg.clone());
+                if let Err(e) = store.update_payment(&record).await {
+                    tracing::error!(error = %e, payment = %record.id, "could not record unknown outcome");
+                }
+                tracing::warn!(payment = %record.id, error = %msg, "settlement outcome unknown");
+                Self::respond_error(
+                    session,
+                    ctx,
+                    ErrorCode::SettlementPending,
+                    "settlement outcome is not known yet; do not pay again, it is being reconciled",
+                )
+                .await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// `402` with the challenge again, naming why the payment was not accepted.
+    async fn reject(
+        session: &mut Session,
+        ctx: &mut Ctx,
+        req: &PaymentRequirements,
+        challenge: &Challenge,
+        rejection: Rejection,
+    ) -> Result<()> {
+        let code = if rejection == Rejection::NonceReplay {
+            ErrorCode::NonceReplay
+        } else {
+            ErrorCode::PaymentRejected
+        };
+        ctx.outcome = Some(code.as_str());
+        let message = rejection.to_string();
+        let mut body = ErrorBody::new(code, &message, &ctx.request_id).to_value();
+        body["x402Version"] = 1.into();
+        body["error"] = rejection.reason().into();
+        body["accepts"] = serde_json::json!([req.to_v1()]);
+        let with_reason = Challenge::render(req, rejection.reason());
+        let challenge = Challenge {
+            requirements_header: challenge.requirements_header.clone(),
+            payment_required_header: with_reason.payment_required_header,
+            body: Bytes::new(),
+        };
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+        Self::write_402(session, ctx, &challenge, body).await
+    }
+}

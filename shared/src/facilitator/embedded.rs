@@ -1,0 +1,308 @@
+//! The embedded facilitator: settles by sending `transferWithAuthorization` to the token itself,
+//! signed by a relayer key, after an `eth_call` simulation. Transaction nonces come from a small
+//! per-chain manager so concurrent settlements are pipelined without colliding.
+
+use super::{Facilitator, FacilitatorError, PaymentRequest, Settlement, SupportedKind};
+use crate::network::{Network, Networks};
+use crate::x402::verify::Rejection;
+use alloy_network::TransactionBuilder;
+use alloy_primitives::{Address, U256};
+use alloy_provider::{DynProvider, Provider, ProviderBuilder};
+use alloy_rpc_types_eth::TransactionRequest;
+use alloy_signer_local::PrivateKeySigner;
+use alloy_sol_types::{sol, SolCall};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+sol! {
+    function transferWithAuthorization(
+        address from, address to, uint256 value, uint256 validAfter, uint256 validBefore,
+        bytes32 nonce, bytes signature
+    ) external;
+    function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
+    function balanceOf(address account) external view returns (uint256);
+}
+
+/// Gas limit for one relayed transfer (measured ~96k on FiatTokenV2_2; headroom for 1271 wallets).
+const GAS_LIMIT: u64 = 200_000;
+
+struct Chain {
+    network: Network,
+    provider: DynProvider,
+    /// Next transaction nonce of the relayer; `None` = fetch from the chain.
+    next_nonce: Mutex<Option<u64>>,
+}
+
+pub struct EmbeddedFacilitator {
+    chains: HashMap<u64, Chain>,
+    relayer: Address,
+    settle_timeout: Duration,
+    rpc_timeout: Duration,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> FacilitatorError {
+    FacilitatorError::Unavailable(e.to_string())
+}
+
+/// Maps a revert message of FiatTokenV2 (or a node's error text) to a rejection.
+fn revert_reason(msg: &str) -> Rejection {
+    let m = msg.to_ascii_lowercase();
+    if m.contains("authorization is used") || m.contains("used or canceled") {
+        Rejection::NonceReplay
+    } else if m.contains("exceeds balance") || m.contains("insufficient") {
+        Rejection::InsufficientFunds
+    } else if m.contains("invalid signature") || m.contains("signature") {
+        Rejection::InvalidSignature
+    } else if m.contains("not yet valid") {
+        Rejection::NotYetValid
+    } else if m.contains("expired") {
+        Rejection::Expired
+    } else if m.contains("invalid payee") || m.contains("caller must be the payee") {
+        Rejection::WrongPayee
+    } else {
+        Rejection::SettlementFailed
+    }
+}
+
+/// Whether an RPC error is a node answer (the call reverted) rather than a transport failure.
+fn is_revert(e: &alloy_provider::transport::TransportError) -> bool {
+    e.as_error_resp().is_some()
+}
+
+impl EmbeddedFacilitator {
+    /// One chain per configured network with an RPC URL.
+    pub fn new(
+        networks: &Networks,
+        relayer_key: &str,
+        settle_timeout: Duration,
+        rpc_timeout: Duration,
+    ) -> Result<Self, String> {
+        let signer: PrivateKeySigner = relayer_key
+            .trim()
+            .parse()
+            .map_err(|_| "relayer key is not a valid secp256k1 private key".to_string())?;
+        let relayer = signer.address();
+        let mut chains = HashMap::new();
+        for network in networks.all() {
+            if network.config.rpc_url.is_empty() {
+                continue;
+            }
+            let url = network
+                .config
+                .rpc_url
+                .parse()
+                .map_err(|_| format!("networks.{}.rpc_url is not a URL", network.v1_name))?;
+            let http = reqwest::Client::builder()
+                .timeout(rpc_timeout)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let provider = ProviderBuilder::new()
+                .disable_recommended_fillers()
+                .with_gas_estimation()
+                .with_chain_id(network.config.chain_id)
+                .wallet(signer.clone())
+                .connect_reqwest(http, url)
+                .erased();
+            chains.insert(
+                network.config.chain_id,
+                Chain {
+                    network: network.clone(),
+                    provider,
+                    next_nonce: Mutex::new(None),
+                },
+            );
+        }
+        Ok(Self {
+            chains,
+            relayer,
+            settle_timeout,
+            rpc_timeout,
+        })
+    }
+
+    pub fn relayer(&self) -> Address {
+        self.relayer
+    }
+
+    fn chain(&self, req: &PaymentRequest<'_>) -> Result<&Chain, FacilitatorError> {
+        self.chains
+            .get(&req.requirements.network.config.chain_id)
+            .ok_or(FacilitatorError::Rejected(Rejection::NetworkMismatch))
+    }
+
+    fn call_tx(&self, req: &PaymentRequest<'_>) -> TransactionRequest {
+        let a = req.auth;
+        let data = transferWithAuthorizationCall {
+            from: a.from,
+            to: a.to,
+            value: a.value,
+            validAfter: a.valid_after,
+            validBefore: a.valid_before,
+            nonce: a.nonce,
+            signature: a.signature.clone(),
+        }
+        .abi_encode();
+        TransactionRequest::default()
+            .with_from(self.relayer)
+            .with_to(req.requirements.network.config.asset)
+            .with_input(data)
+    }
+
+    /// Simulates the transfer; a revert is mapped to its rejection.
+    async fn simulate(
+        &self,
+        chain: &Chain,
+        tx: &TransactionRequest,
+    ) -> Result<(), FacilitatorError> {
+        match chain.provider.call(tx.clone()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_revert(&e) => {
+                Err(FacilitatorError::Rejected(revert_reason(&e.to_string())))
+            }
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    async fn take_nonce(&self, chain: &Chain) -> Result<u64, FacilitatorError> {
+        let mut next = chain.next_nonce.lock().await;
+        let n = match *next {
+            Some(n) => n,
+            None => chain
+                .provider
+                .get_transaction_count(self.relayer)
+                .pending()
+                .await
+                .map_err(unavailable)?,
+        };
+        *next = Some(n + 1);
+        Ok(n)
+    }
+
+    async fn resync_nonce(&self, chain: &Chain) {
+        *chain.next_nonce.lock().await = None;
+    }
+
+    /// Reads `authorizationState(from, nonce)`: whether the authorization was used on-chain.
+    pub async fn authorization_used(
+        &self,
+        network: &Network,
+        from: Address,
+        nonce: alloy_primitives::B256,
+    ) -> Result<bool, FacilitatorError> {
+        let chain = self
+            .chains
+            .get(&network.config.chain_id)
+            .ok_or(FacilitatorError::Rejected(Rejection::NetworkMismatch))?;
+        let data = authorizationStateCall {
+            authorizer: from,
+            nonce,
+        }
+        .abi_encode();
+        let tx = TransactionRequest::default()
+            .with_to(network.config.asset)
+            .with_input(data);
+        let out = chain.provider.call(tx).await.map_err(unavailable)?;
+        authorizationStateCall::abi_decode_returns(&out).map_err(unavailable)
+    }
+
+    /// The chain's health probe: latest block number round trip.
+    pub async fn probe(&self) -> Result<(), FacilitatorError> {
+        for chain in self.chains.values() {
+            tokio::time::timeout(self.rpc_timeout, chain.provider.get_block_number())
+                .await
+                .map_err(|_| unavailable("timeout"))?
+                .map_err(unavailable)?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Facilitator for EmbeddedFacilitator {
+    async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError> {
+        let chain = self.chain(req)?;
+        self.simulate(chain, &self.call_tx(req)).await?;
+        Ok(req.auth.from)
+    }
+
+    async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
+        let chain = self.chain(req)?;
+        let tx = self.call_tx(req);
+        self.simulate(chain, &tx).await?;
+        let nonce = self.take_nonce(chain).await?;
+        let tx = tx.with_nonce(nonce).with_gas_limit(GAS_LIMIT);
+        let pending = match chain.provider.send_transaction(tx).await {
+            Ok(p) => p,
+            Err(e) => {
+                // The nonce may not have been used; re-read it before the next settlement.
+                self.resync_nonce(chain).await;
+                return Err(if is_revert(&e) {
+                    FacilitatorError::Rejected(revert_reason(&e.to_string()))
+                } else {
+                    // A transport error after the request left: it may have been broadcast.
+                    FacilitatorError::Ambiguous(e.to_string())
+                });
+            }
+        };
+        let hash = *pending.tx_hash();
+        let receipt = pending
+            .with_timeout(Some(self.settle_timeout))
+            .get_receipt()
+            .await
+            .map_err(|e| FacilitatorError::Ambiguous(format!("transaction {hash}: {e}")))?;
+        if !receipt.status() {
+            return Err(FacilitatorError::Rejected(Rejection::SettlementFailed));
+        }
+        Ok(Settlement {
+            transaction: hash,
+            payer: req.auth.from,
+        })
+    }
+
+    async fn supported(&self) -> Result<Vec<SupportedKind>, FacilitatorError> {
+        let mut out = Vec::new();
+        for chain in self.chains.values() {
+            out.push(SupportedKind {
+                x402_version: 1,
+                scheme: "exact".into(),
+                network: chain.network.v1_name.clone(),
+            });
+            out.push(SupportedKind {
+                x402_version: 2,
+                scheme: "exact".into(),
+                network: chain.network.caip2.clone(),
+            });
+        }
+        out.sort_by(|a, b| (a.x402_version, &a.network).cmp(&(b.x402_version, &b.network)));
+        Ok(out)
+    }
+
+    fn url(&self) -> String {
+        let mut urls: Vec<_> = self
+            .chains
+            .values()
+            .map(|c| c.network.config.rpc_url.clone())
+            .collect();
+        urls.sort();
+        format!("embedded:{}", urls.join(","))
+    }
+}
+
+/// The token balance of `who` (used by tests and the dev environment).
+pub async fn balance_of(rpc_url: &str, token: Address, who: Address) -> Result<U256, String> {
+    let provider = ProviderBuilder::new()
+        .disable_recommended_fillers()
+        .connect_http(rpc_url.parse().map_err(|_| "bad url".to_string())?);
+    let data = balanceOfCall { account: who }.abi_encode();
+    let out = provider
+        .call(
+            TransactionRequest::default()
+                .with_to(token)
+                .with_input(data),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    balanceOfCall::abi_decode_returns(&out).map_err(|e| e.to_string())
+}

@@ -1,0 +1,81 @@
+//! The facilitator: verifies and settles x402 payments. A small trait with two implementations:
+//! [`embedded::EmbeddedFacilitator`] (settles on-chain itself through JSON-RPC with a relayer
+//! key) and [`remote::RemoteFacilitator`] (an HTTP client of the standard facilitator API).
+//! Wire types of that API live in [`wire`]; this module speaks domain types.
+
+pub mod embedded;
+pub mod remote;
+pub mod wire;
+
+use crate::x402::payment::{PaymentPayload, SignedAuthorization};
+use crate::x402::verify::Rejection;
+use crate::x402::PaymentRequirements;
+use alloy_primitives::{Address, B256};
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// One payment to verify or settle: the payload as received, its authorization in domain types,
+/// and the requirement regenerated for the route.
+pub struct PaymentRequest<'a> {
+    pub payment: &'a PaymentPayload,
+    pub auth: &'a SignedAuthorization,
+    pub requirements: &'a PaymentRequirements,
+}
+
+/// A completed on-chain settlement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    pub transaction: B256,
+    pub payer: Address,
+}
+
+/// How a facilitator call failed. The distinction decides the client's answer: a rejection is
+/// final (`402`); unavailability means nothing was broadcast (`503`); an ambiguous outcome means
+/// the transfer may still land (`504` and a reconciliation record, never `402`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FacilitatorError {
+    #[error("payment rejected: {0}")]
+    Rejected(Rejection),
+    #[error("facilitator unavailable: {0}")]
+    Unavailable(String),
+    #[error("settlement outcome unknown: {0}")]
+    Ambiguous(String),
+}
+
+/// A `(version, scheme, network)` the facilitator can settle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupportedKind {
+    pub x402_version: u8,
+    pub scheme: String,
+    pub network: String,
+}
+
+/// Verifies and settles payments. Implementations must be safe to call concurrently.
+#[async_trait]
+pub trait Facilitator: Send + Sync + 'static {
+    /// Checks that the payment would settle now (signature, balance, nonce unused); returns the
+    /// payer. Changes nothing.
+    async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError>;
+    /// Executes the transfer and waits for its receipt.
+    async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError>;
+    /// What it can settle.
+    async fn supported(&self) -> Result<Vec<SupportedKind>, FacilitatorError>;
+    /// Where it is (for health reports).
+    fn url(&self) -> String;
+}
+
+#[async_trait]
+impl<T: Facilitator + ?Sized> Facilitator for Arc<T> {
+    async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError> {
+        (**self).verify(req).await
+    }
+    async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
+        (**self).settle(req).await
+    }
+    async fn supported(&self) -> Result<Vec<SupportedKind>, FacilitatorError> {
+        (**self).supported().await
+    }
+    fn url(&self) -> String {
+        (**self).url()
+    }
+}

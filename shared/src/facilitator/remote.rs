@@ -1,0 +1,162 @@
+//! A remote facilitator over the standard HTTP API. Reads `isValid` / `success`, never just the
+//! status: failures often come back as `200`. Connect failures mean nothing was settled; a timeout
+//! on `/settle` is ambiguous.
+
+use super::wire::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
+use super::{Facilitator, FacilitatorError, PaymentRequest, Settlement, SupportedKind};
+use crate::x402::payment::PaymentPayload;
+use crate::x402::verify::Rejection;
+use alloy_primitives::{Address, B256};
+use async_trait::async_trait;
+use std::time::Duration;
+
+pub struct RemoteFacilitator {
+    base: String,
+    bearer: Option<String>,
+    http: reqwest::Client,
+}
+
+/// Maps a facilitator's reason word to our rejection; reason strings differ between
+/// implementations, so this matches loosely.
+fn reason_to_rejection(reason: Option<&str>) -> Rejection {
+    let r = reason.unwrap_or("").to_ascii_lowercase();
+    if r.contains("nonce") || r.contains("used") {
+        Rejection::NonceReplay
+    } else if r.contains("insufficient") {
+        Rejection::InsufficientFunds
+    } else if r.contains("signature") {
+        Rejection::InvalidSignature
+    } else if r.contains("valid_before") || r.contains("expired") {
+        Rejection::Expired
+    } else if r.contains("valid_after") {
+        Rejection::NotYetValid
+    } else if r.contains("recipient") || r.contains("pay_to") {
+        Rejection::WrongPayee
+    } else if r.contains("value") || r.contains("amount") {
+        Rejection::WrongAmount
+    } else if r.contains("network") {
+        Rejection::NetworkMismatch
+    } else {
+        Rejection::SettlementFailed
+    }
+}
+
+impl RemoteFacilitator {
+    pub fn new(base: &str, bearer: Option<String>, timeout: Duration) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(5).min(timeout))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            base: base.trim_end_matches('/').to_string(),
+            bearer,
+            http,
+        })
+    }
+
+    fn body(req: &PaymentRequest<'_>) -> FacilitatorRequest {
+        let requirements = match req.payment {
+            PaymentPayload::V1(_) => serde_json::to_value(req.requirements.to_v1()),
+            PaymentPayload::V2(_) => serde_json::to_value(req.requirements.to_v2()),
+        }
+        .unwrap_or_default();
+        FacilitatorRequest {
+            x402_version: req.payment.x402_version(),
+            payment_payload: req.payment.to_json(),
+            payment_requirements: requirements,
+        }
+    }
+
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &FacilitatorRequest,
+        ambiguous_on_timeout: bool,
+    ) -> Result<T, FacilitatorError> {
+        let mut r = self.http.post(format!("{}{path}", self.base)).json(body);
+        if let Some(t) = &self.bearer {
+            r = r.bearer_auth(t);
+        }
+        let resp = r.send().await.map_err(|e| {
+            if ambiguous_on_timeout && !e.is_connect() {
+                FacilitatorError::Ambiguous(e.to_string())
+            } else {
+                FacilitatorError::Unavailable(e.to_string())
+            }
+        })?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| {
+            if ambiguous_on_timeout {
+                FacilitatorError::Ambiguous(e.to_string())
+            } else {
+                FacilitatorError::Unavailable(e.to_string())
+            }
+        })?;
+        serde_json::from_str(&text).map_err(|_| {
+            let msg = format!("{path} answered {status} with an unreadable body");
+            if ambiguous_on_timeout && status.is_server_error() {
+                FacilitatorError::Ambiguous(msg)
+            } else {
+                FacilitatorError::Unavailable(msg)
+            }
+        })
+    }
+}
+
+#[async_trait]
+impl Facilitator for RemoteFacilitator {
+    async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError> {
+        let v: VerifyResponse = self.post("/verify", &Self::body(req), false).await?;
+        if v.is_valid {
+            Ok(req.auth.from)
+        } else {
+            Err(FacilitatorError::Rejected(reason_to_rejection(
+                v.invalid_reason.as_deref(),
+            )))
+        }
+    }
+
+    async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
+        let s: SettleResponse = self.post("/settle", &Self::body(req), true).await?;
+        if !s.success {
+            return Err(FacilitatorError::Rejected(reason_to_rejection(
+                s.error_reason.as_deref(),
+            )));
+        }
+        let transaction: B256 = s.transaction.parse().map_err(|_| {
+            FacilitatorError::Ambiguous("settle succeeded without a transaction hash".into())
+        })?;
+        Ok(Settlement {
+            transaction,
+            payer: req.auth.from,
+        })
+    }
+
+    async fn supported(&self) -> Result<Vec<SupportedKind>, FacilitatorError> {
+        let mut r = self.http.get(format!("{}/supported", self.base));
+        if let Some(t) = &self.bearer {
+            r = r.bearer_auth(t);
+        }
+        let resp = r
+            .send()
+            .await
+            .map_err(|e| FacilitatorError::Unavailable(e.to_string()))?;
+        let s: SupportedResponse = resp
+            .json()
+            .await
+            .map_err(|e| FacilitatorError::Unavailable(e.to_string()))?;
+        Ok(s.kinds
+            .into_iter()
+            .map(|k| SupportedKind {
+                x402_version: k.x402_version,
+                scheme: k.scheme,
+                network: k.network,
+            })
+            .collect())
+    }
+
+    fn url(&self) -> String {
+        self.base.clone()
+    }
+}

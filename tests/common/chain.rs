@@ -1,0 +1,231 @@
+//! A real local chain for tests: anvil (from the npm package) as chain 84532 with Circle's USDC
+//! placed at the Base Sepolia address by `paygate devchain setup`, plus payment signing.
+#![allow(dead_code)]
+
+use alloy_primitives::{Address, B256, U256};
+use alloy_signer::SignerSync;
+use alloy_signer_local::PrivateKeySigner;
+use base64::Engine;
+use paygate_shared::network::{builtin_networks, Networks};
+use paygate_shared::x402::payment::SignedAuthorization;
+use paygate_shared::x402::verify::{signing_hash, token_domain};
+use paygate_shared::x402::PaymentRequirements;
+use paygate_shared::UsdcAmount;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// anvil's well-known development keys (mnemonic "test test ... junk").
+pub const KEYS: [&str; 10] = [
+    "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+    "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+    "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+    "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+    "0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+    "0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d17b8d35dd1a8ff6b4",
+    "0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356",
+    "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
+    "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
+];
+pub const USDC: &str = "0x036CbD53842c5426634e7929541eC2318f3dCF7e";
+
+pub fn signer(i: usize) -> PrivateKeySigner {
+    KEYS[i].parse().expect("key")
+}
+
+pub fn address(i: usize) -> Address {
+    signer(i).address()
+}
+
+pub struct Chain {
+    pub rpc: String,
+    child: Child,
+}
+
+impl Chain {
+    /// Starts anvil on a free port and sets up USDC, minting 1000 USDC to accounts 1..=6.
+    pub fn start() -> Self {
+        let anvil = std::env::var("PAYGATE_TEST_ANVIL")
+            .expect("PAYGATE_TEST_ANVIL must name the anvil binary (run via `make test`)");
+        let artifacts = std::env::var("PAYGATE_TEST_USDC_ARTIFACTS").expect(
+            "PAYGATE_TEST_USDC_ARTIFACTS must name stablecoin-evm's artifacts (run via `make test`)",
+        );
+        let mut child = Command::new(anvil)
+            .args(["--host", "127.0.0.1", "--port", "0", "--chain-id", "84532"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn anvil");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let rpc = loop {
+            let line = lines.next().expect("anvil exited").expect("read");
+            if let Some(addr) = line.strip_prefix("Listening on ") {
+                break format!("http://{}", addr.trim());
+            }
+        };
+        // Keep draining anvil's output so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let mint_to: Vec<String> = (1..=6).map(|i| address(i).to_checksum(None)).collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_paygate"))
+            .args([
+                "devchain",
+                "setup",
+                "--rpc",
+                &rpc,
+                "--artifacts",
+                &artifacts,
+            ])
+            .args(["--mint-to", &mint_to.join(",")])
+            .env("PAYGATE_DEVCHAIN_DEPLOYER_KEY", KEYS[0])
+            .output()
+            .expect("run devchain setup");
+        assert!(
+            out.status.success(),
+            "devchain setup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self { rpc, child }
+    }
+
+    /// Environment for a gateway settling on this chain (relayer: account 0).
+    pub fn gateway_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("PAYGATE_RELAYER_KEY".into(), KEYS[0].into()),
+            (
+                "PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL".into(),
+                self.rpc.clone(),
+            ),
+        ]
+    }
+
+    pub async fn balance(&self, who: Address) -> u64 {
+        let b = paygate_shared::facilitator::embedded::balance_of(
+            &self.rpc,
+            USDC.parse().unwrap(),
+            who,
+        )
+        .await
+        .expect("balanceOf");
+        u64::try_from(b).expect("fits")
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What to sign: defaults are a valid payment of `amount` to `pay_to` on Base Sepolia.
+#[derive(Clone)]
+pub struct PaymentSpec {
+    pub payer: usize,
+    pub pay_to: Address,
+    pub amount: u64,
+    pub valid_before: u64,
+    pub nonce: B256,
+    /// Sign with another key than the payer's (a forged signature).
+    pub signer: Option<usize>,
+}
+
+impl PaymentSpec {
+    pub fn new(payer: usize, pay_to: Address, amount: u64) -> Self {
+        Self {
+            payer,
+            pay_to,
+            amount,
+            valid_before: now() + 300,
+            nonce: B256::from(rand_bytes()),
+            signer: None,
+        }
+    }
+
+    fn signed(&self) -> (SignedAuthorization, String) {
+        let net = Networks::from_config(&builtin_networks())
+            .resolve("base-sepolia")
+            .unwrap()
+            .clone();
+        let req = PaymentRequirements {
+            network: net,
+            amount: UsdcAmount(self.amount),
+            pay_to: self.pay_to,
+            resource: String::new(),
+            description: String::new(),
+            mime_type: String::new(),
+            max_timeout_seconds: 60,
+        };
+        let mut auth = SignedAuthorization {
+            from: address(self.payer),
+            to: self.pay_to,
+            value: U256::from(self.amount),
+            valid_after: U256::ZERO,
+            valid_before: U256::from(self.valid_before),
+            nonce: self.nonce,
+            signature: Default::default(),
+        };
+        let hash = signing_hash(&auth, &token_domain(&req));
+        let sig = signer(self.signer.unwrap_or(self.payer))
+            .sign_hash_sync(&hash)
+            .expect("sign");
+        auth.signature = sig.as_bytes().to_vec().into();
+        let hex = format!("0x{}", alloy_primitives::hex::encode(&auth.signature));
+        (auth, hex)
+    }
+
+    fn authorization_json(&self, auth: &SignedAuthorization, sig: &str) -> Value {
+        json!({
+            "signature": sig,
+            "authorization": {
+                "from": auth.from.to_checksum(None),
+                "to": auth.to.to_checksum(None),
+                "value": auth.value.to_string(),
+                "validAfter": "0",
+                "validBefore": auth.valid_before.to_string(),
+                "nonce": format!("{:#x}", auth.nonce),
+            }
+        })
+    }
+
+    /// The `X-PAYMENT` (v1) header value.
+    pub fn v1_header(&self) -> String {
+        let (auth, sig) = self.signed();
+        let v = json!({"x402Version": 1, "scheme": "exact", "network": "base-sepolia",
+                       "payload": self.authorization_json(&auth, &sig)});
+        base64::engine::general_purpose::STANDARD.encode(v.to_string())
+    }
+
+    /// The `PAYMENT-SIGNATURE` (v2) header value, echoing `accepted` from a challenge.
+    pub fn v2_header(&self, accepted: &Value) -> String {
+        let (auth, sig) = self.signed();
+        let v = json!({"x402Version": 2, "accepted": accepted,
+                       "payload": self.authorization_json(&auth, &sig)});
+        base64::engine::general_purpose::STANDARD.encode(v.to_string())
+    }
+}
+
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn rand_bytes() -> [u8; 32] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = [0u8; 32];
+    for chunk in out.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos(),
+        );
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    out
+}
