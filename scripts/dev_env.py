@@ -4,8 +4,8 @@
 Starts anvil on 127.0.0.1:8545 as chain 84532 with Circle's USDC placed at the Base Sepolia
 address (1,000 test USDC minted to each of the ten development accounts), paygate
 (conf/paygate.toml, admin token `dev-admin-token`, relayer = anvil account 0, data in .run/data)
-settling on that chain, and a small echo upstream; makes sure the development org `acme` and its route `/echo` exist, prints how to
-try it, writes the same facts to .run/dev.json, and stops everything on Ctrl-C. A second run
+settling on that chain, and a small echo upstream; makes sure the development org `acme` and
+its route `/echo` exist, prints how to try it (including paying with the official x402 client), writes the same facts to .run/dev.json, and stops everything on Ctrl-C. A second run
 resumes with the same data; leftovers of an earlier run are stopped first.
 """
 
@@ -292,6 +292,10 @@ paygate is running
 Try it:
   # the paid route answers 402 with x402 payment requirements
   curl -i {BASE}/gateway/acme/echo
+  # pay it with the official x402 Python client (test USDC of anvil account 2)
+  .venv/bin/python tests/interop/x402_python_pay.py {BASE}/gateway/acme/echo {ACCOUNTS[2][1]}
+  # the facilitator API paygate serves to other x402 servers
+  curl -s {BASE}/facilitator/supported
   # the public sandbox route
   curl -i {BASE}/gateway/demo/demo
   # list and create routes

@@ -95,13 +95,18 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let facilitator = build_facilitator(&cfg)?;
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,
-        Gateway::new(table.clone(), cp_addr, facilitator, dyn_store.clone()),
+        Gateway::new(
+            table.clone(),
+            cp_addr,
+            facilitator.clone(),
+            dyn_store.clone(),
+        ),
         "paygate proxy",
     );
     proxy.add_tcp(&cfg.server.listen.to_string());
     server.add_service(proxy);
 
-    let state = AppState::new(dyn_store.clone(), table, cfg.clone());
+    let state = AppState::new(dyn_store.clone(), table, cfg.clone()).with_facilitator(facilitator);
     server.add_service(background_service(
         "control plane",
         ControlPlane {

@@ -5,12 +5,15 @@ mod admin;
 mod auth;
 mod discovery;
 mod error;
+mod facilitator_api;
 mod input;
 mod routes_api;
 
 use axum::routing::{get, patch, post};
 use axum::Router;
 use paygate_shared::config::Config;
+use paygate_shared::facilitator::Facilitator;
+use paygate_shared::network::Networks;
 use paygate_shared::route_table::RouteTable;
 use paygate_shared::store::Store;
 use std::future::Future;
@@ -27,17 +30,29 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The admin token, read once from the environment variable the config names.
     pub admin_token: Option<Arc<str>>,
+    /// The facilitator the gateway settles with, served at `/facilitator/*` (`None`: not
+    /// configured, those endpoints answer `503`).
+    pub facilitator: Option<Arc<dyn Facilitator>>,
+    pub networks: Arc<Networks>,
 }
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, table: Arc<RouteTable>, config: Arc<Config>) -> Self {
         let admin_token = config.admin.token().map(Arc::from);
+        let networks = Arc::new(Networks::from_config(&config.networks));
         Self {
             store,
             table,
             config,
             admin_token,
+            facilitator: None,
+            networks,
         }
+    }
+
+    pub fn with_facilitator(mut self, facilitator: Option<Arc<dyn Facilitator>>) -> Self {
+        self.facilitator = facilitator;
+        self
     }
 }
 
@@ -70,6 +85,9 @@ pub fn app(state: AppState) -> Router {
             axum::routing::delete(admin::revoke_key),
         )
         .route("/discovery/resources", get(discovery::list))
+        .route("/facilitator/verify", post(facilitator_api::verify))
+        .route("/facilitator/settle", post(facilitator_api::settle))
+        .route("/facilitator/supported", get(facilitator_api::supported))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
@@ -106,6 +124,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let maint = tokio::spawn(maintenance(state.clone()));
+    let recon = tokio::spawn(reconciliation(state.clone()));
     let res = axum::serve(
         listener,
         app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
@@ -113,7 +132,44 @@ pub async fn serve(
     .with_graceful_shutdown(shutdown)
     .await;
     maint.abort();
+    recon.abort();
     res
+}
+
+/// Reconciles payments with an unrecorded outcome: once at start (those a crash left behind),
+/// then every 30 s.
+async fn reconciliation(state: AppState) {
+    let started = paygate_shared::unix_now() as i64;
+    let f = &state.config.facilitator;
+    let in_flight = i64::try_from(
+        f.settle_timeout_seconds
+            .saturating_add(f.request_timeout_seconds.saturating_mul(2))
+            .saturating_add(5),
+    )
+    .unwrap_or(i64::MAX);
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        match paygate_shared::facilitator::reconcile::reconcile_once(
+            state.store.as_ref(),
+            &state.networks,
+            started,
+            in_flight,
+        )
+        .await
+        {
+            Ok(r) if r.settled + r.failed > 0 => {
+                tracing::info!(
+                    settled = r.settled,
+                    failed = r.failed,
+                    waiting = r.waiting,
+                    "payments reconciled"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "payment reconciliation failed"),
+        }
+    }
 }
 
 async fn maintenance(state: AppState) {

@@ -6,29 +6,16 @@ use crate::{Ctx, Gateway, Paid};
 use base64::Engine;
 use bytes::Bytes;
 use paygate_shared::facilitator::wire::SettleResponse;
-use paygate_shared::facilitator::{FacilitatorError, PaymentRequest};
-use paygate_shared::ids::new_id;
-use paygate_shared::model::{GatewayPayment, PaymentStatus};
+use paygate_shared::facilitator::{settle_reserved, FacilitatorError, PaymentRequest};
+use paygate_shared::model::GatewayPayment;
 use paygate_shared::route_table::RouteEntry;
-use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion, SignedAuthorization};
+use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_shared::x402::verify::{self, Rejection};
 use paygate_shared::x402::{Challenge, PaymentRequirements};
-use paygate_shared::{now_rfc3339, ErrorBody, ErrorCode};
+use paygate_shared::{unix_now, ErrorBody, ErrorCode};
 use pingora::prelude::*;
 use pingora::proxy::Session;
 use std::time::Instant;
-
-fn unix_now() -> u64 {
-    time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64
-}
-
-/// `chainId:asset:from:nonce`, lower-case: one authorization, whatever the casing it came in.
-fn nonce_key(req: &PaymentRequirements, auth: &SignedAuthorization) -> String {
-    format!(
-        "{}:{:x}:{:x}:{:x}",
-        req.network.config.chain_id, req.network.config.asset, auth.from, auth.nonce
-    )
-}
 
 impl Gateway {
     /// Returns the settled payment, or `None` once an answer has been written.
@@ -78,26 +65,8 @@ impl Gateway {
             return Ok(None);
         };
 
-        let now = now_rfc3339();
-        let mut record = GatewayPayment {
-            id: new_id("pay"),
-            org_id: entry.route.org_id.clone(),
-            route_id: entry.route.id.clone(),
-            nonce_key: nonce_key(req, &auth),
-            network: req.network.caip2.clone(),
-            asset: req.network.config.asset.to_checksum(None),
-            payer: auth.from.to_checksum(None),
-            pay_to: req.pay_to.to_checksum(None),
-            amount: req.amount,
-            status: PaymentStatus::Reserved,
-            transaction: None,
-            failure: None,
-            verify_us,
-            settle_ms: None,
-            upstream_status: None,
-            created_at: now.clone(),
-            updated_at: now,
-        };
+        let mut record =
+            GatewayPayment::reserved(&entry.route.org_id, &entry.route.id, req, &auth, verify_us);
         match self.store.reserve_payment(&record).await {
             Ok(true) => {}
             Ok(false) => {
@@ -112,26 +81,20 @@ impl Gateway {
             }
         }
 
-        let t1 = Instant::now();
-        let result = facilitator
-            .settle(&PaymentRequest {
-                payment: &payment,
-                auth: &auth,
-                requirements: req,
-            })
-            .await;
-        record.settle_ms = Some(t1.elapsed().as_millis() as u64);
-        record.updated_at = now_rfc3339();
-        let store = self.store.clone();
-        match result {
+        let preq = PaymentRequest {
+            payment: &payment,
+            auth: &auth,
+            requirements: req,
+        };
+        match settle_reserved(
+            self.store.as_ref(),
+            facilitator.as_ref(),
+            &mut record,
+            &preq,
+        )
+        .await
+        {
             Ok(settlement) => {
-                let tx = format!("{:#x}", settlement.transaction);
-                record.status = PaymentStatus::Settled;
-                record.transaction = Some(tx.clone());
-                if let Err(e) = store.update_payment(&record).await {
-                    // Settled on-chain: serve the request; reconciliation re-reads the chain.
-                    tracing::error!(error = %e, payment = %record.id, "could not record settlement");
-                }
                 let network = match version {
                     ProtocolVersion::V1 => req.network.v1_name.clone(),
                     ProtocolVersion::V2 => req.network.caip2.clone(),
@@ -139,7 +102,7 @@ impl Gateway {
                 let receipt = SettleResponse {
                     success: true,
                     error_reason: None,
-                    transaction: tx,
+                    transaction: format!("{:#x}", settlement.transaction),
                     network,
                     payer: Some(record.payer.clone()),
                 };
@@ -153,27 +116,10 @@ impl Gateway {
                 }))
             }
             Err(FacilitatorError::Rejected(rejection)) => {
-                record.status = PaymentStatus::Failed;
-                record.failure = Some(rejection.reason().to_string());
-                // Unless the chain says the authorization was used, nothing moved: free the nonce
-                // so the same signed payment can be retried once the cause is fixed.
-                let saved = if rejection == Rejection::NonceReplay {
-                    store.update_payment(&record).await
-                } else {
-                    store.release_payment(&record).await
-                };
-                if let Err(e) = saved {
-                    tracing::error!(error = %e, payment = %record.id, "could not record rejection");
-                }
                 Self::reject(session, ctx, req, challenge, rejection).await?;
                 Ok(None)
             }
             Err(FacilitatorError::Unavailable(msg)) => {
-                record.status = PaymentStatus::Failed;
-                record.failure = Some(format!("facilitator unavailable: {msg}"));
-                if let Err(e) = store.release_payment(&record).await {
-                    tracing::error!(error = %e, payment = %record.id, "could not release payment");
-                }
                 tracing::warn!(payment = %record.id, error = %msg, "facilitator unavailable");
                 Self::respond_error(
                     session,
@@ -184,13 +130,7 @@ impl Gateway {
                 .await?;
                 Ok(None)
             }
-            Err(FacilitatorError::Ambiguous(msg)) => {
-                record.status = PaymentStatus::Unknown;
-                record.failure = Some(msg.clone());
-                if let Err(e) = store.update_payment(&record).await {
-                    tracing::error!(error = %e, payment = %record.id, "could not record unknown outcome");
-                }
-                tracing::warn!(payment = %record.id, error = %msg, "settlement outcome unknown");
+            Err(FacilitatorError::Ambiguous(_)) => {
                 Self::respond_error(
                     session,
                     ctx,

@@ -27,3 +27,8 @@ pub fn rfc3339(t: time::OffsetDateTime) -> String {
     t.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }
+
+/// Current unix time in seconds (0 before the epoch).
+pub fn unix_now() -> u64 {
+    time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64
+}

@@ -123,6 +123,58 @@ pub struct GatewayPayment {
     pub verify_us: u64,
     pub settle_ms: Option<u64>,
     pub upstream_status: Option<u16>,
+    /// The authorization's `validBefore` (unix seconds): after it, an unsettled payment can no
+    /// longer land, which lets reconciliation close it.
+    #[serde(default)]
+    pub valid_before: u64,
     pub created_at: String,
     pub updated_at: String,
+}
+
+impl GatewayPayment {
+    /// A new `Reserved` payment of `auth` against `req`, for `org_id`/`route_id`.
+    pub fn reserved(
+        org_id: &str,
+        route_id: &str,
+        req: &crate::x402::PaymentRequirements,
+        auth: &crate::x402::payment::SignedAuthorization,
+        verify_us: u64,
+    ) -> Self {
+        let now = crate::now_rfc3339();
+        Self {
+            id: crate::ids::new_id("pay"),
+            org_id: org_id.to_string(),
+            route_id: route_id.to_string(),
+            nonce_key: nonce_key(req.network.config.chain_id, req.network.config.asset, auth),
+            network: req.network.caip2.clone(),
+            asset: req.network.config.asset.to_checksum(None),
+            payer: auth.from.to_checksum(None),
+            pay_to: req.pay_to.to_checksum(None),
+            amount: req.amount,
+            status: PaymentStatus::Reserved,
+            transaction: None,
+            failure: None,
+            verify_us,
+            settle_ms: None,
+            upstream_status: None,
+            valid_before: u64::try_from(auth.valid_before).unwrap_or(u64::MAX),
+            created_at: now.clone(),
+            updated_at: now,
+        }
+    }
+
+    /// The authorization nonce, read back from the nonce key.
+    pub fn authorization_nonce(&self) -> Option<alloy_primitives::B256> {
+        let hex = self.nonce_key.rsplit(':').next()?;
+        format!("{hex:0>64}").parse().ok()
+    }
+}
+
+/// `chainId:asset:from:nonce`, lower-case hex: one authorization, whatever casing it came in.
+pub fn nonce_key(
+    chain_id: u64,
+    asset: Address,
+    auth: &crate::x402::payment::SignedAuthorization,
+) -> String {
+    format!("{chain_id}:{asset:x}:{:x}:{:x}", auth.from, auth.nonce)
 }

@@ -190,20 +190,33 @@ impl PaymentSpec {
         })
     }
 
+    /// The v1 payment payload (what `X-PAYMENT` carries, before base64).
+    pub fn v1_payload(&self) -> Value {
+        let (auth, sig) = self.signed();
+        json!({"x402Version": 1, "scheme": "exact", "network": "base-sepolia",
+               "payload": self.authorization_json(&auth, &sig)})
+    }
+
+    /// The v2 payment payload, echoing `accepted` from a challenge.
+    pub fn v2_payload(&self, accepted: &Value) -> Value {
+        let (auth, sig) = self.signed();
+        json!({"x402Version": 2, "accepted": accepted,
+               "payload": self.authorization_json(&auth, &sig)})
+    }
+
+    /// The authorization in domain types, signed.
+    pub fn authorization(&self) -> SignedAuthorization {
+        self.signed().0
+    }
+
     /// The `X-PAYMENT` (v1) header value.
     pub fn v1_header(&self) -> String {
-        let (auth, sig) = self.signed();
-        let v = json!({"x402Version": 1, "scheme": "exact", "network": "base-sepolia",
-                       "payload": self.authorization_json(&auth, &sig)});
-        base64::engine::general_purpose::STANDARD.encode(v.to_string())
+        base64::engine::general_purpose::STANDARD.encode(self.v1_payload().to_string())
     }
 
     /// The `PAYMENT-SIGNATURE` (v2) header value, echoing `accepted` from a challenge.
     pub fn v2_header(&self, accepted: &Value) -> String {
-        let (auth, sig) = self.signed();
-        let v = json!({"x402Version": 2, "accepted": accepted,
-                       "payload": self.authorization_json(&auth, &sig)});
-        base64::engine::general_purpose::STANDARD.encode(v.to_string())
+        base64::engine::general_purpose::STANDARD.encode(self.v2_payload(accepted).to_string())
     }
 }
 

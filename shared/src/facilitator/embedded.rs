@@ -184,29 +184,6 @@ impl EmbeddedFacilitator {
         *chain.next_nonce.lock().await = None;
     }
 
-    /// Reads `authorizationState(from, nonce)`: whether the authorization was used on-chain.
-    pub async fn authorization_used(
-        &self,
-        network: &Network,
-        from: Address,
-        nonce: alloy_primitives::B256,
-    ) -> Result<bool, FacilitatorError> {
-        let chain = self
-            .chains
-            .get(&network.config.chain_id)
-            .ok_or(FacilitatorError::Rejected(Rejection::NetworkMismatch))?;
-        let data = authorizationStateCall {
-            authorizer: from,
-            nonce,
-        }
-        .abi_encode();
-        let tx = TransactionRequest::default()
-            .with_to(network.config.asset)
-            .with_input(data);
-        let out = chain.provider.call(tx).await.map_err(unavailable)?;
-        authorizationStateCall::abi_decode_returns(&out).map_err(unavailable)
-    }
-
     /// The chain's health probe: latest block number round trip.
     pub async fn probe(&self) -> Result<(), FacilitatorError> {
         for chain in self.chains.values() {
@@ -290,19 +267,43 @@ impl Facilitator for EmbeddedFacilitator {
     }
 }
 
-/// The token balance of `who` (used by tests and the dev environment).
-pub async fn balance_of(rpc_url: &str, token: Address, who: Address) -> Result<U256, String> {
+/// A read-only `eth_call` of `data` on `token` through `rpc_url`.
+async fn call_view(
+    rpc_url: &str,
+    token: Address,
+    data: Vec<u8>,
+) -> Result<alloy_primitives::Bytes, String> {
     let provider = ProviderBuilder::new()
         .disable_recommended_fillers()
         .connect_http(rpc_url.parse().map_err(|_| "bad url".to_string())?);
-    let data = balanceOfCall { account: who }.abi_encode();
-    let out = provider
+    provider
         .call(
             TransactionRequest::default()
                 .with_to(token)
                 .with_input(data),
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// The token balance of `who` (used by tests and the dev environment).
+pub async fn balance_of(rpc_url: &str, token: Address, who: Address) -> Result<U256, String> {
+    let out = call_view(rpc_url, token, balanceOfCall { account: who }.abi_encode()).await?;
     balanceOfCall::abi_decode_returns(&out).map_err(|e| e.to_string())
+}
+
+/// `authorizationState(from, nonce)` of `token`: whether the EIP-3009 authorization was used.
+pub async fn authorization_state(
+    rpc_url: &str,
+    token: Address,
+    from: Address,
+    nonce: alloy_primitives::B256,
+) -> Result<bool, String> {
+    let data = authorizationStateCall {
+        authorizer: from,
+        nonce,
+    }
+    .abi_encode();
+    let out = call_view(rpc_url, token, data).await?;
+    authorizationStateCall::abi_decode_returns(&out).map_err(|e| e.to_string())
 }

@@ -4,6 +4,7 @@
 //! Wire types of that API live in [`wire`]; this module speaks domain types.
 
 pub mod embedded;
+pub mod reconcile;
 pub mod remote;
 pub mod wire;
 
@@ -78,4 +79,54 @@ impl<T: Facilitator + ?Sized> Facilitator for Arc<T> {
     fn url(&self) -> String {
         (**self).url()
     }
+}
+
+/// Settles a payment whose nonce `record` has already reserved, and stores the outcome on the
+/// record: `Settled` with the transaction; `Failed` with the nonce freed when nothing moved (so
+/// the same signed payment can be retried once the cause is fixed) or kept when the chain says
+/// the authorization was used; `Unknown` (kept reserved, reconciled later) when the transfer may
+/// still land. A failure to store the outcome is logged: the chain stays the source of truth and
+/// reconciliation re-reads it.
+pub async fn settle_reserved(
+    store: &dyn crate::store::Store,
+    facilitator: &dyn Facilitator,
+    record: &mut crate::model::GatewayPayment,
+    req: &PaymentRequest<'_>,
+) -> Result<Settlement, FacilitatorError> {
+    use crate::model::PaymentStatus;
+    let t = std::time::Instant::now();
+    let result = facilitator.settle(req).await;
+    record.settle_ms = Some(t.elapsed().as_millis() as u64);
+    record.updated_at = crate::now_rfc3339();
+    let saved = match &result {
+        Ok(s) => {
+            record.status = PaymentStatus::Settled;
+            record.transaction = Some(format!("{:#x}", s.transaction));
+            store.update_payment(record).await
+        }
+        Err(FacilitatorError::Rejected(r)) => {
+            record.status = PaymentStatus::Failed;
+            record.failure = Some(r.reason().to_string());
+            if *r == Rejection::NonceReplay {
+                store.update_payment(record).await
+            } else {
+                store.release_payment(record).await
+            }
+        }
+        Err(FacilitatorError::Unavailable(m)) => {
+            record.status = PaymentStatus::Failed;
+            record.failure = Some(format!("facilitator unavailable: {m}"));
+            store.release_payment(record).await
+        }
+        Err(FacilitatorError::Ambiguous(m)) => {
+            record.status = PaymentStatus::Unknown;
+            record.failure = Some(m.clone());
+            tracing::warn!(payment = %record.id, error = %m, "settlement outcome unknown");
+            store.update_payment(record).await
+        }
+    };
+    if let Err(e) = saved {
+        tracing::error!(error = %e, payment = %record.id, "could not record settlement outcome");
+    }
+    result
 }

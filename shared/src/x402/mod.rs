@@ -69,6 +69,88 @@ impl PaymentRequirements {
     }
 }
 
+/// Why a facilitator request's `paymentRequirements` cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementsError {
+    #[error("paymentRequirements.{0} is missing or malformed")]
+    Field(&'static str),
+    #[error("network {0} is not supported here")]
+    UnsupportedNetwork(String),
+    #[error("asset {0} is not the USDC contract of this network")]
+    UnsupportedAsset(String),
+    #[error("paymentRequirements.extra does not name this network's token domain")]
+    WrongDomain,
+}
+
+impl PaymentRequirements {
+    /// Reads the requirements another x402 server sends its facilitator (v1 or v2 spelling).
+    /// Only the fields settlement depends on are required; the asset and token domain must be
+    /// the configured ones, so a signature is never checked against a foreign domain.
+    pub fn from_wire(
+        v: &serde_json::Value,
+        version: payment::ProtocolVersion,
+        networks: &crate::network::Networks,
+    ) -> Result<Self, RequirementsError> {
+        use payment::ProtocolVersion;
+        let text = |name: &'static str| {
+            v.get(name)
+                .and_then(serde_json::Value::as_str)
+                .ok_or(RequirementsError::Field(name))
+        };
+        if text("scheme")? != "exact" {
+            return Err(RequirementsError::Field("scheme"));
+        }
+        let network_name = text("network")?;
+        let network = networks
+            .resolve(network_name)
+            .ok_or_else(|| RequirementsError::UnsupportedNetwork(network_name.to_string()))?;
+        let asset = text("asset")?;
+        if asset.parse::<Address>().ok() != Some(network.config.asset) {
+            return Err(RequirementsError::UnsupportedAsset(asset.to_string()));
+        }
+        let amount_field = match version {
+            ProtocolVersion::V1 => "maxAmountRequired",
+            ProtocolVersion::V2 => "amount",
+        };
+        let amount = text(amount_field)?
+            .parse::<u64>()
+            .map_err(|_| RequirementsError::Field(amount_field))?;
+        let pay_to = text("payTo")?
+            .parse::<Address>()
+            .map_err(|_| RequirementsError::Field("payTo"))?;
+        if let Some(extra) = v.get("extra").filter(|e| !e.is_null()) {
+            let extra: TokenExtra = serde_json::from_value(extra.clone())
+                .map_err(|_| RequirementsError::Field("extra"))?;
+            if extra.name != network.config.eip712_name
+                || extra.version != network.config.eip712_version
+            {
+                return Err(RequirementsError::WrongDomain);
+            }
+        }
+        let max_timeout_seconds = match v.get("maxTimeoutSeconds") {
+            None => 60,
+            Some(t) => t
+                .as_u64()
+                .ok_or(RequirementsError::Field("maxTimeoutSeconds"))?,
+        };
+        let opt = |name: &str| {
+            v.get(name)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Ok(Self {
+            network: network.clone(),
+            amount: UsdcAmount(amount),
+            pay_to,
+            resource: opt("resource"),
+            description: opt("description"),
+            mime_type: opt("mimeType"),
+            max_timeout_seconds,
+        })
+    }
+}
+
 /// The three renderings of one route's `402`, computed once per route change so the hot path
 /// only copies bytes.
 #[derive(Debug, Clone)]
@@ -180,5 +262,57 @@ mod tests {
         assert_eq!(a["extra"]["name"], "USD Coin");
         assert!(a.get("maxAmountRequired").is_none());
         assert!(c.payment_required_header.len() < 8 * 1024);
+    }
+
+    #[test]
+    fn wire_requirements_are_read_strictly() {
+        use super::payment::ProtocolVersion::{V1, V2};
+        let nets = Networks::from_config(&builtin_networks());
+        let v1 = serde_json::to_value(req("base-sepolia").to_v1()).unwrap();
+        let back = PaymentRequirements::from_wire(&v1, V1, &nets).unwrap();
+        assert_eq!(back.amount, UsdcAmount(10_000));
+        assert_eq!(back.network.v1_name, "base-sepolia");
+        let v2 = serde_json::to_value(req("base").to_v2()).unwrap();
+        let back = PaymentRequirements::from_wire(&v2, V2, &nets).unwrap();
+        assert_eq!(back.network.caip2, "eip155:8453");
+        // v2 has no maxAmountRequired; v1 has no amount.
+        assert_eq!(
+            PaymentRequirements::from_wire(&v2, V1, &nets).unwrap_err(),
+            RequirementsError::Field("maxAmountRequired")
+        );
+        let cases: [(&str, serde_json::Value, RequirementsError); 5] = [
+            (
+                "network",
+                "solana".into(),
+                RequirementsError::UnsupportedNetwork("solana".into()),
+            ),
+            (
+                "asset",
+                "0x0000000000000000000000000000000000000001".into(),
+                RequirementsError::UnsupportedAsset(
+                    "0x0000000000000000000000000000000000000001".into(),
+                ),
+            ),
+            ("payTo", "nope".into(), RequirementsError::Field("payTo")),
+            (
+                "maxAmountRequired",
+                "-1".into(),
+                RequirementsError::Field("maxAmountRequired"),
+            ),
+            (
+                "extra",
+                serde_json::json!({"name": "Evil", "version": "2"}),
+                RequirementsError::WrongDomain,
+            ),
+        ];
+        for (field, value, want) in cases {
+            let mut bad = v1.clone();
+            bad[field] = value;
+            assert_eq!(
+                PaymentRequirements::from_wire(&bad, V1, &nets).unwrap_err(),
+                want,
+                "{field}"
+            );
+        }
     }
 }

@@ -87,6 +87,15 @@ impl ProtocolVersion {
         }
     }
 
+    /// The version a `x402Version` number names.
+    pub const fn from_number(n: u64) -> Option<Self> {
+        match n {
+            1 => Some(Self::V1),
+            2 => Some(Self::V2),
+            _ => None,
+        }
+    }
+
     pub const fn number(self) -> u8 {
         match self {
             Self::V1 => 1,
@@ -121,12 +130,18 @@ impl PaymentPayload {
             .decode(trimmed)
             .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(trimmed))
             .map_err(|_| DecodeError::Base64)?;
+        Self::from_json(&json, version)
+    }
+
+    /// Parses the JSON payload (the decoded header, or the `paymentPayload` a facilitator is
+    /// sent) of the given version.
+    pub fn from_json(json: &[u8], version: ProtocolVersion) -> Result<Self, DecodeError> {
         let v = version.number();
         let p = match version {
-            ProtocolVersion::V1 => serde_json::from_slice::<PaymentPayloadV1>(&json)
+            ProtocolVersion::V1 => serde_json::from_slice::<PaymentPayloadV1>(json)
                 .map(Self::V1)
                 .map_err(|e| DecodeError::Json(v, e.to_string()))?,
-            ProtocolVersion::V2 => serde_json::from_slice::<PaymentPayloadV2>(&json)
+            ProtocolVersion::V2 => serde_json::from_slice::<PaymentPayloadV2>(json)
                 .map(Self::V2)
                 .map_err(|e| DecodeError::Json(v, e.to_string()))?,
         };

@@ -1,0 +1,94 @@
+//! Reconciliation of payments whose settlement outcome is not recorded: `Unknown` (the transfer
+//! was sent, the receipt never came) and `Reserved` left behind by a crash. The chain decides:
+//! `authorizationState(from, nonce)` true means the money moved (`Settled`); false after the
+//! authorization's `validBefore` means it never can (`Failed`, the nonce stays reserved); false
+//! before it means a transaction may still land, so the payment waits for the next pass.
+
+use crate::model::{GatewayPayment, PaymentStatus};
+use crate::network::Networks;
+use crate::store::Store;
+use alloy_primitives::Address;
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcileReport {
+    pub settled: usize,
+    pub failed: usize,
+    pub waiting: usize,
+}
+
+fn created_unix(p: &GatewayPayment) -> i64 {
+    time::OffsetDateTime::parse(
+        &p.created_at,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map(|t| t.unix_timestamp())
+    .unwrap_or(0)
+}
+
+/// One pass over unfinished payments. Payments created less than `in_flight_secs` ago by this
+/// process (after `started_unix`) may still be settling on the hot path and are left alone.
+pub async fn reconcile_once(
+    store: &dyn Store,
+    networks: &Networks,
+    started_unix: i64,
+    in_flight_secs: i64,
+) -> Result<ReconcileReport, String> {
+    let now = crate::unix_now() as i64;
+    let mut report = ReconcileReport::default();
+    for mut p in store
+        .unfinished_payments()
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let created = created_unix(&p);
+        if created >= started_unix && now - created < in_flight_secs {
+            report.waiting += 1;
+            continue;
+        }
+        let (Some(network), Ok(from), Some(nonce)) = (
+            networks.resolve(&p.network),
+            p.payer.parse::<Address>(),
+            p.authorization_nonce(),
+        ) else {
+            tracing::warn!(payment = %p.id, "cannot reconcile: unknown network or malformed record");
+            report.waiting += 1;
+            continue;
+        };
+        if network.config.rpc_url.is_empty() {
+            report.waiting += 1;
+            continue;
+        }
+        let used = match super::embedded::authorization_state(
+            &network.config.rpc_url,
+            network.config.asset,
+            from,
+            nonce,
+        )
+        .await
+        {
+            Ok(used) => used,
+            Err(e) => {
+                tracing::warn!(payment = %p.id, error = %e, "reconciliation: chain unreachable");
+                report.waiting += 1;
+                continue;
+            }
+        };
+        p.updated_at = crate::now_rfc3339();
+        if used {
+            p.status = PaymentStatus::Settled;
+            p.failure = None;
+            report.settled += 1;
+        } else if (now.max(0) as u64) > p.valid_before {
+            p.status = PaymentStatus::Failed;
+            p.failure = Some("authorization expired without settling".into());
+            report.failed += 1;
+        } else {
+            report.waiting += 1;
+            continue;
+        }
+        tracing::info!(payment = %p.id, status = ?p.status, "payment reconciled from chain state");
+        store.update_payment(&p).await.map_err(|e| e.to_string())?;
+    }
+    Ok(report)
+}

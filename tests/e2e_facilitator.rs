@@ -1,0 +1,224 @@
+//! The facilitator API paygate serves for other x402 servers (`/facilitator/*`), on a real chain,
+//! and reconciliation of payments whose outcome a crash left unrecorded.
+
+mod common;
+
+use alloy_primitives::Address;
+use common::chain::{self, address, Chain, PaymentSpec, USDC};
+use common::*;
+use paygate_shared::facilitator::reconcile::reconcile_once;
+use paygate_shared::model::{GatewayPayment, PaymentStatus};
+use paygate_shared::network::{builtin_networks, Networks};
+use paygate_shared::store::{SledStore, Store};
+use paygate_shared::x402::PaymentRequirements;
+use paygate_shared::UsdcAmount;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const PRICE: u64 = 10_000;
+
+fn v1_requirements(pay_to: Address, amount: u64) -> Value {
+    json!({
+        "scheme": "exact", "network": "base-sepolia", "maxAmountRequired": amount.to_string(),
+        "resource": "https://seller.example/api", "description": "", "mimeType": "",
+        "payTo": pay_to.to_checksum(None), "maxTimeoutSeconds": 60, "asset": USDC,
+        "extra": {"name": "USDC", "version": "2"},
+    })
+}
+
+fn v2_requirements(pay_to: Address, amount: u64) -> Value {
+    json!({
+        "scheme": "exact", "network": "eip155:84532", "amount": amount.to_string(),
+        "payTo": pay_to.to_checksum(None), "maxTimeoutSeconds": 60, "asset": USDC,
+        "extra": {"name": "USDC", "version": "2"},
+    })
+}
+
+async fn call(gw: &Gateway, key: &str, op: &str, body: Value) -> (u16, Value) {
+    let r = gw
+        .api(key, Method::POST, &format!("/facilitator/{op}"), Some(body))
+        .await;
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn serves_verify_settle_and_supported_to_other_x402_servers() {
+    let chain = Chain::start();
+    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let (_, key) = gw.create_org("seller", None).await;
+    let seller = address(8);
+    let payer = address(2);
+
+    // supported: public, both protocol versions of the configured chain.
+    let r = gw.get("/facilitator/supported").await;
+    assert_eq!(r.status(), 200);
+    let kinds: Value = r.json().await.unwrap();
+    let kinds = kinds["kinds"].as_array().unwrap().clone();
+    assert!(
+        kinds.contains(&json!({"x402Version": 1, "scheme": "exact", "network": "base-sepolia"}))
+    );
+    assert!(
+        kinds.contains(&json!({"x402Version": 2, "scheme": "exact", "network": "eip155:84532"}))
+    );
+
+    let spec = PaymentSpec::new(2, seller, PRICE);
+    let body = json!({"x402Version": 1, "paymentPayload": spec.v1_payload(),
+                      "paymentRequirements": v1_requirements(seller, PRICE)});
+
+    // verify and settle need an API key (the relayer pays gas); a non-request is a 400.
+    let (status, err) = call(&gw, "pk_wrong.key", "verify", body.clone()).await;
+    assert_eq!((status, err["code"].as_str()), (401, Some("UNAUTHORIZED")));
+    let (status, err) = call(&gw, &key, "settle", json!({"hello": 1})).await;
+    assert_eq!((status, err["code"].as_str()), (400, Some("BAD_REQUEST")));
+    assert!(err["requestId"].is_string());
+
+    let (payer_before, seller_before) = (chain.balance(payer).await, chain.balance(seller).await);
+    let (status, v) = call(&gw, &key, "verify", body.clone()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["isValid"], true, "{v}");
+    assert_eq!(v["payer"], json!(payer.to_checksum(None)));
+    assert_eq!(
+        chain.balance(payer).await,
+        payer_before,
+        "verify moves nothing"
+    );
+
+    // A requirement the payment does not satisfy: invalid, with the x402 reason.
+    let wrong = json!({"x402Version": 1, "paymentPayload": spec.v1_payload(),
+                       "paymentRequirements": v1_requirements(seller, PRICE * 2)});
+    let (status, v) = call(&gw, &key, "verify", wrong.clone()).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["isValid"], false);
+    assert_eq!(
+        v["invalidReason"],
+        "invalid_exact_evm_payload_authorization_value"
+    );
+    let (_, s) = call(&gw, &key, "settle", wrong).await;
+    assert_eq!(s["success"], false);
+    assert_eq!(chain.balance(payer).await, payer_before);
+
+    let (status, s) = call(&gw, &key, "settle", body.clone()).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["success"], true, "{s}");
+    assert_eq!(s["network"], "base-sepolia");
+    assert!(s["transaction"].as_str().unwrap().starts_with("0x"));
+    assert_eq!(chain.balance(payer).await, payer_before - PRICE);
+    assert_eq!(chain.balance(seller).await, seller_before + PRICE);
+
+    // The same authorization again: refused, nothing moves.
+    let (_, s) = call(&gw, &key, "settle", body).await;
+    assert_eq!(s["success"], false);
+    assert_eq!(s["errorReason"], "nonce_already_used");
+    assert_eq!(chain.balance(payer).await, payer_before - PRICE);
+
+    // v2 spelling.
+    let req = v2_requirements(seller, PRICE);
+    let spec = PaymentSpec::new(2, seller, PRICE);
+    let body = json!({"x402Version": 2, "paymentPayload": spec.v2_payload(&req),
+                      "paymentRequirements": req});
+    let (_, s) = call(&gw, &key, "settle", body).await;
+    assert_eq!(s["success"], true, "{s}");
+    assert_eq!(s["network"], "eip155:84532");
+    assert_eq!(chain.balance(payer).await, payer_before - 2 * PRICE);
+
+    // Another token's domain is never used to check a signature.
+    let mut foreign = v1_requirements(seller, PRICE);
+    foreign["asset"] = json!("0x0000000000000000000000000000000000000001");
+    let spec = PaymentSpec::new(2, seller, PRICE);
+    let (_, v) = call(
+        &gw,
+        &key,
+        "verify",
+        json!({"x402Version": 1, "paymentPayload": spec.v1_payload(), "paymentRequirements": foreign}),
+    )
+    .await;
+    assert_eq!(v["invalidReason"], "invalid_payment_requirements");
+}
+
+fn local_requirements(chain: &Chain, pay_to: Address) -> PaymentRequirements {
+    let mut nets = builtin_networks();
+    nets.get_mut("base-sepolia").unwrap().rpc_url = chain.rpc.clone();
+    PaymentRequirements {
+        network: Networks::from_config(&nets)
+            .resolve("base-sepolia")
+            .unwrap()
+            .clone(),
+        amount: UsdcAmount(PRICE),
+        pay_to,
+        resource: String::new(),
+        description: String::new(),
+        mime_type: String::new(),
+        max_timeout_seconds: 60,
+    }
+}
+
+#[tokio::test]
+async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
+    let chain = Chain::start();
+    let seller = address(8);
+    let req = local_requirements(&chain, seller);
+    let mut nets = builtin_networks();
+    nets.get_mut("base-sepolia").unwrap().rpc_url = chain.rpc.clone();
+    let networks = Networks::from_config(&nets);
+
+    // 1. Settled on-chain (through the gateway's facilitator API), but the record still says
+    //    Reserved, as a crash right after broadcasting leaves it.
+    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let (_, key) = gw.create_org("seller", None).await;
+    let landed = PaymentSpec::new(3, seller, PRICE);
+    let (_, s) = call(
+        &gw,
+        &key,
+        "settle",
+        json!({"x402Version": 1, "paymentPayload": landed.v1_payload(),
+               "paymentRequirements": v1_requirements(seller, PRICE)}),
+    )
+    .await;
+    assert_eq!(s["success"], true, "{s}");
+    drop(gw);
+
+    // 2. Never sent, and its authorization has expired: it can never land.
+    let mut expired = PaymentSpec::new(3, seller, PRICE);
+    expired.valid_before = chain::now() - 5;
+    // 3. Never sent, still valid: a transaction might still land, so it waits.
+    let pending = PaymentSpec::new(3, seller, PRICE);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    let mut ids = Vec::new();
+    for spec in [&landed, &expired, &pending] {
+        let p = GatewayPayment::reserved("org", "rt", &req, &spec.authorization(), 0);
+        assert!(store.reserve_payment(&p).await.unwrap());
+        ids.push(p.id);
+    }
+
+    // All three were created "before this process started".
+    let started = paygate_shared::unix_now() as i64 + 1;
+    let report = reconcile_once(&store, &networks, started, 60)
+        .await
+        .unwrap();
+    assert_eq!((report.settled, report.failed, report.waiting), (1, 1, 1));
+    let status = |i: usize| {
+        let store = &store;
+        let id = ids[i].clone();
+        async move { store.get_payment(&id).await.unwrap().unwrap().status }
+    };
+    assert_eq!(status(0).await, PaymentStatus::Settled);
+    assert_eq!(status(1).await, PaymentStatus::Failed);
+    assert_eq!(status(2).await, PaymentStatus::Reserved);
+    // The expired one keeps its nonce reserved: it cannot be replayed through the gateway.
+    let again = GatewayPayment::reserved("org", "rt", &req, &expired.authorization(), 0);
+    assert!(!store.reserve_payment(&again).await.unwrap());
+
+    // A payment of this process that is still in flight is not touched.
+    let fresh = PaymentSpec::new(3, seller, PRICE);
+    let p = GatewayPayment::reserved("org", "rt", &req, &fresh.authorization(), 0);
+    assert!(store.reserve_payment(&p).await.unwrap());
+    let report = reconcile_once(&store, &networks, 0, 60).await.unwrap();
+    assert_eq!(report.settled + report.failed, 0);
+    assert_eq!(
+        store.get_payment(&p.id).await.unwrap().unwrap().status,
+        PaymentStatus::Reserved
+    );
+}

@@ -1,0 +1,103 @@
+//! Interop: the official x402 clients pay a paygate route end-to-end on anvil with no code of
+//! ours on the client side: PyPI `x402` (protocol v2, httpx client) and npm `x402-fetch` (v1).
+//! `make test` installs both and sets PAYGATE_TEST_PYTHON / PAYGATE_TEST_NODE_MODULES.
+
+mod common;
+
+use common::chain::{address, Chain, KEYS};
+use common::upstream::Upstream;
+use common::*;
+use serde_json::{json, Value};
+
+const PRICE: u64 = 20_000; // $0.02
+
+async fn setup() -> (Chain, Gateway, Upstream) {
+    let chain = Chain::start();
+    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let upstream = Upstream::start().await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    gw.create_route(
+        &key,
+        json!({"path": "weather", "priceUSD": 0.02, "targetUrl": format!("{}/weather", upstream.url),
+               "network": "base-sepolia", "description": "weather"}),
+    )
+    .await;
+    (chain, gw, upstream)
+}
+
+/// Runs a client script; returns its JSON report.
+async fn run_client(mut cmd: tokio::process::Command) -> Value {
+    let out = cmd.output().await.expect("run client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("client report")
+}
+
+async fn assert_paid_once(
+    chain: &Chain,
+    upstream: &Upstream,
+    payer: usize,
+    before: (u64, u64),
+    report: &Value,
+) {
+    assert_eq!(report["status"], 200, "{report}");
+    let receipt = &report["paymentResponse"];
+    assert_eq!(receipt["success"], true, "{report}");
+    assert_eq!(receipt["payer"], json!(address(payer).to_checksum(None)));
+    let body: Value = serde_json::from_str(report["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["path"], "/weather");
+    assert_eq!(upstream.hits(), 1);
+    assert_eq!(chain.balance(address(payer)).await, before.0 - PRICE);
+    assert_eq!(chain.balance(address(9)).await, before.1 + PRICE);
+}
+
+#[tokio::test]
+async fn official_python_client_pays_with_protocol_v2() {
+    let python = std::env::var("PAYGATE_TEST_PYTHON")
+        .expect("PAYGATE_TEST_PYTHON must name the venv's python (run via `make test`)");
+    let (chain, gw, upstream) = setup().await;
+    let before = (
+        chain.balance(address(4)).await,
+        chain.balance(address(9)).await,
+    );
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/x402_python_pay.py"
+    ))
+    .arg(gw.url("/gateway/acme/weather"))
+    .arg(KEYS[4]);
+    let report = run_client(cmd).await;
+    assert_paid_once(&chain, &upstream, 4, before, &report).await;
+    assert_eq!(report["paymentResponse"]["network"], "eip155:84532");
+}
+
+#[tokio::test]
+async fn official_npm_x402_fetch_pays_with_protocol_v1() {
+    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES").expect(
+        "PAYGATE_TEST_NODE_MODULES must name a node_modules with x402-fetch (run via `make test`)",
+    );
+    let (chain, gw, upstream) = setup().await;
+    let before = (
+        chain.balance(address(5)).await,
+        chain.balance(address(9)).await,
+    );
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.env("NODE_PATH", modules)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/x402_fetch_pay.cjs"
+        ))
+        .arg(gw.url("/gateway/acme/weather"))
+        .arg(KEYS[5]);
+    let report = run_client(cmd).await;
+    assert_paid_once(&chain, &upstream, 5, before, &report).await;
+    assert_eq!(report["paymentResponse"]["network"], "base-sepolia");
+}
