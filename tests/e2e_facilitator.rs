@@ -222,3 +222,69 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
         PaymentStatus::Reserved
     );
 }
+
+/// Gateway A settles through the remote facilitator client against gateway B's served API:
+/// both ends of the standard facilitator protocol, with a bearer token, on a real chain.
+#[tokio::test]
+async fn a_gateway_settles_through_a_remote_facilitator() {
+    let chain = Chain::start();
+    let facilitator = Gateway::start_with_owned(chain.gateway_env()).await;
+    let (_, fkey) = facilitator.create_org("relay-customer", None).await;
+
+    let gw = Gateway::start_with_owned(vec![
+        ("PAYGATE__FACILITATOR__KIND".into(), "remote".into()),
+        (
+            "PAYGATE__FACILITATOR__URL".into(),
+            facilitator.url("/facilitator"),
+        ),
+        (
+            "PAYGATE__FACILITATOR__BEARER_TOKEN_ENV".into(),
+            "FACILITATOR_TOKEN".into(),
+        ),
+        ("FACILITATOR_TOKEN".into(), fkey),
+    ])
+    .await;
+    let upstream = common::upstream::Upstream::start().await;
+    let seller = address(7);
+    let (_, key) = gw.create_org("acme", Some(&seller.to_checksum(None))).await;
+    gw.create_route(
+        &key,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia"}),
+    )
+    .await;
+
+    let before = (chain.balance(address(4)).await, chain.balance(seller).await);
+    let spec = PaymentSpec::new(4, seller, PRICE);
+    let pay = || {
+        gw.http
+            .get(gw.url("/gateway/acme/echo"))
+            .header("X-PAYMENT", spec.v1_header())
+            .send()
+    };
+    let r = pay().await.unwrap();
+    assert_eq!(r.status(), 200, "{}", gw.log());
+    assert!(r.headers().contains_key("x-payment-response"));
+    assert_eq!(upstream.hits(), 1);
+    assert_eq!(chain.balance(address(4)).await, before.0 - PRICE);
+    assert_eq!(chain.balance(seller).await, before.1 + PRICE);
+
+    // Replay: refused by A's own guard before it reaches the facilitator.
+    let r = pay().await.unwrap();
+    assert_eq!(r.status(), 402);
+    assert_eq!(upstream.hits(), 1);
+
+    // A payer without funds: the remote facilitator's rejection becomes a 402, nothing served.
+    let broke = PaymentSpec::new(8, seller, PRICE);
+    let r = gw
+        .http
+        .get(gw.url("/gateway/acme/echo"))
+        .header("X-PAYMENT", broke.v1_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 402);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "insufficient_funds", "{body}");
+    assert_eq!(upstream.hits(), 1);
+}
