@@ -220,6 +220,10 @@ def main():
             "PAYGATE__SERVER__LISTEN": LISTEN,
             "PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": RPC_URL,
             "PAYGATE_RELAYER_KEY": RELAYER_KEY,
+            # The echo upstream is on loopback, which routes may not target by default (SSRF).
+            "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS": '["127.0.0.0/8", "::1/128"]',
+            # Development settles on the local chain only (no Base mainnet RPC needed).
+            "PAYGATE__NETWORKS__BASE__RPC_URL": "",
         }
     )
     log = open(log_path, "a")

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use async_trait::async_trait;
 use paygate_control_plane::AppState;
-use paygate_proxy::Gateway;
+use paygate_proxy::{Gateway, GatewayParts, ProxySettings};
 use paygate_shared::config::{Config, FacilitatorKind};
 use paygate_shared::facilitator::embedded::EmbeddedFacilitator;
 use paygate_shared::facilitator::remote::RemoteFacilitator;
@@ -93,20 +93,27 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     server.bootstrap();
 
     let facilitator = build_facilitator(&cfg)?;
+    let metrics = paygate_shared::metrics::Metrics::new();
+    let usage = Arc::new(paygate_shared::usage::PlanUsage::new(dyn_store.clone()));
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,
-        Gateway::new(
-            table.clone(),
-            cp_addr,
-            facilitator.clone(),
-            dyn_store.clone(),
-        ),
+        Gateway::new(GatewayParts {
+            table: table.clone(),
+            control_plane: cp_addr,
+            facilitator: facilitator.clone(),
+            store: dyn_store.clone(),
+            settings: ProxySettings::from_config(&cfg.upstream),
+            metrics: metrics.clone(),
+            usage,
+        }),
         "paygate proxy",
     );
     proxy.add_tcp(&cfg.server.listen.to_string());
     server.add_service(proxy);
 
-    let state = AppState::new(dyn_store.clone(), table, cfg.clone()).with_facilitator(facilitator);
+    let state = AppState::new(dyn_store.clone(), table, cfg.clone())
+        .with_facilitator(facilitator)
+        .with_metrics(metrics);
     server.add_service(background_service(
         "control plane",
         ControlPlane {

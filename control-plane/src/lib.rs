@@ -7,6 +7,7 @@ mod discovery;
 mod error;
 mod facilitator_api;
 mod input;
+mod metrics_api;
 mod routes_api;
 
 use axum::routing::{get, patch, post};
@@ -34,12 +35,19 @@ pub struct AppState {
     /// configured, those endpoints answer `503`).
     pub facilitator: Option<Arc<dyn Facilitator>>,
     pub networks: Arc<Networks>,
+    /// Which upstream addresses routes may target.
+    pub target_policy: Arc<paygate_shared::target_policy::TargetPolicy>,
+    /// Request counters (written by the proxy) and facilitator health.
+    pub metrics: Arc<paygate_shared::metrics::Metrics>,
 }
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, table: Arc<RouteTable>, config: Arc<Config>) -> Self {
         let admin_token = config.admin.token().map(Arc::from);
         let networks = Arc::new(Networks::from_config(&config.networks));
+        let target_policy = Arc::new(paygate_shared::target_policy::TargetPolicy::new(
+            config.upstream.allow_private_networks.clone(),
+        ));
         Self {
             store,
             table,
@@ -47,7 +55,14 @@ impl AppState {
             admin_token,
             facilitator: None,
             networks,
+            target_policy,
+            metrics: paygate_shared::metrics::Metrics::new(),
         }
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<paygate_shared::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     pub fn with_facilitator(mut self, facilitator: Option<Arc<dyn Facilitator>>) -> Self {
@@ -85,6 +100,8 @@ pub fn app(state: AppState) -> Router {
             axum::routing::delete(admin::revoke_key),
         )
         .route("/discovery/resources", get(discovery::list))
+        .route("/api/gateway/metrics", get(metrics_api::org_metrics))
+        .route("/metrics", get(metrics_api::prometheus))
         .route("/facilitator/verify", post(facilitator_api::verify))
         .route("/facilitator/settle", post(facilitator_api::settle))
         .route("/facilitator/supported", get(facilitator_api::supported))
@@ -125,6 +142,11 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let maint = tokio::spawn(maintenance(state.clone()));
     let recon = tokio::spawn(reconciliation(state.clone()));
+    let probe = tokio::spawn(metrics_api::probe_facilitator(state.clone()));
+    let aggregator = tokio::spawn(state.metrics.clone().run_aggregator(
+        state.store.clone(),
+        Duration::from_secs(state.config.metrics.flush_interval_seconds.max(1)),
+    ));
     let res = axum::serve(
         listener,
         app(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
@@ -133,6 +155,8 @@ pub async fn serve(
     .await;
     maint.abort();
     recon.abort();
+    probe.abort();
+    aggregator.abort();
     res
 }
 

@@ -105,6 +105,27 @@ fn check_target_url(u: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Refuses a target that resolves to an internal address (SSRF), unless allow-listed.
+async fn check_target_address(state: &AppState, input: &RouteInput) -> Result<(), ApiError> {
+    let Some(target) = input
+        .target_url
+        .as_deref()
+        .and_then(paygate_shared::route_table::UpstreamTarget::parse)
+    else {
+        return Ok(());
+    };
+    state
+        .target_policy
+        .check_host(&target.host, target.port)
+        .await
+        .map_err(|problem| {
+            ApiError::validation(vec![paygate_shared::FieldProblem::new(
+                "targetUrl",
+                problem,
+            )])
+        })
+}
+
 impl RouteInput {
     fn apply(self, r: &mut Route) {
         if let Some(v) = self.path {
@@ -241,6 +262,7 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let org = auth.org;
     let input = parse_input(&body, &state.table.render_context().networks, true)?;
+    check_target_address(&state, &input).await?;
     let idem = Idem::from_request(&headers, &method, &uri, &body)?;
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);
@@ -320,7 +342,7 @@ pub async fn update(
     let org = auth.org;
     let networks = &state.table.render_context().networks;
     // Validate once up front so a bad body changes nothing and names its fields.
-    parse_input(&body, networks, false)?;
+    check_target_address(&state, &parse_input(&body, networks, false)?).await?;
     let idem = Idem::from_request(&headers, &method, &uri, &body)?;
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);

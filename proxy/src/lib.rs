@@ -6,49 +6,118 @@ mod payment;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use paygate_shared::config::UpstreamConfig;
 use paygate_shared::facilitator::Facilitator;
 use paygate_shared::ids::new_request_id;
+use paygate_shared::metrics::{Metrics, Outcome, RequestEvent};
 use paygate_shared::model::GatewayPayment;
 use paygate_shared::route_path::lookup_key;
 use paygate_shared::route_table::{RouteEntry, RouteTable};
 use paygate_shared::store::Store;
+use paygate_shared::target_policy::TargetPolicy;
+use paygate_shared::usage::{PlanUsage, Slot};
 use paygate_shared::x402::payment::ProtocolVersion;
 use paygate_shared::x402::Challenge;
 use paygate_shared::{ErrorBody, ErrorCode};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const GATEWAY_PREFIX: &str = "/gateway/";
 
-/// Upstream timeouts (fixed here; configurable with the forwarding work).
-const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const UPSTREAM_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Request headers never forwarded upstream: hop-by-hop ones (RFC 9110 7.6.1; Pingora frames
+/// bodies itself) and the payment, which is the gateway's business.
+const REQUEST_HOP_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "x-payment",
+    "payment-signature",
+];
+/// Hop-by-hop headers of an upstream response, not passed to the client.
+const RESPONSE_HOP_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+/// CORS on `/gateway/`: browsers may send payments and read receipts and challenges.
+const CORS_ALLOW_HEADERS: &str =
+    "X-PAYMENT, PAYMENT-SIGNATURE, Payment-Retry, Content-Type, Authorization, Accept";
+const CORS_EXPOSE_HEADERS: &str = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, \
+                                   X-Payment-Requirements, X-Request-Id";
+const CORS_ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS";
+
+/// How upstreams are reached: timeouts, the SSRF policy, TLS exceptions and size limits.
+pub struct ProxySettings {
+    pub policy: TargetPolicy,
+    pub connect_timeout: Duration,
+    pub total_timeout: Duration,
+    pub stream_idle_timeout: Duration,
+    pub insecure_tls_hosts: HashSet<String>,
+    pub max_body_bytes: u64,
+    pub max_header_bytes: usize,
+}
+
+impl ProxySettings {
+    pub fn from_config(c: &UpstreamConfig) -> Self {
+        Self {
+            policy: TargetPolicy::new(c.allow_private_networks.clone()),
+            connect_timeout: Duration::from_secs(c.connect_timeout_seconds),
+            total_timeout: Duration::from_secs(c.total_timeout_seconds),
+            stream_idle_timeout: Duration::from_secs(c.stream_idle_timeout_seconds),
+            insecure_tls_hosts: c.insecure_tls_hosts.iter().cloned().collect(),
+            max_body_bytes: c.max_request_body_bytes,
+            max_header_bytes: c.max_request_header_bytes,
+        }
+    }
+}
 
 /// The proxy service: the route table it reads, the facilitator it settles through, the store
-/// that guards nonces, and where the control plane listens.
+/// that guards nonces, plan counters, the metrics hub, and where the control plane listens.
 pub struct Gateway {
     table: Arc<RouteTable>,
     control_plane: SocketAddr,
     facilitator: Option<Arc<dyn Facilitator>>,
     store: Arc<dyn Store>,
+    settings: ProxySettings,
+    metrics: Arc<Metrics>,
+    usage: Arc<PlanUsage>,
+}
+
+/// What the gateway is built from.
+pub struct GatewayParts {
+    pub table: Arc<RouteTable>,
+    pub control_plane: SocketAddr,
+    pub facilitator: Option<Arc<dyn Facilitator>>,
+    pub store: Arc<dyn Store>,
+    pub settings: ProxySettings,
+    pub metrics: Arc<Metrics>,
+    pub usage: Arc<PlanUsage>,
 }
 
 impl Gateway {
-    pub fn new(
-        table: Arc<RouteTable>,
-        control_plane: SocketAddr,
-        facilitator: Option<Arc<dyn Facilitator>>,
-        store: Arc<dyn Store>,
-    ) -> Self {
+    pub fn new(p: GatewayParts) -> Self {
         Self {
-            table,
-            control_plane,
-            facilitator,
-            store,
+            table: p.table,
+            control_plane: p.control_plane,
+            facilitator: p.facilitator,
+            store: p.store,
+            settings: p.settings,
+            metrics: p.metrics,
+            usage: p.usage,
         }
     }
 }
@@ -64,17 +133,31 @@ pub struct Paid {
 pub struct Ctx {
     request_id: String,
     start: Instant,
+    /// A `/gateway/` request (CORS headers, metrics).
+    gateway: bool,
     /// The outcome's name for the access log, once known.
     outcome: Option<&'static str>,
-    /// The route being forwarded to (set once paid).
+    /// The outcome for the counters.
+    kind: Outcome,
+    /// The organisation the request addressed, once known (metrics).
+    org_id: Option<Arc<str>>,
+    route_id: Option<Arc<str>>,
+    /// The route being forwarded to (set once paid) and its checked address.
     route: Option<Arc<RouteEntry>>,
+    upstream_addr: Option<SocketAddr>,
+    /// Non-streaming routes: when the whole upstream response must have arrived.
+    deadline: Option<Instant>,
+    upstream_status: Option<u16>,
+    body_bytes: u64,
     paid: Option<Paid>,
+    /// The plan slot this paid request holds.
+    slot: Option<Slot>,
 }
 
 /// What a `/gateway/` lookup found.
 enum Lookup {
-    Route(Arc<RouteEntry>),
-    Refuse(ErrorCode, &'static str),
+    Route(Arc<str>, Arc<RouteEntry>, u64),
+    Refuse(Option<Arc<str>>, ErrorCode, &'static str),
 }
 
 impl Gateway {
@@ -85,21 +168,27 @@ impl Gateway {
         };
         let snapshot = self.table.snapshot();
         let Some(org) = snapshot.org(slug) else {
-            return Lookup::Refuse(ErrorCode::RouteNotFound, "no route at this address");
+            return Lookup::Refuse(None, ErrorCode::RouteNotFound, "no route at this address");
         };
+        let org_id = Some(org.org_id.clone());
         let Some(entry) = org.routes.get(lookup_key(suffix)) else {
-            return Lookup::Refuse(ErrorCode::RouteNotFound, "no route at this address");
+            return Lookup::Refuse(org_id, ErrorCode::RouteNotFound, "no route at this address");
         };
         if org.suspended {
-            return Lookup::Refuse(ErrorCode::OrgSuspended, "this organisation is suspended");
+            return Lookup::Refuse(
+                org_id,
+                ErrorCode::OrgSuspended,
+                "this organisation is suspended",
+            );
         }
         if entry.payment.is_none() {
             return Lookup::Refuse(
+                org_id,
                 ErrorCode::Misconfigured,
                 "this organisation has no receiver wallet configured",
             );
         }
-        Lookup::Route(entry.clone())
+        Lookup::Route(org.org_id.clone(), entry.clone(), org.plan_limit)
     }
 
     /// Writes a JSON error; a settled payment's receipt header goes with it.
@@ -118,6 +207,9 @@ impl Gateway {
         if let Some(p) = &ctx.paid {
             resp.insert_header(p.receipt_header, p.receipt.as_str())?;
         }
+        if ctx.gateway {
+            add_cors(&mut resp)?;
+        }
         session.write_response_header(Box::new(resp), false).await?;
         session.write_response_body(Some(body), true).await
     }
@@ -128,6 +220,7 @@ impl Gateway {
         challenge: &Challenge,
     ) -> Result<()> {
         ctx.outcome = Some("PAYMENT_REQUIRED");
+        ctx.kind = Outcome::Challenge;
         Self::write_402(session, ctx, challenge, challenge.body.clone()).await
     }
 
@@ -149,8 +242,163 @@ impl Gateway {
             challenge.payment_required_header.as_str(),
         )?;
         resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        add_cors(&mut resp)?;
         session.write_response_header(Box::new(resp), false).await?;
         session.write_response_body(Some(body), true).await
+    }
+
+    /// Answers a CORS preflight on `/gateway/`.
+    async fn respond_preflight(session: &mut Session, ctx: &mut Ctx) -> Result<()> {
+        ctx.outcome = Some("PREFLIGHT");
+        let mut resp = ResponseHeader::build(204, Some(6))?;
+        add_cors(&mut resp)?;
+        resp.insert_header("access-control-allow-methods", CORS_ALLOW_METHODS)?;
+        resp.insert_header("access-control-allow-headers", CORS_ALLOW_HEADERS)?;
+        resp.insert_header("access-control-max-age", "600")?;
+        resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        session.write_response_header(Box::new(resp), true).await
+    }
+
+    /// Size of the request line and header block, roughly as sent.
+    fn header_bytes(req: &RequestHeader) -> usize {
+        let uri = req.uri.path_and_query().map_or(0, |p| p.as_str().len());
+        req.headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>()
+            + uri
+    }
+
+    /// Resolves the route's upstream and checks it against the SSRF policy, before any payment
+    /// is taken (and so again on every request: DNS answers may change).
+    async fn upstream_address(
+        &self,
+        entry: &RouteEntry,
+    ) -> std::result::Result<SocketAddr, String> {
+        let target = entry
+            .upstream
+            .as_ref()
+            .ok_or_else(|| "route has no upstream".to_string())?;
+        let addr = resolve(&target.host, target.port)
+            .await
+            .map_err(|e| format!("cannot resolve the upstream host: {e}"))?;
+        if !self.settings.policy.allows(addr.ip()) {
+            return Err(
+                "the upstream resolves to an internal address, which is not allowed".into(),
+            );
+        }
+        Ok(addr)
+    }
+
+    /// The checked upstream address, or `None` once a 503 has been written.
+    async fn checked_upstream(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        entry: &RouteEntry,
+    ) -> Result<Option<SocketAddr>> {
+        match self.upstream_address(entry).await {
+            Ok(a) => Ok(Some(a)),
+            Err(msg) => {
+                tracing::warn!(route = %entry.id, error = %msg, "upstream refused before payment");
+                Self::respond_error(session, ctx, ErrorCode::UpstreamUnavailable, &msg).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A plan slot for this paid request, or `None` once `402 PLAN_LIMIT_EXCEEDED` (or a 500)
+    /// has been written.
+    async fn plan_slot(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        plan_limit: u64,
+    ) -> Result<Option<Slot>> {
+        let org_id = ctx.org_id.clone().unwrap_or_else(|| Arc::from(""));
+        match self.usage.try_take(&org_id, plan_limit).await {
+            Ok(Some(slot)) => Ok(Some(slot)),
+            Ok(None) => {
+                ctx.kind = Outcome::Rejected;
+                Self::respond_error(
+                    session,
+                    ctx,
+                    ErrorCode::PlanLimitExceeded,
+                    "this organisation has used its plan's requests for this month; nothing was charged",
+                )
+                .await?;
+                Ok(None)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "plan usage unavailable");
+                Self::respond_error(session, ctx, ErrorCode::InternalError, "internal error")
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The paid step and everything before it: body limit, upstream address, plan slot, payment.
+    /// `Ok(true)`: answered.
+    async fn gateway_request(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        entry: Arc<RouteEntry>,
+        plan_limit: u64,
+    ) -> Result<bool> {
+        let Some((requirements, challenge)) = &entry.payment else {
+            return Ok(true);
+        };
+        let header = if entry.sandbox {
+            None // The sandbox never takes a payment.
+        } else {
+            Self::payment_header(session.req_header())
+        };
+        let Some((version, raw)) = header else {
+            Self::respond_challenge(session, ctx, challenge).await?;
+            return Ok(true);
+        };
+        let declared = session
+            .req_header()
+            .headers
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.settings.max_body_bytes) {
+            Self::respond_error(
+                session,
+                ctx,
+                ErrorCode::PayloadTooLarge,
+                "request body is larger than this gateway forwards",
+            )
+            .await?;
+            return Ok(true);
+        }
+        match self
+            .take_payment(
+                session,
+                ctx,
+                &entry,
+                requirements,
+                challenge,
+                version,
+                &raw,
+                plan_limit,
+            )
+            .await?
+        {
+            Some((paid, addr, slot)) => {
+                ctx.outcome = Some("PAID");
+                ctx.kind = Outcome::Paid;
+                ctx.paid = Some(paid);
+                ctx.slot = Some(slot);
+                ctx.upstream_addr = Some(addr);
+                ctx.route = Some(entry);
+                Ok(false)
+            }
+            None => Ok(true),
+        }
     }
 
     /// The payment header, if any: `PAYMENT-SIGNATURE` (v2) wins over `X-PAYMENT` (v1).
@@ -172,48 +420,71 @@ impl ProxyHttp for Gateway {
         Ctx {
             request_id: new_request_id(),
             start: Instant::now(),
+            gateway: false,
             outcome: None,
+            kind: Outcome::Other,
+            org_id: None,
+            route_id: None,
             route: None,
+            upstream_addr: None,
+            deadline: None,
+            upstream_status: None,
+            body_bytes: 0,
             paid: None,
+            slot: None,
         }
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let lookup = match session.req_header().uri.path().strip_prefix(GATEWAY_PREFIX) {
-            Some(rest) => self.lookup(rest),
-            None => return Ok(false),
-        };
-        let entry = match lookup {
-            Lookup::Refuse(code, msg) => {
-                Self::respond_error(session, ctx, code, msg).await?;
-                return Ok(true);
-            }
-            Lookup::Route(entry) => entry,
-        };
-        let Some((requirements, challenge)) = &entry.payment else {
+        if Self::header_bytes(session.req_header()) > self.settings.max_header_bytes {
+            Self::respond_error(
+                session,
+                ctx,
+                ErrorCode::HeadersTooLarge,
+                "request headers are too large",
+            )
+            .await?;
             return Ok(true);
-        };
-        let header = if entry.sandbox {
-            None // The sandbox never takes a payment.
-        } else {
-            Self::payment_header(session.req_header())
-        };
-        let Some((version, raw)) = header else {
-            Self::respond_challenge(session, ctx, challenge).await?;
-            return Ok(true);
-        };
-        match self
-            .take_payment(session, ctx, &entry, requirements, challenge, version, &raw)
-            .await?
-        {
-            Some(paid) => {
-                ctx.outcome = Some("PAID");
-                ctx.paid = Some(paid);
-                ctx.route = Some(entry);
-                Ok(false)
-            }
-            None => Ok(true),
         }
+        let Some(rest) = session.req_header().uri.path().strip_prefix(GATEWAY_PREFIX) else {
+            return Ok(false);
+        };
+        ctx.gateway = true;
+        let req = session.req_header();
+        if req.method == http::Method::OPTIONS
+            && req.headers.contains_key("access-control-request-method")
+        {
+            Self::respond_preflight(session, ctx).await?;
+            return Ok(true);
+        }
+        match self.lookup(rest) {
+            Lookup::Refuse(org_id, code, msg) => {
+                ctx.org_id = org_id;
+                Self::respond_error(session, ctx, code, msg).await?;
+                Ok(true)
+            }
+            Lookup::Route(org_id, entry, plan_limit) => {
+                ctx.org_id = Some(org_id);
+                ctx.route_id = Some(entry.id.clone());
+                self.gateway_request(session, ctx, entry, plan_limit).await
+            }
+        }
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if ctx.route.is_some() {
+            ctx.body_bytes += body.as_ref().map_or(0, |b| b.len() as u64);
+            if ctx.body_bytes > self.settings.max_body_bytes {
+                return Error::e_explain(ErrorType::HTTPStatus(413), "request body too large");
+            }
+        }
+        Ok(())
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
@@ -224,13 +495,23 @@ impl ProxyHttp for Gateway {
                 String::new(),
             )));
         };
-        let Some(target) = &entry.upstream else {
+        let (Some(target), Some(addr)) = (&entry.upstream, ctx.upstream_addr) else {
             return Error::e_explain(ErrorType::ConnectNoRoute, "route has no upstream");
         };
-        let addr = resolve(&target.host, target.port).await?;
+        let s = &self.settings;
         let mut peer = HttpPeer::new(addr, target.tls, target.host.clone());
-        peer.options.connection_timeout = Some(UPSTREAM_CONNECT_TIMEOUT);
-        peer.options.read_timeout = Some(UPSTREAM_READ_TIMEOUT);
+        peer.options.connection_timeout = Some(s.connect_timeout);
+        peer.options.total_connection_timeout = Some(s.connect_timeout);
+        if entry.route.streaming {
+            peer.options.read_timeout = Some(s.stream_idle_timeout);
+        } else {
+            peer.options.read_timeout = Some(s.total_timeout);
+            ctx.deadline = Some(Instant::now() + s.total_timeout);
+        }
+        peer.options.write_timeout = Some(s.total_timeout.max(s.stream_idle_timeout));
+        let verify = !s.insecure_tls_hosts.contains(&target.host);
+        peer.options.verify_cert = verify;
+        peer.options.verify_hostname = verify;
         Ok(Box::new(peer))
     }
 
@@ -240,22 +521,86 @@ impl ProxyHttp for Gateway {
         upstream: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
-        if let Some(addr) = session.client_addr().and_then(|a| a.as_inet()) {
-            upstream.insert_header("x-forwarded-for", addr.ip().to_string())?;
-        }
-        upstream.insert_header("x-forwarded-proto", "http")?;
+        let client_ip = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip().to_string());
         if let Some(target) = ctx.route.as_ref().and_then(|e| e.upstream.as_ref()) {
+            // Headers named by `Connection` are hop-by-hop too.
+            let listed: Vec<String> = upstream
+                .headers
+                .get_all("connection")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect();
+            for h in REQUEST_HOP_HEADERS
+                .iter()
+                .copied()
+                .chain(listed.iter().map(String::as_str))
+            {
+                upstream.remove_header(h);
+            }
+            let original_host = session
+                .req_header()
+                .headers
+                .get("host")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
             let pq = target.path_and_query(session.req_header().uri.query());
             let uri = pq
                 .parse()
                 .map_err(|_| Error::explain(ErrorType::InternalError, "bad upstream path"))?;
             upstream.set_uri(uri);
             upstream.insert_header("host", target.host_header.as_str())?;
-            upstream.remove_header("x-payment");
-            upstream.remove_header("payment-signature");
+            if let Some(h) = original_host {
+                upstream.insert_header("x-forwarded-host", h)?;
+            }
+        }
+        if let Some(ip) = client_ip {
+            let xff = match upstream
+                .headers
+                .get("x-forwarded-for")
+                .and_then(|v| v.to_str().ok())
+            {
+                Some(prev) if !prev.trim().is_empty() => format!("{prev}, {ip}"),
+                _ => ip,
+            };
+            upstream.insert_header("x-forwarded-for", xff)?;
+        }
+        upstream.insert_header("x-forwarded-proto", "http")?;
+        upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
+        Ok(())
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if ctx.route.is_some() {
+            ctx.upstream_status = Some(resp.status.as_u16());
+            for h in RESPONSE_HOP_HEADERS {
+                resp.remove_header(*h);
+            }
         }
         Ok(())
+    }
+
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        _body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<Duration>> {
+        if ctx.deadline.is_some_and(|d| Instant::now() > d) {
+            return Error::e_explain(ErrorType::ReadTimedout, "upstream total timeout");
+        }
+        Ok(None)
     }
 
     async fn response_filter(
@@ -267,6 +612,9 @@ impl ProxyHttp for Gateway {
         if let Some(p) = &ctx.paid {
             resp.insert_header(p.receipt_header, p.receipt.as_str())?;
             resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        }
+        if ctx.gateway && resp.headers.get("access-control-allow-origin").is_none() {
+            add_cors(resp)?;
         }
         Ok(())
     }
@@ -314,6 +662,25 @@ impl ProxyHttp for Gateway {
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        if let Some(org_id) = ctx.org_id.take() {
+            let elapsed_us = ctx.start.elapsed().as_micros() as u64;
+            let paid = ctx.paid.as_ref().map(|p| &p.record);
+            self.metrics.record(RequestEvent {
+                org_id,
+                route_id: ctx.route_id.take().unwrap_or_else(|| Arc::from("")),
+                status,
+                outcome: ctx.kind,
+                challenge_us: (ctx.kind == Outcome::Challenge).then_some(elapsed_us),
+                settle_ms: paid.map(|r| r.settle_ms.unwrap_or(0) + r.verify_us / 1000),
+                revenue: paid.map_or(0, |r| r.amount.0),
+                upstream_status: ctx.upstream_status,
+                at: paygate_shared::unix_now(),
+            });
+        }
+        if let Some(slot) = ctx.slot.take() {
+            let usage = self.usage.clone();
+            tokio::spawn(async move { usage.commit(slot).await });
+        }
         if let Some(p) = ctx.paid.take() {
             // Record how the upstream answered against the payment, off the response path.
             let mut record = p.record;
@@ -338,6 +705,11 @@ impl ProxyHttp for Gateway {
             error = e.map(|e| e.to_string()),
         );
     }
+}
+
+fn add_cors(resp: &mut ResponseHeader) -> Result<()> {
+    resp.insert_header("access-control-allow-origin", "*")?;
+    resp.insert_header("access-control-expose-headers", CORS_EXPOSE_HEADERS)
 }
 
 /// Resolves an upstream host without blocking (IP literals need no lookup).

@@ -9,16 +9,21 @@ use paygate_shared::facilitator::wire::SettleResponse;
 use paygate_shared::facilitator::{settle_reserved, FacilitatorError, PaymentRequest};
 use paygate_shared::model::GatewayPayment;
 use paygate_shared::route_table::RouteEntry;
+use paygate_shared::usage::Slot;
 use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_shared::x402::verify::{self, Rejection};
 use paygate_shared::x402::{Challenge, PaymentRequirements};
 use paygate_shared::{unix_now, ErrorBody, ErrorCode};
 use pingora::prelude::*;
 use pingora::proxy::Session;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 impl Gateway {
-    /// Returns the settled payment, or `None` once an answer has been written.
+    /// Decodes and verifies the payment, checks the upstream address and takes a plan slot (so
+    /// nothing is charged for a request that cannot be served), then reserves the nonce and
+    /// settles. Returns the settled payment with the upstream address and the slot, or `None`
+    /// once an answer has been written.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn take_payment(
         &self,
@@ -29,7 +34,8 @@ impl Gateway {
         challenge: &Challenge,
         version: ProtocolVersion,
         raw: &[u8],
-    ) -> Result<Option<Paid>> {
+        plan_limit: u64,
+    ) -> Result<Option<(Paid, SocketAddr, Slot)>> {
         let payment = match PaymentPayload::decode(raw, version) {
             Ok(p) => p,
             Err(e) => {
@@ -62,6 +68,12 @@ impl Gateway {
                 "payments cannot be settled: no facilitator is configured",
             )
             .await?;
+            return Ok(None);
+        };
+        let Some(addr) = self.checked_upstream(session, ctx, entry).await? else {
+            return Ok(None);
+        };
+        let Some(slot) = self.plan_slot(session, ctx, plan_limit).await? else {
             return Ok(None);
         };
 
@@ -109,11 +121,12 @@ impl Gateway {
                 let receipt = base64::engine::general_purpose::STANDARD
                     .encode(serde_json::to_vec(&receipt).unwrap_or_default());
                 tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
-                Ok(Some(Paid {
+                let paid = Paid {
                     receipt_header: version.receipt_header(),
                     receipt,
                     record,
-                }))
+                };
+                Ok(Some((paid, addr, slot)))
             }
             Err(FacilitatorError::Rejected(rejection)) => {
                 Self::reject(session, ctx, req, challenge, rejection).await?;
@@ -157,6 +170,7 @@ impl Gateway {
             ErrorCode::PaymentRejected
         };
         ctx.outcome = Some(code.as_str());
+        ctx.kind = paygate_shared::metrics::Outcome::Rejected;
         let message = rejection.to_string();
         let mut body = ErrorBody::new(code, &message, &ctx.request_id).to_value();
         body["x402Version"] = 1.into();

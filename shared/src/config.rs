@@ -22,6 +22,8 @@ pub struct Config {
     pub networks: BTreeMap<String, NetworkConfig>,
     pub idempotency: IdempotencyConfig,
     pub facilitator: FacilitatorConfig,
+    pub upstream: UpstreamConfig,
+    pub metrics: MetricsConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -203,6 +205,62 @@ impl Default for FacilitatorConfig {
             relayer_key_env: "PAYGATE_RELAYER_KEY".into(),
             settle_timeout_seconds: 30,
             request_timeout_seconds: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Seconds to open a connection (TCP + TLS) to an upstream.
+    pub connect_timeout_seconds: u64,
+    /// Non-streaming routes: seconds for the whole upstream response.
+    pub total_timeout_seconds: u64,
+    /// Streaming routes: seconds without a byte from the upstream before giving up (no total).
+    pub stream_idle_timeout_seconds: u64,
+    /// Networks an upstream may resolve to although they are loopback, private, link-local or
+    /// metadata addresses (refused by default, against SSRF), e.g. `["127.0.0.0/8"]` in
+    /// development.
+    pub allow_private_networks: Vec<ipnet::IpNet>,
+    /// Upstream hosts whose TLS certificate is not verified (development only).
+    pub insecure_tls_hosts: Vec<String>,
+    /// Largest request body forwarded to an upstream, in bytes.
+    pub max_request_body_bytes: u64,
+    /// Largest request header block accepted on the public listener, in bytes.
+    pub max_request_header_bytes: usize,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout_seconds: 5,
+            total_timeout_seconds: 30,
+            stream_idle_timeout_seconds: 60,
+            allow_private_networks: Vec::new(),
+            insecure_tls_hosts: Vec::new(),
+            max_request_body_bytes: 10 << 20,
+            max_request_header_bytes: 32 << 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Seconds between facilitator health probes.
+    pub probe_interval_seconds: u64,
+    /// A probe slower than this many milliseconds reports the facilitator `degraded`.
+    pub degraded_latency_ms: u64,
+    /// Seconds between writes of the per-org request counters to the store.
+    pub flush_interval_seconds: u64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            probe_interval_seconds: 15,
+            degraded_latency_ms: 1000,
+            flush_interval_seconds: 10,
         }
     }
 }

@@ -25,6 +25,8 @@ pub enum ErrorCode {
     PaymentRejected,
     FacilitatorUnavailable,
     SettlementPending,
+    PlanLimitExceeded,
+    HeadersTooLarge,
     InternalError,
 }
 
@@ -51,6 +53,8 @@ impl ErrorCode {
             Self::PaymentRejected => "PAYMENT_REJECTED",
             Self::FacilitatorUnavailable => "FACILITATOR_UNAVAILABLE",
             Self::SettlementPending => "SETTLEMENT_PENDING",
+            Self::PlanLimitExceeded => "PLAN_LIMIT_EXCEEDED",
+            Self::HeadersTooLarge => "HEADERS_TOO_LARGE",
             Self::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -60,12 +64,13 @@ impl ErrorCode {
         match self {
             Self::BadRequest | Self::ValidationError | Self::InvalidPayment => 400,
             Self::Unauthorized => 401,
-            Self::NonceReplay | Self::PaymentRejected => 402,
+            Self::NonceReplay | Self::PaymentRejected | Self::PlanLimitExceeded => 402,
             Self::Forbidden | Self::OrgSuspended => 403,
             Self::NotFound | Self::RouteNotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::DuplicatePath | Self::DuplicateRequest | Self::AlreadyExists => 409,
             Self::PayloadTooLarge => 413,
+            Self::HeadersTooLarge => 431,
             Self::InternalError => 500,
             Self::Misconfigured | Self::UpstreamUnavailable | Self::FacilitatorUnavailable => 503,
             Self::UpstreamTimeout | Self::SettlementPending => 504,
@@ -82,6 +87,7 @@ impl ErrorCode {
             405 => Self::MethodNotAllowed,
             409 => Self::DuplicateRequest,
             413 => Self::PayloadTooLarge,
+            431 => Self::HeadersTooLarge,
             502 | 503 => Self::UpstreamUnavailable,
             504 => Self::UpstreamTimeout,
             400..=499 => Self::BadRequest,

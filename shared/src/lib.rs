@@ -6,12 +6,15 @@ pub mod config;
 pub mod error;
 pub mod facilitator;
 pub mod ids;
+pub mod metrics;
 pub mod model;
 pub mod money;
 pub mod network;
 pub mod route_path;
 pub mod route_table;
 pub mod store;
+pub mod target_policy;
+pub mod usage;
 pub mod x402;
 
 pub use error::{ErrorBody, ErrorCode, FieldProblem};

@@ -178,3 +178,31 @@ pub fn nonce_key(
 ) -> String {
     format!("{chain_id}:{asset:x}:{:x}:{:x}", auth.from, auth.nonce)
 }
+
+/// Request counters of one organisation over one minute (the unit metrics windows are summed
+/// from). Latency sums are kept with their counts so means stay exact across merges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MetricBucket {
+    pub total: u64,
+    pub unpaid402: u64,
+    pub paid: u64,
+    pub errors: u64,
+    pub challenge_us_sum: u64,
+    pub challenge_count: u64,
+    pub settle_ms_sum: u64,
+    pub settle_count: u64,
+}
+
+impl MetricBucket {
+    pub fn merge(&mut self, o: &MetricBucket) {
+        self.total += o.total;
+        self.unpaid402 += o.unpaid402;
+        self.paid += o.paid;
+        self.errors += o.errors;
+        self.challenge_us_sum += o.challenge_us_sum;
+        self.challenge_count += o.challenge_count;
+        self.settle_ms_sum += o.settle_ms_sum;
+        self.settle_count += o.settle_count;
+    }
+}

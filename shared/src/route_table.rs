@@ -78,6 +78,8 @@ impl UpstreamTarget {
 #[derive(Debug)]
 pub struct RouteEntry {
     pub route: Route,
+    /// The route id, shared cheaply with per-request records (metrics).
+    pub id: Arc<str>,
     /// Parsed `targetUrl`; `None` for the sandbox route.
     pub upstream: Option<UpstreamTarget>,
     /// The requirements and their rendered challenge; `None` when the org has no receiver wallet.
@@ -89,9 +91,11 @@ pub struct RouteEntry {
 /// An organisation and its active routes, keyed by stored path.
 #[derive(Debug)]
 pub struct OrgRoutes {
-    pub org_id: String,
+    pub org_id: Arc<str>,
     pub slug: String,
     pub suspended: bool,
+    /// Paid requests allowed per calendar month (UTC) by the org's plan; 0 = unlimited.
+    pub plan_limit: u64,
     pub receiver_wallet: Option<Address>,
     pub routes: HashMap<String, Arc<RouteEntry>>,
 }
@@ -120,6 +124,10 @@ pub struct RenderContext {
     pub max_timeout_seconds: u64,
     pub sandbox_pay_to: Address,
     pub sandbox_price: UsdcAmount,
+    /// Monthly paid-request limit per plan name.
+    pub plan_limits: HashMap<String, u64>,
+    /// The limit of the default plan (for orgs whose plan is no longer configured).
+    pub default_plan_limit: u64,
 }
 
 impl RenderContext {
@@ -132,6 +140,15 @@ impl RenderContext {
             // Validated when the configuration was loaded.
             sandbox_price: UsdcAmount::from_usd_str(&cfg.x402.demo_price_usd)
                 .unwrap_or(UsdcAmount(10_000)),
+            plan_limits: cfg
+                .plans
+                .iter()
+                .map(|(n, p)| (n.clone(), p.monthly_requests))
+                .collect(),
+            default_plan_limit: cfg
+                .plans
+                .get(&cfg.orgs.default_plan)
+                .map_or(0, |p| p.monthly_requests),
         }
     }
 
@@ -176,6 +193,7 @@ impl RenderContext {
             UpstreamTarget::parse(&route.target_url)
         };
         RouteEntry {
+            id: Arc::from(route.id.as_str()),
             route,
             upstream,
             payment,
@@ -194,9 +212,14 @@ impl RenderContext {
             })
             .collect();
         OrgRoutes {
-            org_id: org.id.clone(),
+            org_id: Arc::from(org.id.as_str()),
             slug: org.slug.clone(),
             suspended: org.suspended,
+            plan_limit: self
+                .plan_limits
+                .get(&org.plan)
+                .copied()
+                .unwrap_or(self.default_plan_limit),
             receiver_wallet: org.receiver_wallet,
             routes,
         }
@@ -227,6 +250,7 @@ impl RenderContext {
             org_id: "org_sandbox".into(),
             slug: SANDBOX_SLUG.into(),
             suspended: false,
+            plan_limit: 0,
             receiver_wallet: Some(self.sandbox_pay_to),
             routes: HashMap::from([(SANDBOX_PATH.to_string(), Arc::new(entry))]),
         }
@@ -283,7 +307,7 @@ impl RouteTable {
         };
         let old = self.current.load_full();
         let mut by_slug = old.by_slug.clone();
-        by_slug.retain(|_, o| o.org_id != org_id);
+        by_slug.retain(|_, o| &*o.org_id != org_id);
         if let Some((slug, routes)) = fresh {
             by_slug.insert(slug, routes);
         }

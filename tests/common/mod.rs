@@ -85,6 +85,15 @@ impl Gateway {
             .env("PAYGATE__STORAGE__PATH", self.dir.path().join("data"))
             .env("PAYGATE_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("PAYGATE_LOG", "info")
+            // Test upstreams live on loopback: allow it (the SSRF tests turn this off again).
+            .env(
+                "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS",
+                r#"["127.0.0.0/8", "::1/128"]"#,
+            )
+            // No internet here: only the local chain is reachable.
+            .env("PAYGATE__NETWORKS__BASE__RPC_URL", "")
+            .env("PAYGATE__METRICS__FLUSH_INTERVAL_SECONDS", "1")
+            .env("PAYGATE__METRICS__PROBE_INTERVAL_SECONDS", "1")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);

@@ -183,17 +183,6 @@ impl EmbeddedFacilitator {
     async fn resync_nonce(&self, chain: &Chain) {
         *chain.next_nonce.lock().await = None;
     }
-
-    /// The chain's health probe: latest block number round trip.
-    pub async fn probe(&self) -> Result<(), FacilitatorError> {
-        for chain in self.chains.values() {
-            tokio::time::timeout(self.rpc_timeout, chain.provider.get_block_number())
-                .await
-                .map_err(|_| unavailable("timeout"))?
-                .map_err(unavailable)?;
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -254,6 +243,17 @@ impl Facilitator for EmbeddedFacilitator {
         }
         out.sort_by(|a, b| (a.x402_version, &a.network).cmp(&(b.x402_version, &b.network)));
         Ok(out)
+    }
+
+    /// The chains' health: a latest-block round trip on each.
+    async fn probe(&self) -> Result<(), FacilitatorError> {
+        for chain in self.chains.values() {
+            tokio::time::timeout(self.rpc_timeout, chain.provider.get_block_number())
+                .await
+                .map_err(|_| unavailable("timeout"))?
+                .map_err(unavailable)?;
+        }
+        Ok(())
     }
 
     fn url(&self) -> String {

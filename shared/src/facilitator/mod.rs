@@ -63,6 +63,10 @@ pub trait Facilitator: Send + Sync + 'static {
     async fn supported(&self) -> Result<Vec<SupportedKind>, FacilitatorError>;
     /// Where it is (for health reports).
     fn url(&self) -> String;
+    /// A cheap health check (by default `supported`).
+    async fn probe(&self) -> Result<(), FacilitatorError> {
+        self.supported().await.map(|_| ())
+    }
 }
 
 #[async_trait]
@@ -78,6 +82,9 @@ impl<T: Facilitator + ?Sized> Facilitator for Arc<T> {
     }
     fn url(&self) -> String {
         (**self).url()
+    }
+    async fn probe(&self) -> Result<(), FacilitatorError> {
+        (**self).probe().await
     }
 }
 

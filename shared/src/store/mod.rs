@@ -6,7 +6,7 @@ mod sled_store;
 
 pub use sled_store::SledStore;
 
-use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, Org, Route};
+use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route};
 use async_trait::async_trait;
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +84,21 @@ pub trait Store: Send + Sync + 'static {
     async fn get_payment(&self, id: &str) -> StoreResult<Option<GatewayPayment>>;
     /// Payments not yet `Settled` or `Failed`, for reconciliation.
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>>;
+
+    /// Paid requests of `org_id` in `month` (`YYYY-MM`, UTC).
+    async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64>;
+    /// Records the count, never lowering it (writes may arrive out of order).
+    async fn put_plan_usage(&self, org_id: &str, month: &str, count: u64) -> StoreResult<()>;
+
+    /// Adds `bucket` to the organisation's counters of `minute` (unix minutes).
+    async fn merge_metrics(
+        &self,
+        org_id: &str,
+        minute: u64,
+        bucket: &MetricBucket,
+    ) -> StoreResult<()>;
+    /// The organisation's buckets from `from_minute` on, merged into one.
+    async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket>;
 
     /// Makes every acknowledged write durable (called on shutdown).
     async fn flush(&self) -> StoreResult<()>;

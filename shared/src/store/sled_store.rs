@@ -2,7 +2,9 @@
 //! transactions where two trees change together, and a flush before a write is acknowledged.
 
 use super::{Store, StoreError, StoreResult};
-use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, Org, PaymentStatus, Route};
+use crate::model::{
+    ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
+};
 use async_trait::async_trait;
 use serde::{de::DeserializeOwned, Serialize};
 use sled::transaction::{
@@ -20,6 +22,8 @@ pub struct SledStore {
     idempotency: sled::Tree,
     payments: sled::Tree,
     nonces: sled::Tree,
+    plan_usage: sled::Tree,
+    metrics: sled::Tree,
 }
 
 fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -94,6 +98,8 @@ impl SledStore {
             idempotency: tree("idempotency")?,
             payments: tree("payments")?,
             nonces: tree("nonces")?,
+            plan_usage: tree("plan_usage")?,
+            metrics: tree("metrics")?,
             db,
         })
     }
@@ -362,6 +368,57 @@ impl Store for SledStore {
             }
         }
         Ok(out)
+    }
+
+    async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64> {
+        Ok(Self::get(&self.plan_usage, &key2(org_id, month))?.unwrap_or(0))
+    }
+
+    async fn put_plan_usage(&self, org_id: &str, month: &str, count: u64) -> StoreResult<()> {
+        self.plan_usage
+            .fetch_and_update(key2(org_id, month), |old| {
+                let old: u64 = old
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(0);
+                serde_json::to_vec(&old.max(count)).ok()
+            })
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn merge_metrics(
+        &self,
+        org_id: &str,
+        minute: u64,
+        bucket: &MetricBucket,
+    ) -> StoreResult<()> {
+        // Big-endian minutes keep an org's buckets in time order under its prefix.
+        let mut key = prefix(org_id);
+        key.extend_from_slice(&minute.to_be_bytes());
+        self.metrics
+            .fetch_and_update(key, |old| {
+                let mut b: MetricBucket = old
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or_default();
+                b.merge(bucket);
+                serde_json::to_vec(&b).ok()
+            })
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket> {
+        let p = prefix(org_id);
+        let mut start = p.clone();
+        start.extend_from_slice(&from_minute.to_be_bytes());
+        let mut end = p;
+        end.extend_from_slice(&u64::MAX.to_be_bytes());
+        let mut sum = MetricBucket::default();
+        for kv in self.metrics.range(start..=end) {
+            let (_, v) = kv.map_err(backend)?;
+            sum.merge(&dec(&v)?);
+        }
+        Ok(sum)
     }
 
     async fn flush(&self) -> StoreResult<()> {

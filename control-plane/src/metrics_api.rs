@@ -1,0 +1,133 @@
+//! `GET /api/gateway/metrics?window=24h|7d` (an organisation's own counters, SPEC 4.2),
+//! `GET /metrics` (Prometheus text) and the periodic facilitator health probe behind both.
+
+use crate::auth::OrgAuth;
+use crate::error::ApiError;
+use crate::AppState;
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use paygate_shared::metrics::FacilitatorHealth;
+use paygate_shared::{now_rfc3339, unix_now, ErrorCode};
+use serde_json::json;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+fn window_minutes(w: Option<&str>) -> Result<(&'static str, u64), ApiError> {
+    match w {
+        Some("24h") => Ok(("24h", 24 * 60)),
+        Some("7d") => Ok(("7d", 7 * 24 * 60)),
+        Some(other) => Err(ApiError::new(
+            ErrorCode::ValidationError,
+            format!("window must be 24h or 7d, not {other:?}"),
+        )),
+        None => Err(ApiError::new(
+            ErrorCode::ValidationError,
+            "query parameter window is required: 24h or 7d",
+        )),
+    }
+}
+
+/// Mean of `sum / count` in milliseconds, or null without samples.
+fn mean_ms(sum: u64, count: u64, per_ms: f64) -> serde_json::Value {
+    if count == 0 {
+        serde_json::Value::Null
+    } else {
+        let v = sum as f64 / count as f64 / per_ms;
+        json!((v * 1000.0).round() / 1000.0)
+    }
+}
+
+pub async fn org_metrics(
+    State(state): State<AppState>,
+    OrgAuth { org }: OrgAuth,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    if let Some(k) = q.keys().find(|k| k.as_str() != "window") {
+        return Err(ApiError::new(
+            ErrorCode::ValidationError,
+            format!("unknown query parameter {k:?}"),
+        ));
+    }
+    let (window, minutes) = window_minutes(q.get("window").map(String::as_str))?;
+    let now_minute = unix_now() / 60;
+    // A rolling window: the current minute and the `minutes - 1` before it.
+    let from = now_minute.saturating_sub(minutes - 1);
+    let b = state.store.metrics_since(&org.id, from).await?;
+    let error_rate = if b.total == 0 {
+        0.0
+    } else {
+        b.errors as f64 / b.total as f64
+    };
+    let h = state.metrics.health();
+    Ok(Json(json!({
+        "metrics": {
+            "window": window,
+            "orgId": org.id,
+            "totalRequests": b.total,
+            "unpaid402": b.unpaid402,
+            "paid": b.paid,
+            "errors": b.errors,
+            "avgChallengeMs": mean_ms(b.challenge_us_sum, b.challenge_count, 1000.0),
+            "avgSettleMs": mean_ms(b.settle_ms_sum, b.settle_count, 1.0),
+            "errorRate": error_rate,
+        },
+        "facilitator": {
+            "status": h.status,
+            "latencyMs": h.latency_ms,
+            "checkedAt": h.checked_at,
+            "facilitatorUrl": h.url,
+        }
+    })))
+}
+
+pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.prometheus_text(),
+    )
+}
+
+/// Probes the facilitator every `metrics.probe_interval_seconds`: failure (or none configured)
+/// is `down`, slower than `metrics.degraded_latency_ms` is `degraded`, else `up`.
+pub async fn probe_facilitator(state: AppState) {
+    let cfg = &state.config.metrics;
+    let degraded = Duration::from_millis(cfg.degraded_latency_ms);
+    let timeout = Duration::from_secs(state.config.facilitator.request_timeout_seconds.max(1));
+    let mut tick = tokio::time::interval(Duration::from_secs(cfg.probe_interval_seconds.max(1)));
+    loop {
+        tick.tick().await;
+        let health = match &state.facilitator {
+            None => FacilitatorHealth {
+                status: "down",
+                latency_ms: 0,
+                checked_at: now_rfc3339(),
+                url: String::new(),
+            },
+            Some(f) => {
+                let t = Instant::now();
+                let ok = matches!(tokio::time::timeout(timeout, f.probe()).await, Ok(Ok(())));
+                let took = t.elapsed();
+                let status = match (ok, took > degraded) {
+                    (false, _) => "down",
+                    (true, true) => "degraded",
+                    (true, false) => "up",
+                };
+                FacilitatorHealth {
+                    status,
+                    latency_ms: took.as_millis() as u64,
+                    checked_at: now_rfc3339(),
+                    url: f.url(),
+                }
+            }
+        };
+        if health.status != state.metrics.health().status {
+            tracing::info!(status = health.status, latency_ms = health.latency_ms, url = %health.url, "facilitator health changed");
+        }
+        state.metrics.set_health(health);
+    }
+}
