@@ -650,6 +650,8 @@ impl ProxyHttp for Gateway {
                 ErrorCode::BadRequest => "malformed request",
                 _ => "internal error; quote the requestId to support",
             };
+            // The client connection is not reused after a failed proxy attempt: say so.
+            session.set_keepalive(None);
             if let Err(err) = Self::respond_error(session, ctx, code, msg).await {
                 tracing::debug!(error = %err, "could not send error response");
             }

@@ -120,6 +120,26 @@ impl Gateway {
         }
     }
 
+    /// Replaces the extra environment used by the next (re)start.
+    pub fn set_env(&mut self, env: Vec<(String, String)>) {
+        self.extra_env = env;
+    }
+
+    /// The gateway's process id (to read its memory use).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Resident memory of the gateway process, in kB.
+    pub fn rss_kb(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
@@ -222,6 +242,16 @@ impl Gateway {
         r.json().await.expect("json")
     }
 
+    /// A $0.01 route on base-sepolia to `target`.
+    pub async fn create_paid_route(&self, key: &str, path: &str, target: &str, streaming: bool) {
+        self.create_route(
+            key,
+            json!({"path": path, "priceUSD": 0.01, "targetUrl": target,
+                   "network": "base-sepolia", "streaming": streaming}),
+        )
+        .await;
+    }
+
     pub async fn get(&self, path: &str) -> Response {
         self.http.get(self.url(path)).send().await.expect("get")
     }
@@ -235,6 +265,11 @@ impl Drop for Gateway {
 
 /// Reads a JSON error body and checks its shape: `{code, message, requestId}` with the request
 /// id equal to the `X-Request-Id` header. Returns `(status, code, body)`.
+/// Sends and reads the JSON error answer.
+pub async fn send_error(rb: reqwest::RequestBuilder) -> (u16, String, Value) {
+    error_of(rb.send().await.expect("request")).await
+}
+
 pub async fn error_of(r: Response) -> (u16, String, Value) {
     let status = r.status().as_u16();
     let header_id = r
