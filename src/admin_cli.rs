@@ -52,6 +52,13 @@ enum AdminCommand {
     ListKeys { slug: String },
     /// Revoke a key; effective immediately.
     RevokeKey { slug: String, key_id: String },
+    /// Store the payer wallet for MCP tool calls; the private key is read from the environment
+    /// variable named by --key-env (never from the command line, which shells keep).
+    SetPayerWallet {
+        slug: String,
+        #[arg(long, default_value = "PAYGATE_PAYER_KEY")]
+        key_env: String,
+    },
 }
 
 pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
@@ -110,6 +117,15 @@ async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {
             (Method::POST, format!("/admin/orgs/{slug}/keys"), None)
         }
         AdminCommand::ListKeys { slug } => (Method::GET, format!("/admin/orgs/{slug}/keys"), None),
+        AdminCommand::SetPayerWallet { slug, key_env } => {
+            let key = std::env::var(&key_env)
+                .map_err(|_| anyhow::anyhow!("set {key_env} to the payer's private key"))?;
+            (
+                Method::PUT,
+                format!("/admin/orgs/{slug}/payer-wallet"),
+                Some(json!({ "privateKey": key })),
+            )
+        }
         AdminCommand::RevokeKey { slug, key_id } => (
             Method::DELETE,
             format!("/admin/orgs/{slug}/keys/{key_id}"),

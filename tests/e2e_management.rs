@@ -586,3 +586,106 @@ async fn admin_api_validates_and_controls_orgs() {
     let (status, code, _) = error_of(gw.admin(Method::GET, "/admin/orgs/nobody", None).await).await;
     assert_eq!((status, code.as_str()), (404, "NOT_FOUND"));
 }
+
+/// The payer wallet for MCP tool calls: stored sealed under the master key from the
+/// environment, shown only as its address, never readable in the data files.
+#[tokio::test]
+async fn payer_wallet_is_stored_sealed_and_never_returned() {
+    const KEY: &str = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+    const ADDRESS: &str = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC";
+    // Without a master key: refused, nothing stored.
+    let gw = Gateway::start().await;
+    gw.create_org("acme", None).await;
+    let r = gw
+        .admin(
+            Method::PUT,
+            "/admin/orgs/acme/payer-wallet",
+            Some(json!({"privateKey": KEY})),
+        )
+        .await;
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (503, "MISCONFIGURED"));
+    drop(gw);
+
+    let mut gw = Gateway::start_with(&[(
+        "PAYGATE_MASTER_KEY",
+        "8f2c1d4e5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f",
+    )])
+    .await;
+    gw.create_org("acme", None).await;
+    for bad in [
+        json!({}),
+        json!({"privateKey": "0x1234"}),
+        json!({"privateKey": KEY, "x": 1}),
+    ] {
+        let r = gw
+            .admin(
+                Method::PUT,
+                "/admin/orgs/acme/payer-wallet",
+                Some(bad.clone()),
+            )
+            .await;
+        assert_eq!(error_of(r).await.0, 400, "{bad}");
+    }
+    let r = gw
+        .admin(
+            Method::PUT,
+            "/admin/orgs/acme/payer-wallet",
+            Some(json!({"privateKey": KEY})),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["payerWallet"], ADDRESS);
+    let shown = body.to_string().to_lowercase();
+    assert!(!shown.contains(&KEY[2..]), "the key is never returned");
+    let r = gw.admin(Method::GET, "/admin/orgs/acme", None).await;
+    let org: Value = r.json().await.unwrap();
+    assert_eq!(org["payerWallet"], ADDRESS);
+    assert!(!org.to_string().to_lowercase().contains(&KEY[2..]));
+    // An API key cannot set it.
+    let (_, org_key) = gw.create_org("globex", None).await;
+    let r = gw
+        .api(
+            &org_key,
+            Method::PUT,
+            "/admin/orgs/globex/payer-wallet",
+            Some(json!({"privateKey": KEY})),
+        )
+        .await;
+    assert_eq!(r.status(), 401);
+
+    // At rest: neither the hex key nor its raw bytes appear in any data file.
+    assert!(gw.stop());
+    let raw_key = alloy_primitives::hex::decode(&KEY[2..]).unwrap();
+    for entry in walk(&gw.dir.path().join("data")) {
+        let bytes = std::fs::read(&entry).unwrap();
+        let hay = String::from_utf8_lossy(&bytes).to_lowercase();
+        assert!(
+            !hay.contains(&KEY[2..]),
+            "plaintext key in {}",
+            entry.display()
+        );
+        assert!(
+            !bytes.windows(32).any(|w| w == raw_key.as_slice()),
+            "raw key in {}",
+            entry.display()
+        );
+    }
+    assert!(
+        !gw.log().to_lowercase().contains(&KEY[2..]),
+        "the key is never logged"
+    );
+    gw.restart().await;
+    let r = gw
+        .admin(Method::DELETE, "/admin/orgs/acme/payer-wallet", None)
+        .await;
+    assert_eq!(r.status(), 204);
+    let org: Value = gw
+        .admin(Method::GET, "/admin/orgs/acme", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(org["payerWallet"], Value::Null);
+}

@@ -26,6 +26,7 @@ fn org_json(o: &Org) -> serde_json::Value {
         "receiverWallet": o.receiver_wallet.map(|a| a.to_checksum(None)),
         "plan": o.plan,
         "suspended": o.suspended,
+        "payerWallet": o.payer_wallet.map(|a| a.to_checksum(None)),
         "createdAt": o.created_at,
         "updatedAt": o.updated_at,
     })
@@ -100,6 +101,8 @@ pub async fn create_org(
         receiver_wallet: receiver,
         plan: plan.unwrap_or_else(|| state.config.orgs.default_plan.clone()),
         suspended: false,
+        payer_wallet: None,
+        payer_key: None,
         created_at: now.clone(),
         updated_at: now,
     };
@@ -180,6 +183,69 @@ pub async fn update_org(
         .await?;
     tracing::info!(org = %org.slug, suspended = org.suspended, "organisation updated");
     Ok(Json(org_json(&org)).into_response())
+}
+
+/// `PUT /admin/orgs/{slug}/payer-wallet {privateKey}`: stores the org's payer wallet for MCP
+/// tool calls, the key sealed under the master key. Answers the wallet's address only.
+pub async fn put_payer_wallet(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path(slug): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let mut f = Fields::parse(&body)?;
+    let key = f.string("privateKey", 200);
+    let key = f.require("privateKey", key);
+    let address = key
+        .as_deref()
+        .and_then(paygate_shared::secrets::address_of_key);
+    if key.is_some() && address.is_none() {
+        f.problem(
+            "privateKey",
+            "must be a secp256k1 private key (64 hex characters)",
+        );
+    }
+    f.finish(&[])?;
+    let (Some(key), Some(address)) = (key, address) else {
+        return Err(ApiError::new(
+            ErrorCode::ValidationError,
+            "privateKey: is required",
+        ));
+    };
+    let master =
+        match paygate_shared::secrets::MasterKey::from_env(&state.config.orgs.master_key_env) {
+            Some(Ok(m)) => m,
+            Some(Err(_)) | None => {
+                return Err(ApiError::new(
+                    ErrorCode::Misconfigured,
+                    format!(
+                        "payer wallets need a master key: set {} to 64 hex characters",
+                        state.config.orgs.master_key_env
+                    ),
+                ))
+            }
+        };
+    let mut org = org_by_slug(&state, &slug).await?;
+    org.payer_key = Some(master.seal(key.trim().as_bytes(), &org.id));
+    org.payer_wallet = Some(address);
+    org.updated_at = now_rfc3339();
+    state.store.update_org(&org).await?;
+    tracing::info!(org = %org.slug, payer = %address, "payer wallet stored");
+    Ok(Json(org_json(&org)).into_response())
+}
+
+/// `DELETE /admin/orgs/{slug}/payer-wallet`: forgets the payer wallet.
+pub async fn delete_payer_wallet(
+    State(state): State<AppState>,
+    _admin: AdminAuth,
+    Path(slug): Path<String>,
+) -> Result<Response, ApiError> {
+    let mut org = org_by_slug(&state, &slug).await?;
+    org.payer_key = None;
+    org.payer_wallet = None;
+    org.updated_at = now_rfc3339();
+    state.store.update_org(&org).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 pub async fn create_key(

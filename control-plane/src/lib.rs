@@ -92,6 +92,10 @@ pub fn app(state: AppState) -> Router {
             get(admin::get_org).patch(admin::update_org),
         )
         .route(
+            "/admin/orgs/{slug}/payer-wallet",
+            axum::routing::put(admin::put_payer_wallet).delete(admin::delete_payer_wallet),
+        )
+        .route(
             "/admin/orgs/{slug}/keys",
             post(admin::create_key).get(admin::list_keys),
         )

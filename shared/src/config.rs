@@ -140,12 +140,16 @@ impl Default for X402Config {
 pub struct OrgsConfig {
     /// Plan given to organisations created without one.
     pub default_plan: String,
+    /// Environment variable with the master key (64 hex characters) that seals payer wallet
+    /// keys at rest. Unset: payer wallets cannot be stored.
+    pub master_key_env: String,
 }
 
 impl Default for OrgsConfig {
     fn default() -> Self {
         Self {
             default_plan: "free".into(),
+            master_key_env: "PAYGATE_MASTER_KEY".into(),
         }
     }
 }

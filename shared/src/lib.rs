@@ -12,6 +12,7 @@ pub mod money;
 pub mod network;
 pub mod route_path;
 pub mod route_table;
+pub mod secrets;
 pub mod store;
 pub mod target_policy;
 pub mod usage;

@@ -15,6 +15,12 @@ pub struct Org {
     pub receiver_wallet: Option<Address>,
     pub plan: String,
     pub suspended: bool,
+    /// Address of the payer wallet used for MCP tool calls (the key itself is sealed).
+    #[serde(default)]
+    pub payer_wallet: Option<Address>,
+    /// The payer wallet's private key, sealed under the master key; never returned.
+    #[serde(default)]
+    pub payer_key: Option<crate::secrets::SealedSecret>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -1,0 +1,130 @@
+//! Secrets kept at rest: sealed with AES-256-GCM under a master key that only ever comes from
+//! the environment (`orgs.master_key_env`, 32 bytes as 64 hex characters). Each secret has its
+//! own random nonce and is bound to its owner (the org id as associated data), so a sealed value
+//! copied to another record does not open. Plaintext never leaves this module except to sign.
+
+use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+/// A sealed secret as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedSecret {
+    /// Base64 of the 12-byte nonce.
+    pub nonce: String,
+    /// Base64 of ciphertext and tag.
+    pub ciphertext: String,
+}
+
+/// The master key. Not `Debug`, never logged.
+pub struct MasterKey(Aes256Gcm);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SecretError {
+    #[error("the master key must be 64 hex characters (32 bytes)")]
+    BadMasterKey,
+    #[error("the sealed secret cannot be opened with this master key")]
+    CannotOpen,
+}
+
+impl MasterKey {
+    pub fn from_hex(hex_key: &str) -> Result<Self, SecretError> {
+        let raw = hex::decode(hex_key.trim().trim_start_matches("0x"))
+            .map_err(|_| SecretError::BadMasterKey)?;
+        if raw.len() != 32 {
+            return Err(SecretError::BadMasterKey);
+        }
+        Aes256Gcm::new_from_slice(&raw)
+            .map(Self)
+            .map_err(|_| SecretError::BadMasterKey)
+    }
+
+    /// The key from the environment variable `var`, if set.
+    pub fn from_env(var: &str) -> Option<Result<Self, SecretError>> {
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| Self::from_hex(&v))
+    }
+
+    pub fn seal(&self, plaintext: &[u8], owner: &str) -> SealedSecret {
+        let nonce: [u8; 12] = rand::random();
+        let ct = self
+            .0
+            .encrypt(
+                &Nonce::from(nonce),
+                Payload {
+                    msg: plaintext,
+                    aad: owner.as_bytes(),
+                },
+            )
+            .unwrap_or_default();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        SealedSecret {
+            nonce: b64.encode(nonce),
+            ciphertext: b64.encode(ct),
+        }
+    }
+
+    pub fn open(&self, sealed: &SealedSecret, owner: &str) -> Result<Vec<u8>, SecretError> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let nonce: [u8; 12] = b64
+            .decode(&sealed.nonce)
+            .ok()
+            .and_then(|n| n.try_into().ok())
+            .ok_or(SecretError::CannotOpen)?;
+        let ct = b64
+            .decode(&sealed.ciphertext)
+            .map_err(|_| SecretError::CannotOpen)?;
+        self.0
+            .decrypt(
+                &Nonce::from(nonce),
+                Payload {
+                    msg: &ct,
+                    aad: owner.as_bytes(),
+                },
+            )
+            .map_err(|_| SecretError::CannotOpen)
+    }
+}
+
+/// The address of a secp256k1 private key given as hex, if it is one.
+pub fn address_of_key(key_hex: &str) -> Option<alloy_primitives::Address> {
+    key_hex
+        .trim()
+        .parse::<alloy_signer_local::PrivateKeySigner>()
+        .ok()
+        .map(|s| s.address())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MK: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+    #[test]
+    fn sealed_secrets_open_only_for_their_owner_and_key() {
+        let mk = MasterKey::from_hex(MK).unwrap();
+        let s = mk.seal(b"the payer key", "org_a");
+        assert!(!s.ciphertext.contains("payer"));
+        assert_eq!(mk.open(&s, "org_a").unwrap(), b"the payer key");
+        assert_eq!(mk.open(&s, "org_b"), Err(SecretError::CannotOpen));
+        let other = MasterKey::from_hex(&MK.replace("00", "ff")).unwrap();
+        assert_eq!(other.open(&s, "org_a"), Err(SecretError::CannotOpen));
+        assert_ne!(mk.seal(b"x", "o").nonce, mk.seal(b"x", "o").nonce);
+        assert!(MasterKey::from_hex("abcd").is_err());
+    }
+
+    #[test]
+    fn key_addresses() {
+        let a =
+            address_of_key("0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a");
+        assert_eq!(
+            a.unwrap().to_checksum(None),
+            "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+        );
+        assert!(address_of_key("0x1234").is_none());
+    }
+}
