@@ -7,7 +7,7 @@ NEXTEST := cargo nextest
 VENV := .venv
 PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-stamp
-PY_DEPS := "x402[evm,clients]==2.25.0"
+PY_DEPS := "x402[evm,clients]==2.25.0" "mcp==2.3.0"
 # The local chain: anvil (binary inside the npm package) and Circle's compiled USDC contracts;
 # x402-fetch is the official npm x402 client used by the interop tests.
 TOOLS := .tools

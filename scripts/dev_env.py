@@ -137,6 +137,19 @@ def wait_rpc(proc):
     sys.exit("anvil did not start")
 
 
+def master_key():
+    """The key that seals payer wallets: the environment's, else one kept in .run/ so a second
+    `make run` can still open the wallet stored by the first."""
+    if os.environ.get("PAYGATE_MASTER_KEY"):
+        return os.environ["PAYGATE_MASTER_KEY"]
+    path = os.path.join(RUN, "master.key")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(os.urandom(32).hex())
+        os.chmod(path, 0o600)
+    return open(path).read().strip()
+
+
 def ensure_dev_org(previous):
     status, org = call("GET", "/admin/orgs/acme", ADMIN_TOKEN)
     api_key = None
@@ -157,6 +170,9 @@ def ensure_dev_org(previous):
             status, key = call("POST", "/admin/orgs/acme/keys", ADMIN_TOKEN)
             assert status == 201, key
             api_key = key["apiKey"]
+    # The payer wallet MCP tool calls spend from (sealed under the master key).
+    status, body = call("PUT", "/admin/orgs/acme/payer-wallet", ADMIN_TOKEN, {"privateKey": ACCOUNTS[2][1]})
+    assert status == 200, body
     status, routes = call("GET", "/api/routes", api_key)
     assert status == 200, routes
     if not any(r["path"] == "/echo" for r in routes):
@@ -220,6 +236,7 @@ def main():
             "PAYGATE__SERVER__LISTEN": LISTEN,
             "PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": RPC_URL,
             "PAYGATE_RELAYER_KEY": RELAYER_KEY,
+            "PAYGATE_MASTER_KEY": master_key(),
             # The echo upstream is on loopback, which routes may not target by default (SSRF).
             "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS": '["127.0.0.0/8", "::1/128"]',
             # Development settles on the local chain only (no Base mainnet RPC needed).
@@ -298,6 +315,9 @@ Try it:
   curl -i {BASE}/gateway/acme/echo
   # pay it with the official x402 Python client (test USDC of anvil account 2)
   .venv/bin/python tests/interop/x402_python_pay.py {BASE}/gateway/acme/echo {ACCOUNTS[2][1]}
+  # MCP: the org's routes as paid tools (legacy SSE stream; Streamable HTTP is at {BASE}/mcp)
+  curl -N {BASE}/mcp/sse -H 'Authorization: Bearer {api_key}'
+  .venv/bin/python tests/interop/mcp_sse_client.py {BASE}/mcp/sse {api_key} --call echo --args '{{"query":{{"hi":"there"}}}}'
   # the facilitator API paygate serves to other x402 servers
   curl -s {BASE}/facilitator/supported
   # the public sandbox route

@@ -27,6 +27,8 @@ fn org_json(o: &Org) -> serde_json::Value {
         "plan": o.plan,
         "suspended": o.suspended,
         "payerWallet": o.payer_wallet.map(|a| a.to_checksum(None)),
+        // `null`: the configured default (`[mcp] daily_spend_cap_usd`).
+        "mcpDailyCapUSD": o.mcp_daily_cap.map(|c| c.to_usd_json()),
         "createdAt": o.created_at,
         "updatedAt": o.updated_at,
     })
@@ -103,6 +105,7 @@ pub async fn create_org(
         suspended: false,
         payer_wallet: None,
         payer_key: None,
+        mcp_daily_cap: None,
         created_at: now.clone(),
         updated_at: now,
     };
@@ -161,6 +164,7 @@ pub async fn update_org(
             f.problem("plan", "is not a configured plan");
         }
     }
+    let mcp_cap = f.nullable_usd("mcpDailyCapUSD");
     f.finish(&["id", "slug", "createdAt", "updatedAt"])?;
     let mut org = org_by_slug(&state, &slug).await?;
     if let Some(v) = name {
@@ -174,6 +178,9 @@ pub async fn update_org(
     }
     if let Some(v) = plan {
         org.plan = v;
+    }
+    if let Some(v) = mcp_cap {
+        org.mcp_daily_cap = v;
     }
     org.updated_at = now_rfc3339();
     state.store.update_org(&org).await?;

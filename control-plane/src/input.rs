@@ -90,6 +90,30 @@ impl Fields {
         }
     }
 
+    /// A USD amount (JSON number or decimal string, at most 6 decimals, 0 allowed), or `null`
+    /// to clear it.
+    pub fn nullable_usd(
+        &mut self,
+        field: &str,
+    ) -> Option<Option<paygate_shared::money::UsdcAmount>> {
+        use paygate_shared::money::UsdcAmount;
+        let parsed = match self.take(field)? {
+            Value::Null => return Some(None),
+            Value::Number(n) if n.as_u64() == Some(0) => Ok(UsdcAmount(0)),
+            Value::Number(n) => UsdcAmount::from_usd_json(&n).map_err(|e| e.to_string()),
+            Value::String(s) if s.trim() == "0" => Ok(UsdcAmount(0)),
+            Value::String(s) => UsdcAmount::from_usd_str(&s).map_err(|e| e.to_string()),
+            _ => Err("must be a number or a decimal string".into()),
+        };
+        match parsed {
+            Ok(a) => Some(Some(a)),
+            Err(problem) => {
+                self.problem(field, problem);
+                None
+            }
+        }
+    }
+
     /// An EVM address, or `null` to clear it.
     pub fn nullable_address(&mut self, field: &str) -> Option<Option<Address>> {
         match self.nullable_string(field, 42)? {

@@ -7,6 +7,7 @@ mod discovery;
 mod error;
 mod facilitator_api;
 mod input;
+mod mcp;
 mod metrics_api;
 mod routes_api;
 
@@ -39,6 +40,8 @@ pub struct AppState {
     pub target_policy: Arc<paygate_shared::target_policy::TargetPolicy>,
     /// Request counters (written by the proxy) and facilitator health.
     pub metrics: Arc<paygate_shared::metrics::Metrics>,
+    /// MCP sessions and the client tool calls use.
+    pub mcp: Arc<mcp::McpHub>,
 }
 
 impl AppState {
@@ -57,6 +60,7 @@ impl AppState {
             networks,
             target_policy,
             metrics: paygate_shared::metrics::Metrics::new(),
+            mcp: Arc::new(mcp::McpHub::default()),
         }
     }
 
@@ -74,6 +78,7 @@ impl AppState {
 /// The whole control-plane application.
 pub fn app(state: AppState) -> Router {
     let max_body = state.config.server.max_body_bytes;
+    let streamable = mcp::streamable_service(&state);
     Router::new()
         .route("/healthz", get(health))
         .route(
@@ -109,6 +114,9 @@ pub fn app(state: AppState) -> Router {
         .route("/facilitator/verify", post(facilitator_api::verify))
         .route("/facilitator/settle", post(facilitator_api::settle))
         .route("/facilitator/supported", get(facilitator_api::supported))
+        .route("/mcp/sse", get(mcp::open_stream))
+        .route("/mcp/message", post(mcp::post_message))
+        .route("/mcp", streamable)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))

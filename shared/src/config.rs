@@ -24,6 +24,7 @@ pub struct Config {
     pub facilitator: FacilitatorConfig,
     pub upstream: UpstreamConfig,
     pub metrics: MetricsConfig,
+    pub mcp: McpConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -151,6 +152,42 @@ impl Default for OrgsConfig {
             default_plan: "free".into(),
             master_key_env: "PAYGATE_MASTER_KEY".into(),
         }
+    }
+}
+
+/// MCP over SSE / Streamable HTTP: an organisation's routes as tools paid from its payer wallet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// What an organisation's MCP tool calls may spend per UTC day, in USD (decimal string),
+    /// unless the admin API sets a cap for that organisation.
+    pub daily_spend_cap_usd: String,
+    /// Seconds between keep-alive comments on an idle MCP event stream.
+    pub keep_alive_seconds: u64,
+    /// Open legacy SSE sessions allowed per organisation; more answer `429`.
+    pub max_sessions_per_org: usize,
+    /// Seconds a tool call may take end to end (payment, settlement and upstream).
+    pub tool_timeout_seconds: u64,
+    /// Largest upstream answer returned as a tool result, in bytes; longer ones are cut.
+    pub max_result_bytes: usize,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            daily_spend_cap_usd: "10".into(),
+            keep_alive_seconds: 15,
+            max_sessions_per_org: 32,
+            tool_timeout_seconds: 120,
+            max_result_bytes: 1 << 20,
+        }
+    }
+}
+
+impl McpConfig {
+    /// The default daily cap (validated at load).
+    pub fn daily_cap(&self) -> crate::money::UsdcAmount {
+        crate::money::UsdcAmount::from_usd_str(&self.daily_spend_cap_usd).unwrap_or_default()
     }
 }
 
@@ -348,6 +385,13 @@ impl Config {
         }
         crate::money::UsdcAmount::from_usd_str(&self.x402.demo_price_usd)
             .map_err(|e| ConfigError::Invalid(format!("x402.demo_price_usd {e}")))?;
+        crate::money::UsdcAmount::from_usd_str(&self.mcp.daily_spend_cap_usd)
+            .map_err(|e| ConfigError::Invalid(format!("mcp.daily_spend_cap_usd {e}")))?;
+        if self.mcp.keep_alive_seconds == 0 || self.mcp.tool_timeout_seconds == 0 {
+            return Err(ConfigError::Invalid(
+                "mcp.keep_alive_seconds and mcp.tool_timeout_seconds must be at least 1".into(),
+            ));
+        }
         let base = self.server.public_base_url();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ConfigError::Invalid(

@@ -27,6 +27,7 @@ pub enum ErrorCode {
     SettlementPending,
     PlanLimitExceeded,
     HeadersTooLarge,
+    TooManyRequests,
     InternalError,
 }
 
@@ -55,6 +56,7 @@ impl ErrorCode {
             Self::SettlementPending => "SETTLEMENT_PENDING",
             Self::PlanLimitExceeded => "PLAN_LIMIT_EXCEEDED",
             Self::HeadersTooLarge => "HEADERS_TOO_LARGE",
+            Self::TooManyRequests => "TOO_MANY_REQUESTS",
             Self::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -70,6 +72,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => 405,
             Self::DuplicatePath | Self::DuplicateRequest | Self::AlreadyExists => 409,
             Self::PayloadTooLarge => 413,
+            Self::TooManyRequests => 429,
             Self::HeadersTooLarge => 431,
             Self::InternalError => 500,
             Self::Misconfigured | Self::UpstreamUnavailable | Self::FacilitatorUnavailable => 503,
@@ -87,6 +90,7 @@ impl ErrorCode {
             405 => Self::MethodNotAllowed,
             409 => Self::DuplicateRequest,
             413 => Self::PayloadTooLarge,
+            429 => Self::TooManyRequests,
             431 => Self::HeadersTooLarge,
             502 | 503 => Self::UpstreamUnavailable,
             504 => Self::UpstreamTimeout,

@@ -21,6 +21,9 @@ pub struct Org {
     /// The payer wallet's private key, sealed under the master key; never returned.
     #[serde(default)]
     pub payer_key: Option<crate::secrets::SealedSecret>,
+    /// Daily cap on MCP tool-call spending set by the operator; `None` = the configured default.
+    #[serde(default)]
+    pub mcp_daily_cap: Option<UsdcAmount>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -262,6 +262,9 @@ pub struct RouteTable {
     current: ArcSwap<Snapshot>,
     writer: tokio::sync::Mutex<()>,
     ctx: RenderContext,
+    /// The id of each organisation whose snapshot entry was replaced, for listeners such as MCP
+    /// sessions (which push `tools/list_changed`).
+    changes: tokio::sync::broadcast::Sender<Arc<str>>,
 }
 
 impl RouteTable {
@@ -277,6 +280,7 @@ impl RouteTable {
             current: ArcSwap::from_pointee(Snapshot { by_slug }),
             writer: tokio::sync::Mutex::new(()),
             ctx,
+            changes: tokio::sync::broadcast::channel(256).0,
         })
     }
 
@@ -287,6 +291,12 @@ impl RouteTable {
 
     pub fn render_context(&self) -> &RenderContext {
         &self.ctx
+    }
+
+    /// Announces every later change: the id of the organisation whose routes were republished.
+    /// A receiver that falls behind gets `Lagged` and should treat every org as changed.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+        self.changes.subscribe()
     }
 
     /// Re-reads one organisation and its routes from the store and publishes a new snapshot.
@@ -312,6 +322,8 @@ impl RouteTable {
             by_slug.insert(slug, routes);
         }
         self.current.store(Arc::new(Snapshot { by_slug }));
+        // No receiver is fine: nobody is listening.
+        let _ = self.changes.send(Arc::from(org_id));
         Ok(())
     }
 }

@@ -32,6 +32,13 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// The outcome of [`Store::reserve_mcp_spend`]; both carry the day's total afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpendReservation {
+    Reserved { total: u64 },
+    OverCap { total: u64 },
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Creates an organisation with its first API key; fails with `DuplicateSlug`.
@@ -89,6 +96,20 @@ pub trait Store: Send + Sync + 'static {
     async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64>;
     /// Records the count, never lowering it (writes may arrive out of order).
     async fn put_plan_usage(&self, org_id: &str, month: &str, count: u64) -> StoreResult<()>;
+
+    /// Adds `amount` to what `org_id`'s MCP tool calls spent on `day` (`YYYY-MM-DD`, UTC) if the
+    /// total stays within `cap`. Returns the outcome with the day's total after the attempt.
+    async fn reserve_mcp_spend(
+        &self,
+        org_id: &str,
+        day: &str,
+        amount: u64,
+        cap: u64,
+    ) -> StoreResult<SpendReservation>;
+    /// Gives back `amount` reserved on `day` (the call was not charged).
+    async fn release_mcp_spend(&self, org_id: &str, day: &str, amount: u64) -> StoreResult<()>;
+    /// What `org_id`'s MCP tool calls spent (or hold reserved) on `day`, in base units.
+    async fn mcp_spent(&self, org_id: &str, day: &str) -> StoreResult<u64>;
 
     /// Adds `bucket` to the organisation's counters of `minute` (unix minutes).
     async fn merge_metrics(

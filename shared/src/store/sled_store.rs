@@ -1,7 +1,7 @@
 //! The sled implementation of [`Store`]: one tree per entity, JSON values, multi-tree
 //! transactions where two trees change together, and a flush before a write is acknowledged.
 
-use super::{Store, StoreError, StoreResult};
+use super::{SpendReservation, Store, StoreError, StoreResult};
 use crate::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
 };
@@ -24,6 +24,7 @@ pub struct SledStore {
     nonces: sled::Tree,
     plan_usage: sled::Tree,
     metrics: sled::Tree,
+    mcp_spend: sled::Tree,
 }
 
 fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -45,6 +46,10 @@ fn key2(a: &str, b: &str) -> Vec<u8> {
     k.push(0);
     k.extend_from_slice(b.as_bytes());
     k
+}
+
+fn decode_u64(b: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(b.try_into().ok()?))
 }
 
 fn prefix(a: &str) -> Vec<u8> {
@@ -100,12 +105,20 @@ impl SledStore {
             nonces: tree("nonces")?,
             plan_usage: tree("plan_usage")?,
             metrics: tree("metrics")?,
+            mcp_spend: tree("mcp_spend")?,
             db,
         })
     }
 
+    /// Waits until every write so far is on disk. sled 0.34's `flush_async` deadlocks when
+    /// called concurrently (sled issue 1308, fixed only in unreleased code), so the blocking
+    /// `flush` runs on the blocking pool; concurrent callers share sled's one flush of the log.
     async fn durable(&self) -> StoreResult<()> {
-        self.db.flush_async().await.map_err(backend)?;
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush())
+            .await
+            .map_err(backend)?
+            .map_err(backend)?;
         Ok(())
     }
 
@@ -386,6 +399,50 @@ impl Store for SledStore {
         Ok(())
     }
 
+    async fn reserve_mcp_spend(
+        &self,
+        org_id: &str,
+        day: &str,
+        amount: u64,
+        cap: u64,
+    ) -> StoreResult<SpendReservation> {
+        let mut outcome = SpendReservation::OverCap { total: 0 };
+        self.mcp_spend
+            .fetch_and_update(key2(org_id, day), |old| {
+                let spent = old.and_then(decode_u64).unwrap_or(0);
+                match spent.checked_add(amount).filter(|t| *t <= cap) {
+                    Some(total) => {
+                        outcome = SpendReservation::Reserved { total };
+                        Some(total.to_be_bytes().to_vec())
+                    }
+                    None => {
+                        outcome = SpendReservation::OverCap { total: spent };
+                        old.map(<[u8]>::to_vec)
+                    }
+                }
+            })
+            .map_err(backend)?;
+        if matches!(outcome, SpendReservation::Reserved { .. }) {
+            self.durable().await?;
+        }
+        Ok(outcome)
+    }
+
+    async fn release_mcp_spend(&self, org_id: &str, day: &str, amount: u64) -> StoreResult<()> {
+        self.mcp_spend
+            .fetch_and_update(key2(org_id, day), |old| {
+                let spent = old.and_then(decode_u64).unwrap_or(0);
+                Some(spent.saturating_sub(amount).to_be_bytes().to_vec())
+            })
+            .map_err(backend)?;
+        self.durable().await
+    }
+
+    async fn mcp_spent(&self, org_id: &str, day: &str) -> StoreResult<u64> {
+        let v = self.mcp_spend.get(key2(org_id, day)).map_err(backend)?;
+        Ok(v.as_deref().and_then(decode_u64).unwrap_or(0))
+    }
+
     async fn merge_metrics(
         &self,
         org_id: &str,
@@ -535,5 +592,49 @@ mod tests {
         }
         let s = SledStore::open(dir.path()).unwrap();
         assert_eq!(s.get_route("o1", "r1").await.unwrap().unwrap().path, "/a");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mcp_spend_never_passes_the_cap_under_concurrency_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = std::sync::Arc::new(SledStore::open(dir.path()).unwrap());
+            let tasks: Vec<_> = (0..50)
+                .map(|_| {
+                    let s = s.clone();
+                    tokio::spawn(async move {
+                        s.reserve_mcp_spend("o1", "2026-11-22", 10, 200)
+                            .await
+                            .unwrap()
+                    })
+                })
+                .collect();
+            let mut reserved = 0;
+            for t in tasks {
+                if matches!(t.await.unwrap(), SpendReservation::Reserved { .. }) {
+                    reserved += 1;
+                }
+            }
+            assert_eq!(reserved, 20);
+            assert_eq!(s.mcp_spent("o1", "2026-11-22").await.unwrap(), 200);
+            assert_eq!(
+                s.reserve_mcp_spend("o1", "2026-11-22", 1, 200)
+                    .await
+                    .unwrap(),
+                SpendReservation::OverCap { total: 200 }
+            );
+            // Other days and organisations are separate.
+            assert_eq!(s.mcp_spent("o2", "2026-11-22").await.unwrap(), 0);
+            assert_eq!(s.mcp_spent("o1", "2026-11-23").await.unwrap(), 0);
+            s.release_mcp_spend("o1", "2026-11-22", 30).await.unwrap();
+        }
+        let s = SledStore::open(dir.path()).unwrap();
+        assert_eq!(s.mcp_spent("o1", "2026-11-22").await.unwrap(), 170);
+        assert_eq!(
+            s.reserve_mcp_spend("o1", "2026-11-22", 30, 200)
+                .await
+                .unwrap(),
+            SpendReservation::Reserved { total: 200 }
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! forms a `402` carries (the seed `X-Payment-Requirements` header, the v1 body, the v2 header).
 
 pub mod payment;
+pub mod sign;
 pub mod v1;
 pub mod v2;
 pub mod verify;

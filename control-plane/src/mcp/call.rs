@@ -1,0 +1,444 @@
+//! A paid tool call: check the daily spending cap, sign an x402 payment with the organisation's
+//! payer wallet, send the request through paygate's own public listener (so plan limits,
+//! metrics, settlement and payment records apply as for any agent) and turn the answer into a
+//! tool result. Payment headers and chain details never reach the result.
+
+use crate::AppState;
+use alloy_signer_local::PrivateKeySigner;
+use paygate_shared::model::Org;
+use paygate_shared::money::UsdcAmount;
+use paygate_shared::route_table::RouteEntry;
+use paygate_shared::store::SpendReservation;
+use paygate_shared::x402::sign::payment_header;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use rmcp::ErrorData as McpError;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the caller asked for, validated.
+#[derive(Debug, PartialEq)]
+struct ToolInput {
+    method: reqwest::Method,
+    query: Vec<(String, String)>,
+    body: Option<Value>,
+}
+
+impl ToolInput {
+    fn parse(args: Option<JsonObject>) -> Result<Self, String> {
+        let mut args = args.unwrap_or_default();
+        let body = args.remove("body");
+        let method = match args.remove("method") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => match m.to_ascii_uppercase().as_str() {
+                "GET" => Some(reqwest::Method::GET),
+                "POST" => Some(reqwest::Method::POST),
+                "PUT" => Some(reqwest::Method::PUT),
+                "PATCH" => Some(reqwest::Method::PATCH),
+                "DELETE" => Some(reqwest::Method::DELETE),
+                _ => {
+                    return Err(format!(
+                        "method {m:?} is not one of GET, POST, PUT, PATCH, DELETE"
+                    ))
+                }
+            },
+            Some(_) => return Err("method must be a string".into()),
+        };
+        let query = match args.remove("query") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(q)) => {
+                let mut pairs = Vec::with_capacity(q.len());
+                for (k, v) in q {
+                    match v {
+                        Value::String(s) => pairs.push((k, s)),
+                        _ => return Err(format!("query.{k} must be a string")),
+                    }
+                }
+                pairs
+            }
+            Some(_) => return Err("query must be an object of strings".into()),
+        };
+        if let Some(k) = args.keys().next() {
+            return Err(format!(
+                "unknown argument {k:?}: the tool takes method, query and body"
+            ));
+        }
+        let method = method.unwrap_or(if body.is_some() {
+            reqwest::Method::POST
+        } else {
+            reqwest::Method::GET
+        });
+        if body.is_some() && method == reqwest::Method::GET {
+            return Err("a body needs a method other than GET".into());
+        }
+        Ok(Self {
+            method,
+            query,
+            body,
+        })
+    }
+}
+
+fn tool_error(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+fn internal(e: impl std::fmt::Display) -> McpError {
+    tracing::error!(error = %e, "MCP tool call failed");
+    McpError::internal_error("internal error", None)
+}
+
+/// The payer wallet's signer, or why there is none (said to the assistant as a tool error).
+fn payer(state: &AppState, org: &Org) -> Result<PrivateKeySigner, String> {
+    let Some(sealed) = &org.payer_key else {
+        return Err("this organisation has no payer wallet for MCP tool calls; \
+                    the operator sets one with PUT /admin/orgs/{slug}/payer-wallet"
+            .into());
+    };
+    let env = &state.config.orgs.master_key_env;
+    let master = match paygate_shared::secrets::MasterKey::from_env(env) {
+        Some(Ok(m)) => m,
+        _ => return Err("paygate cannot open the payer wallet: its master key is not set".into()),
+    };
+    let key = master
+        .open(sealed, &org.id)
+        .map_err(|_| "paygate cannot open the payer wallet (master key changed?)".to_string())?;
+    let text = String::from_utf8(key).map_err(|_| "the stored payer wallet is unreadable")?;
+    text.trim()
+        .parse::<PrivateKeySigner>()
+        .map_err(|_| "the stored payer wallet is unreadable".to_string())
+}
+
+/// The public listener as seen from this process (an unspecified address means loopback).
+fn gateway_addr(listen: SocketAddr) -> SocketAddr {
+    let ip = match listen.ip() {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    SocketAddr::new(ip, listen.port())
+}
+
+fn today() -> String {
+    let d = time::OffsetDateTime::now_utc().date();
+    format!("{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+}
+
+fn usd(units: u64) -> String {
+    UsdcAmount(units).to_decimal().to_string()
+}
+
+/// The gateway's answer, read up to the result limit.
+struct Answer {
+    status: reqwest::StatusCode,
+    /// A settlement receipt came back: the payment was taken.
+    settled: bool,
+    body: Vec<u8>,
+    truncated: bool,
+}
+
+impl Answer {
+    /// Whether the payment may have been taken (keep the spend counted).
+    fn maybe_charged(&self) -> bool {
+        self.settled || error_code(&self.body).as_deref() == Some("SETTLEMENT_PENDING")
+    }
+}
+
+fn error_code(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v.get("code")?.as_str().map(str::to_string)
+}
+
+async fn send(
+    state: &AppState,
+    mut url: url::Url,
+    input: &ToolInput,
+    payment: &str,
+) -> Result<Answer, reqwest::Error> {
+    let cfg = &state.config.mcp;
+    if !input.query.is_empty() {
+        url.query_pairs_mut().extend_pairs(&input.query);
+    }
+    let mut req = state
+        .mcp
+        .http()
+        .request(input.method.clone(), url)
+        .timeout(Duration::from_secs(cfg.tool_timeout_seconds))
+        .header("PAYMENT-SIGNATURE", payment)
+        .header(reqwest::header::USER_AGENT, "paygate-mcp");
+    match &input.body {
+        Some(Value::String(s)) => {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+                .body(s.clone());
+        }
+        Some(v) => {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(v.to_string());
+        }
+        None => {}
+    }
+    let mut resp = req.send().await?;
+    let status = resp.status();
+    let settled = resp.headers().contains_key("payment-response");
+    let mut body = Vec::new();
+    let mut truncated = false;
+    while let Some(chunk) = resp.chunk().await? {
+        let room = cfg.max_result_bytes.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            truncated = true;
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Answer {
+        status,
+        settled,
+        body,
+        truncated,
+    })
+}
+
+/// The tool result for an answer: the body as text on success, a clear message otherwise.
+fn result_of(a: &Answer, limit: usize) -> CallToolResult {
+    let text = match std::str::from_utf8(&a.body) {
+        Ok(t) => t.to_string(),
+        // Cut inside a UTF-8 sequence, or not text at all.
+        Err(e) if a.truncated && e.error_len().is_none() => {
+            String::from_utf8_lossy(&a.body[..e.valid_up_to()]).into_owned()
+        }
+        Err(_) => {
+            return if a.status.is_success() {
+                CallToolResult::success(vec![ContentBlock::text(format!(
+                    "The API answered {} bytes of binary data, which cannot be shown as text.",
+                    a.body.len()
+                ))])
+            } else {
+                tool_error(format!("The API answered {}.", a.status))
+            };
+        }
+    };
+    if a.status.is_success() {
+        let mut text = text;
+        if a.truncated {
+            text.push_str(&format!("\n[paygate: answer cut at {limit} bytes]"));
+        }
+        return CallToolResult::success(vec![ContentBlock::text(text)]);
+    }
+    let parsed: Option<Value> = serde_json::from_str(&text).ok();
+    let message = match (&parsed, a.status.as_u16()) {
+        // paygate's own error body.
+        (Some(v), _) if v.get("code").is_some() && v.get("requestId").is_some() => format!(
+            "paygate refused the call ({}): {}",
+            v["code"].as_str().unwrap_or("ERROR"),
+            v["message"].as_str().unwrap_or("")
+        ),
+        // An x402 challenge: the payment was not accepted.
+        (Some(v), 402) => format!(
+            "the payment was not accepted: {}",
+            v.get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("no reason given")
+        ),
+        _ => format!("the API answered {}: {}", a.status, text),
+    };
+    tool_error(message)
+}
+
+/// Calls `entry` of organisation `org_id` (reached at `/gateway/{slug}`) with `args`.
+pub async fn call_tool(
+    state: &AppState,
+    org_id: &str,
+    slug: &str,
+    entry: Arc<RouteEntry>,
+    args: Option<JsonObject>,
+) -> Result<CallToolResult, McpError> {
+    let input = match ToolInput::parse(args) {
+        Ok(i) => i,
+        Err(msg) => return Ok(tool_error(msg)),
+    };
+    let Some((req, _)) = &entry.payment else {
+        return Ok(tool_error(
+            "this API cannot be paid yet: its organisation has no receiver wallet",
+        ));
+    };
+    let org = state
+        .store
+        .get_org(org_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| McpError::invalid_request("organisation no longer exists", None))?;
+    let signer = match payer(state, &org) {
+        Ok(s) => s,
+        Err(msg) => return Ok(tool_error(msg)),
+    };
+    let cap = org
+        .mcp_daily_cap
+        .unwrap_or_else(|| state.config.mcp.daily_cap());
+    let day = today();
+    let price = req.amount.0;
+    match state
+        .store
+        .reserve_mcp_spend(org_id, &day, price, cap.0)
+        .await
+        .map_err(internal)?
+    {
+        SpendReservation::Reserved { .. } => {}
+        SpendReservation::OverCap { total } => {
+            return Ok(tool_error(format!(
+                "refused: this call costs ${} and MCP tool calls of this organisation have \
+                 spent ${} of their ${} daily cap today (UTC)",
+                usd(price),
+                usd(total),
+                usd(cap.0)
+            )))
+        }
+    }
+    let release = || async {
+        if let Err(e) = state.store.release_mcp_spend(org_id, &day, price).await {
+            tracing::warn!(error = %e, "MCP spend not released");
+        }
+    };
+    let header = match payment_header(req, &signer, paygate_shared::unix_now()) {
+        Ok(h) => h,
+        Err(e) => {
+            release().await;
+            return Err(internal(e));
+        }
+    };
+    let url = format!(
+        "http://{}/gateway/{slug}{}",
+        gateway_addr(state.config.server.listen),
+        entry.route.path
+    );
+    let url = match url::Url::parse(&url) {
+        Ok(u) => u,
+        Err(e) => {
+            release().await;
+            return Err(internal(e));
+        }
+    };
+    let answer = match send(state, url, &input, &header).await {
+        Ok(a) => a,
+        Err(e) => {
+            // A timeout leaves the outcome open: keep the spend counted (never under-count).
+            if !e.is_timeout() {
+                release().await;
+            }
+            tracing::warn!(org = %slug, path = %entry.route.path, error = %e, "MCP tool call failed");
+            return Ok(tool_error(if e.is_timeout() {
+                "the call timed out; it may have been charged"
+            } else {
+                "paygate could not reach its own gateway"
+            }));
+        }
+    };
+    if !answer.maybe_charged() {
+        release().await;
+    }
+    tracing::info!(
+        org = %slug,
+        path = %entry.route.path,
+        status = answer.status.as_u16(),
+        charged = answer.settled,
+        "MCP tool call"
+    );
+    Ok(result_of(&answer, state.config.mcp.max_result_bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(v: Value) -> Option<JsonObject> {
+        v.as_object().cloned()
+    }
+
+    #[test]
+    fn inputs_are_checked_strictly() {
+        let i = ToolInput::parse(None).unwrap();
+        assert_eq!(i.method, reqwest::Method::GET);
+        let i = ToolInput::parse(args(json!({"body": {"a": 1}}))).unwrap();
+        assert_eq!(i.method, reqwest::Method::POST);
+        let i = ToolInput::parse(args(json!({"method": "put", "query": {"q": "x"}}))).unwrap();
+        assert_eq!(i.method, reqwest::Method::PUT);
+        assert_eq!(i.query, vec![("q".to_string(), "x".to_string())]);
+        for bad in [
+            json!({"method": "TRACE"}),
+            json!({"method": 3}),
+            json!({"query": {"n": 1}}),
+            json!({"query": "a=b"}),
+            json!({"method": "GET", "body": "x"}),
+            json!({"path": "/etc"}),
+        ] {
+            assert!(ToolInput::parse(args(bad.clone())).is_err(), "{bad}");
+        }
+    }
+
+    fn answer(status: u16, body: &str) -> Answer {
+        Answer {
+            status: reqwest::StatusCode::from_u16(status).unwrap(),
+            settled: false,
+            body: body.as_bytes().to_vec(),
+            truncated: false,
+        }
+    }
+
+    fn text(r: &CallToolResult) -> String {
+        serde_json::to_value(&r.content).unwrap()[0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn answers_become_results_without_payment_details() {
+        let ok = result_of(&answer(200, r#"{"echo":true}"#), 100);
+        assert_eq!(ok.is_error, Some(false));
+        assert_eq!(text(&ok), r#"{"echo":true}"#);
+        let err = result_of(
+            &answer(
+                402,
+                r#"{"code":"PAYMENT_REJECTED","message":"insufficient funds","requestId":"r"}"#,
+            ),
+            100,
+        );
+        assert_eq!(err.is_error, Some(true));
+        assert_eq!(
+            text(&err),
+            "paygate refused the call (PAYMENT_REJECTED): insufficient funds"
+        );
+        let challenge = result_of(
+            &answer(
+                402,
+                r#"{"x402Version":1,"error":"expired","accepts":[{"payTo":"0x1"}]}"#,
+            ),
+            100,
+        );
+        assert_eq!(text(&challenge), "the payment was not accepted: expired");
+        let up = result_of(&answer(500, "boom"), 100);
+        assert_eq!(
+            text(&up),
+            "the API answered 500 Internal Server Error: boom"
+        );
+        let mut cut = answer(200, "héllo");
+        cut.body.truncate(2);
+        cut.truncated = true;
+        assert_eq!(
+            text(&result_of(&cut, 2)),
+            "h\n[paygate: answer cut at 2 bytes]"
+        );
+    }
+
+    #[test]
+    fn unspecified_listen_addresses_are_reached_on_loopback() {
+        let a = gateway_addr("0.0.0.0:8402".parse().unwrap());
+        assert_eq!(a, "127.0.0.1:8402".parse().unwrap());
+        let a = gateway_addr("[::]:9".parse().unwrap());
+        assert_eq!(a, "[::1]:9".parse().unwrap());
+    }
+}

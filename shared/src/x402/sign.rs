@@ -1,0 +1,95 @@
+//! The payer's side of the `exact` scheme: sign an EIP-3009 `transferWithAuthorization` for a
+//! requirement and encode it as a v2 `PAYMENT-SIGNATURE` header. paygate pays as a client only for
+//! MCP tool calls, from the organisation's payer wallet.
+
+use super::payment::{AuthorizationWire, ExactPayloadWire, PaymentPayloadV2, SignedAuthorization};
+use super::verify::{signing_hash, token_domain};
+use super::PaymentRequirements;
+use alloy_primitives::{B256, U256};
+use alloy_signer::SignerSync;
+use alloy_signer_local::PrivateKeySigner;
+use base64::Engine;
+
+/// Seconds before "now" that the authorization becomes valid, so a payee whose clock runs
+/// slightly behind still accepts it.
+const VALID_AFTER_SLACK: u64 = 60;
+
+/// Signs a payment of `req.amount` to `req.pay_to` valid for `req.max_timeout_seconds` from `now`
+/// (unix seconds) and returns the base64 v2 header value.
+pub fn payment_header(
+    req: &PaymentRequirements,
+    signer: &PrivateKeySigner,
+    now: u64,
+) -> Result<String, alloy_signer::Error> {
+    let mut auth = SignedAuthorization {
+        from: signer.address(),
+        to: req.pay_to,
+        value: U256::from(req.amount.0),
+        valid_after: U256::from(now.saturating_sub(VALID_AFTER_SLACK)),
+        valid_before: U256::from(now.saturating_add(req.max_timeout_seconds)),
+        nonce: B256::from(rand::random::<[u8; 32]>()),
+        signature: Default::default(),
+    };
+    let sig = signer.sign_hash_sync(&signing_hash(&auth, &token_domain(req)))?;
+    auth.signature = sig.as_bytes().to_vec().into();
+    let payload = PaymentPayloadV2 {
+        x402_version: 2,
+        resource: Some(serde_json::json!({ "url": req.resource })),
+        accepted: req.to_v2(),
+        payload: ExactPayloadWire {
+            signature: format!("0x{}", hex::encode(&auth.signature)),
+            authorization: AuthorizationWire {
+                from: auth.from.to_checksum(None),
+                to: auth.to.to_checksum(None),
+                value: auth.value.to_string(),
+                valid_after: auth.valid_after.to_string(),
+                valid_before: auth.valid_before.to_string(),
+                nonce: auth.nonce.to_string(),
+            },
+        },
+        extensions: None,
+    };
+    let json = serde_json::to_vec(&payload).unwrap_or_default();
+    Ok(base64::engine::general_purpose::STANDARD.encode(json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::UsdcAmount;
+    use crate::network::{builtin_networks, Networks};
+    use crate::x402::payment::{PaymentPayload, ProtocolVersion};
+    use crate::x402::verify::check_signature;
+
+    #[test]
+    fn signed_header_decodes_and_verifies_against_the_requirement() {
+        let networks = Networks::from_config(&builtin_networks());
+        let req = PaymentRequirements {
+            network: networks.resolve("base-sepolia").unwrap().clone(),
+            amount: UsdcAmount(12_345),
+            pay_to: alloy_primitives::Address::repeat_byte(9),
+            resource: "http://127.0.0.1:8402/gateway/acme/echo".into(),
+            description: String::new(),
+            mime_type: String::new(),
+            max_timeout_seconds: 60,
+        };
+        let signer = PrivateKeySigner::random();
+        let header = payment_header(&req, &signer, 1_000_000).unwrap();
+        let p = PaymentPayload::decode(header.as_bytes(), ProtocolVersion::V2).unwrap();
+        let auth = p.authorization().unwrap();
+        assert_eq!(auth.from, signer.address());
+        assert_eq!(auth.to, req.pay_to);
+        assert_eq!(auth.value, U256::from(12_345u64));
+        assert_eq!(auth.valid_before, U256::from(1_000_060u64));
+        assert_eq!(auth.valid_after, U256::from(999_940u64));
+        assert_eq!(check_signature(&auth, &token_domain(&req)), Ok(true));
+        let PaymentPayload::V2(v2) = p else {
+            panic!("v2 expected")
+        };
+        assert_eq!(v2.accepted, req.to_v2());
+        // Each call signs a fresh nonce.
+        let again = payment_header(&req, &signer, 1_000_000).unwrap();
+        let again = PaymentPayload::decode(again.as_bytes(), ProtocolVersion::V2).unwrap();
+        assert_ne!(again.authorization().unwrap().nonce, auth.nonce);
+    }
+}
