@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, ".run")
 ADMIN_TOKEN = "dev-admin-token"
 LISTEN = "127.0.0.1:8402"
+SANDBOX_ADDR = "127.0.0.1:8404"
 BASE = f"http://{LISTEN}"
 ECHO_ADDR = ("127.0.0.1", 8403)
 # anvil's well-known development accounts (mnemonic "test test ... junk").
@@ -192,6 +193,15 @@ def ensure_dev_org(previous):
     return api_key
 
 
+def ensure_corridor(api_key):
+    """A BRL corridor for acme, KYC approved, so quotes and payouts work at once."""
+    status, corridor = call("POST", "/corridors", api_key, {"destCurrency": "BRL"})
+    assert status in (200, 201), corridor
+    status, corridor = call("POST", f"/admin/corridors/{corridor['id']}/approve-kyc", ADMIN_TOKEN)
+    assert status == 200, corridor
+    return corridor["id"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--binary", default=os.path.join(ROOT, "target/release/paygate"))
@@ -237,6 +247,8 @@ def main():
             "PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": RPC_URL,
             "PAYGATE_RELAYER_KEY": RELAYER_KEY,
             "PAYGATE_MASTER_KEY": master_key(),
+            # The sandbox payout provider on a known port (webhooks come back to paygate).
+            "PAYGATE__PAYOUT__SANDBOX__LISTEN": SANDBOX_ADDR,
             # The echo upstream is on loopback, which routes may not target by default (SSRF).
             "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS": '["127.0.0.0/8", "::1/128"]',
             # Development settles on the local chain only (no Base mainnet RPC needed).
@@ -285,6 +297,7 @@ def main():
         except ValueError:
             previous = {}
     api_key = ensure_dev_org(previous)
+    corridor = ensure_corridor(api_key)
     facts = {
         "baseUrl": BASE,
         "rpcUrl": RPC_URL,
@@ -296,6 +309,8 @@ def main():
         "payerKeys": [k for _, k in ACCOUNTS[1:9]],
         "relayer": ACCOUNTS[0][0],
         "echoUrl": f"http://{ECHO_ADDR[0]}:{ECHO_ADDR[1]}/echo",
+        "corridorId": corridor,
+        "sandboxProviderUrl": f"http://{SANDBOX_ADDR}",
     }
     with open(dev_json, "w") as f:
         json.dump(facts, f, indent=2)
@@ -306,6 +321,7 @@ paygate is running
   gateway + APIs   {BASE}            (log: .run/paygate.log, data: .run/data)
   local chain      {RPC_URL} (anvil, chain 84532, USDC at {USDC}; log: .run/anvil.log)
   echo upstream    {facts['echoUrl']}
+  payout provider  http://{SANDBOX_ADDR} (built-in sandbox; BRL corridor {corridor} is ACTIVE)
   admin token      {ADMIN_TOKEN}
   dev org          acme   API key: {api_key}
   facts as JSON    .run/dev.json
@@ -318,6 +334,13 @@ Try it:
   # MCP: the org's routes as paid tools (legacy SSE stream; Streamable HTTP is at {BASE}/mcp)
   curl -N {BASE}/mcp/sse -H 'Authorization: Bearer {api_key}'
   .venv/bin/python tests/interop/mcp_sse_client.py {BASE}/mcp/sse {api_key} --call echo --args '{{"query":{{"hi":"there"}}}}'
+  # payout corridor: quote 100 USDC to BRL, then pay it (the sandbox settles it by webhook;
+  # beneficiary "Sandbox Fail" fails, "Sandbox Hold" goes through COMPLIANCE_HOLD)
+  curl -s '{BASE}/corridors/{corridor}/quote?amount=100' -H 'Authorization: Bearer {api_key}'
+  curl -s -X POST {BASE}/corridors/{corridor}/pay -H 'Authorization: Bearer {api_key}' \\
+       -H "Idempotency-Key: $(python3 -c 'import uuid;print(uuid.uuid4())')" -H 'content-type: application/json' \\
+       -d '{{"quoteId":"<quoteId>","fromAddress":"{RECEIVER_WALLET}","amountUSDC":"100","beneficiary":{{"name":"Ana Souza","bankName":"Banco Teste","accountNumber":"0001-23456-7","country":"BR","currency":"BRL"}}}}'
+  curl -s {BASE}/corridors/{corridor}/payments/<paymentId> -H 'Authorization: Bearer {api_key}'
   # the facilitator API paygate serves to other x402 servers
   curl -s {BASE}/facilitator/supported
   # the public sandbox route

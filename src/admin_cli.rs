@@ -45,7 +45,15 @@ enum AdminCommand {
         plan: Option<String>,
         #[arg(long)]
         name: Option<String>,
+        /// Daily cap on MCP tool-call spending in USD ("default" returns to the configured one).
+        #[arg(long)]
+        mcp_daily_cap_usd: Option<String>,
+        /// Corridor platform fee in basis points, 25 to 65 ("default" returns to the configured).
+        #[arg(long)]
+        platform_fee_bps: Option<String>,
     },
+    /// Approve a corridor's KYC: PENDING_KYC -> ACTIVE.
+    ApproveKyc { corridor_id: String },
     /// Create another API key for an organisation (shown once).
     CreateKey { slug: String },
     /// List an organisation's keys (ids and dates only).
@@ -97,8 +105,25 @@ async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {
             receiver_wallet,
             plan,
             name,
+            mcp_daily_cap_usd,
+            platform_fee_bps,
         } => {
             let mut b = json!({});
+            if let Some(v) = mcp_daily_cap_usd {
+                b["mcpDailyCapUSD"] = if v == "default" {
+                    Value::Null
+                } else {
+                    json!(v)
+                };
+            }
+            if let Some(v) = platform_fee_bps {
+                b["platformFeeBps"] = match v.as_str() {
+                    "default" => Value::Null,
+                    n => json!(n
+                        .parse::<u64>()
+                        .map_err(|_| anyhow::anyhow!("--platform-fee-bps takes a number"))?),
+                };
+            }
             if let Some(v) = suspended {
                 b["suspended"] = json!(v);
             }
@@ -113,6 +138,11 @@ async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {
             }
             (Method::PATCH, format!("/admin/orgs/{slug}"), Some(b))
         }
+        AdminCommand::ApproveKyc { corridor_id } => (
+            Method::POST,
+            format!("/admin/corridors/{corridor_id}/approve-kyc"),
+            None,
+        ),
         AdminCommand::CreateKey { slug } => {
             (Method::POST, format!("/admin/orgs/{slug}/keys"), None)
         }

@@ -111,9 +111,11 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     proxy.add_tcp(&cfg.server.listen.to_string());
     server.add_service(proxy);
 
+    let (provider, secrets, sandbox_listener) = build_payouts(&cfg)?;
     let state = AppState::new(dyn_store.clone(), table, cfg.clone())
         .with_facilitator(facilitator)
-        .with_metrics(metrics);
+        .with_metrics(metrics)
+        .with_payouts(provider, secrets, sandbox_listener);
     server.add_service(background_service(
         "control plane",
         ControlPlane {
@@ -134,6 +136,51 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     rt.block_on(dyn_store.flush())?;
     tracing::info!("paygate stopped; store flushed");
     Ok(ExitCode::SUCCESS)
+}
+
+type Payouts = (
+    Arc<dyn paygate_shared::payout::provider::PayoutProvider>,
+    Vec<Vec<u8>>,
+    Option<std::net::TcpListener>,
+);
+
+/// The payout provider's client, the webhook secrets and, for the built-in sandbox provider, its
+/// bound listener (the control plane runs it).
+fn build_payouts(cfg: &Config) -> anyhow::Result<Payouts> {
+    use paygate_shared::payout::provider::HttpProvider;
+    let p = &cfg.payout;
+    let timeout = std::time::Duration::from_secs(p.request_timeout_seconds.max(1));
+    let mut secrets = std::env::var(&p.webhook_secrets_env)
+        .map(|v| paygate_shared::payout::webhook::parse_secrets(&v))
+        .unwrap_or_default();
+    if p.provider == "sandbox" {
+        let listener = std::net::TcpListener::bind(p.sandbox.listen)
+            .with_context(|| format!("binding the sandbox provider on {}", p.sandbox.listen))?;
+        let addr = listener.local_addr()?;
+        if secrets.is_empty() {
+            // Only this process signs and verifies: a random secret for its lifetime.
+            secrets.push(hex_secret());
+        }
+        let provider = HttpProvider::new(&format!("http://{addr}"), None, timeout);
+        tracing::info!(sandbox = %addr, "payout provider: built-in sandbox");
+        Ok((Arc::new(provider), secrets, Some(listener)))
+    } else {
+        let key = std::env::var(&p.provider_api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty());
+        if secrets.is_empty() {
+            tracing::warn!(
+                env = %p.webhook_secrets_env,
+                "no webhook secret in the environment: every provider webhook will be refused"
+            );
+        }
+        let provider = HttpProvider::new(&p.provider_url, key, timeout);
+        Ok((Arc::new(provider), secrets, None))
+    }
+}
+
+fn hex_secret() -> Vec<u8> {
+    hex::encode(rand::random::<[u8; 32]>()).into_bytes()
 }
 
 /// The configured facilitator, or `None` (paid requests then answer 503) when the embedded one

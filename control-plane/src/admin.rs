@@ -29,6 +29,8 @@ fn org_json(o: &Org) -> serde_json::Value {
         "payerWallet": o.payer_wallet.map(|a| a.to_checksum(None)),
         // `null`: the configured default (`[mcp] daily_spend_cap_usd`).
         "mcpDailyCapUSD": o.mcp_daily_cap.map(|c| c.to_usd_json()),
+        // `null`: the configured default (`[payout] platform_fee_bps`).
+        "platformFeeBps": o.platform_fee_bps,
         "createdAt": o.created_at,
         "updatedAt": o.updated_at,
     })
@@ -106,6 +108,7 @@ pub async fn create_org(
         payer_wallet: None,
         payer_key: None,
         mcp_daily_cap: None,
+        platform_fee_bps: None,
         created_at: now.clone(),
         updated_at: now,
     };
@@ -165,6 +168,18 @@ pub async fn update_org(
         }
     }
     let mcp_cap = f.nullable_usd("mcpDailyCapUSD");
+    let fee_bps = match f.nullable_number("platformFeeBps") {
+        Some(Some(n)) => match n.as_u64().and_then(|v| u32::try_from(v).ok()) {
+            Some(v) if paygate_shared::payout::money::PLATFORM_FEE_BPS.contains(&v) => {
+                Some(Some(v))
+            }
+            _ => {
+                f.problem("platformFeeBps", "must be a whole number from 25 to 65");
+                None
+            }
+        },
+        other => other.map(|_| None),
+    };
     f.finish(&["id", "slug", "createdAt", "updatedAt"])?;
     let mut org = org_by_slug(&state, &slug).await?;
     if let Some(v) = name {
@@ -181,6 +196,9 @@ pub async fn update_org(
     }
     if let Some(v) = mcp_cap {
         org.mcp_daily_cap = v;
+    }
+    if let Some(v) = fee_bps {
+        org.platform_fee_bps = v;
     }
     org.updated_at = now_rfc3339();
     state.store.update_org(&org).await?;

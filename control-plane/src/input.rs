@@ -114,6 +114,18 @@ impl Fields {
         }
     }
 
+    /// A number, or `null` (`Some(None)`).
+    pub fn nullable_number(&mut self, field: &str) -> Option<Option<serde_json::Number>> {
+        match self.map.get(field) {
+            Some(Value::Null) => {
+                self.map.remove(field);
+                Some(None)
+            }
+            Some(_) => self.number(field).map(Some),
+            None => None,
+        }
+    }
+
     /// An EVM address, or `null` to clear it.
     pub fn nullable_address(&mut self, field: &str) -> Option<Option<Address>> {
         match self.nullable_string(field, 42)? {
@@ -185,6 +197,17 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> 
             "must be 1 to 255 visible ASCII characters",
         )])),
     }
+}
+
+/// What identifies a request for an `Idempotency-Key`: SHA-256 over method, path and the body
+/// as canonical JSON (sorted keys, no whitespace), so a re-serialised retry still matches.
+pub fn fingerprint(method: &str, path: &str, body: &[u8]) -> String {
+    let canonical = serde_json::from_slice::<Value>(body)
+        .map(|v| v.to_string().into_bytes())
+        .unwrap_or_else(|_| body.to_vec());
+    let mut material = format!("{method} {path}\n").into_bytes();
+    material.extend_from_slice(&canonical);
+    paygate_shared::apikey::sha256_hex(&material)
 }
 
 /// Query parameters as a map; a repeated parameter is an error.

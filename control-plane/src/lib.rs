@@ -3,6 +3,7 @@
 
 mod admin;
 mod auth;
+mod corridors;
 mod discovery;
 mod error;
 mod facilitator_api;
@@ -10,6 +11,7 @@ mod input;
 mod mcp;
 mod metrics_api;
 mod routes_api;
+pub mod sandbox;
 
 use axum::routing::{get, patch, post};
 use axum::Router;
@@ -42,6 +44,14 @@ pub struct AppState {
     pub metrics: Arc<paygate_shared::metrics::Metrics>,
     /// MCP sessions and the client tool calls use.
     pub mcp: Arc<mcp::McpHub>,
+    /// The payout provider corridors use (`None`: corridor quotes and payouts answer `503`).
+    pub payout_provider: Option<Arc<dyn paygate_shared::payout::provider::PayoutProvider>>,
+    /// Secrets that verify provider webhooks (none: every webhook is refused).
+    pub webhook_secrets: Arc<Vec<Vec<u8>>>,
+    /// Payouts being driven by this process.
+    pub claims: Arc<corridors::Claims>,
+    /// The built-in sandbox provider's listener, taken by [`serve`] to run it.
+    pub sandbox_listener: Arc<std::sync::Mutex<Option<std::net::TcpListener>>>,
 }
 
 impl AppState {
@@ -61,11 +71,28 @@ impl AppState {
             target_policy,
             metrics: paygate_shared::metrics::Metrics::new(),
             mcp: Arc::new(mcp::McpHub::default()),
+            payout_provider: None,
+            webhook_secrets: Arc::new(Vec::new()),
+            claims: Arc::new(corridors::Claims::default()),
+            sandbox_listener: Arc::new(std::sync::Mutex::new(None)),
         }
     }
 
     pub fn with_metrics(mut self, metrics: Arc<paygate_shared::metrics::Metrics>) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// The payout provider, the webhook secrets and (for the sandbox) its listener.
+    pub fn with_payouts(
+        mut self,
+        provider: Arc<dyn paygate_shared::payout::provider::PayoutProvider>,
+        webhook_secrets: Vec<Vec<u8>>,
+        sandbox_listener: Option<std::net::TcpListener>,
+    ) -> Self {
+        self.payout_provider = Some(provider);
+        self.webhook_secrets = Arc::new(webhook_secrets);
+        self.sandbox_listener = Arc::new(std::sync::Mutex::new(sandbox_listener));
         self
     }
 
@@ -114,6 +141,19 @@ pub fn app(state: AppState) -> Router {
         .route("/facilitator/verify", post(facilitator_api::verify))
         .route("/facilitator/settle", post(facilitator_api::settle))
         .route("/facilitator/supported", get(facilitator_api::supported))
+        .route("/corridors", post(corridors::create))
+        .route("/corridors/{id}", get(corridors::get_one))
+        .route("/corridors/{id}/quote", get(corridors::quote))
+        .route("/corridors/{id}/pay", post(corridors::pay))
+        .route(
+            "/corridors/{id}/payments/{payment_id}",
+            get(corridors::get_payment),
+        )
+        .route("/webhooks/provider", post(corridors::webhook))
+        .route(
+            "/admin/corridors/{id}/approve-kyc",
+            post(corridors::approve_kyc),
+        )
         .route("/mcp/sse", get(mcp::open_stream))
         .route("/mcp/message", post(mcp::post_message))
         .route("/mcp", streamable)
@@ -155,6 +195,22 @@ pub async fn serve(
     let maint = tokio::spawn(maintenance(state.clone()));
     let recon = tokio::spawn(reconciliation(state.clone()));
     let probe = tokio::spawn(metrics_api::probe_facilitator(state.clone()));
+    let payouts = tokio::spawn(corridors::reconciliation(state.clone()));
+    let sandbox = state
+        .sandbox_listener
+        .lock()
+        .ok()
+        .and_then(|mut l| l.take())
+        .map(|l| {
+            let cfg = &state.config;
+            tokio::spawn(sandbox::serve(
+                l,
+                cfg.payout.sandbox.clone(),
+                cfg.storage.path.join("sandbox-provider"),
+                format!("http://{}/webhooks/provider", cfg.server.local_addr()),
+                state.webhook_secrets.first().cloned().unwrap_or_default(),
+            ))
+        });
     let aggregator = tokio::spawn(state.metrics.clone().run_aggregator(
         state.store.clone(),
         Duration::from_secs(state.config.metrics.flush_interval_seconds.max(1)),
@@ -169,6 +225,10 @@ pub async fn serve(
     recon.abort();
     probe.abort();
     aggregator.abort();
+    payouts.abort();
+    if let Some(s) = sandbox {
+        s.abort();
+    }
     res
 }
 

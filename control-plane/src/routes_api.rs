@@ -10,7 +10,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paygate_shared::apikey::sha256_hex;
 use paygate_shared::ids::new_id;
 use paygate_shared::model::{IdempotencyRecord, Route};
 use paygate_shared::money::UsdcAmount;
@@ -174,15 +173,9 @@ impl Idem {
         let Some(key) = idempotency_key(headers)? else {
             return Ok(None);
         };
-        // Canonical JSON (sorted keys, no whitespace) so a re-serialised retry still matches.
-        let canonical = serde_json::from_slice::<serde_json::Value>(body)
-            .map(|v| v.to_string().into_bytes())
-            .unwrap_or_else(|_| body.to_vec());
-        let mut material = format!("{method} {}\n", uri.path()).into_bytes();
-        material.extend_from_slice(&canonical);
         Ok(Some(Self {
             key,
-            fingerprint: sha256_hex(&material),
+            fingerprint: crate::input::fingerprint(method.as_str(), uri.path(), body),
         }))
     }
 

@@ -25,6 +25,7 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub metrics: MetricsConfig,
     pub mcp: McpConfig,
+    pub payout: PayoutConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -62,6 +63,17 @@ impl Default for ServerConfig {
 
 impl ServerConfig {
     /// The public base URL without a trailing slash.
+    /// The public listener as this process reaches it (an unspecified address means loopback):
+    /// where MCP tool calls and the sandbox provider's webhooks go.
+    pub fn local_addr(&self) -> SocketAddr {
+        let ip = match self.listen.ip() {
+            std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+            ip => ip,
+        };
+        SocketAddr::new(ip, self.listen.port())
+    }
+
     pub fn public_base_url(&self) -> String {
         if self.public_base_url.trim().is_empty() {
             format!("http://{}", self.listen)
@@ -151,6 +163,115 @@ impl Default for OrgsConfig {
         Self {
             default_plan: "free".into(),
             master_key_env: "PAYGATE_MASTER_KEY".into(),
+        }
+    }
+}
+
+/// Payout corridors and the payout provider.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PayoutConfig {
+    /// `sandbox` (the built-in provider on its own loopback listener) or `http` (a provider at
+    /// `provider_url` speaking the same API).
+    pub provider: String,
+    /// Base URL of an `http` provider.
+    pub provider_url: String,
+    /// Environment variable with the provider's API key (sent as a bearer token), if any.
+    pub provider_api_key_env: String,
+    /// Environment variable with the webhook secrets, comma-separated (the first signs the
+    /// sandbox's webhooks; any verifies, for rotation). Unset with the sandbox: a random secret
+    /// is made for the process; unset otherwise: every webhook is refused.
+    pub webhook_secrets_env: String,
+    /// Seconds a timestamped `Provider-Signature` may be away from now.
+    pub webhook_tolerance_seconds: u64,
+    /// Default platform fee in basis points (25 to 65; 50 = 0.50 %); per org via the admin API.
+    pub platform_fee_bps: u32,
+    /// Seconds a quote stays valid (at most the provider's own expiry).
+    pub quote_ttl_seconds: u64,
+    /// Seconds for one provider request.
+    pub request_timeout_seconds: u64,
+    /// Seconds between passes that finish payouts a crash or a provider outage left mid-way.
+    pub reconcile_interval_seconds: u64,
+    pub sandbox: SandboxConfig,
+}
+
+impl Default for PayoutConfig {
+    fn default() -> Self {
+        Self {
+            provider: "sandbox".into(),
+            provider_url: String::new(),
+            provider_api_key_env: "PAYGATE_PROVIDER_API_KEY".into(),
+            webhook_secrets_env: "PAYGATE_WEBHOOK_SECRETS".into(),
+            webhook_tolerance_seconds: 300,
+            platform_fee_bps: 50,
+            quote_ttl_seconds: 60,
+            request_timeout_seconds: 10,
+            reconcile_interval_seconds: 15,
+            sandbox: SandboxConfig::default(),
+        }
+    }
+}
+
+/// The built-in sandbox payout provider.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Its own loopback listener; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Mid-market rates: destination units per USDC (decimal strings).
+    pub rates: BTreeMap<String, String>,
+    /// The spread taken off the mid rate, in basis points.
+    pub spread_bps: u32,
+    /// Rail fee per payout in USDC (decimal strings), per currency.
+    pub rail_fees_usd: BTreeMap<String, String>,
+    /// Seconds a sandbox quote is valid.
+    pub quote_ttl_seconds: u64,
+    /// Milliseconds from accepting a payout to its first webhook.
+    pub webhook_delay_ms: u64,
+    /// Milliseconds a compliance hold lasts before its final webhook.
+    pub hold_release_ms: u64,
+    /// First retry delay of an unacknowledged webhook (doubling up to `webhook_retry_max_ms`).
+    pub webhook_retry_initial_ms: u64,
+    pub webhook_retry_max_ms: u64,
+    /// Milliseconds the sandbox waits before recording a new payout, and after recording it
+    /// before answering: simulated provider latency (crash tests use them to stop paygate
+    /// before and after the provider took the payout).
+    pub accept_delay_ms: u64,
+    pub answer_delay_ms: u64,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        let table = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            rates: table(&[
+                ("BRL", "5.45"),
+                ("MXN", "17.13"),
+                ("NGN", "1550.25"),
+                ("KES", "129.50"),
+                ("ZAR", "18.235"),
+            ]),
+            spread_bps: 100,
+            rail_fees_usd: table(&[
+                ("BRL", "0.30"),
+                ("MXN", "0.40"),
+                ("NGN", "0.75"),
+                ("KES", "0.60"),
+                ("ZAR", "0.50"),
+            ]),
+            quote_ttl_seconds: 120,
+            webhook_delay_ms: 500,
+            hold_release_ms: 1000,
+            webhook_retry_initial_ms: 250,
+            webhook_retry_max_ms: 30_000,
+            accept_delay_ms: 0,
+            answer_delay_ms: 0,
         }
     }
 }
@@ -334,6 +455,46 @@ pub enum ConfigError {
 }
 
 impl Config {
+    fn validate_payout(&self) -> Result<(), ConfigError> {
+        let p = &self.payout;
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if !crate::payout::money::PLATFORM_FEE_BPS.contains(&p.platform_fee_bps) {
+            return bad("payout.platform_fee_bps must be between 25 and 65".into());
+        }
+        match p.provider.as_str() {
+            "sandbox" => {}
+            "http" if p.provider_url.starts_with("http") => {}
+            "http" => return bad("payout.provider_url must be an http(s) URL".into()),
+            other => return bad(format!("payout.provider {other:?} is not sandbox or http")),
+        }
+        for c in crate::payout::Currency::ALL {
+            let rate = p.sandbox.rates.get(c.code()).map(|r| {
+                rust_decimal::Decimal::from_str_exact(r)
+                    .ok()
+                    .filter(|d| *d > rust_decimal::Decimal::ZERO)
+            });
+            if !matches!(rate, Some(Some(_))) {
+                return bad(format!(
+                    "payout.sandbox.rates.{c} must be a positive decimal"
+                ));
+            }
+            let fee = p
+                .sandbox
+                .rail_fees_usd
+                .get(c.code())
+                .map(|f| f == "0" || crate::payout::money::parse_amount(f).is_ok());
+            if fee != Some(true) {
+                return bad(format!(
+                    "payout.sandbox.rail_fees_usd.{c} must be a decimal"
+                ));
+            }
+        }
+        if p.sandbox.spread_bps >= 10_000 || p.quote_ttl_seconds == 0 {
+            return bad("payout.sandbox.spread_bps must be < 10000, quote_ttl_seconds >= 1".into());
+        }
+        Ok(())
+    }
+
     /// The embedded defaults, including the built-in networks and plans.
     pub fn embedded() -> Self {
         Self {
@@ -387,6 +548,7 @@ impl Config {
             .map_err(|e| ConfigError::Invalid(format!("x402.demo_price_usd {e}")))?;
         crate::money::UsdcAmount::from_usd_str(&self.mcp.daily_spend_cap_usd)
             .map_err(|e| ConfigError::Invalid(format!("mcp.daily_spend_cap_usd {e}")))?;
+        self.validate_payout()?;
         if self.mcp.keep_alive_seconds == 0 || self.mcp.tool_timeout_seconds == 0 {
             return Err(ConfigError::Invalid(
                 "mcp.keep_alive_seconds and mcp.tool_timeout_seconds must be at least 1".into(),
@@ -405,6 +567,19 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unspecified_listen_addresses_are_reached_on_loopback() {
+        let mut s = ServerConfig {
+            listen: "0.0.0.0:8402".parse().unwrap(),
+            ..ServerConfig::default()
+        };
+        assert_eq!(s.local_addr(), "127.0.0.1:8402".parse().unwrap());
+        s.listen = "[::]:9".parse().unwrap();
+        assert_eq!(s.local_addr(), "[::1]:9".parse().unwrap());
+        s.listen = "10.1.2.3:80".parse().unwrap();
+        assert_eq!(s.local_addr(), s.listen);
+    }
 
     #[test]
     fn embedded_defaults_are_valid() {

@@ -28,6 +28,15 @@ pub enum ErrorCode {
     PlanLimitExceeded,
     HeadersTooLarge,
     TooManyRequests,
+    InvalidCurrency,
+    InvalidAmount,
+    InvalidBeneficiary,
+    InvalidQuote,
+    QuoteExpired,
+    QuoteAlreadyUsed,
+    MissingIdempotencyKey,
+    CorridorNotActive,
+    UpstreamError,
     InternalError,
 }
 
@@ -57,6 +66,15 @@ impl ErrorCode {
             Self::PlanLimitExceeded => "PLAN_LIMIT_EXCEEDED",
             Self::HeadersTooLarge => "HEADERS_TOO_LARGE",
             Self::TooManyRequests => "TOO_MANY_REQUESTS",
+            Self::InvalidCurrency => "INVALID_CURRENCY",
+            Self::InvalidAmount => "INVALID_AMOUNT",
+            Self::InvalidBeneficiary => "INVALID_BENEFICIARY",
+            Self::InvalidQuote => "INVALID_QUOTE",
+            Self::QuoteExpired => "QUOTE_EXPIRED",
+            Self::QuoteAlreadyUsed => "QUOTE_ALREADY_USED",
+            Self::MissingIdempotencyKey => "MISSING_IDEMPOTENCY_KEY",
+            Self::CorridorNotActive => "CORRIDOR_NOT_ACTIVE",
+            Self::UpstreamError => "UPSTREAM_ERROR",
             Self::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -64,17 +82,30 @@ impl ErrorCode {
     /// The HTTP status this code is answered with.
     pub const fn status(self) -> u16 {
         match self {
-            Self::BadRequest | Self::ValidationError | Self::InvalidPayment => 400,
+            Self::BadRequest
+            | Self::ValidationError
+            | Self::InvalidPayment
+            | Self::InvalidCurrency
+            | Self::InvalidAmount
+            | Self::InvalidBeneficiary
+            | Self::InvalidQuote
+            | Self::QuoteExpired
+            | Self::MissingIdempotencyKey => 400,
             Self::Unauthorized => 401,
             Self::NonceReplay | Self::PaymentRejected | Self::PlanLimitExceeded => 402,
             Self::Forbidden | Self::OrgSuspended => 403,
             Self::NotFound | Self::RouteNotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::DuplicatePath | Self::DuplicateRequest | Self::AlreadyExists => 409,
+            Self::DuplicatePath
+            | Self::DuplicateRequest
+            | Self::AlreadyExists
+            | Self::QuoteAlreadyUsed
+            | Self::CorridorNotActive => 409,
             Self::PayloadTooLarge => 413,
             Self::TooManyRequests => 429,
             Self::HeadersTooLarge => 431,
             Self::InternalError => 500,
+            Self::UpstreamError => 502,
             Self::Misconfigured | Self::UpstreamUnavailable | Self::FacilitatorUnavailable => 503,
             Self::UpstreamTimeout | Self::SettlementPending => 504,
         }

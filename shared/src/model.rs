@@ -24,6 +24,9 @@ pub struct Org {
     /// Daily cap on MCP tool-call spending set by the operator; `None` = the configured default.
     #[serde(default)]
     pub mcp_daily_cap: Option<UsdcAmount>,
+    /// Corridor platform fee in basis points set by the operator; `None` = the configured default.
+    #[serde(default)]
+    pub platform_fee_bps: Option<u32>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -13,7 +13,6 @@ use paygate_shared::x402::sign::payment_header;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::ErrorData as McpError;
 use serde_json::Value;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,16 +107,6 @@ fn payer(state: &AppState, org: &Org) -> Result<PrivateKeySigner, String> {
     text.trim()
         .parse::<PrivateKeySigner>()
         .map_err(|_| "the stored payer wallet is unreadable".to_string())
-}
-
-/// The public listener as seen from this process (an unspecified address means loopback).
-fn gateway_addr(listen: SocketAddr) -> SocketAddr {
-    let ip = match listen.ip() {
-        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
-        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
-        ip => ip,
-    };
-    SocketAddr::new(ip, listen.port())
 }
 
 fn today() -> String {
@@ -311,7 +300,7 @@ pub async fn call_tool(
     };
     let url = format!(
         "http://{}/gateway/{slug}{}",
-        gateway_addr(state.config.server.listen),
+        state.config.server.local_addr(),
         entry.route.path
     );
     let url = match url::Url::parse(&url) {
@@ -432,13 +421,5 @@ mod tests {
             text(&result_of(&cut, 2)),
             "h\n[paygate: answer cut at 2 bytes]"
         );
-    }
-
-    #[test]
-    fn unspecified_listen_addresses_are_reached_on_loopback() {
-        let a = gateway_addr("0.0.0.0:8402".parse().unwrap());
-        assert_eq!(a, "127.0.0.1:8402".parse().unwrap());
-        let a = gateway_addr("[::]:9".parse().unwrap());
-        assert_eq!(a, "[::1]:9".parse().unwrap());
     }
 }

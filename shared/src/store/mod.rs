@@ -2,8 +2,10 @@
 //! Operations are whole business steps (insert a route with its path index and idempotency record)
 //! so a networked backend can implement them with its own transactions.
 
+mod payouts;
 mod sled_store;
 
+pub use payouts::{BeginPayout, EventOutcome, PayoutStore};
 pub use sled_store::SledStore;
 
 use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route};
@@ -40,7 +42,7 @@ pub enum SpendReservation {
 }
 
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: PayoutStore + Send + Sync + 'static {
     /// Creates an organisation with its first API key; fails with `DuplicateSlug`.
     async fn create_org(&self, org: &Org, key: &ApiKeyRecord) -> StoreResult<()>;
     async fn get_org(&self, id: &str) -> StoreResult<Option<Org>>;

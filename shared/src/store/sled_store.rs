@@ -13,7 +13,8 @@ use sled::transaction::{
 use std::path::Path;
 
 pub struct SledStore {
-    db: sled::Db,
+    pub(super) db: sled::Db,
+    pub(super) corridors: super::payouts::PayoutTrees,
     orgs: sled::Tree,
     org_slugs: sled::Tree,
     api_keys: sled::Tree,
@@ -27,20 +28,20 @@ pub struct SledStore {
     mcp_spend: sled::Tree,
 }
 
-fn backend<E: std::fmt::Display>(e: E) -> StoreError {
+pub(super) fn backend<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-fn enc<T: Serialize>(v: &T) -> StoreResult<Vec<u8>> {
+pub(super) fn enc<T: Serialize>(v: &T) -> StoreResult<Vec<u8>> {
     serde_json::to_vec(v).map_err(backend)
 }
 
-fn dec<T: DeserializeOwned>(b: &[u8]) -> StoreResult<T> {
+pub(super) fn dec<T: DeserializeOwned>(b: &[u8]) -> StoreResult<T> {
     serde_json::from_slice(b).map_err(backend)
 }
 
 /// `a \0 b`: composite keys scoped by organisation (ids and slugs never contain NUL).
-fn key2(a: &str, b: &str) -> Vec<u8> {
+pub(super) fn key2(a: &str, b: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(a.len() + b.len() + 1);
     k.extend_from_slice(a.as_bytes());
     k.push(0);
@@ -52,17 +53,17 @@ fn decode_u64(b: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(b.try_into().ok()?))
 }
 
-fn prefix(a: &str) -> Vec<u8> {
+pub(super) fn prefix(a: &str) -> Vec<u8> {
     let mut k = a.as_bytes().to_vec();
     k.push(0);
     k
 }
 
-fn abort<T>(e: StoreError) -> Result<T, ConflictableTransactionError<StoreError>> {
+pub(super) fn abort<T>(e: StoreError) -> Result<T, ConflictableTransactionError<StoreError>> {
     Err(ConflictableTransactionError::Abort(e))
 }
 
-fn tx_err(e: TransactionError<StoreError>) -> StoreError {
+pub(super) fn tx_err(e: TransactionError<StoreError>) -> StoreError {
     match e {
         TransactionError::Abort(e) => e,
         TransactionError::Storage(e) => backend(e),
@@ -106,6 +107,7 @@ impl SledStore {
             plan_usage: tree("plan_usage")?,
             metrics: tree("metrics")?,
             mcp_spend: tree("mcp_spend")?,
+            corridors: super::payouts::PayoutTrees::open(&db)?,
             db,
         })
     }
@@ -113,7 +115,7 @@ impl SledStore {
     /// Waits until every write so far is on disk. sled 0.34's `flush_async` deadlocks when
     /// called concurrently (sled issue 1308, fixed only in unreleased code), so the blocking
     /// `flush` runs on the blocking pool; concurrent callers share sled's one flush of the log.
-    async fn durable(&self) -> StoreResult<()> {
+    pub(super) async fn durable(&self) -> StoreResult<()> {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || db.flush())
             .await
@@ -122,7 +124,10 @@ impl SledStore {
         Ok(())
     }
 
-    fn get<T: DeserializeOwned>(tree: &sled::Tree, key: &[u8]) -> StoreResult<Option<T>> {
+    pub(super) fn get<T: DeserializeOwned>(
+        tree: &sled::Tree,
+        key: &[u8],
+    ) -> StoreResult<Option<T>> {
         match tree.get(key).map_err(backend)? {
             Some(v) => Ok(Some(dec(&v)?)),
             None => Ok(None),

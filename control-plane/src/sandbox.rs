@@ -1,0 +1,466 @@
+//! The built-in sandbox payout provider: a stand-in for a real payout network, served on its own
+//! loopback listener and spoken to over HTTP through the same client a real provider gets
+//! (`payout::provider::HttpProvider`). It keeps its own sled database (`{storage}/sandbox-provider`),
+//! so, like a real provider, it remembers payouts across a paygate crash.
+//!
+//! - Quotes: the configured mid rate less the spread, the configured rail fee, an expiry.
+//! - Payouts: idempotent on `Idempotency-Key` (paygate's payment id); the beneficiary's name
+//!   picks the outcome: `Sandbox Fail` -> failed, `Sandbox Hold` -> compliance hold then
+//!   completed, `Sandbox Hold Fail` -> hold then failed, anything else -> completed.
+//! - Webhooks: signed (`t=...,v1=...`) with the first webhook secret, posted to paygate's
+//!   `/webhooks/provider` after `webhook_delay_ms`, retried with doubling backoff until a `2xx`;
+//!   the outbox is durable, so deliveries resume after a restart.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use paygate_shared::config::SandboxConfig;
+use paygate_shared::payout::money::{parse_amount, usdc_string};
+use paygate_shared::payout::provider::{
+    ErrorWire, PayoutRequest, ProviderPayout, QuoteRequestWire, QuoteWire,
+};
+use paygate_shared::payout::webhook::{event_body, sign_timestamped, EventType};
+use paygate_shared::payout::Currency;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The client id the sandbox puts in its events.
+const CLIENT_ID: &str = "paygate-sandbox";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SbQuote {
+    id: String,
+    currency: Currency,
+    rate: Decimal,
+    rail_fee: String,
+    expires_at_unix: i64,
+    used_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SbPayout {
+    id: String,
+    reference: String,
+    status: String,
+    currency: Currency,
+    dest_amount: Decimal,
+    created_at: String,
+}
+
+/// One webhook to deliver.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Outgoing {
+    /// The payout's reference (its key).
+    reference: String,
+    event: EventType,
+    /// The provider status word the event carries.
+    status: String,
+    attempts: u32,
+}
+
+struct Inner {
+    cfg: SandboxConfig,
+    db: sled::Db,
+    quotes: sled::Tree,
+    payouts: sled::Tree,
+    /// `due unix ms (BE) | seq (BE)` -> `Outgoing`.
+    outbox: sled::Tree,
+    webhook_url: String,
+    secret: Vec<u8>,
+    http: reqwest::Client,
+    /// Serialises payout creation (the sandbox is not a throughput benchmark).
+    create: tokio::sync::Mutex<()>,
+}
+
+type Shared = Arc<Inner>;
+
+fn now_ms() -> u64 {
+    let t = time::OffsetDateTime::now_utc();
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+}
+
+fn err(status: StatusCode, what: &str) -> Response {
+    (
+        status,
+        Json(ErrorWire {
+            error: what.to_string(),
+        }),
+    )
+        .into_response()
+}
+
+fn internal(e: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "sandbox provider failed");
+    err(StatusCode::INTERNAL_SERVER_ERROR, "internal")
+}
+
+impl Inner {
+    async fn flush(&self) -> sled::Result<()> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush().map(|_| ()))
+            .await
+            .unwrap_or(Ok(()))
+    }
+
+    fn outbox_key(&self, due_ms: u64) -> sled::Result<Vec<u8>> {
+        let mut k = due_ms.to_be_bytes().to_vec();
+        k.extend_from_slice(&self.db.generate_id()?.to_be_bytes());
+        Ok(k)
+    }
+}
+
+async fn create_quote(State(s): State<Shared>, body: Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<QuoteRequestWire>(&body) else {
+        return err(StatusCode::BAD_REQUEST, "bad_request");
+    };
+    if parse_amount(&req.source_amount).is_err() {
+        return err(StatusCode::BAD_REQUEST, "invalid_amount");
+    }
+    let code = req.dest_currency.code();
+    let (Some(mid), Some(fee)) = (
+        s.cfg
+            .rates
+            .get(code)
+            .and_then(|r| Decimal::from_str(r).ok()),
+        s.cfg.rail_fees_usd.get(code),
+    ) else {
+        return err(StatusCode::UNPROCESSABLE_ENTITY, "unsupported_currency");
+    };
+    let keep = Decimal::from(10_000u32.saturating_sub(s.cfg.spread_bps)) / Decimal::from(10_000);
+    let rate = (mid * keep).trunc_with_scale(6).normalize();
+    let rail_fee = parse_amount(fee)
+        .map(usdc_string)
+        .unwrap_or_else(|_| "0".into());
+    let expires = paygate_shared::unix_now() as i64 + s.cfg.quote_ttl_seconds as i64;
+    let q = SbQuote {
+        id: format!("sbq_{}", uuid::Uuid::new_v4().simple()),
+        currency: req.dest_currency,
+        rate,
+        rail_fee: rail_fee.clone(),
+        expires_at_unix: expires,
+        used_by: None,
+    };
+    let stored = (|| -> anyhow::Result<()> {
+        s.quotes.insert(q.id.as_bytes(), serde_json::to_vec(&q)?)?;
+        Ok(())
+    })();
+    if let Err(e) = stored {
+        return internal(e);
+    }
+    if let Err(e) = s.flush().await {
+        return internal(e);
+    }
+    let wire = QuoteWire {
+        id: q.id,
+        dest_currency: q.currency,
+        rate: rate.to_string(),
+        rail_fee,
+        expires_at: time::OffsetDateTime::from_unix_timestamp(expires)
+            .map(paygate_shared::rfc3339)
+            .unwrap_or_default(),
+    };
+    (StatusCode::CREATED, Json(wire)).into_response()
+}
+
+fn payout_wire(p: &SbPayout) -> ProviderPayout {
+    ProviderPayout {
+        id: p.id.clone(),
+        reference: p.reference.clone(),
+        status: p.status.clone(),
+    }
+}
+
+/// The events a payout to `name` produces, with their delays after acceptance (ms).
+fn script(cfg: &SandboxConfig, name: &str) -> Vec<(u64, EventType, &'static str)> {
+    let first = cfg.webhook_delay_ms;
+    let second = first + cfg.hold_release_ms;
+    match name.trim().to_ascii_lowercase().as_str() {
+        "sandbox fail" => vec![(first, EventType::PaymentFailed, "failed")],
+        "sandbox hold" => vec![
+            (first, EventType::ComplianceHold, "compliance_hold"),
+            (second, EventType::PaymentCompleted, "complete"),
+        ],
+        "sandbox hold fail" => vec![
+            (first, EventType::ComplianceHold, "compliance_hold"),
+            (second, EventType::PaymentFailed, "failed"),
+        ],
+        _ => vec![(first, EventType::PaymentCompleted, "complete")],
+    }
+}
+
+async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let Some(reference) = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+    else {
+        return err(StatusCode::BAD_REQUEST, "idempotency_key_required");
+    };
+    let Ok(req) = serde_json::from_slice::<PayoutRequest>(&body) else {
+        return err(StatusCode::BAD_REQUEST, "bad_request");
+    };
+    if req.reference != reference {
+        return err(StatusCode::BAD_REQUEST, "reference_mismatch");
+    }
+    let _one_at_a_time = s.create.lock().await;
+    match s.payouts.get(reference.as_bytes()) {
+        Ok(Some(existing)) => {
+            return match serde_json::from_slice::<SbPayout>(&existing) {
+                Ok(p) => (StatusCode::OK, Json(payout_wire(&p))).into_response(),
+                Err(e) => internal(e),
+            };
+        }
+        Ok(None) => {}
+        Err(e) => return internal(e),
+    }
+    let quote = match s.quotes.get(req.quote_id.as_bytes()) {
+        Ok(Some(q)) => match serde_json::from_slice::<SbQuote>(&q) {
+            Ok(q) => q,
+            Err(e) => return internal(e),
+        },
+        Ok(None) => return err(StatusCode::NOT_FOUND, "quote_not_found"),
+        Err(e) => return internal(e),
+    };
+    if quote.expires_at_unix < paygate_shared::unix_now() as i64 {
+        return err(StatusCode::UNPROCESSABLE_ENTITY, "quote_expired");
+    }
+    if quote.used_by.is_some() || quote.currency != req.dest_currency {
+        return err(StatusCode::CONFLICT, "quote_not_usable");
+    }
+    let Ok(dest_amount) = Decimal::from_str_exact(&req.dest_amount) else {
+        return err(StatusCode::BAD_REQUEST, "invalid_amount");
+    };
+    if s.cfg.accept_delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(s.cfg.accept_delay_ms)).await;
+    }
+    let payout = SbPayout {
+        id: format!("cpn_{}", uuid::Uuid::new_v4().simple()),
+        reference: reference.clone(),
+        status: "pending".into(),
+        currency: req.dest_currency,
+        dest_amount,
+        created_at: paygate_shared::now_rfc3339(),
+    };
+    let recorded = record_payout(&s, &payout, quote, &req.beneficiary.name);
+    if let Err(e) = recorded {
+        return internal(e);
+    }
+    if let Err(e) = s.flush().await {
+        return internal(e);
+    }
+    tracing::info!(payout = %payout.id, reference = %reference, "sandbox payout accepted");
+    if s.cfg.answer_delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(s.cfg.answer_delay_ms)).await;
+    }
+    (StatusCode::CREATED, Json(payout_wire(&payout))).into_response()
+}
+
+/// Stores the payout, uses the quote and schedules its webhooks, in one transaction.
+fn record_payout(s: &Inner, p: &SbPayout, mut quote: SbQuote, name: &str) -> anyhow::Result<()> {
+    use sled::transaction::{ConflictableTransactionError, Transactional};
+    quote.used_by = Some(p.reference.clone());
+    let pb = serde_json::to_vec(p)?;
+    let qb = serde_json::to_vec(&quote)?;
+    let now = now_ms();
+    let mut events = Vec::new();
+    for (delay, event, status) in script(&s.cfg, name) {
+        let o = Outgoing {
+            reference: p.reference.clone(),
+            event,
+            status: status.into(),
+            attempts: 0,
+        };
+        events.push((s.outbox_key(now + delay)?, serde_json::to_vec(&o)?));
+    }
+    (&s.payouts, &s.quotes, &s.outbox)
+        .transaction(|(payouts, quotes, outbox)| {
+            payouts.insert(p.reference.as_bytes(), pb.clone())?;
+            quotes.insert(quote.id.as_bytes(), qb.clone())?;
+            for (k, v) in &events {
+                outbox.insert(k.clone(), v.clone())?;
+            }
+            Ok::<_, ConflictableTransactionError<()>>(())
+        })
+        .map_err(|e| anyhow::anyhow!("sandbox transaction: {e:?}"))?;
+    Ok(())
+}
+
+async fn payout_by_reference(State(s): State<Shared>, Path(reference): Path<String>) -> Response {
+    match s.payouts.get(reference.as_bytes()) {
+        Ok(Some(p)) => match serde_json::from_slice::<SbPayout>(&p) {
+            Ok(p) => Json(payout_wire(&p)).into_response(),
+            Err(e) => internal(e),
+        },
+        Ok(None) => err(StatusCode::NOT_FOUND, "payout_not_found"),
+        Err(e) => internal(e),
+    }
+}
+
+/// Every payout the sandbox holds (for operators and tests: "how many payouts were made").
+async fn list_payouts(State(s): State<Shared>) -> Response {
+    let listed: anyhow::Result<Vec<serde_json::Value>> = s
+        .payouts
+        .iter()
+        .map(|kv| {
+            let (_, v) = kv?;
+            let p: SbPayout = serde_json::from_slice(&v)?;
+            Ok(serde_json::json!({
+                "id": p.id, "reference": p.reference, "status": p.status,
+                "destCurrency": p.currency, "destAmount": p.dest_amount.to_string(),
+                "createdAt": p.created_at,
+            }))
+        })
+        .collect();
+    match listed {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+/// Delivers due webhooks forever: one at a time, in due order, retrying with backoff.
+async fn dispatch(s: Shared) {
+    loop {
+        let next = s.outbox.iter().next();
+        let Some(Ok((key, value))) = next else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let due = key
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0);
+        let now = now_ms();
+        if due > now {
+            tokio::time::sleep(Duration::from_millis((due - now).min(50))).await;
+            continue;
+        }
+        let Ok(mut o) = serde_json::from_slice::<Outgoing>(&value) else {
+            let _ = s.outbox.remove(&key);
+            continue;
+        };
+        let delivered = deliver(&s, &o).await;
+        let reschedule = if delivered {
+            None
+        } else {
+            o.attempts += 1;
+            let backoff = s
+                .cfg
+                .webhook_retry_initial_ms
+                .saturating_mul(1u64 << o.attempts.min(16).saturating_sub(1))
+                .min(s.cfg.webhook_retry_max_ms);
+            Some(backoff)
+        };
+        let moved = (|| -> anyhow::Result<()> {
+            s.outbox.remove(&key)?;
+            if let Some(backoff) = reschedule {
+                let k = s.outbox_key(now_ms() + backoff)?;
+                s.outbox.insert(k, serde_json::to_vec(&o)?)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = moved {
+            tracing::warn!(error = %e, "sandbox outbox update failed");
+        }
+        let _ = s.flush().await;
+    }
+}
+
+/// Posts one event; `true` once paygate acknowledged it with a `2xx`.
+async fn deliver(s: &Inner, o: &Outgoing) -> bool {
+    let payout = s
+        .payouts
+        .get(o.reference.as_bytes())
+        .ok()
+        .flatten()
+        .and_then(|v| serde_json::from_slice::<SbPayout>(&v).ok());
+    let Some(mut payout) = payout else {
+        return true; // Nothing to tell about.
+    };
+    let body = event_body(
+        o.event,
+        CLIENT_ID,
+        &payout.id,
+        &o.status,
+        payout.dest_amount,
+        payout.currency.code(),
+        &paygate_shared::now_rfc3339(),
+    );
+    let sig = sign_timestamped(&s.secret, &body, paygate_shared::unix_now());
+    let sent = s
+        .http
+        .post(&s.webhook_url)
+        .header("content-type", "application/json")
+        .header("Provider-Signature", sig)
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => {
+            payout.status = o.status.clone();
+            if let Ok(b) = serde_json::to_vec(&payout) {
+                let _ = s.payouts.insert(payout.reference.as_bytes(), b);
+            }
+            tracing::info!(payout = %payout.id, event = o.event.as_str(), "sandbox webhook delivered");
+            true
+        }
+        Ok(r) => {
+            tracing::warn!(payout = %payout.id, status = r.status().as_u16(), attempt = o.attempts + 1, "sandbox webhook refused; will retry");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(payout = %payout.id, error = %e, attempt = o.attempts + 1, "sandbox webhook not delivered; will retry");
+            false
+        }
+    }
+}
+
+/// Runs the sandbox provider on `listener` until the task is dropped.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    cfg: SandboxConfig,
+    dir: std::path::PathBuf,
+    webhook_url: String,
+    secret: Vec<u8>,
+) -> std::io::Result<()> {
+    let db = sled::open(&dir).map_err(std::io::Error::other)?;
+    let tree = |n: &str| db.open_tree(n).map_err(std::io::Error::other);
+    let inner = Arc::new(Inner {
+        quotes: tree("quotes")?,
+        payouts: tree("payouts")?,
+        outbox: tree("outbox")?,
+        db,
+        cfg,
+        webhook_url,
+        secret,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .unwrap_or_default(),
+        create: tokio::sync::Mutex::new(()),
+    });
+    let dispatcher = tokio::spawn(dispatch(inner.clone()));
+    let app = Router::new()
+        .route("/v1/quotes", post(create_quote))
+        .route("/v1/payouts", post(create_payout).get(list_payouts))
+        .route(
+            "/v1/payouts/by-reference/{reference}",
+            get(payout_by_reference),
+        )
+        .with_state(inner);
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    tracing::info!(addr = %listener.local_addr()?, "sandbox payout provider listening");
+    let res = axum::serve(listener, app).await;
+    dispatcher.abort();
+    res
+}

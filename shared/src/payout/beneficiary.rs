@@ -1,0 +1,179 @@
+//! Beneficiary rules (SPEC.md section 8 and DECISIONS.md): every field a non-empty string, the
+//! currency the corridor's, the country the currency's, and the account number's digits (spaces
+//! and hyphens removed first) within the country's length rule.
+
+use super::{Beneficiary, Currency};
+use serde_json::Value;
+
+/// The most characters accepted in a name or bank name.
+const MAX_TEXT: usize = 200;
+/// The most characters accepted in an account number as given.
+const MAX_ACCOUNT: usize = 64;
+
+/// Account number length rule per country, in digits.
+pub fn length_rule(country: &str) -> Option<std::ops::RangeInclusive<usize>> {
+    match country {
+        "NG" => Some(10..=10),
+        "KE" => Some(8..=14),
+        "ZA" => Some(7..=11),
+        // Brazil and Mexico: no enforced length.
+        "BR" | "MX" => Some(1..=MAX_ACCOUNT),
+        _ => None,
+    }
+}
+
+/// The account number's digits, if it holds only digits, spaces and hyphens.
+pub fn account_digits(given: &str) -> Option<String> {
+    if !given
+        .chars()
+        .all(|c| c.is_ascii_digit() || c == ' ' || c == '-')
+    {
+        return None;
+    }
+    Some(given.chars().filter(char::is_ascii_digit).collect())
+}
+
+fn text(obj: &serde_json::Map<String, Value>, field: &str) -> Result<String, String> {
+    match obj.get(field) {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= MAX_TEXT => {
+            Ok(s.trim().to_string())
+        }
+        Some(Value::String(s)) if !s.trim().is_empty() => Err(format!(
+            "beneficiary.{field} must be at most {MAX_TEXT} characters"
+        )),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            Err(format!("beneficiary.{field} is required"))
+        }
+        Some(_) => Err(format!("beneficiary.{field} must be a string")),
+    }
+}
+
+/// Validates the `beneficiary` object of a pay request for a corridor to `currency`.
+/// The error names the first problem (`INVALID_BENEFICIARY`).
+pub fn validate(v: &Value, currency: Currency) -> Result<Beneficiary, String> {
+    let Some(obj) = v.as_object() else {
+        return Err("beneficiary must be an object".into());
+    };
+    const FIELDS: [&str; 5] = ["name", "bankName", "accountNumber", "country", "currency"];
+    if let Some(extra) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(format!("beneficiary.{extra} is not a known field"));
+    }
+    let name = text(obj, "name")?;
+    let bank_name = text(obj, "bankName")?;
+    let account = text(obj, "accountNumber")?;
+    let country = text(obj, "country")?;
+    let cur = text(obj, "currency")?;
+    if cur != currency.code() {
+        return Err(format!(
+            "beneficiary.currency must be the corridor's currency {currency}"
+        ));
+    }
+    if country != currency.country() {
+        return Err(format!(
+            "beneficiary.country must be {} for {currency}",
+            currency.country()
+        ));
+    }
+    if account.chars().count() > MAX_ACCOUNT {
+        return Err(format!(
+            "beneficiary.accountNumber must be at most {MAX_ACCOUNT} characters"
+        ));
+    }
+    let digits = account_digits(&account).ok_or_else(|| {
+        "beneficiary.accountNumber may hold only digits, spaces and hyphens".to_string()
+    })?;
+    let rule = length_rule(&country).unwrap_or(1..=MAX_ACCOUNT);
+    if !rule.contains(&digits.len()) {
+        let want = if rule.start() == rule.end() {
+            format!("exactly {}", rule.start())
+        } else if *rule.end() == MAX_ACCOUNT {
+            "at least 1".to_string()
+        } else {
+            format!("{} to {}", rule.start(), rule.end())
+        };
+        return Err(format!(
+            "beneficiary.accountNumber must have {want} digits for {country} (has {})",
+            digits.len()
+        ));
+    }
+    Ok(Beneficiary {
+        name,
+        bank_name,
+        account_number: digits,
+        country,
+        currency,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn b(country: &str, currency: &str, account: &str) -> Value {
+        json!({"name": "Ada Obi", "bankName": "First Bank", "accountNumber": account,
+               "country": country, "currency": currency})
+    }
+
+    /// Every country's rule, at and around its limits, with spaces and hyphens.
+    #[test]
+    fn account_number_table() {
+        let table: &[(Currency, &str, bool)] = &[
+            (Currency::Ngn, "0123456789", true),
+            (Currency::Ngn, "012-345-6789", true),
+            (Currency::Ngn, "01 23 45 67 89", true),
+            (Currency::Ngn, "012345678", false),
+            (Currency::Ngn, "01234567890", false),
+            (Currency::Ngn, "0123-456-78", false),
+            (Currency::Kes, "12345678", true),
+            (Currency::Kes, "1234-5678", true),
+            (Currency::Kes, "12345678901234", true),
+            (Currency::Kes, "1234567", false),
+            (Currency::Kes, "123456789012345", false),
+            (Currency::Kes, "1234 5678 9012 345", false),
+            (Currency::Zar, "1234567", true),
+            (Currency::Zar, "123 4567", true),
+            (Currency::Zar, "12345678901", true),
+            (Currency::Zar, "123456", false),
+            (Currency::Zar, "123456789012", false),
+            (Currency::Brl, "1", true),
+            (Currency::Brl, "0001-2345 6789-0123-4567", true),
+            (Currency::Mxn, "032180000118359719", true),
+            (Currency::Mxn, "0321 8000 0118 3597 19", true),
+            (Currency::Brl, "- -", false),
+            (Currency::Mxn, "12ab34", false),
+            (Currency::Ngn, "０１２３４５６７８９", false),
+        ];
+        for (cur, acct, ok) in table {
+            let got = validate(&b(cur.country(), cur.code(), acct), *cur);
+            assert_eq!(got.is_ok(), *ok, "{cur} {acct:?}: {got:?}");
+            if let Ok(v) = got {
+                assert!(v.account_number.bytes().all(|c| c.is_ascii_digit()));
+            }
+        }
+    }
+
+    #[test]
+    fn fields_currency_and_country_are_checked() {
+        let ok = validate(&b("NG", "NGN", "0123456789"), Currency::Ngn).unwrap();
+        assert_eq!(ok.account_number, "0123456789");
+        // Currency must be the corridor's; country must fit the currency.
+        assert!(validate(&b("NG", "KES", "0123456789"), Currency::Ngn).is_err());
+        assert!(validate(&b("KE", "NGN", "0123456789"), Currency::Ngn).is_err());
+        for field in ["name", "bankName", "accountNumber", "country", "currency"] {
+            let mut v = b("NG", "NGN", "0123456789");
+            v.as_object_mut().unwrap().remove(field);
+            let e = validate(&v, Currency::Ngn).unwrap_err();
+            assert!(e.contains(field), "{e}");
+            let mut v = b("NG", "NGN", "0123456789");
+            v[field] = json!("  ");
+            assert!(validate(&v, Currency::Ngn).is_err());
+            v[field] = json!(5);
+            assert!(validate(&v, Currency::Ngn).is_err());
+        }
+        let mut v = b("NG", "NGN", "0123456789");
+        v["iban"] = json!("x");
+        assert!(validate(&v, Currency::Ngn).is_err());
+        assert!(validate(&json!("x"), Currency::Ngn).is_err());
+    }
+}

@@ -1,0 +1,287 @@
+//! Payout corridors: an organisation turns USDC into BRL, MXN, NGN, KES or ZAR paid to a bank
+//! account through a payout provider, which confirms by signed webhook.
+//!
+//! - [`money`]: exact amounts, fees and the quote arithmetic (no floats anywhere);
+//! - [`beneficiary`]: the bank account rules of SPEC.md section 8;
+//! - [`webhook`]: `Provider-Signature` checking and the strict event payload;
+//! - [`provider`]: the provider trait and its HTTP client;
+//! - the records kept in the store are below.
+
+pub mod beneficiary;
+pub mod money;
+pub mod provider;
+pub mod webhook;
+
+use serde::{Deserialize, Serialize};
+
+/// A destination currency and the one bank country it pays into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Currency {
+    #[serde(rename = "BRL")]
+    Brl,
+    #[serde(rename = "MXN")]
+    Mxn,
+    #[serde(rename = "NGN")]
+    Ngn,
+    #[serde(rename = "KES")]
+    Kes,
+    #[serde(rename = "ZAR")]
+    Zar,
+}
+
+impl Currency {
+    pub const ALL: [Currency; 5] = [Self::Brl, Self::Mxn, Self::Ngn, Self::Kes, Self::Zar];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.code() == s)
+    }
+
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::Brl => "BRL",
+            Self::Mxn => "MXN",
+            Self::Ngn => "NGN",
+            Self::Kes => "KES",
+            Self::Zar => "ZAR",
+        }
+    }
+
+    /// ISO 3166-1 alpha-2 code of the country whose banks receive this currency.
+    pub const fn country(self) -> &'static str {
+        match self {
+            Self::Brl => "BR",
+            Self::Mxn => "MX",
+            Self::Ngn => "NG",
+            Self::Kes => "KE",
+            Self::Zar => "ZA",
+        }
+    }
+}
+
+impl std::fmt::Display for Currency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CorridorStatus {
+    PendingKyc,
+    Active,
+}
+
+impl CorridorStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::PendingKyc => "PENDING_KYC",
+            Self::Active => "ACTIVE",
+        }
+    }
+}
+
+/// One organisation's corridor to one currency (at most one per pair).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Corridor {
+    pub id: String,
+    pub org_id: String,
+    pub dest_currency: Currency,
+    pub status: CorridorStatus,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Corridor {
+    pub fn to_api_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id,
+            "orgId": self.org_id,
+            "destCurrency": self.dest_currency,
+            "status": self.status.as_str(),
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        })
+    }
+}
+
+/// A quote as given to the caller: single-use, valid until `expires_at_unix`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Quote {
+    pub id: String,
+    pub org_id: String,
+    pub corridor_id: String,
+    pub provider_quote_id: String,
+    pub dest_currency: Currency,
+    pub breakdown: money::QuoteBreakdown,
+    pub expires_at_unix: i64,
+    pub created_at: String,
+    /// The payment that used this quote (quotes are single-use).
+    pub used_by: Option<String>,
+}
+
+impl Quote {
+    pub fn expires_at(&self) -> String {
+        time::OffsetDateTime::from_unix_timestamp(self.expires_at_unix)
+            .map(crate::rfc3339)
+            .unwrap_or_default()
+    }
+
+    pub fn to_api_json(&self) -> serde_json::Value {
+        let b = &self.breakdown;
+        serde_json::json!({
+            "quoteId": self.id,
+            "corridorId": self.corridor_id,
+            "amount": money::usdc_string(b.amount),
+            "fxRate": b.fx_rate.to_string(),
+            "destAmount": money::minor_string(b.dest_amount),
+            "destCurrency": self.dest_currency,
+            "fees": b.fees_json(),
+            "expiresAt": self.expires_at(),
+        })
+    }
+}
+
+/// Where a payout stands. `Initiating` is internal (reserved, provider not yet confirmed) and is
+/// shown as `PENDING`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PayoutStatus {
+    Initiating,
+    Pending,
+    ComplianceHold,
+    Settled,
+    Failed,
+}
+
+impl PayoutStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Initiating | Self::Pending => "PENDING",
+            Self::ComplianceHold => "COMPLIANCE_HOLD",
+            Self::Settled => "SETTLED",
+            Self::Failed => "FAILED",
+        }
+    }
+
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, Self::Settled | Self::Failed)
+    }
+
+    /// The state after `event`, or `None` if the event changes nothing (SPEC.md 3.2: terminal
+    /// states never change; a hold can end either way).
+    pub fn after(self, event: webhook::EventType) -> Option<Self> {
+        use webhook::EventType as E;
+        let next = match event {
+            E::PaymentCompleted => Self::Settled,
+            E::PaymentFailed => Self::Failed,
+            E::ComplianceHold => Self::ComplianceHold,
+        };
+        match self {
+            Self::Settled | Self::Failed => None,
+            s if s == next => None,
+            Self::ComplianceHold if next == Self::ComplianceHold => None,
+            _ => Some(next),
+        }
+    }
+}
+
+/// The bank account a payout goes to (validated, see [`beneficiary`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Beneficiary {
+    pub name: String,
+    pub bank_name: String,
+    /// Digits only, as extracted from the given account number.
+    pub account_number: String,
+    pub country: String,
+    pub currency: Currency,
+}
+
+/// A provider event applied to (or kept for) a payout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedEvent {
+    pub event_type: String,
+    pub provider_status: String,
+    pub update_date: String,
+    pub received_at: String,
+}
+
+/// A payout to a bank account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Payout {
+    pub id: String,
+    pub org_id: String,
+    pub corridor_id: String,
+    pub quote_id: String,
+    pub provider_quote_id: String,
+    pub idempotency_key: String,
+    pub from_address: String,
+    pub dest_currency: Currency,
+    pub breakdown: money::QuoteBreakdown,
+    pub beneficiary: Beneficiary,
+    pub status: PayoutStatus,
+    /// The provider's id, once the provider accepted the payout.
+    pub cpn_payment_id: Option<String>,
+    pub events: Vec<AppliedEvent>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Payout {
+    /// The `202` body of the pay endpoint.
+    pub fn accepted_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "paymentId": self.id,
+            "cpnPaymentId": self.cpn_payment_id,
+            "status": PayoutStatus::Pending.as_str(),
+        })
+    }
+
+    /// The record `GET /corridors/{id}/payments/{paymentId}` returns. The account number is
+    /// shown masked (last four digits).
+    pub fn to_api_json(&self) -> serde_json::Value {
+        let b = &self.breakdown;
+        let acct = &self.beneficiary.account_number;
+        let shown = acct.len().saturating_sub(4);
+        serde_json::json!({
+            "paymentId": self.id,
+            "corridorId": self.corridor_id,
+            "cpnPaymentId": self.cpn_payment_id,
+            "status": self.status.as_str(),
+            "quoteId": self.quote_id,
+            "fromAddress": self.from_address,
+            "amountUSDC": money::usdc_string(b.amount),
+            "fxRate": b.fx_rate.to_string(),
+            "destAmount": money::minor_string(b.dest_amount),
+            "destCurrency": self.dest_currency,
+            "fees": b.fees_json(),
+            "beneficiary": {
+                "name": self.beneficiary.name,
+                "bankName": self.beneficiary.bank_name,
+                "accountNumber": format!("{}{}", "*".repeat(shown), &acct[shown..]),
+                "country": self.beneficiary.country,
+                "currency": self.beneficiary.currency,
+            },
+            "lastEvent": self.events.last(),
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        })
+    }
+}
+
+/// What an `Idempotency-Key` of the pay endpoint stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PayIdempotency {
+    pub org_id: String,
+    pub key: String,
+    pub fingerprint: String,
+    pub payment_id: String,
+    /// The `202` body once the provider accepted the payout; `None` while in flight.
+    pub response: Option<String>,
+    pub created_at_unix: i64,
+}

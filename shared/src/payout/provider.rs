@@ -1,0 +1,227 @@
+//! The payout provider behind a trait, and its HTTP client. The built-in sandbox provider (in the
+//! control plane) serves the same HTTP API on its own loopback listener, so paygate always talks
+//! to a provider over HTTP, sandbox or not.
+//!
+//! The API: `POST /v1/quotes`, `POST /v1/payouts` (with `Idempotency-Key` = our payment id: a
+//! retry returns the payout already created), `GET /v1/payouts/by-reference/{reference}`.
+
+use super::{Beneficiary, Currency};
+use crate::money::UsdcAmount;
+use async_trait::async_trait;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A provider's quote: its rate (destination units per USDC), its rail fee and its expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderQuote {
+    pub id: String,
+    pub fx_rate: Decimal,
+    pub rail_fee: UsdcAmount,
+    pub expires_at_unix: i64,
+}
+
+/// What the provider is asked to pay out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PayoutRequest {
+    /// Our payment id: the provider's idempotency reference.
+    pub reference: String,
+    pub quote_id: String,
+    pub dest_currency: Currency,
+    /// USDC the provider receives (the amount less the platform fee), 6-place string.
+    pub source_amount: String,
+    /// What the beneficiary gets, 2-place string.
+    pub dest_amount: String,
+    pub beneficiary: Beneficiary,
+}
+
+/// A payout as the provider knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderPayout {
+    pub id: String,
+    pub reference: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider refused: nothing was created (expired quote, bad request).
+    #[error("provider refused: {0}")]
+    Rejected(String),
+    /// The provider could not be reached or failed: the outcome is unknown; retry with the same
+    /// reference.
+    #[error("provider unavailable: {0}")]
+    Unavailable(String),
+}
+
+#[async_trait]
+pub trait PayoutProvider: Send + Sync + 'static {
+    async fn quote(
+        &self,
+        currency: Currency,
+        amount: UsdcAmount,
+    ) -> Result<ProviderQuote, ProviderError>;
+    /// Creates the payout, or returns the one already created for `req.reference`.
+    async fn create_payout(&self, req: &PayoutRequest) -> Result<ProviderPayout, ProviderError>;
+    async fn find_payout(&self, reference: &str) -> Result<Option<ProviderPayout>, ProviderError>;
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuoteRequestWire {
+    pub dest_currency: Currency,
+    pub source_amount: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuoteWire {
+    pub id: String,
+    pub dest_currency: Currency,
+    pub rate: String,
+    pub rail_fee: String,
+    pub expires_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ErrorWire {
+    pub error: String,
+}
+
+/// The HTTP client of a provider (the sandbox, or a real one speaking the same API).
+pub struct HttpProvider {
+    base: String,
+    api_key: Option<String>,
+    http: reqwest::Client,
+}
+
+impl HttpProvider {
+    pub fn new(base: &str, api_key: Option<String>, timeout: Duration) -> Self {
+        Self {
+            base: base.trim_end_matches('/').to_string(),
+            api_key,
+            http: reqwest::Client::builder()
+                .timeout(timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let rb = self.http.request(method, format!("{}{path}", self.base));
+        match &self.api_key {
+            Some(k) => rb.bearer_auth(k),
+            None => rb,
+        }
+    }
+
+    async fn send(rb: reqwest::RequestBuilder) -> Result<(u16, Vec<u8>), ProviderError> {
+        let resp = rb
+            .send()
+            .await
+            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
+        Ok((status, body.to_vec()))
+    }
+
+    fn failure(status: u16, body: &[u8]) -> ProviderError {
+        let reason = serde_json::from_slice::<ErrorWire>(body)
+            .map(|e| e.error)
+            .unwrap_or_else(|_| format!("HTTP {status}"));
+        if (400..500).contains(&status) && status != 408 && status != 429 {
+            ProviderError::Rejected(reason)
+        } else {
+            ProviderError::Unavailable(reason)
+        }
+    }
+
+    fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ProviderError> {
+        serde_json::from_slice(body)
+            .map_err(|e| ProviderError::Unavailable(format!("unreadable provider answer: {e}")))
+    }
+}
+
+#[async_trait]
+impl PayoutProvider for HttpProvider {
+    async fn quote(
+        &self,
+        currency: Currency,
+        amount: UsdcAmount,
+    ) -> Result<ProviderQuote, ProviderError> {
+        let req = QuoteRequestWire {
+            dest_currency: currency,
+            source_amount: super::money::usdc_string(amount),
+        };
+        let (status, body) =
+            Self::send(self.request(reqwest::Method::POST, "/v1/quotes").json(&req)).await?;
+        if !(200..300).contains(&status) {
+            return Err(Self::failure(status, &body));
+        }
+        let q: QuoteWire = Self::parse(&body)?;
+        let bad =
+            |what: &str| ProviderError::Unavailable(format!("provider quote has a bad {what}"));
+        let fx_rate = Decimal::from_str_exact(&q.rate)
+            .ok()
+            .filter(|r| *r > Decimal::ZERO)
+            .ok_or_else(|| bad("rate"))?;
+        let rail_fee = super::money::parse_amount(&q.rail_fee)
+            .or_else(|e| match e {
+                super::money::AmountError::NotPositive => Ok(UsdcAmount(0)),
+                other => Err(other),
+            })
+            .map_err(|_| bad("railFee"))?;
+        let expires = time::OffsetDateTime::parse(
+            &q.expires_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map_err(|_| bad("expiresAt"))?;
+        if q.dest_currency != currency {
+            return Err(bad("currency"));
+        }
+        Ok(ProviderQuote {
+            id: q.id,
+            fx_rate,
+            rail_fee,
+            expires_at_unix: expires.unix_timestamp(),
+        })
+    }
+
+    async fn create_payout(&self, req: &PayoutRequest) -> Result<ProviderPayout, ProviderError> {
+        let rb = self
+            .request(reqwest::Method::POST, "/v1/payouts")
+            .header("Idempotency-Key", &req.reference)
+            .json(req);
+        let (status, body) = Self::send(rb).await?;
+        if !(200..300).contains(&status) {
+            return Err(Self::failure(status, &body));
+        }
+        let p: ProviderPayout = Self::parse(&body)?;
+        if p.reference != req.reference || p.id.is_empty() {
+            return Err(ProviderError::Unavailable(
+                "provider answered for another payout".into(),
+            ));
+        }
+        Ok(p)
+    }
+
+    async fn find_payout(&self, reference: &str) -> Result<Option<ProviderPayout>, ProviderError> {
+        let path = format!("/v1/payouts/by-reference/{}", urlencode(reference));
+        let (status, body) = Self::send(self.request(reqwest::Method::GET, &path)).await?;
+        match status {
+            200..=299 => Ok(Some(Self::parse(&body)?)),
+            404 => Ok(None),
+            _ => Err(Self::failure(status, &body)),
+        }
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
