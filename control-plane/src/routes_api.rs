@@ -293,7 +293,7 @@ pub async fn create(
     }
     state
         .table
-        .refresh_org(state.store.as_ref(), &org.id)
+        .refresh_route(state.store.as_ref(), &org.id, &route.id)
         .await?;
     tracing::info!(org = %org.slug, route = %route.id, path = %route.path, "route created");
     Ok((StatusCode::CREATED, Json(body)).into_response())
@@ -358,7 +358,7 @@ pub async fn update(
             Ok(()) => {
                 state
                     .table
-                    .refresh_org(state.store.as_ref(), &org.id)
+                    .refresh_route(state.store.as_ref(), &org.id, &id)
                     .await?;
                 tracing::info!(org = %org.slug, route = %id, "route updated");
                 return Ok(Json(out).into_response());
@@ -390,7 +390,7 @@ pub async fn delete(
     }
     state
         .table
-        .refresh_org(state.store.as_ref(), &auth.org.id)
+        .refresh_route(state.store.as_ref(), &auth.org.id, &id)
         .await?;
     tracing::info!(org = %auth.org.slug, route = %id, "route deleted");
     Ok(StatusCode::NO_CONTENT.into_response())

@@ -304,6 +304,45 @@ impl RouteTable {
     /// serves the change when the client hears of it.
     pub async fn refresh_org(&self, store: &dyn Store, org_id: &str) -> StoreResult<()> {
         let _guard = self.writer.lock().await;
+        self.reload_org(store, org_id).await
+    }
+
+    /// Re-reads one route of an organisation (created, changed or deleted) and publishes a new
+    /// snapshot. Only that route's entry is rebuilt (its challenge re-rendered); the others are
+    /// shared with the previous snapshot, so a change costs the same with 10 routes or 10,000.
+    pub async fn refresh_route(
+        &self,
+        store: &dyn Store,
+        org_id: &str,
+        route_id: &str,
+    ) -> StoreResult<()> {
+        let _guard = self.writer.lock().await;
+        let old = self.current.load_full();
+        let (Some(org), Some(existing)) = (
+            store.get_org(org_id).await?,
+            old.by_slug.values().find(|o| &*o.org_id == org_id),
+        ) else {
+            return self.reload_org(store, org_id).await;
+        };
+        let route = store.get_route(org_id, route_id).await?;
+        let mut routes = existing.routes.clone();
+        routes.retain(|_, e| &*e.id != route_id);
+        if let Some(r) = route.filter(|r| r.active) {
+            let path = r.path.clone();
+            let entry = self.ctx.entry(&org.slug, r, org.receiver_wallet, false);
+            routes.insert(path, Arc::new(entry));
+        }
+        let mut fresh = self.ctx.org_routes(&org, Vec::new());
+        fresh.routes = routes;
+        let mut by_slug = old.by_slug.clone();
+        by_slug.retain(|_, o| &*o.org_id != org_id);
+        by_slug.insert(org.slug.clone(), Arc::new(fresh));
+        self.current.store(Arc::new(Snapshot { by_slug }));
+        let _ = self.changes.send(Arc::from(org_id));
+        Ok(())
+    }
+
+    async fn reload_org(&self, store: &dyn Store, org_id: &str) -> StoreResult<()> {
         let org = store.get_org(org_id).await?;
         let fresh = match org {
             Some(org) => {

@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""`make bench`: paygate next to nginx on this machine, measured side by side, written to
+BENCHMARKS.md. Every figure is also a ratio against a baseline measured in the same run.
+
+Servers (nginx, paygate, the trivial upstream) are pinned to CPU 0 and the load generator (wrk)
+to CPU 1, so they do not compete for a core. Each comparison is repeated --reps times,
+interleaved, and reported as min / median / max.
+"""
+
+import argparse
+import base64
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ADMIN = "bench-admin-token"
+RECEIVER = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def pin(core):
+    return ["taskset", "-c", str(core)] if shutil.which("taskset") else []
+
+
+def wait_http(url, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return
+        except Exception:
+            time.sleep(0.05)
+    sys.exit(f"{url} did not come up")
+
+
+def call(base, method, path, token, body=None, headers=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        req.add_header("content-type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null"), r.headers
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null"), e.headers
+
+
+class Nginx:
+    def __init__(self, work, name, server_block):
+        self.dir = os.path.join(work, name)
+        os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
+        conf = f"""
+worker_processes 1;
+daemon off;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/logs/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path {self.dir}/body;
+  proxy_temp_path {self.dir}/proxy;
+  fastcgi_temp_path {self.dir}/fastcgi;
+  uwsgi_temp_path {self.dir}/uwsgi;
+  scgi_temp_path {self.dir}/scgi;
+  {server_block}
+}}
+"""
+        path = os.path.join(self.dir, "nginx.conf")
+        open(path, "w").write(conf)
+        self.proc = subprocess.Popen(
+            pin(0) + ["nginx", "-c", path, "-p", self.dir],
+            stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(self.dir, "stderr.log"), "w"),
+        )
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+class Paygate:
+    def __init__(self, binary, work, name, extra_env=None):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.dir = os.path.join(work, name)
+        os.makedirs(self.dir, exist_ok=True)
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "PAYGATE__SERVER__LISTEN": f"127.0.0.1:{self.port}",
+            "PAYGATE__SERVER__THREADS": "1",
+            "PAYGATE__STORAGE__PATH": os.path.join(self.dir, "data"),
+            "PAYGATE_ADMIN_TOKEN": ADMIN,
+            "PAYGATE_LOG": "warn",
+            "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS": '["127.0.0.0/8"]',
+            "PAYGATE__NETWORKS__BASE__RPC_URL": "",
+        }
+        env.update(extra_env or {})
+        self.proc = subprocess.Popen(
+            pin(0) + [binary, "serve"],
+            env=env,
+            stdout=open(os.path.join(self.dir, "log"), "w"),
+            stderr=subprocess.STDOUT,
+        )
+        wait_http(self.base + "/healthz")
+
+    def org(self, slug):
+        s, body, _ = call(self.base, "POST", "/admin/orgs", ADMIN, {"slug": slug, "receiverWallet": RECEIVER})
+        assert s == 201, body
+        return body["apiKey"]
+
+    def route(self, key, path, target, streaming=False):
+        s, body, _ = call(
+            self.base,
+            "POST",
+            "/api/routes",
+            key,
+            {"path": path, "priceUSD": 0.01, "targetUrl": target, "network": "base-sepolia", "streaming": streaming},
+        )
+        assert s == 201, body
+        return body
+
+    def rss_kb(self):
+        for line in open(f"/proc/{self.proc.pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+def wrk(url, conns, duration, headers=()):
+    cmd = pin(1) + ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency"]
+    for h in headers:
+        cmd += ["-H", h]
+    out = subprocess.run(cmd + [url], capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+    def pct(p):
+        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        return float(m.group(1)) * UNITS[m.group(2)]
+
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    return {
+        "rps": rps,
+        "p50": pct(50),
+        "p99": pct(99),
+        "non2xx": int(non2xx.group(1)) if non2xx else 0,
+        "errors": errors.group(1) if errors else "",
+        "cmd": " ".join(cmd[len(pin(1)) :] + [url]),
+    }
+
+
+def spread(xs):
+    return (min(xs), statistics.median(xs), max(xs))
+
+
+def fmt3(t, digits=0):
+    f = f"{{:,.{digits}f}}"
+    return " / ".join(f.format(x) for x in t)
+
+
+def ttfb_ms(host, port, path, headers, n):
+    """Time from sending a request to the first byte of the response body, n sequential times."""
+    out = []
+    req = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n" + "".join(f"{h}\r\n" for h in headers) + "Connection: close\r\n\r\n"
+    for _ in range(n):
+        s = socket.create_connection((host, port))
+        t0 = time.perf_counter()
+        s.sendall(req.encode())
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65536)
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        if not rest:
+            rest = s.recv(65536)
+        t1 = time.perf_counter()
+        s.close()
+        out.append((t1 - t0) * 1000)
+    return statistics.median(out)
+
+
+def criterion_ns(name):
+    # criterion names its directories after the benchmark id with '/' replaced by '_'.
+    path = os.path.join(ROOT, "target", "criterion", name.replace("/", "_"), "new", "estimates.json")
+    return json.load(open(path))["median"]["point_estimate"]
+
+
+def machine():
+    cpu = "unknown"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = open("/proc/meminfo").readline().split()[1]
+    nginx = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()
+    wrk_v = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "mem_gib": round(int(mem) / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "nginx": nginx,
+        "wrk": wrk_v,
+        "commit": commit,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--paygate", required=True)
+    ap.add_argument("--bench-paygate", required=True, help="built with --features bench")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=8)
+    ap.add_argument("--conns", type=int, default=64)
+    ap.add_argument("--routes", type=int, default=10000)
+    ap.add_argument("--stream-mib", type=int, default=1024)
+    ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="paygate-bench-")
+    procs = []
+    try:
+        results = run(a, work, procs)
+    finally:
+        for p in procs:
+            try:
+                p.stop()
+            except Exception:
+                pass
+        shutil.rmtree(work, ignore_errors=True)
+    write_report(a, results)
+
+
+def run(a, work, procs):
+    r = {"machine": machine()}
+    # The trivial upstream: nginx answering 200 "ok" (and a 1 GiB file, and a tiny SSE body).
+    big = os.path.join(work, "big.bin")
+    with open(big, "wb") as f:
+        f.truncate(a.stream_mib * 1024 * 1024)
+    up_port = free_port()
+    upstream = Nginx(
+        work,
+        "upstream",
+        f"""server {{ listen 127.0.0.1:{up_port};
+            location = /big {{ alias {big}; }}
+            location = /sse {{ default_type text/event-stream; return 200 "data: hello\\n\\n"; }}
+            location / {{ return 200 "ok"; }} }}""",
+    )
+    procs.append(upstream)
+    up = f"http://127.0.0.1:{up_port}"
+    wait_http(up + "/")
+
+    gw = Paygate(a.paygate, work, "paygate")
+    procs.append(gw)
+    key = gw.org("bench")
+    gw.route(key, "/r", up + "/")
+    # The challenge paygate renders, copied byte for byte into nginx's `return 402`.
+    try:
+        urllib.request.urlopen(gw.base + "/gateway/bench/r")
+        sys.exit("expected a 402")
+    except urllib.error.HTTPError as e:
+        body = e.read().decode()
+        xreq = e.headers["X-Payment-Requirements"]
+        preq = e.headers["PAYMENT-REQUIRED"]
+    assert "'" not in body + xreq + preq
+    n402_port = free_port()
+    n402 = Nginx(
+        work,
+        "nginx402",
+        f"""server {{ listen 127.0.0.1:{n402_port};
+            location / {{ default_type application/json;
+              add_header X-Payment-Requirements '{xreq}' always;
+              add_header PAYMENT-REQUIRED '{preq}' always;
+              return 402 '{body}'; }} }}""",
+    )
+    procs.append(n402)
+    nproxy_port = free_port()
+    nproxy = Nginx(
+        work,
+        "nginxproxy",
+        f"""upstream up {{ server 127.0.0.1:{up_port}; keepalive 128; }}
+            server {{ listen 127.0.0.1:{nproxy_port};
+            location / {{ proxy_pass http://up; proxy_http_version 1.1;
+                          proxy_set_header Connection ""; }} }}""",
+    )
+    procs.append(nproxy)
+    bgw = Paygate(a.bench_paygate, work, "paygate-bench")
+    procs.append(bgw)
+    bkey = bgw.org("bench")
+    bgw.route(bkey, "/r", up + "/")
+    bgw.route(bkey, "/sse", up + "/sse", streaming=True)
+    bgw.route(bkey, "/big", up + "/big", streaming=True)
+    wait_http(f"http://127.0.0.1:{n402_port}/")
+    wait_http(f"http://127.0.0.1:{nproxy_port}/")
+
+    free = ["x-paygate-bench-free: 1"]
+    targets = {
+        "nginx_402": (f"http://127.0.0.1:{n402_port}/gateway/bench/r", []),
+        "paygate_402": (gw.base + "/gateway/bench/r", []),
+        "paygate_404": (gw.base + "/gateway/bench/nope", []),
+        "direct": (up + "/", []),
+        "nginx_proxy": (f"http://127.0.0.1:{nproxy_port}/", []),
+        "paygate_proxy": (bgw.base + "/gateway/bench/r", free),
+    }
+    for url, h in targets.values():
+        wrk(url, a.conns, 2, h)  # warm-up
+    runs = {k: [] for k in targets}
+    for rep in range(a.reps):
+        for name, (url, h) in targets.items():
+            res = wrk(url, a.conns, a.duration, h)
+            runs[name].append(res)
+            print(f"rep {rep + 1} {name:14s} {res['rps']:>10,.0f} req/s  p50 {res['p50']:.3f} ms  p99 {res['p99']:.3f} ms", flush=True)
+    r["http"] = runs
+
+    # Streaming: added time to first byte, and memory while 1 GiB flows through.
+    r["ttfb_direct_ms"] = ttfb_ms("127.0.0.1", up_port, "/sse", [], 200)
+    r["ttfb_paygate_ms"] = ttfb_ms("127.0.0.1", bgw.port, "/gateway/bench/sse", free, 200)
+    base_rss = bgw.rss_kb()
+    peak = [base_rss]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak.append(bgw.rss_kb())
+            time.sleep(0.05)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        ["curl", "-s", "-o", "/dev/null", "-w", "%{size_download}", "-H", free[0], bgw.base + "/gateway/bench/big"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    secs = time.perf_counter() - t0
+    done.set()
+    t.join()
+    r["stream"] = {
+        "bytes": int(out.stdout),
+        "seconds": secs,
+        "rss_before_kb": base_rss,
+        "rss_peak_kb": max(peak),
+    }
+
+    # Control plane: a PATCH's 200 vs the proxy serving the change; management throughput.
+    s, routes, _ = call(gw.base, "GET", "/api/routes", key)
+    rid = routes[0]["id"]
+    seen = 0
+    trials = 100
+    for i in range(trials):
+        price = round(0.02 + i / 1000, 3)
+        s, _, _ = call(gw.base, "PATCH", f"/api/routes/{rid}", key, {"priceUSD": price})
+        assert s == 200
+        try:
+            urllib.request.urlopen(gw.base + "/gateway/bench/r")
+        except urllib.error.HTTPError as e:
+            doc = json.loads(base64.b64decode(e.headers["PAYMENT-REQUIRED"]))
+            if doc["accepts"][0]["amount"] == str(round(price * 1_000_000)):
+                seen += 1
+    r["propagation"] = {"trials": trials, "seen_on_first_request": seen}
+    t0 = time.perf_counter()
+    for i in range(a.routes):
+        s, body, _ = call(
+            gw.base,
+            "POST",
+            "/api/routes",
+            key,
+            {"path": f"/bulk/{i}", "priceUSD": 0.01, "targetUrl": up + "/", "network": "base-sepolia"},
+        )
+        assert s == 201, body
+    r["create_per_s"] = a.routes / (time.perf_counter() - t0)
+    r["mgmt_get"] = [
+        wrk(gw.base + f"/api/routes/{rid}", 16, a.duration, [f"Authorization: Bearer {key}"]) for _ in range(a.reps)
+    ]
+    r["mgmt_402_after"] = wrk(gw.base + "/gateway/bench/r", a.conns, a.duration)
+
+    # Verification cost (criterion estimates from `cargo bench --bench verify`).
+    names = [
+        "payment/decode_hash_recover",
+        "payment/eip712_hash",
+        "recover/libsecp256k1_bare",
+        "recover/k256",
+        "challenge/render",
+    ]
+    r["criterion"] = {n: criterion_ns(n) for n in names}
+    with open(os.path.join(ROOT, "target", "bench-results.json"), "w") as f:
+        json.dump(r, f, indent=1)
+    return r
+
+
+def write_report(a, r):
+    m = r["machine"]
+    runs = r["http"]
+
+    def col(name, key):
+        return [x[key] for x in runs[name]]
+
+    def ratio(num, den, key):
+        return [n[key] / d[key] for n, d in zip(runs[num], runs[den])]
+
+    lines = []
+    w = lines.append
+    w("# Benchmarks")
+    w("")
+    w(f"Produced by `make bench` (`python3 benches/run.py --reps {a.reps} --duration {a.duration} --conns {a.conns}`")
+    w(f"plus `cargo bench --bench verify`) at commit `{m['commit']}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.")
+    w("")
+    w(f"Machine: {m['cpu']}, {m['cores']} cores, {m['mem_gib']} GiB, Linux {m['kernel']}; {m['nginx']}; {m['wrk']}.")
+    w("Servers (nginx with `worker_processes 1`, paygate with `server.threads = 1`, the upstream) run on")
+    w("CPU 0, the load generator on CPU 1 (`taskset`). Access logs off on both sides (paygate `PAYGATE_LOG=warn`).")
+    w(f"Load: `wrk -t1 -c{a.conns} -d{a.duration}s --latency`, each target {a.reps} times, interleaved;")
+    w("figures are min / median / max over the repetitions. Ratios are computed per repetition (same")
+    w("moment, same machine) and then summarised.")
+    w("")
+    w("## HTTP paths")
+    w("")
+    w("| target | what | req/s | p50 ms | p99 ms |")
+    w("|---|---|---|---|---|")
+    what = {
+        "nginx_402": "nginx `return 402` with paygate's exact challenge body and headers",
+        "paygate_402": "paygate: unpaid request to a paid route (challenge)",
+        "paygate_404": "paygate: unknown route (`ROUTE_NOT_FOUND`)",
+        "direct": "the trivial upstream, hit directly",
+        "nginx_proxy": "nginx `proxy_pass` (keepalive) to the upstream",
+        "paygate_proxy": "paygate forwarding to the upstream, payment step taken out (bench build)",
+    }
+    for name in runs:
+        w(f"| `{name}` | {what[name]} | {fmt3(spread(col(name, 'rps')))} | {fmt3(spread(col(name, 'p50')), 3)} | {fmt3(spread(col(name, 'p99')), 3)} |")
+    w("")
+    w("Exact commands (ports vary per run):")
+    w("")
+    for name in runs:
+        w(f"- `{name}`: `{runs[name][0]['cmd']}`")
+    w("")
+    rps402 = spread(ratio("paygate_402", "nginx_402", "rps"))
+    p99402 = spread(ratio("paygate_402", "nginx_402", "p99"))
+    rps404 = spread(ratio("paygate_404", "nginx_402", "rps"))
+    rpsprox = spread(ratio("paygate_proxy", "nginx_proxy", "rps"))
+    added50 = spread([(p - d) * 1000 for p, d in zip(col("paygate_proxy", "p50"), col("direct", "p50"))])
+    added50n = spread([(p - d) * 1000 for p, d in zip(col("nginx_proxy", "p50"), col("direct", "p50"))])
+    added99 = spread([(p - d) * 1000 for p, d in zip(col("paygate_proxy", "p99"), col("direct", "p99"))])
+    w("## Ratios against the baselines (min / median / max)")
+    w("")
+    w("| figure | measured | target | met |")
+    w("|---|---|---|---|")
+    w(f"| unpaid 402 req/s, paygate / nginx | {fmt3(rps402, 2)} | >= 1.0 | {'yes' if rps402[1] >= 1.0 else 'no'} |")
+    w(f"| unpaid 402 p99, paygate / nginx | {fmt3(p99402, 2)} | <= 1.2 | {'yes' if p99402[1] <= 1.2 else 'no'} |")
+    w(f"| 404 req/s, paygate / nginx 402 | {fmt3(rps404, 2)} | (reported) | |")
+    w(f"| proxied req/s, paygate / nginx proxy_pass | {fmt3(rpsprox, 2)} | >= 0.9 | {'yes' if rpsprox[1] >= 0.9 else 'no'} |")
+    w(f"| added p50 over direct, paygate (us) | {fmt3(added50)} | <= 100 | {'yes' if added50[1] <= 100 else 'no'} |")
+    w(f"| added p50 over direct, nginx proxy_pass (us) | {fmt3(added50n)} | (baseline) | |")
+    w(f"| added p99 over direct, paygate (us) | {fmt3(added99)} | (reported) | |")
+    w("")
+    c = r["criterion"]
+    w("## Verification cost (criterion, median per operation)")
+    w("")
+    w("| operation | time |")
+    w("|---|---|")
+    for n, ns in c.items():
+        w(f"| `{n}` | {ns / 1000:.2f} us |")
+    vr = c["payment/decode_hash_recover"] / c["recover/libsecp256k1_bare"]
+    kr = c["recover/k256"] / c["recover/libsecp256k1_bare"]
+    w("")
+    w(f"- decode + EIP-712 hash + recovery / bare libsecp256k1 recovery: **{vr:.2f}x** (target <= 1.3x: {'met' if vr <= 1.3 else 'missed'}).")
+    w(f"- k256 recovery / libsecp256k1 recovery: {kr:.2f}x (paygate uses libsecp256k1 through alloy-primitives' `secp256k1` feature).")
+    w("")
+    s = r["stream"]
+    w("## Streaming")
+    w("")
+    added_ttfb = r["ttfb_paygate_ms"] - r["ttfb_direct_ms"]
+    w(f"- Time to first byte on a streaming route (median of 200 sequential requests, new connection each):")
+    w(f"  direct {r['ttfb_direct_ms']:.3f} ms, through paygate {r['ttfb_paygate_ms']:.3f} ms: added **{added_ttfb:.3f} ms** (target <= 1 ms: {'met' if added_ttfb <= 1 else 'missed'}).")
+    growth_mb = (s["rss_peak_kb"] - s["rss_before_kb"]) / 1024
+    w(f"- {s['bytes'] / 2**30:.2f} GiB streamed through paygate in {s['seconds']:.1f} s ({s['bytes'] / 2**20 / s['seconds']:.0f} MiB/s):")
+    w(f"  RSS {s['rss_before_kb'] / 1024:.1f} MiB before, peak {s['rss_peak_kb'] / 1024:.1f} MiB: growth **{growth_mb:.1f} MiB** (target <= 20 MiB: {'met' if growth_mb <= 20 else 'missed'}).")
+    w("")
+    p = r["propagation"]
+    w("## Control plane")
+    w("")
+    w(f"- Route change propagation: {p['seen_on_first_request']}/{p['trials']} PATCHes of a route's price were served by the proxy")
+    w("  on the very first request sent after the PATCH's `200` (the table is republished before the API answers: zero by design).")
+    mg = [x["rps"] for x in r["mgmt_get"]]
+    w(f"- With {a.routes:,} routes stored: `GET /api/routes/{{id}}` {fmt3(spread(mg))} req/s (wrk -c16);")
+    w(f"  route creation (sequential, each durable before its `201`) {r['create_per_s']:,.0f} routes/s;")
+    w(f"  unpaid 402 with {a.routes:,} routes in the table: {r['mgmt_402_after']['rps']:,.0f} req/s.")
+    w("")
+    w("## Not measured here")
+    w("")
+    w("- The paid path (verify + settle + proxy on anvil) and its x402-axum peer are not in this run yet;")
+    w("  see the notes on issue 7.")
+    w("")
+    open(a.out, "w").write("\n".join(lines) + "\n")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
