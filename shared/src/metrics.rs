@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// How a gateway request ended, for the counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// `402` with a challenge because no payment came.
     Challenge,
@@ -163,43 +163,6 @@ impl Prom {
             facilitator_latency_ms,
         }
     }
-
-    fn record(&self, e: &RequestEvent) {
-        let route = RouteLabels {
-            org: e.org_id.to_string(),
-            route: e.route_id.to_string(),
-        };
-        self.requests
-            .get_or_create(&OutcomeLabels {
-                org: route.org.clone(),
-                route: route.route.clone(),
-                outcome: e.outcome.as_str().into(),
-                status_class: format!("{}xx", e.status / 100),
-            })
-            .inc();
-        if let Some(us) = e.challenge_us {
-            self.challenge_seconds
-                .get_or_create(&route)
-                .observe(us as f64 / 1e6);
-        }
-        if let Some(ms) = e.settle_ms {
-            self.settle_seconds
-                .get_or_create(&route)
-                .observe(ms as f64 / 1e3);
-        }
-        if e.revenue > 0 {
-            self.revenue.get_or_create(&route).inc_by(e.revenue);
-        }
-        if let Some(s) = e.upstream_status {
-            self.upstream
-                .get_or_create(&UpstreamLabels {
-                    org: route.org,
-                    route: route.route,
-                    class: format!("{}xx", s / 100),
-                })
-                .inc();
-        }
-    }
 }
 
 /// Facilitator health as last probed.
@@ -234,6 +197,99 @@ fn bucket_of(e: &RequestEvent) -> MetricBucket {
     }
 }
 
+/// How long a finished request may wait in the channel before it is counted.
+pub const DRAIN_EVERY: Duration = Duration::from_millis(50);
+
+/// One drained batch of events, folded by Prometheus series.
+#[derive(Default)]
+struct Batch {
+    requests: HashMap<(Arc<str>, Arc<str>, Outcome, u16), u64>,
+    challenge: HashMap<(Arc<str>, Arc<str>), Vec<u64>>,
+    settle: HashMap<(Arc<str>, Arc<str>), Vec<u64>>,
+    revenue: HashMap<(Arc<str>, Arc<str>), u64>,
+    upstream: HashMap<(Arc<str>, Arc<str>, u16), u64>,
+}
+
+impl Batch {
+    /// Takes every queued event; `false` once the channel is closed and empty.
+    fn drain(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<RequestEvent>,
+        pending: &mut HashMap<(Arc<str>, u64), MetricBucket>,
+    ) -> bool {
+        loop {
+            match rx.try_recv() {
+                Ok(e) => {
+                    pending
+                        .entry((e.org_id.clone(), e.at / 60))
+                        .or_default()
+                        .merge(&bucket_of(&e));
+                    let series = (e.org_id.clone(), e.route_id.clone());
+                    *self
+                        .requests
+                        .entry((e.org_id, e.route_id, e.outcome, e.status / 100))
+                        .or_default() += 1;
+                    if let Some(us) = e.challenge_us {
+                        self.challenge.entry(series.clone()).or_default().push(us);
+                    }
+                    if let Some(ms) = e.settle_ms {
+                        self.settle.entry(series.clone()).or_default().push(ms);
+                    }
+                    if e.revenue > 0 {
+                        *self.revenue.entry(series.clone()).or_default() += e.revenue;
+                    }
+                    if let Some(s) = e.upstream_status {
+                        *self
+                            .upstream
+                            .entry((series.0, series.1, s / 100))
+                            .or_default() += 1;
+                    }
+                }
+                Err(mpsc::error::TryRecvError::Empty) => return true,
+                Err(mpsc::error::TryRecvError::Disconnected) => return false,
+            }
+        }
+    }
+
+    /// Adds the batch to the Prometheus families and empties it.
+    fn apply(&mut self, prom: &Prom) {
+        let labels = |org: &str, route: &str| RouteLabels {
+            org: org.to_string(),
+            route: route.to_string(),
+        };
+        for ((org, route, outcome, class), n) in self.requests.drain() {
+            prom.requests
+                .get_or_create(&OutcomeLabels {
+                    org: org.to_string(),
+                    route: route.to_string(),
+                    outcome: outcome.as_str().into(),
+                    status_class: format!("{class}xx"),
+                })
+                .inc_by(n);
+        }
+        for ((org, route), v) in self.challenge.drain() {
+            let h = prom.challenge_seconds.get_or_create(&labels(&org, &route));
+            v.iter().for_each(|us| h.observe(*us as f64 / 1e6));
+        }
+        for ((org, route), v) in self.settle.drain() {
+            let h = prom.settle_seconds.get_or_create(&labels(&org, &route));
+            v.iter().for_each(|ms| h.observe(*ms as f64 / 1e3));
+        }
+        for ((org, route), n) in self.revenue.drain() {
+            prom.revenue.get_or_create(&labels(&org, &route)).inc_by(n);
+        }
+        for ((org, route, class), n) in self.upstream.drain() {
+            prom.upstream
+                .get_or_create(&UpstreamLabels {
+                    org: org.to_string(),
+                    route: route.to_string(),
+                    class: format!("{class}xx"),
+                })
+                .inc_by(n);
+        }
+    }
+}
+
 impl Metrics {
     pub fn new() -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -257,25 +313,30 @@ impl Metrics {
 
     /// Runs the aggregator until the channel closes: counts into Prometheus and per-minute
     /// buckets, merging buckets into the store every `flush_every` (and on exit).
+    ///
+    /// The channel is drained on a short timer rather than awaited per event: a receiver that
+    /// waits would be woken (a cross-thread wake-up and a context switch) by every request the
+    /// proxy answers. Events wait at most [`DRAIN_EVERY`] before they count; the drained batch
+    /// is folded by label set first, so Prometheus is touched once per distinct series.
     pub async fn run_aggregator(self: Arc<Self>, store: Arc<dyn Store>, flush_every: Duration) {
         let Some(mut rx) = self.rx.lock().ok().and_then(|mut r| r.take()) else {
             return;
         };
         let mut pending: HashMap<(Arc<str>, u64), MetricBucket> = HashMap::new();
-        let mut tick = tokio::time::interval(flush_every);
+        let mut flush = tokio::time::interval(flush_every);
+        let mut drain = tokio::time::interval(DRAIN_EVERY);
+        drain.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut batch = Batch::default();
         loop {
             tokio::select! {
-                ev = rx.recv() => match ev {
-                    Some(e) => {
-                        self.prom.record(&e);
-                        pending
-                            .entry((e.org_id.clone(), e.at / 60))
-                            .or_default()
-                            .merge(&bucket_of(&e));
+                _ = drain.tick() => {
+                    let open = batch.drain(&mut rx, &mut pending);
+                    batch.apply(&self.prom);
+                    if !open {
+                        break;
                     }
-                    None => break,
-                },
-                _ = tick.tick() => Self::flush(store.as_ref(), &mut pending).await,
+                }
+                _ = flush.tick() => Self::flush(store.as_ref(), &mut pending).await,
             }
         }
         Self::flush(store.as_ref(), &mut pending).await;

@@ -11,7 +11,9 @@ pub fn normalize(input: &str) -> Result<String, &'static str> {
     if trimmed.is_empty() {
         return Err("must not be empty");
     }
-    if input.len() > MAX_PATH_LEN {
+    // The stored form's length: the leading `/` is added back (found by fuzzing: a 512-byte path
+    // given without it was stored as 513 bytes, which the next update then refused).
+    if trimmed.len() + 1 > MAX_PATH_LEN {
         return Err("must be at most 512 characters");
     }
     if input.starts_with("//") {
@@ -73,6 +75,26 @@ fn percent_escapes_valid(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (cargo fuzz, route_path target): the length limit applies to the stored form,
+    /// so whatever `normalize` returns normalises again to itself.
+    #[test]
+    fn length_limit_is_on_the_stored_form() {
+        let a511 = "a".repeat(511);
+        let stored = normalize(&a511).unwrap();
+        assert_eq!(stored.len(), MAX_PATH_LEN);
+        assert_eq!(normalize(&stored).unwrap(), stored);
+        assert_eq!(normalize(&format!("{stored}/")).unwrap(), stored);
+        assert!(normalize(&"a".repeat(512)).is_err());
+        let crash = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fuzz/regressions/route_path-512-bytes-without-leading-slash"
+        ))
+        .unwrap();
+        if let Ok(n) = normalize(&crash) {
+            assert_eq!(normalize(&n), Ok(n.clone()));
+        }
+    }
 
     #[test]
     fn accepted_forms() {

@@ -156,12 +156,20 @@ impl PaymentRequirements {
 /// only copies bytes.
 #[derive(Debug, Clone)]
 pub struct Challenge {
-    /// JSON of the v1 requirement, for the `X-Payment-Requirements` header.
-    pub requirements_header: String,
+    /// JSON of the v1 requirement, for the `X-Payment-Requirements` header. Rendered once per
+    /// route change; a clone per request is a reference-count increment.
+    pub requirements_header: http::HeaderValue,
     /// Base64 JSON of the v2 `PaymentRequired`, for the `PAYMENT-REQUIRED` header.
-    pub payment_required_header: String,
+    pub payment_required_header: http::HeaderValue,
     /// The v1 JSON body `{x402Version: 1, error, accepts}`.
     pub body: bytes::Bytes,
+}
+
+/// A rendered header value. JSON from serde_json has no control characters, so this cannot
+/// fail; an empty value stands in if it ever did.
+fn header_value(s: String) -> http::HeaderValue {
+    http::HeaderValue::from_maybe_shared(bytes::Bytes::from(s))
+        .unwrap_or_else(|_| http::HeaderValue::from_static(""))
 }
 
 /// The `error` text of a challenge sent because no payment came with the request.
@@ -191,8 +199,8 @@ impl Challenge {
         let payment_required_header = base64::engine::general_purpose::STANDARD
             .encode(serde_json::to_vec(&v2_doc).unwrap_or_default());
         Self {
-            requirements_header,
-            payment_required_header,
+            requirements_header: header_value(requirements_header),
+            payment_required_header: header_value(payment_required_header),
             body: body.into(),
         }
     }
@@ -240,7 +248,8 @@ mod tests {
         assert_eq!(a["extra"]["name"], "USDC");
         assert_eq!(a["extra"]["version"], "2");
         assert!(a.get("outputSchema").is_none(), "no null outputSchema");
-        let header: serde_json::Value = serde_json::from_str(&c.requirements_header).unwrap();
+        let header: serde_json::Value =
+            serde_json::from_str(c.requirements_header.to_str().unwrap()).unwrap();
         assert_eq!(&header, a);
     }
 
@@ -248,7 +257,7 @@ mod tests {
     fn v2_header_uses_caip2_and_amount() {
         let c = Challenge::render(&req("base"), NO_PAYMENT_ERROR);
         let raw = base64::engine::general_purpose::STANDARD
-            .decode(&c.payment_required_header)
+            .decode(c.payment_required_header.as_bytes())
             .unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&raw).unwrap();
         assert_eq!(doc["x402Version"], 2);
