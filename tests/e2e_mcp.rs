@@ -240,22 +240,7 @@ async fn python_sdk_over_sse_pays_and_hears_about_route_changes() {
     assert_eq!(s.chain.balance(payer).await, before - PRICE);
 
     assert_eq!(next_json(&mut lines).await["event"], "ready");
-    let routes: Value =
-        s.gw.api(&s.key, Method::GET, "/api/routes", None)
-            .await
-            .json()
-            .await
-            .unwrap();
-    let id = routes[0]["id"].as_str().unwrap().to_string();
-    let r =
-        s.gw.api(
-            &s.key,
-            Method::PATCH,
-            &format!("/api/routes/{id}"),
-            Some(json!({"description": "Echoes, now described better"})),
-        )
-        .await;
-    assert_eq!(r.status(), 200);
+    describe_first_route(&s, "Echoes, now described better").await;
     let changed = next_json(&mut lines).await;
     assert_eq!(changed["event"], "list_changed", "{changed}");
     let tools = next_json(&mut lines).await;
@@ -267,6 +252,26 @@ async fn python_sdk_over_sse_pays_and_hears_about_route_changes() {
     assert!(status.success());
 }
 
+/// PATCHes the description of the org's first route (the one `setup` made).
+async fn describe_first_route(s: &Setup, description: &str) {
+    let routes: Value =
+        s.gw.api(&s.key, Method::GET, "/api/routes", None)
+            .await
+            .json()
+            .await
+            .unwrap();
+    let id = routes[0]["id"].as_str().unwrap();
+    let r =
+        s.gw.api(
+            &s.key,
+            Method::PATCH,
+            &format!("/api/routes/{id}"),
+            Some(json!({ "description": description })),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+}
+
 #[tokio::test]
 async fn rust_client_receives_list_changed_on_patch() {
     let s = setup(5, &[]).await;
@@ -274,20 +279,7 @@ async fn rust_client_receives_list_changed_on_patch() {
     let changed = watcher.changed.clone();
     let client = rust_client_with(&s.gw, &s.key, watcher).await.unwrap();
     assert_eq!(client.list_all_tools().await.unwrap().len(), 1);
-    let routes: Value =
-        s.gw.api(&s.key, Method::GET, "/api/routes", None)
-            .await
-            .json()
-            .await
-            .unwrap();
-    let id = routes[0]["id"].as_str().unwrap().to_string();
-    s.gw.api(
-        &s.key,
-        Method::PATCH,
-        &format!("/api/routes/{id}"),
-        Some(json!({"description": "new words"})),
-    )
-    .await;
+    describe_first_route(&s, "new words").await;
     tokio::time::timeout(Duration::from_secs(10), changed.notified())
         .await
         .expect("tools/list_changed arrives");

@@ -30,18 +30,16 @@ impl ToolInput {
         let body = args.remove("body");
         let method = match args.remove("method") {
             None | Some(Value::Null) => None,
-            Some(Value::String(m)) => match m.to_ascii_uppercase().as_str() {
-                "GET" => Some(reqwest::Method::GET),
-                "POST" => Some(reqwest::Method::POST),
-                "PUT" => Some(reqwest::Method::PUT),
-                "PATCH" => Some(reqwest::Method::PATCH),
-                "DELETE" => Some(reqwest::Method::DELETE),
-                _ => {
+            Some(Value::String(m)) => {
+                let upper = m.to_ascii_uppercase();
+                if !super::tools::TOOL_METHODS.contains(&upper.as_str()) {
                     return Err(format!(
-                        "method {m:?} is not one of GET, POST, PUT, PATCH, DELETE"
-                    ))
+                        "method {m:?} is not one of {}",
+                        super::tools::TOOL_METHODS.join(", ")
+                    ));
                 }
-            },
+                Some(reqwest::Method::from_bytes(upper.as_bytes()).map_err(|e| e.to_string())?)
+            }
             Some(_) => return Err("method must be a string".into()),
         };
         let query = match args.remove("query") {
@@ -107,11 +105,6 @@ fn payer(state: &AppState, org: &Org) -> Result<PrivateKeySigner, String> {
     text.trim()
         .parse::<PrivateKeySigner>()
         .map_err(|_| "the stored payer wallet is unreadable".to_string())
-}
-
-fn today() -> String {
-    let d = time::OffsetDateTime::now_utc().date();
-    format!("{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
 }
 
 fn usd(units: u64) -> String {
@@ -267,7 +260,8 @@ pub async fn call_tool(
     let cap = org
         .mcp_daily_cap
         .unwrap_or_else(|| state.config.mcp.daily_cap());
-    let day = today();
+    // `Date`'s Display is `YYYY-MM-DD`.
+    let day = time::OffsetDateTime::now_utc().date().to_string();
     let price = req.amount.0;
     match state
         .store

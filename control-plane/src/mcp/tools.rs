@@ -81,13 +81,16 @@ pub fn named(org: &OrgRoutes) -> Vec<(String, Arc<RouteEntry>)> {
     out
 }
 
+/// The methods a tool call may use, as the input schema lists them.
+pub const TOOL_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
 static INPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
     let schema = serde_json::json!({
         "type": "object",
         "properties": {
             "method": {
                 "type": "string",
-                "enum": ["GET", "POST", "PUT", "PATCH", "DELETE"],
+                "enum": TOOL_METHODS,
                 "description": "HTTP method; GET by default, POST when a body is given"
             },
             "query": {
