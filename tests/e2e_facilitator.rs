@@ -194,7 +194,7 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
     }
 
     // All three were created "before this process started".
-    let started = paygate_shared::unix_now() as i64 + 1;
+    let started = time::OffsetDateTime::now_utc();
     let report = reconcile_once(&store, &networks, started, 60)
         .await
         .unwrap();
@@ -215,7 +215,9 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
     let fresh = PaymentSpec::new(3, seller, PRICE);
     let p = GatewayPayment::reserved("org", "rt", &req, &fresh.authorization(), 0);
     assert!(store.reserve_payment(&p).await.unwrap());
-    let report = reconcile_once(&store, &networks, 0, 60).await.unwrap();
+    let report = reconcile_once(&store, &networks, time::OffsetDateTime::UNIX_EPOCH, 60)
+        .await
+        .unwrap();
     assert_eq!(report.settled + report.failed, 0);
     assert_eq!(
         store.get_payment(&p.id).await.unwrap().unwrap().status,

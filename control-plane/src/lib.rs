@@ -233,9 +233,9 @@ pub async fn serve(
 }
 
 /// Reconciles payments with an unrecorded outcome: once at start (those a crash left behind),
-/// then every 30 s.
+/// then every `facilitator.reconcile_interval_seconds`.
 async fn reconciliation(state: AppState) {
-    let started = paygate_shared::unix_now() as i64;
+    let started = time::OffsetDateTime::now_utc();
     let f = &state.config.facilitator;
     let in_flight = i64::try_from(
         f.settle_timeout_seconds
@@ -243,7 +243,7 @@ async fn reconciliation(state: AppState) {
             .saturating_add(5),
     )
     .unwrap_or(i64::MAX);
-    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    let mut tick = tokio::time::interval(Duration::from_secs(f.reconcile_interval_seconds.max(1)));
     loop {
         tick.tick().await;
         match paygate_shared::facilitator::reconcile::reconcile_once(

@@ -360,6 +360,9 @@ pub struct FacilitatorConfig {
     pub settle_timeout_seconds: u64,
     /// Seconds for any other facilitator or RPC call.
     pub request_timeout_seconds: u64,
+    /// Seconds between reconciliation passes over payments whose outcome is not recorded (one
+    /// pass also runs at start).
+    pub reconcile_interval_seconds: u64,
 }
 
 impl Default for FacilitatorConfig {
@@ -371,6 +374,7 @@ impl Default for FacilitatorConfig {
             relayer_key_env: "PAYGATE_RELAYER_KEY".into(),
             settle_timeout_seconds: 30,
             request_timeout_seconds: 10,
+            reconcile_interval_seconds: 30,
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::model::{GatewayPayment, PaymentStatus};
 use crate::network::Networks;
 use crate::store::Store;
 use alloy_primitives::Address;
+use time::OffsetDateTime;
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -17,32 +18,34 @@ pub struct ReconcileReport {
     pub waiting: usize,
 }
 
-fn created_unix(p: &GatewayPayment) -> i64 {
-    time::OffsetDateTime::parse(
+fn created(p: &GatewayPayment) -> OffsetDateTime {
+    OffsetDateTime::parse(
         &p.created_at,
         &time::format_description::well_known::Rfc3339,
     )
-    .map(|t| t.unix_timestamp())
-    .unwrap_or(0)
+    .unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
 /// One pass over unfinished payments. Payments created less than `in_flight_secs` ago by this
-/// process (after `started_unix`) may still be settling on the hot path and are left alone.
+/// process (after `started`) may still be settling on the hot path and are left alone. The
+/// comparison keeps the records' sub-second precision: a process restarted within the second
+/// it crashed in must still treat the crashed process's reservations as left behind.
 pub async fn reconcile_once(
     store: &dyn Store,
     networks: &Networks,
-    started_unix: i64,
+    started: OffsetDateTime,
     in_flight_secs: i64,
 ) -> Result<ReconcileReport, String> {
     let now = crate::unix_now() as i64;
+    let now_t = OffsetDateTime::now_utc();
     let mut report = ReconcileReport::default();
     for mut p in store
         .unfinished_payments()
         .await
         .map_err(|e| e.to_string())?
     {
-        let created = created_unix(&p);
-        if created >= started_unix && now - created < in_flight_secs {
+        let created = created(&p);
+        if created >= started && (now_t - created).whole_seconds() < in_flight_secs {
             report.waiting += 1;
             continue;
         }

@@ -91,6 +91,8 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     /// Frees a payment's nonce key (nothing was broadcast, so the authorization is unused).
     async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()>;
     async fn get_payment(&self, id: &str) -> StoreResult<Option<GatewayPayment>>;
+    /// The payment holding `nonce_key` (see [`crate::model::nonce_key`]), if any.
+    async fn payment_for_nonce(&self, nonce_key: &str) -> StoreResult<Option<GatewayPayment>>;
     /// Payments not yet `Settled` or `Failed`, for reconciliation.
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>>;
 

@@ -377,6 +377,13 @@ impl Store for SledStore {
         Self::get(&self.payments, id.as_bytes())
     }
 
+    async fn payment_for_nonce(&self, nonce_key: &str) -> StoreResult<Option<GatewayPayment>> {
+        match self.nonces.get(nonce_key.as_bytes()).map_err(backend)? {
+            Some(id) => Self::get(&self.payments, &id),
+            None => Ok(None),
+        }
+    }
+
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>> {
         let mut out = Vec::new();
         for v in self.payments.iter().values() {

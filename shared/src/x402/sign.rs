@@ -15,9 +15,23 @@ use base64::Engine;
 const VALID_AFTER_SLACK: u64 = 60;
 
 /// Signs a payment of `req.amount` to `req.pay_to` valid for `req.max_timeout_seconds` from `now`
-/// (unix seconds) and returns the base64 v2 header value.
+/// (unix seconds) and returns the base64 v2 header value, with `accepted` rendered from `req`
+/// (paygate paying its own routes).
 pub fn payment_header(
     req: &PaymentRequirements,
+    signer: &PrivateKeySigner,
+    now: u64,
+) -> Result<String, alloy_signer::Error> {
+    let accepted = serde_json::to_value(req.to_v2()).unwrap_or_default();
+    payment_header_echoing(req, accepted, signer, now)
+}
+
+/// As [`payment_header`], echoing `offered` (the requirement exactly as the server sent it, as
+/// `req` was read from) in `accepted`: v2 servers may match it field for field, including `extra`
+/// fields paygate does not know (x402-rs offers `extra.assetTransferMethod`).
+pub fn payment_header_echoing(
+    req: &PaymentRequirements,
+    offered: serde_json::Value,
     signer: &PrivateKeySigner,
     now: u64,
 ) -> Result<String, alloy_signer::Error> {
@@ -49,8 +63,9 @@ pub fn payment_header(
         },
         extensions: None,
     };
-    let json = serde_json::to_vec(&payload).unwrap_or_default();
-    Ok(base64::engine::general_purpose::STANDARD.encode(json))
+    let mut json = serde_json::to_value(&payload).unwrap_or_default();
+    json["accepted"] = offered;
+    Ok(base64::engine::general_purpose::STANDARD.encode(json.to_string()))
 }
 
 #[cfg(test)]
@@ -91,5 +106,31 @@ mod tests {
         let again = payment_header(&req, &signer, 1_000_000).unwrap();
         let again = PaymentPayload::decode(again.as_bytes(), ProtocolVersion::V2).unwrap();
         assert_ne!(again.authorization().unwrap().nonce, auth.nonce);
+    }
+
+    #[test]
+    fn an_offered_requirement_is_echoed_verbatim_and_still_verifies() {
+        let networks = Networks::from_config(&builtin_networks());
+        // As x402-rs offers it: an `extra` field paygate does not know, other key order.
+        let offered = serde_json::json!({
+            "scheme": "exact", "network": "eip155:84532", "amount": "1000",
+            "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 300,
+            "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+            "extra": {"assetTransferMethod": "eip3009", "name": "USDC", "version": "2"}
+        });
+        let req = PaymentRequirements::from_wire(&offered, ProtocolVersion::V2, &networks).unwrap();
+        let signer = PrivateKeySigner::random();
+        let header = payment_header_echoing(&req, offered.clone(), &signer, 1_000_000).unwrap();
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(&header)
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(json["accepted"], offered);
+        let p = PaymentPayload::decode(header.as_bytes(), ProtocolVersion::V2).unwrap();
+        let auth = p.authorization().unwrap();
+        assert_eq!(
+            crate::x402::verify::verify(&p, &auth, &req, 1_000_000),
+            Ok(true)
+        );
     }
 }
