@@ -36,8 +36,8 @@ pub async fn reconcile_once(
     started: OffsetDateTime,
     in_flight_secs: i64,
 ) -> Result<ReconcileReport, String> {
-    let now = crate::unix_now() as i64;
     let now_t = OffsetDateTime::now_utc();
+    let now = now_t.unix_timestamp();
     let mut report = ReconcileReport::default();
     for mut p in store
         .unfinished_payments()

@@ -2,7 +2,7 @@
 //! requirement and encode it as a v2 `PAYMENT-SIGNATURE` header. paygate pays as a client only for
 //! MCP tool calls, from the organisation's payer wallet.
 
-use super::payment::{AuthorizationWire, ExactPayloadWire, PaymentPayloadV2, SignedAuthorization};
+use super::payment::{AuthorizationWire, ExactPayloadWire, SignedAuthorization};
 use super::verify::{signing_hash, token_domain};
 use super::PaymentRequirements;
 use alloy_primitives::{B256, U256};
@@ -46,26 +46,25 @@ pub fn payment_header_echoing(
     };
     let sig = signer.sign_hash_sync(&signing_hash(&auth, &token_domain(req)))?;
     auth.signature = sig.as_bytes().to_vec().into();
-    let payload = PaymentPayloadV2 {
-        x402_version: 2,
-        resource: Some(serde_json::json!({ "url": req.resource })),
-        accepted: req.to_v2(),
-        payload: ExactPayloadWire {
-            signature: format!("0x{}", hex::encode(&auth.signature)),
-            authorization: AuthorizationWire {
-                from: auth.from.to_checksum(None),
-                to: auth.to.to_checksum(None),
-                value: auth.value.to_string(),
-                valid_after: auth.valid_after.to_string(),
-                valid_before: auth.valid_before.to_string(),
-                nonce: auth.nonce.to_string(),
-            },
+    let exact = ExactPayloadWire {
+        signature: format!("0x{}", hex::encode(&auth.signature)),
+        authorization: AuthorizationWire {
+            from: auth.from.to_checksum(None),
+            to: auth.to.to_checksum(None),
+            value: auth.value.to_string(),
+            valid_after: auth.valid_after.to_string(),
+            valid_before: auth.valid_before.to_string(),
+            nonce: auth.nonce.to_string(),
         },
-        extensions: None,
     };
-    let mut json = serde_json::to_value(&payload).unwrap_or_default();
-    json["accepted"] = offered;
-    Ok(base64::engine::general_purpose::STANDARD.encode(json.to_string()))
+    // The `PaymentPayloadV2` wire shape, with `accepted` as offered rather than re-rendered.
+    let payload = serde_json::json!({
+        "x402Version": 2,
+        "resource": { "url": req.resource },
+        "accepted": offered,
+        "payload": exact,
+    });
+    Ok(base64::engine::general_purpose::STANDARD.encode(payload.to_string()))
 }
 
 #[cfg(test)]
