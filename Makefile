@@ -98,7 +98,12 @@ chain-deps: $(NPM_STAMP)
 
 $(NPM_STAMP): Makefile
 	@mkdir -p $(TOOLS)
-	npm install --prefix $(TOOLS) --no-audit --no-fund --silent $(NPM_DEPS)
+	@# No package needs an install script (anvil ships as a binary); skipping them avoids native
+	@# builds of optional dependencies. A registry hiccup gets two more tries, errors stay visible.
+	@for try in 1 2 3; do \
+	  npm install --prefix $(TOOLS) --no-audit --no-fund --ignore-scripts --loglevel=error $(NPM_DEPS) && exit 0; \
+	  echo "npm install failed (try $$try of 3)"; sleep $$((try * 5)); \
+	done; exit 1
 	@test -x $(ANVIL)
 	@touch $@
 
@@ -114,7 +119,10 @@ py-deps: $(PY_STAMP)
 
 $(PY_STAMP): Makefile
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check $(PY_DEPS)
+	@for try in 1 2 3; do \
+	  $(PY) -m pip install -q --disable-pip-version-check $(PY_DEPS) && exit 0; \
+	  echo "pip install failed (try $$try of 3)"; sleep $$((try * 5)); \
+	done; exit 1
 	@touch $@
 
 clean:
