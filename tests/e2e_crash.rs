@@ -26,6 +26,14 @@ const PRICE: u64 = 10_000;
 /// within a few seconds is still checked against the replay guard, not refused as expiring).
 const VALIDITY_SECS: u64 = 12;
 
+/// `PAYGATE_CRASH_TRIALS`, 20 by default.
+fn trials() -> usize {
+    std::env::var("PAYGATE_CRASH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+}
+
 #[derive(Default, Debug)]
 struct Tally {
     trials: usize,
@@ -34,9 +42,17 @@ struct Tally {
     stuck: usize,
     /// Money moved and the request was served once (the normal outcome).
     paid_and_served: usize,
-    /// Money moved, the request was not served: the kill came after settlement and before the
-    /// upstream answered; the retry is refused as a replay (at most once delivery).
+    /// Money moved, the request was not served. A payment whose request died before recording
+    /// its settlement is found settled by reconciliation and its retry is served (so it is
+    /// counted above); what remains here is a kill in the instant between the request recording
+    /// `Settled` and the upstream receiving it: the retry is refused as a replay, because
+    /// forwarding is at most once.
     paid_not_served: usize,
+    /// Of `paid_and_served`: served on the retry of a payment reconciliation found settled.
+    redeemed: usize,
+    /// Of `paid_not_served`: payments reconciliation found settled whose retry was still not
+    /// served. Must be 0: those requests never reached the upstream, so the retry is owed.
+    unredeemed: usize,
     /// Nothing moved (killed before the transfer was sent); the retry was refused or served.
     not_charged: usize,
     /// How the first attempt ended (status, or "cut" when the kill cut the connection).
@@ -47,10 +63,7 @@ struct Tally {
 
 #[tokio::test]
 async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
-    let trials: usize = std::env::var("PAYGATE_CRASH_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let trials = trials();
     let chain = Chain::start();
     let mut env = chain.gateway_env();
     env.push((
@@ -174,6 +187,7 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
         payments.push((
             nonce_key(net.config.chain_id, net.config.asset, &auth),
             moved,
+            served,
         ));
     }
 
@@ -184,8 +198,14 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
     assert!(gw.stop(), "paygate did not stop:\n{}", gw.log());
     let store = SledStore::open(&gw.dir.path().join("data")).expect("open the store");
     tally.stuck = store.unfinished_payments().await.unwrap().len();
-    for (key, moved) in &payments {
+    for (key, moved, served) in &payments {
         let record = store.payment_for_nonce(key).await.unwrap();
+        if record.as_ref().is_some_and(|r| r.redeemed_at.is_some()) {
+            tally.redeemed += 1;
+        }
+        if *moved && *served == 0 && record.as_ref().is_some_and(|r| r.settled_by_reconciliation) {
+            tally.unredeemed += 1;
+        }
         if *moved && !matches!(record.map(|r| r.status), Some(PaymentStatus::Settled)) {
             tally.lost += 1;
         }
@@ -194,4 +214,209 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
     assert_eq!(tally.served_twice, 0, "{tally:?}");
     assert_eq!(tally.lost, 0, "{tally:?}");
     assert_eq!(tally.stuck, 0, "{tally:?}");
+    assert_eq!(tally.unredeemed, 0, "{tally:?}");
+}
+
+#[derive(Default, Debug)]
+struct PayoutTally {
+    trials: usize,
+    /// Provider payouts beyond the first for one pay request (one quote, one key).
+    double_payouts: usize,
+    /// Provider payouts whose reference is no payment paygate knows: money out, no record.
+    unrecorded: usize,
+    /// Pay requests that never got their `202` from the retries.
+    unanswered: usize,
+    /// Payments not `SETTLED` once the provider's webhooks and the payout reconciliation ran.
+    stuck: usize,
+    /// The `paymentId` of the retry differs from the first answer's (when the first answered).
+    answer_changed: usize,
+    first: BTreeMap<String, usize>,
+    retry: BTreeMap<String, usize>,
+}
+
+/// Crash safety of payouts: the binary (with its sandbox provider, whose store survives) is
+/// SIGKILLed at a random moment of a `POST /corridors/{id}/pay` (before the key is reserved,
+/// while the provider records the payout, after it recorded it and before paygate heard back,
+/// after the answer), restarted, and the client retries with the same `Idempotency-Key` and body
+/// until it gets its `202`. Then every payout must settle, and the provider must hold exactly one
+/// payout per pay request, each with a reference paygate knows.
+#[tokio::test]
+async fn sigkill_at_random_points_of_payouts_pays_once() {
+    let trials = trials();
+    let sandbox = format!("127.0.0.1:{}", free_port());
+    let env: Vec<(String, String)> = vec![
+        ("PAYGATE__PAYOUT__SANDBOX__LISTEN".into(), sandbox.clone()),
+        (
+            "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".into(),
+            "100".into(),
+        ),
+        // The provider takes a while before and after recording a payout, so kills land on
+        // both sides of it.
+        (
+            "PAYGATE__PAYOUT__SANDBOX__ACCEPT_DELAY_MS".into(),
+            "20".into(),
+        ),
+        (
+            "PAYGATE__PAYOUT__SANDBOX__ANSWER_DELAY_MS".into(),
+            "20".into(),
+        ),
+        (
+            "PAYGATE__PAYOUT__RECONCILE_INTERVAL_SECONDS".into(),
+            "1".into(),
+        ),
+        (
+            "PAYGATE_WEBHOOK_SECRETS".into(),
+            "crash-test-webhook-secret".into(),
+        ),
+    ];
+    let mut gw = Gateway::start_with_owned(env).await;
+    let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
+    let corridor = gw.active_corridor(&key, "KES").await;
+    let pay_url = gw.url(&format!("/corridors/{corridor}/pay"));
+    let quote = |gw: &Gateway| {
+        let r = gw
+            .http
+            .get(gw.url(&format!("/corridors/{corridor}/quote?amount=30")));
+        r.bearer_auth(&key).send()
+    };
+    let body_for = |q: &serde_json::Value| {
+        serde_json::json!({
+            "quoteId": q["quoteId"], "fromAddress": WALLET_B, "amountUSDC": q["amount"],
+            "beneficiary": {"name": "Wanjiru K", "bankName": "Equity Bank",
+                "accountNumber": "12345678", "country": "KE", "currency": "KES"},
+        })
+    };
+    let pay = |http: &reqwest::Client, idem: &str, body: &serde_json::Value| {
+        http.post(&pay_url)
+            .bearer_auth(&key)
+            .header("Idempotency-Key", idem)
+            .json(body)
+            .send()
+    };
+
+    // Pays without a crash: the quickest sets the kill window.
+    let mut quickest = Duration::MAX;
+    for i in 0..3 {
+        let q: serde_json::Value = quote(&gw).await.unwrap().json().await.unwrap();
+        let t0 = Instant::now();
+        let r = pay(&gw.http, &format!("warm-{i}"), &body_for(&q))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202, "{}", gw.log());
+        quickest = quickest.min(t0.elapsed());
+    }
+    let window_ms = (quickest.as_millis() as u64 * 3 / 2).max(10);
+
+    let mut rng = rand::thread_rng();
+    let mut tally = PayoutTally::default();
+    // (quote id, payment id answered to the client)
+    let mut answered: Vec<(String, String)> = Vec::new();
+    for i in 0..trials {
+        let q: serde_json::Value = quote(&gw).await.unwrap().json().await.unwrap();
+        let quote_id = q["quoteId"].as_str().expect("quoteId").to_string();
+        let body = body_for(&q);
+        let idem = format!("trial-{i}");
+        let (http, b, k) = (gw.http.clone(), body.clone(), idem.clone());
+        let first = tokio::spawn({
+            let fut = pay(&http, &k, &b);
+            async move {
+                match fut.await {
+                    Ok(r) => {
+                        let status = r.status().as_u16();
+                        let v: serde_json::Value = r.json().await.unwrap_or_default();
+                        (
+                            status.to_string(),
+                            v["paymentId"].as_str().map(str::to_string),
+                        )
+                    }
+                    Err(_) => ("cut".to_string(), None),
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=window_ms))).await;
+        gw.kill();
+        let (first_status, first_id) = first.await.unwrap();
+        *tally.first.entry(first_status).or_default() += 1;
+        gw.restart().await;
+
+        // The client retries with the same key and body until it gets its 202.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (retry, id) = loop {
+            let (status, id) = match pay(&gw.http, &idem, &body).await {
+                Ok(r) => {
+                    let status = r.status().as_u16();
+                    let v: serde_json::Value = r.json().await.unwrap_or_default();
+                    (status, v["paymentId"].as_str().map(str::to_string))
+                }
+                Err(_) => (0, None),
+            };
+            // 409: still in flight; 5xx: provider outcome unknown yet.
+            let again = status == 409 || status >= 500 || status == 0;
+            if !again || Instant::now() > deadline {
+                break (status.to_string(), id);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        *tally.retry.entry(retry).or_default() += 1;
+        tally.trials += 1;
+        match id {
+            Some(id) => {
+                if first_id.as_ref().is_some_and(|f| *f != id) {
+                    tally.answer_changed += 1;
+                }
+                answered.push((quote_id, id));
+            }
+            None => tally.unanswered += 1,
+        }
+    }
+
+    // Every payout settles (webhooks, or the payout reconciliation every second).
+    let ids = answered.iter().map(|(_, id)| id.clone()).collect();
+    let pending = gw
+        .unsettled_payouts(&key, &corridor, ids, Duration::from_secs(60))
+        .await;
+    tally.stuck = pending.len();
+
+    // The provider's side: one payout per pay request, each one paygate knows.
+    let provider: Vec<serde_json::Value> = gw
+        .http
+        .get(format!("http://{sandbox}/v1/payouts"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut per_quote: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &provider {
+        let reference = p["reference"].as_str().unwrap_or_default();
+        let r = gw
+            .api(
+                &key,
+                reqwest::Method::GET,
+                &format!("/corridors/{corridor}/payments/{reference}"),
+                None,
+            )
+            .await;
+        if r.status() != 200 {
+            tally.unrecorded += 1;
+            continue;
+        }
+        let v: serde_json::Value = r.json().await.unwrap();
+        let quote_id = v["quoteId"].as_str().unwrap_or_default().to_string();
+        *per_quote.entry(quote_id).or_default() += 1;
+    }
+    tally.double_payouts = per_quote.values().map(|n| n.saturating_sub(1)).sum();
+    for (quote_id, _) in &answered {
+        assert!(
+            per_quote.contains_key(quote_id),
+            "an answered payout is not at the provider: {quote_id}"
+        );
+    }
+    println!("payout crash tally (kill window {window_ms} ms): {tally:?}");
+    assert_eq!(tally.double_payouts, 0, "{tally:?}");
+    assert_eq!(tally.unrecorded, 0, "{tally:?}");
+    assert_eq!(tally.unanswered, 0, "{tally:?}");
+    assert_eq!(tally.stuck, 0, "{tally:?}");
+    assert_eq!(tally.answer_changed, 0, "{tally:?}");
 }

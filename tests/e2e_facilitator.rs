@@ -5,6 +5,7 @@ mod common;
 
 use alloy_primitives::Address;
 use common::chain::{self, address, Chain, PaymentSpec, USDC};
+use common::upstream::Upstream;
 use common::*;
 use paygate_shared::facilitator::reconcile::reconcile_once;
 use paygate_shared::model::{GatewayPayment, PaymentStatus};
@@ -223,6 +224,106 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
         store.get_payment(&p.id).await.unwrap().unwrap().status,
         PaymentStatus::Reserved
     );
+}
+
+/// What a crash during settlement leaves behind, through the binary: two payments reserved by a
+/// request that died, one of whose transfers landed. After the restart, reconciliation finds it
+/// settled, and the client's retry of that same signed payment is served, once: a second retry
+/// is a replay. A retry of the one that never landed (still valid, so it could still land) is
+/// told to wait (`504 SETTLEMENT_PENDING`), never to pay again.
+#[tokio::test]
+async fn a_retry_is_served_once_on_a_payment_reconciliation_found_settled() {
+    let chain = Chain::start();
+    let upstream = Upstream::start().await;
+    let seller = address(8);
+    let mut env = chain.gateway_env();
+    env.push((
+        "PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS".into(),
+        "1".into(),
+    ));
+    let mut gw = Gateway::start_with_owned(env).await;
+    let (org, key) = gw.create_org("acme", Some(&seller.to_checksum(None))).await;
+    gw.create_paid_route(&key, "/echo", &format!("{}/echo", upstream.url), false)
+        .await;
+    let routes: Value = gw
+        .api(&key, Method::GET, "/api/routes", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let route_id = routes[0]["id"].as_str().unwrap().to_string();
+
+    // The transfer of `landed` reaches the chain (through another gateway and its own store).
+    let landed = PaymentSpec::new(3, seller, PRICE);
+    let other = Gateway::start_with_owned(chain.gateway_env()).await;
+    let (_, other_key) = other.create_org("other", None).await;
+    let (_, s) = call(
+        &other,
+        &other_key,
+        "settle",
+        json!({"x402Version": 1, "paymentPayload": landed.v1_payload(),
+               "paymentRequirements": v1_requirements(seller, PRICE)}),
+    )
+    .await;
+    assert_eq!(s["success"], true, "{s}");
+    drop(other);
+
+    // The reservations the dead request left in this gateway's store.
+    let never_sent = PaymentSpec::new(4, seller, PRICE);
+    assert!(gw.stop());
+    {
+        let store = SledStore::open(&gw.dir.path().join("data")).unwrap();
+        let req = local_requirements(&chain, seller);
+        for spec in [&landed, &never_sent] {
+            let org_id = org["id"].as_str().unwrap();
+            let p = GatewayPayment::reserved(org_id, &route_id, &req, &spec.authorization(), 0);
+            assert!(store.reserve_payment(&p).await.unwrap());
+        }
+    }
+    gw.restart().await;
+    let retry = |spec: &PaymentSpec| {
+        gw.http
+            .get(gw.url("/gateway/acme/echo"))
+            .header("X-PAYMENT", spec.v1_header())
+    };
+
+    let (status, code, _) = send_error(retry(&never_sent)).await;
+    assert_eq!((status, code.as_str()), (504, "SETTLEMENT_PENDING"));
+
+    // The first reconciliation pass runs at start; until it has, the answer is "wait".
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let served = loop {
+        let r = retry(&landed).send().await.unwrap();
+        if r.status() == 200 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        let (status, code, _) = error_of(r).await;
+        assert_eq!((status, code.as_str()), (504, "SETTLEMENT_PENDING"));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(served.status(), 200, "{}", gw.log());
+    let receipt = served
+        .headers()
+        .get("x-payment-response")
+        .expect("receipt header")
+        .to_str()
+        .unwrap()
+        .to_string();
+    use base64::Engine;
+    let receipt: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(receipt)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(receipt["success"], true, "{receipt}");
+    assert_eq!(upstream.hits(), 1);
+
+    // Served once: the same payment again is a replay, and nothing reaches the upstream.
+    let (status, code, _) = send_error(retry(&landed)).await;
+    assert_eq!((status, code.as_str()), (402, "NONCE_REPLAY"));
+    assert_eq!(upstream.hits(), 1);
+    assert_eq!(chain.balance(seller).await, PRICE);
 }
 
 /// Gateway A settles through the remote facilitator client against gateway B's served API:

@@ -12,6 +12,8 @@ use serde_json::json;
 
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
+/// Larger offsets are refused: no listing is that long, and the bound is documented.
+const MAX_OFFSET: usize = 1_000_000_000;
 
 fn number(
     q: &std::collections::HashMap<String, String>,
@@ -34,13 +36,14 @@ fn number(
     }
 }
 
+#[utoipa::path(get, path = "/discovery/resources", tag = "discovery", params(("limit" = Option<u32>, Query, minimum = 0, maximum = 100, description = "Default 20"), ("offset" = Option<u32>, Query, minimum = 0, maximum = 1000000000), ("type" = Option<String>, Query, description = "Only `http` lists anything"), ("org" = Option<String>, Query, description = "An organisation slug")), responses((status = 200, description = "x402 bazaar discovery page", body = crate::openapi::DiscoveryPage)))]
 pub async fn list(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let q = query_map(raw.as_deref())?;
     let limit = number(&q, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
-    let offset = number(&q, "offset", 0, usize::MAX)?;
+    let offset = number(&q, "offset", 0, MAX_OFFSET)?;
     let kind = q.get("type").map(String::as_str).unwrap_or("http");
     let org_filter = q.get("org").map(String::as_str);
     let snapshot = state.table.snapshot();

@@ -99,6 +99,7 @@ fn unavailable(msg: &str) -> ApiError {
     )
 }
 
+#[utoipa::path(post, path = "/facilitator/verify", tag = "facilitator", security(("orgKey" = [])), request_body = crate::openapi::FacilitatorRequestDoc, responses((status = 200, description = "Verdict (an invalid payment is `isValid: false`)", body = crate::openapi::VerifyResponseDoc), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = crate::openapi::ErrorDoc)))]
 pub async fn verify(
     State(state): State<AppState>,
     _org: OrgAuth,
@@ -138,6 +139,7 @@ pub async fn verify(
     }
 }
 
+#[utoipa::path(post, path = "/facilitator/settle", tag = "facilitator", security(("orgKey" = [])), request_body = crate::openapi::FacilitatorRequestDoc, responses((status = 200, description = "Outcome (a refused payment is `success: false`)", body = crate::openapi::SettleResponseDoc), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = crate::openapi::ErrorDoc), (status = 504, description = "Sent, outcome not known yet; reconciled later", body = crate::openapi::ErrorDoc)))]
 pub async fn settle(
     State(state): State<AppState>,
     OrgAuth { org }: OrgAuth,
@@ -188,6 +190,7 @@ pub async fn settle(
     }
 }
 
+#[utoipa::path(get, path = "/facilitator/supported", tag = "facilitator", responses((status = 200, description = "Supported (version, scheme, network) kinds", body = crate::openapi::SupportedDoc), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = crate::openapi::ErrorDoc)))]
 pub async fn supported(State(state): State<AppState>) -> Result<Json<SupportedResponse>, ApiError> {
     let f = facilitator(&state)?;
     let kinds = f

@@ -10,6 +10,7 @@ mod facilitator_api;
 mod input;
 mod mcp;
 mod metrics_api;
+mod openapi;
 mod routes_api;
 pub mod sandbox;
 
@@ -108,6 +109,7 @@ pub fn app(state: AppState) -> Router {
     let streamable = mcp::streamable_service(&state);
     Router::new()
         .route("/healthz", get(health))
+        .route("/openapi.json", get(openapi::openapi_json))
         .route(
             "/api/routes",
             post(routes_api::create).get(routes_api::list),
@@ -167,6 +169,7 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+#[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "Alive", body = crate::openapi::Health)))]
 async fn health() -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({
         "status": "ok",

@@ -39,6 +39,7 @@ fn mean_ms(sum: u64, count: u64, per_ms: f64) -> serde_json::Value {
     }
 }
 
+#[utoipa::path(get, path = "/api/gateway/metrics", tag = "metrics", security(("orgKey" = [])), params(("window" = String, Query, description = "`24h` or `7d`")), responses((status = 200, description = "The organisation's counters over the window, and facilitator health", body = crate::openapi::OrgMetrics)))]
 pub async fn org_metrics(
     State(state): State<AppState>,
     OrgAuth { org }: OrgAuth,
@@ -82,6 +83,7 @@ pub async fn org_metrics(
     })))
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "metrics", responses((status = 200, description = "Prometheus text exposition (no per-org data)", content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
 pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(

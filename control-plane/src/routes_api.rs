@@ -245,6 +245,7 @@ fn route_not_found() -> ApiError {
     )
 }
 
+#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = crate::openapi::RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = crate::openapi::RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = crate::openapi::ErrorDoc)))]
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -299,6 +300,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
+#[utoipa::path(get, path = "/api/routes", tag = "routes", security(("orgKey" = [])), responses((status = 200, description = "The organisation's routes, newest first", body = Vec<crate::openapi::RouteView>)))]
 pub async fn list(State(state): State<AppState>, auth: OrgAuth) -> Result<Response, ApiError> {
     let mut routes = state.store.list_routes(&auth.org.id).await?;
     routes.sort_by(|a, b| {
@@ -310,6 +312,7 @@ pub async fn list(State(state): State<AppState>, auth: OrgAuth) -> Result<Respon
     Ok(Json(body).into_response())
 }
 
+#[utoipa::path(get, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The route", body = crate::openapi::RouteView), (status = 404, description = "No such route in this organisation", body = crate::openapi::ErrorDoc)))]
 pub async fn get_one(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -323,6 +326,7 @@ pub async fn get_one(
     Ok(Json(route.to_api_json()).into_response())
 }
 
+#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = crate::openapi::RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = crate::openapi::RouteView), (status = 404, description = "No such route in this organisation", body = crate::openapi::ErrorDoc), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = crate::openapi::ErrorDoc)))]
 pub async fn update(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -378,6 +382,7 @@ pub async fn update(
     ))
 }
 
+#[utoipa::path(delete, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 204, description = "Deleted"), (status = 404, description = "No such route in this organisation", body = crate::openapi::ErrorDoc)))]
 pub async fn delete(
     State(state): State<AppState>,
     auth: OrgAuth,

@@ -430,7 +430,11 @@ pub async fn serve(
     webhook_url: String,
     secret: Vec<u8>,
 ) -> std::io::Result<()> {
-    let db = sled::open(&dir).map_err(std::io::Error::other)?;
+    let db = sled::Config::new()
+        .path(&dir)
+        .cache_capacity(16 << 20)
+        .open()
+        .map_err(std::io::Error::other)?;
     let tree = |n: &str| db.open_tree(n).map_err(std::io::Error::other);
     let inner = Arc::new(Inner {
         quotes: tree("quotes")?,

@@ -7,7 +7,7 @@ use base64::Engine;
 use bytes::Bytes;
 use paygate_shared::facilitator::wire::SettleResponse;
 use paygate_shared::facilitator::{settle_reserved, FacilitatorError, PaymentRequest};
-use paygate_shared::model::GatewayPayment;
+use paygate_shared::model::{GatewayPayment, PaymentStatus};
 use paygate_shared::route_table::RouteEntry;
 use paygate_shared::usage::Slot;
 use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion};
@@ -82,8 +82,10 @@ impl Gateway {
         match self.store.reserve_payment(&record).await {
             Ok(true) => {}
             Ok(false) => {
-                Self::reject(session, ctx, req, challenge, Rejection::NonceReplay).await?;
-                return Ok(None);
+                return match self.retried(session, ctx, req, challenge, &record).await? {
+                    Some(redeemed) => Ok(Some((paid(version, req, redeemed), addr, slot))),
+                    None => Ok(None),
+                };
             }
             Err(e) => {
                 tracing::error!(error = %e, "could not reserve payment nonce");
@@ -106,27 +108,9 @@ impl Gateway {
         )
         .await
         {
-            Ok(settlement) => {
-                let network = match version {
-                    ProtocolVersion::V1 => req.network.v1_name.clone(),
-                    ProtocolVersion::V2 => req.network.caip2.clone(),
-                };
-                let receipt = SettleResponse {
-                    success: true,
-                    error_reason: None,
-                    transaction: format!("{:#x}", settlement.transaction),
-                    network,
-                    payer: Some(record.payer.clone()),
-                };
-                let receipt = base64::engine::general_purpose::STANDARD
-                    .encode(serde_json::to_vec(&receipt).unwrap_or_default());
+            Ok(_) => {
                 tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
-                let paid = Paid {
-                    receipt_header: version.receipt_header(),
-                    receipt,
-                    record,
-                };
-                Ok(Some((paid, addr, slot)))
+                Ok(Some((paid(version, req, record), addr, slot)))
             }
             Err(FacilitatorError::Rejected(rejection)) => {
                 Self::reject(session, ctx, req, challenge, rejection).await?;
@@ -151,6 +135,68 @@ impl Gateway {
                     "settlement outcome is not known yet; do not pay again, it is being reconciled",
                 )
                 .await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A verified payment whose nonce is already reserved: the same signed payment again.
+    /// Still settling (a crash or a timeout left it `RESERVED`/`UNKNOWN`): `504
+    /// SETTLEMENT_PENDING`, so the client retries later instead of paying twice. Settled by
+    /// reconciliation, so never served: this retry claims it (at most one does) and is served.
+    /// Anything else is a replay (`402 NONCE_REPLAY`).
+    async fn retried(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        req: &PaymentRequirements,
+        challenge: &Challenge,
+        retry: &GatewayPayment,
+    ) -> Result<Option<GatewayPayment>> {
+        let held = match self.store.payment_for_nonce(&retry.nonce_key).await {
+            Ok(held) => held,
+            Err(e) => {
+                tracing::error!(error = %e, "could not read the payment holding a nonce");
+                None
+            }
+        };
+        match held {
+            Some(p) if matches!(p.status, PaymentStatus::Reserved | PaymentStatus::Unknown) => {
+                Self::respond_error(
+                    session,
+                    ctx,
+                    ErrorCode::SettlementPending,
+                    "this payment is still being settled; do not pay again, retry it later",
+                )
+                .await?;
+                Ok(None)
+            }
+            Some(p) if p.redeemable_by(retry) => {
+                let now = paygate_shared::now_rfc3339();
+                match self.store.claim_redemption(&p.id, retry, &now).await {
+                    Ok(Some(claimed)) => {
+                        tracing::info!(payment = %claimed.id, "reconciled payment redeemed by its retry");
+                        Ok(Some(claimed))
+                    }
+                    Ok(None) => {
+                        Self::reject(session, ctx, req, challenge, Rejection::NonceReplay).await?;
+                        Ok(None)
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "could not claim a reconciled payment");
+                        Self::respond_error(
+                            session,
+                            ctx,
+                            ErrorCode::InternalError,
+                            "internal error",
+                        )
+                        .await?;
+                        Ok(None)
+                    }
+                }
+            }
+            _ => {
+                Self::reject(session, ctx, req, challenge, Rejection::NonceReplay).await?;
                 Ok(None)
             }
         }
@@ -184,5 +230,29 @@ impl Gateway {
         };
         let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         Self::write_402(session, ctx, &challenge, body).await
+    }
+}
+
+/// The settled `record` as the request's payment, with the receipt header for `version`
+/// (`transaction` is empty only for a payment reconciliation found settled, which knows the
+/// transfer happened but not its transaction).
+fn paid(version: ProtocolVersion, req: &PaymentRequirements, record: GatewayPayment) -> Paid {
+    let network = match version {
+        ProtocolVersion::V1 => req.network.v1_name.clone(),
+        ProtocolVersion::V2 => req.network.caip2.clone(),
+    };
+    let receipt = SettleResponse {
+        success: true,
+        error_reason: None,
+        transaction: record.transaction.clone().unwrap_or_default(),
+        network,
+        payer: Some(record.payer.clone()),
+    };
+    let receipt = base64::engine::general_purpose::STANDARD
+        .encode(serde_json::to_vec(&receipt).unwrap_or_default());
+    Paid {
+        receipt_header: version.receipt_header(),
+        receipt,
+        record,
     }
 }

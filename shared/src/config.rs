@@ -95,12 +95,16 @@ impl ServerConfig {
 pub struct StorageConfig {
     /// Directory of the sled database.
     pub path: PathBuf,
+    /// sled's page cache in MiB: the bound on the memory the store holds as its data grows
+    /// (sled's own default is 1 GiB).
+    pub cache_capacity_mb: u64,
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
         Self {
             path: PathBuf::from("./data"),
+            cache_capacity_mb: 64,
         }
     }
 }

@@ -139,6 +139,14 @@ pub struct GatewayPayment {
     /// longer land, which lets reconciliation close it.
     #[serde(default)]
     pub valid_before: u64,
+    /// Set when reconciliation, not the request that took the payment, found it settled: that
+    /// request never reached the upstream (it forwards only after recording `Settled` itself),
+    /// so one retry of the same signed payment is served instead of refused as a replay.
+    #[serde(default)]
+    pub settled_by_reconciliation: bool,
+    /// When a retry claimed the payment above (at most one does).
+    #[serde(default)]
+    pub redeemed_at: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -170,9 +178,25 @@ impl GatewayPayment {
             settle_ms: None,
             upstream_status: None,
             valid_before: u64::try_from(auth.valid_before).unwrap_or(u64::MAX),
+            settled_by_reconciliation: false,
+            redeemed_at: None,
             created_at: now.clone(),
             updated_at: now,
         }
+    }
+
+    /// Whether a retry presenting `retry` (the same authorization, verified again) may be
+    /// served on this payment: settled by reconciliation, never redeemed, for the same route,
+    /// payer, payee and amount.
+    pub fn redeemable_by(&self, retry: &GatewayPayment) -> bool {
+        self.status == PaymentStatus::Settled
+            && self.settled_by_reconciliation
+            && self.redeemed_at.is_none()
+            && self.nonce_key == retry.nonce_key
+            && self.route_id == retry.route_id
+            && self.payer == retry.payer
+            && self.pay_to == retry.pay_to
+            && self.amount == retry.amount
     }
 
     /// The authorization nonce, read back from the nonce key.

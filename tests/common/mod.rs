@@ -252,6 +252,53 @@ impl Gateway {
         .await;
     }
 
+    /// A corridor to `currency` for the key's organisation, KYC approved (ACTIVE); its id.
+    pub async fn active_corridor(&self, key: &str, currency: &str) -> String {
+        let r = self
+            .api(
+                key,
+                reqwest::Method::POST,
+                "/corridors",
+                Some(json!({ "destCurrency": currency })),
+            )
+            .await;
+        assert_eq!(r.status(), 201, "create corridor");
+        let corridor: Value = r.json().await.expect("json");
+        let id = corridor["id"].as_str().expect("id").to_string();
+        let path = format!("/admin/corridors/{id}/approve-kyc");
+        let r = self.admin(reqwest::Method::POST, &path, None).await;
+        assert_eq!(r.status(), 200, "approve KYC");
+        id
+    }
+
+    /// Polls the corridor's payouts `ids` until each is `SETTLED` or `within` has passed;
+    /// returns those that are not.
+    pub async fn unsettled_payouts(
+        &self,
+        key: &str,
+        corridor: &str,
+        mut ids: Vec<String>,
+        within: Duration,
+    ) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        while !ids.is_empty() && Instant::now() < deadline {
+            let mut still = Vec::new();
+            for id in ids {
+                let path = format!("/corridors/{corridor}/payments/{id}");
+                let r = self.api(key, reqwest::Method::GET, &path, None).await;
+                let v: Value = r.json().await.unwrap_or_default();
+                if v["status"] != "SETTLED" {
+                    still.push(id);
+                }
+            }
+            ids = still;
+            if !ids.is_empty() {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+        ids
+    }
+
     pub async fn get(&self, path: &str) -> Response {
         self.http.get(self.url(path)).send().await.expect("get")
     }

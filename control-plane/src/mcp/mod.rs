@@ -10,7 +10,7 @@
 //! a key of that organisation.
 
 mod call;
-mod sse;
+pub(crate) mod sse;
 mod tools;
 
 use crate::auth::OrgAuth;

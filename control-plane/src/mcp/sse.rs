@@ -61,6 +61,7 @@ impl Drop for Registration {
 }
 
 /// `GET /mcp/sse`: authenticates, then opens the session's event stream.
+#[utoipa::path(get, path = "/mcp/sse", tag = "mcp", security(("orgKey" = [])), responses((status = 200, description = "MCP legacy SSE stream: first an `endpoint` event naming /mcp/message?sessionId=..., then `message` events", content_type = "text/event-stream", body = String)))]
 pub(crate) async fn open_stream(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -134,6 +135,7 @@ pub(crate) struct MessageQuery {
 
 /// `POST /mcp/message?sessionId=...`: one client message for an open session of the caller's
 /// organisation. `202` once handed to the session; the answer comes on the event stream.
+#[utoipa::path(post, path = "/mcp/message", tag = "mcp", security(("orgKey" = [])), params(("sessionId" = String, Query)), request_body = crate::openapi::JsonRpcDoc, responses((status = 202, description = "Handed to the session; the answer comes on its stream"), (status = 404, description = "No such session of this organisation", body = crate::openapi::ErrorDoc)))]
 pub(crate) async fn post_message(
     State(state): State<AppState>,
     auth: OrgAuth,

@@ -80,6 +80,7 @@ pub async fn reconcile_once(
         p.updated_at = crate::now_rfc3339();
         if used {
             p.status = PaymentStatus::Settled;
+            p.settled_by_reconciliation = true;
             p.failure = None;
             report.settled += 1;
         } else if (now.max(0) as u64) > p.valid_before {

@@ -93,6 +93,15 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     async fn get_payment(&self, id: &str) -> StoreResult<Option<GatewayPayment>>;
     /// The payment holding `nonce_key` (see [`crate::model::nonce_key`]), if any.
     async fn payment_for_nonce(&self, nonce_key: &str) -> StoreResult<Option<GatewayPayment>>;
+    /// Marks the payment `id` redeemed at `at` if it still is
+    /// [`GatewayPayment::redeemable_by`] `retry`, atomically and durably: of concurrent
+    /// retries exactly one gets the updated payment, the others `None`.
+    async fn claim_redemption(
+        &self,
+        id: &str,
+        retry: &GatewayPayment,
+        at: &str,
+    ) -> StoreResult<Option<GatewayPayment>>;
     /// Payments not yet `Settled` or `Failed`, for reconciliation.
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>>;
 

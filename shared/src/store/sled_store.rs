@@ -87,10 +87,16 @@ fn idem_unused(
 }
 
 impl SledStore {
-    /// Opens (or creates) the database in `dir`.
+    /// Opens (or creates) the database in `dir` with a 64 MiB page cache.
     pub fn open(dir: &Path) -> StoreResult<Self> {
+        Self::open_with_cache(dir, 64 << 20)
+    }
+
+    /// Opens (or creates) the database in `dir`; sled's page cache holds at most `cache_bytes`.
+    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> StoreResult<Self> {
         let db = sled::Config::new()
             .path(dir)
+            .cache_capacity(cache_bytes)
             .mode(sled::Mode::HighThroughput)
             .open()
             .map_err(backend)?;
@@ -382,6 +388,36 @@ impl Store for SledStore {
             Some(id) => Self::get(&self.payments, &id),
             None => Ok(None),
         }
+    }
+
+    async fn claim_redemption(
+        &self,
+        id: &str,
+        retry: &GatewayPayment,
+        at: &str,
+    ) -> StoreResult<Option<GatewayPayment>> {
+        let claimed = self
+            .payments
+            .transaction(|payments| {
+                let Some(bytes) = payments.get(id.as_bytes())? else {
+                    return Ok(None);
+                };
+                let mut p: GatewayPayment =
+                    dec(&bytes).map_err(ConflictableTransactionError::Abort)?;
+                if !p.redeemable_by(retry) {
+                    return Ok(None);
+                }
+                p.redeemed_at = Some(at.to_string());
+                p.updated_at = at.to_string();
+                let bytes = enc(&p).map_err(ConflictableTransactionError::Abort)?;
+                payments.insert(id.as_bytes(), bytes)?;
+                Ok(Some(p))
+            })
+            .map_err(tx_err)?;
+        if claimed.is_some() {
+            self.durable().await?;
+        }
+        Ok(claimed)
     }
 
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>> {
