@@ -74,7 +74,15 @@ impl Gateway {
             .append(true)
             .open(self.log_path())
             .expect("log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_paygate"));
+        // `PAYGATE_TEST_WRAPPER` (e.g. `heaptrack`) runs the binary under a profiler.
+        let mut cmd = match std::env::var("PAYGATE_TEST_WRAPPER") {
+            Ok(w) if !w.is_empty() => {
+                let mut c = Command::new(w);
+                c.arg(env!("CARGO_BIN_EXE_paygate"));
+                c
+            }
+            _ => Command::new(env!("CARGO_BIN_EXE_paygate")),
+        };
         cmd.arg("serve")
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
