@@ -33,7 +33,8 @@ test: deps
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity
-## measured at its start, for SOAK_SECONDS (default 1800); errors must be 0 and RSS flat.
+## measured at its start, for SOAK_SECONDS (default 1800); fails on any error or on RSS growth
+## (the 30-minute run finds growth today: RELIABILITY.md).
 ## `make test` runs the same test for 20 s. Report: target/soak-report.json.
 SOAK_SECONDS ?= 1800
 soak: deps

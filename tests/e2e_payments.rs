@@ -40,16 +40,6 @@ async fn setup() -> Setup {
     }
 }
 
-fn receipt(r: &reqwest::Response, header: &str) -> Value {
-    let raw = r.headers()[header].to_str().unwrap();
-    serde_json::from_slice(
-        &base64::engine::general_purpose::STANDARD
-            .decode(raw)
-            .unwrap(),
-    )
-    .unwrap()
-}
-
 async fn pay_v1(gw: &Gateway, spec: &PaymentSpec) -> reqwest::Response {
     gw.http
         .get(gw.url("/gateway/acme/echo?q=1"))

@@ -17,6 +17,7 @@ use paygate_shared::facilitator::wire::{
 };
 use paygate_shared::facilitator::{settle_reserved, Facilitator, FacilitatorError, PaymentRequest};
 use paygate_shared::model::GatewayPayment;
+use paygate_shared::store::PaymentReservation;
 use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion, SignedAuthorization};
 use paygate_shared::x402::verify::{self, Rejection};
 use paygate_shared::x402::{PaymentRequirements, RequirementsError};
@@ -165,7 +166,7 @@ pub async fn settle(
     let payer = Some(c.auth.from.to_checksum(None));
     let mut record =
         GatewayPayment::reserved(&org.id, FACILITATOR_API_ROUTE, &c.requirements, &c.auth, 0);
-    if !state.store.reserve_payment(&record).await? {
+    if let PaymentReservation::Held(_) = state.store.reserve_payment(&record).await? {
         return Ok(failed(Rejection::NonceReplay.reason(), c.network, payer));
     }
     let req = PaymentRequest {

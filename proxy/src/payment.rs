@@ -9,6 +9,7 @@ use paygate_shared::facilitator::wire::SettleResponse;
 use paygate_shared::facilitator::{settle_reserved, FacilitatorError, PaymentRequest};
 use paygate_shared::model::{GatewayPayment, PaymentStatus};
 use paygate_shared::route_table::RouteEntry;
+use paygate_shared::store::PaymentReservation;
 use paygate_shared::usage::Slot;
 use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_shared::x402::verify::{self, Rejection};
@@ -80,9 +81,12 @@ impl Gateway {
         let mut record =
             GatewayPayment::reserved(&entry.route.org_id, &entry.route.id, req, &auth, verify_us);
         match self.store.reserve_payment(&record).await {
-            Ok(true) => {}
-            Ok(false) => {
-                return match self.retried(session, ctx, req, challenge, &record).await? {
+            Ok(PaymentReservation::Reserved) => {}
+            Ok(PaymentReservation::Held(held)) => {
+                return match self
+                    .retried(session, ctx, req, challenge, &record, *held)
+                    .await?
+                {
                     Some(redeemed) => Ok(Some((paid(version, req, redeemed), addr, slot))),
                     None => Ok(None),
                 };
@@ -140,11 +144,11 @@ impl Gateway {
         }
     }
 
-    /// A verified payment whose nonce is already reserved: the same signed payment again.
-    /// Still settling (a crash or a timeout left it `RESERVED`/`UNKNOWN`): `504
-    /// SETTLEMENT_PENDING`, so the client retries later instead of paying twice. Settled by
-    /// reconciliation, so never served: this retry claims it (at most one does) and is served.
-    /// Anything else is a replay (`402 NONCE_REPLAY`).
+    /// A verified payment whose nonce `held` already reserved: the same signed payment again.
+    /// Still settling (a crash or a timeout left it `RESERVED`/`UNKNOWN`, or a concurrent
+    /// duplicate is settling it): `504 SETTLEMENT_PENDING`, so the client retries later instead
+    /// of paying twice. Settled by reconciliation, so never served: this retry claims it (at most
+    /// one does) and is served. Anything else is a replay (`402 NONCE_REPLAY`).
     async fn retried(
         &self,
         session: &mut Session,
@@ -152,51 +156,40 @@ impl Gateway {
         req: &PaymentRequirements,
         challenge: &Challenge,
         retry: &GatewayPayment,
+        held: GatewayPayment,
     ) -> Result<Option<GatewayPayment>> {
-        let held = match self.store.payment_for_nonce(&retry.nonce_key).await {
-            Ok(held) => held,
-            Err(e) => {
-                tracing::error!(error = %e, "could not read the payment holding a nonce");
-                None
-            }
+        if matches!(
+            held.status,
+            PaymentStatus::Reserved | PaymentStatus::Unknown
+        ) {
+            Self::respond_error(
+                session,
+                ctx,
+                ErrorCode::SettlementPending,
+                "this payment is still being settled; do not pay again, retry it later",
+            )
+            .await?;
+            return Ok(None);
+        }
+        let claimed = if held.redeemable_by(retry) {
+            let now = paygate_shared::now_rfc3339();
+            self.store.claim_redemption(&held.id, retry, &now).await
+        } else {
+            Ok(None)
         };
-        match held {
-            Some(p) if matches!(p.status, PaymentStatus::Reserved | PaymentStatus::Unknown) => {
-                Self::respond_error(
-                    session,
-                    ctx,
-                    ErrorCode::SettlementPending,
-                    "this payment is still being settled; do not pay again, retry it later",
-                )
-                .await?;
+        match claimed {
+            Ok(Some(claimed)) => {
+                tracing::info!(payment = %claimed.id, "reconciled payment redeemed by its retry");
+                Ok(Some(claimed))
+            }
+            Ok(None) => {
+                Self::reject(session, ctx, req, challenge, Rejection::NonceReplay).await?;
                 Ok(None)
             }
-            Some(p) if p.redeemable_by(retry) => {
-                let now = paygate_shared::now_rfc3339();
-                match self.store.claim_redemption(&p.id, retry, &now).await {
-                    Ok(Some(claimed)) => {
-                        tracing::info!(payment = %claimed.id, "reconciled payment redeemed by its retry");
-                        Ok(Some(claimed))
-                    }
-                    Ok(None) => {
-                        Self::reject(session, ctx, req, challenge, Rejection::NonceReplay).await?;
-                        Ok(None)
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "could not claim a reconciled payment");
-                        Self::respond_error(
-                            session,
-                            ctx,
-                            ErrorCode::InternalError,
-                            "internal error",
-                        )
-                        .await?;
-                        Ok(None)
-                    }
-                }
-            }
-            _ => {
-                Self::reject(session, ctx, req, challenge, Rejection::NonceReplay).await?;
+            Err(e) => {
+                tracing::error!(error = %e, "could not claim a reconciled payment");
+                Self::respond_error(session, ctx, ErrorCode::InternalError, "internal error")
+                    .await?;
                 Ok(None)
             }
         }

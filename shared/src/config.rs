@@ -95,16 +95,20 @@ impl ServerConfig {
 pub struct StorageConfig {
     /// Directory of the sled database.
     pub path: PathBuf,
-    /// sled's page cache in MiB: the bound on the memory the store holds as its data grows
-    /// (sled's own default is 1 GiB).
+    /// sled's page cache in MiB (sled's own default is 1 GiB). It bounds the cache only: the
+    /// store's memory still grows with its data (RELIABILITY.md, soak).
     pub cache_capacity_mb: u64,
+}
+
+impl StorageConfig {
+    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = 64;
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
         Self {
             path: PathBuf::from("./data"),
-            cache_capacity_mb: 64,
+            cache_capacity_mb: Self::DEFAULT_CACHE_CAPACITY_MB,
         }
     }
 }

@@ -318,6 +318,19 @@ impl Drop for Gateway {
     }
 }
 
+/// The base64 JSON receipt a paid answer carries in `header` (`x-payment-response` for v1,
+/// `payment-response` for v2), decoded.
+pub fn receipt(r: &Response, header: &str) -> Value {
+    use base64::Engine;
+    let raw = r.headers()[header].to_str().expect("receipt header");
+    serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(raw)
+            .expect("base64 receipt"),
+    )
+    .expect("JSON receipt")
+}
+
 /// Reads a JSON error body and checks its shape: `{code, message, requestId}` with the request
 /// id equal to the `X-Request-Id` header. Returns `(status, code, body)`.
 /// Sends and reads the JSON error answer.

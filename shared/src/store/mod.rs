@@ -34,6 +34,16 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// The outcome of [`Store::reserve_payment`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentReservation {
+    /// The nonce key is now held by the new payment.
+    Reserved,
+    /// Another payment held the nonce key already (read in the same transaction): the same
+    /// signed authorization was presented before.
+    Held(Box<GatewayPayment>),
+}
+
 /// The outcome of [`Store::reserve_mcp_spend`]; both carry the day's total afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpendReservation {
@@ -83,9 +93,9 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     /// Removes idempotency records created before `before_unix`; returns how many.
     async fn purge_idempotency(&self, before_unix: i64) -> StoreResult<usize>;
 
-    /// Reserves the payment's nonce key and stores the payment, atomically and durably.
-    /// Returns `false` (and stores nothing) if the nonce key was already reserved.
-    async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<bool>;
+    /// Reserves the payment's nonce key and stores the payment, atomically and durably. If the
+    /// nonce key was already reserved, stores nothing and returns the payment holding it.
+    async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<PaymentReservation>;
     /// Replaces a stored payment (status, transaction, timings).
     async fn update_payment(&self, payment: &GatewayPayment) -> StoreResult<()>;
     /// Frees a payment's nonce key (nothing was broadcast, so the authorization is unused).

@@ -1,7 +1,7 @@
 //! The sled implementation of [`Store`]: one tree per entity, JSON values, multi-tree
 //! transactions where two trees change together, and a flush before a write is acknowledged.
 
-use super::{SpendReservation, Store, StoreError, StoreResult};
+use super::{PaymentReservation, SpendReservation, Store, StoreError, StoreResult};
 use crate::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
 };
@@ -87,9 +87,12 @@ fn idem_unused(
 }
 
 impl SledStore {
-    /// Opens (or creates) the database in `dir` with a 64 MiB page cache.
+    /// Opens (or creates) the database in `dir` with the default page cache.
     pub fn open(dir: &Path) -> StoreResult<Self> {
-        Self::open_with_cache(dir, 64 << 20)
+        Self::open_with_cache(
+            dir,
+            crate::config::StorageConfig::DEFAULT_CACHE_CAPACITY_MB << 20,
+        )
     }
 
     /// Opens (or creates) the database in `dir`; sled's page cache holds at most `cache_bytes`.
@@ -338,22 +341,29 @@ impl Store for SledStore {
         Ok(removed)
     }
 
-    async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
+    async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<PaymentReservation> {
         let bytes = enc(payment)?;
-        let reserved = (&self.nonces, &self.payments)
+        let outcome = (&self.nonces, &self.payments)
             .transaction(|(nonces, payments)| {
-                if nonces.get(payment.nonce_key.as_bytes())?.is_some() {
-                    return Ok(false);
+                if let Some(holder) = nonces.get(payment.nonce_key.as_bytes())? {
+                    let Some(held) = payments.get(&holder)? else {
+                        return abort(StoreError::Backend(format!(
+                            "nonce {} held by a missing payment",
+                            payment.nonce_key
+                        )));
+                    };
+                    let held = dec(&held).map_err(ConflictableTransactionError::Abort)?;
+                    return Ok(PaymentReservation::Held(Box::new(held)));
                 }
                 nonces.insert(payment.nonce_key.as_bytes(), payment.id.as_bytes())?;
                 payments.insert(payment.id.as_bytes(), bytes.as_slice())?;
-                Ok(true)
+                Ok(PaymentReservation::Reserved)
             })
             .map_err(tx_err)?;
-        if reserved {
+        if outcome == PaymentReservation::Reserved {
             self.durable().await?;
         }
-        Ok(reserved)
+        Ok(outcome)
     }
 
     async fn update_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
@@ -684,5 +694,98 @@ mod tests {
                 .unwrap(),
             SpendReservation::Reserved { total: 200 }
         );
+    }
+
+    fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
+        GatewayPayment {
+            id: id.into(),
+            org_id: "o1".into(),
+            route_id: "r1".into(),
+            nonce_key: nonce_key.into(),
+            network: "eip155:84532".into(),
+            asset: "0xA".into(),
+            payer: "0xP".into(),
+            pay_to: "0xQ".into(),
+            amount: UsdcAmount(10_000),
+            status: PaymentStatus::Reserved,
+            transaction: None,
+            failure: None,
+            verify_us: 0,
+            settle_ms: None,
+            upstream_status: None,
+            valid_before: 0,
+            settled_by_reconciliation: false,
+            redeemed_at: None,
+            created_at: "t".into(),
+            updated_at: "t".into(),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_nonce_names_its_payment_and_a_reconciled_one_is_claimed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = std::sync::Arc::new(SledStore::open(dir.path()).unwrap());
+        let first = payment("pay_1", "84532:a:p:1");
+        let retry = payment("pay_2", "84532:a:p:1");
+        assert_eq!(
+            s.reserve_payment(&first).await.unwrap(),
+            PaymentReservation::Reserved
+        );
+        // The retry stores nothing and learns which payment holds the nonce.
+        assert_eq!(
+            s.reserve_payment(&retry).await.unwrap(),
+            PaymentReservation::Held(Box::new(first.clone()))
+        );
+        assert!(s.get_payment("pay_2").await.unwrap().is_none());
+
+        // Settled by the request itself: never redeemable.
+        let mut settled = first.clone();
+        settled.status = PaymentStatus::Settled;
+        s.update_payment(&settled).await.unwrap();
+        assert!(s
+            .claim_redemption("pay_1", &retry, "t1")
+            .await
+            .unwrap()
+            .is_none());
+
+        // Settled by reconciliation: of 16 concurrent retries exactly one claims it.
+        settled.settled_by_reconciliation = true;
+        s.update_payment(&settled).await.unwrap();
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let (s, retry) = (s.clone(), retry.clone());
+                tokio::spawn(async move {
+                    s.claim_redemption("pay_1", &retry, &format!("t{i}"))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut claimed = 0;
+        for t in tasks {
+            if t.await.unwrap().is_some() {
+                claimed += 1;
+            }
+        }
+        assert_eq!(claimed, 1);
+        let stored = s.get_payment("pay_1").await.unwrap().unwrap();
+        assert!(stored.redeemed_at.is_some());
+
+        // Another route's retry of the same authorization may not claim a payment.
+        let mut other = payment("pay_3", "84532:a:p:2");
+        let mut elsewhere = other.clone();
+        elsewhere.id = "pay_4".into();
+        elsewhere.route_id = "r2".into();
+        other.status = PaymentStatus::Settled;
+        other.settled_by_reconciliation = true;
+        assert_eq!(
+            s.reserve_payment(&other).await.unwrap(),
+            PaymentReservation::Reserved
+        );
+        assert!(s
+            .claim_redemption("pay_3", &elsewhere, "t")
+            .await
+            .unwrap()
+            .is_none());
     }
 }
