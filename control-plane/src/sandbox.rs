@@ -432,7 +432,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let db = sled::Config::new()
         .path(&dir)
-        .cache_capacity(16 << 20)
+        .cache_capacity(cfg.cache_capacity_mb.max(1) << 20)
         .open()
         .map_err(std::io::Error::other)?;
     let tree = |n: &str| db.open_tree(n).map_err(std::io::Error::other);

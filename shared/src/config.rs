@@ -95,13 +95,14 @@ impl ServerConfig {
 pub struct StorageConfig {
     /// Directory of the sled database.
     pub path: PathBuf,
-    /// sled's page cache in MiB (sled's own default is 1 GiB). It bounds the cache only: the
-    /// store's memory still grows with its data (RELIABILITY.md, soak).
+    /// sled's page cache in MiB (sled's own default is 1 GiB). sled counts it in on-disk bytes,
+    /// so the memory it takes is a few times this; and sled keeps some memory per stored record
+    /// beyond it (RELIABILITY.md, soak).
     pub cache_capacity_mb: u64,
 }
 
 impl StorageConfig {
-    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = 64;
+    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = 16;
 }
 
 impl Default for StorageConfig {
@@ -250,6 +251,9 @@ pub struct SandboxConfig {
     /// before and after the provider took the payout).
     pub accept_delay_ms: u64,
     pub answer_delay_ms: u64,
+    /// The sandbox's own sled page cache in MiB (counted in on-disk bytes, like
+    /// `storage.cache_capacity_mb`).
+    pub cache_capacity_mb: u64,
 }
 
 impl Default for SandboxConfig {
@@ -284,6 +288,7 @@ impl Default for SandboxConfig {
             webhook_retry_max_ms: 30_000,
             accept_delay_ms: 0,
             answer_delay_ms: 0,
+            cache_capacity_mb: 4,
         }
     }
 }

@@ -115,6 +115,13 @@ pub enum PaymentStatus {
     Unknown,
 }
 
+impl PaymentStatus {
+    /// The outcome is not recorded yet: reconciliation decides it.
+    pub fn is_open(self) -> bool {
+        matches!(self, Self::Reserved | Self::Unknown)
+    }
+}
+
 /// One payment taken at the gateway, keyed by id; its nonce key guards against replay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -3,7 +3,10 @@
 //! arrived before their payout was known. Every multi-record step is one sled transaction,
 //! flushed before it returns.
 
-use super::sled_store::{abort, backend, dec, enc, key2, prefix, tx_err, SledStore};
+use super::sled_store::{
+    abort, backend, build_open_index, dec, enc, key2, open_records, prefix, put_tracked, tx_err,
+    SledStore,
+};
 use super::{StoreError, StoreResult};
 use crate::payout::webhook::ProviderEvent;
 use crate::payout::{AppliedEvent, Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
@@ -16,6 +19,9 @@ pub struct PayoutTrees {
     corridor_index: sled::Tree,
     quotes: sled::Tree,
     payouts: sled::Tree,
+    /// Ids of payouts still `Initiating` (the provider has not confirmed them): what payout
+    /// reconciliation reads, so it never walks the whole payout history.
+    initiating: sled::Tree,
     /// `org \0 Idempotency-Key` -> `PayIdempotency`.
     pay_keys: sled::Tree,
     /// provider payment id -> our payment id.
@@ -34,12 +40,39 @@ impl PayoutTrees {
             corridor_index: tree("corridor_index")?,
             quotes: tree("quotes")?,
             payouts: tree("payouts")?,
+            initiating: tree("payouts_initiating")?,
             pay_keys: tree("pay_keys")?,
             cpn_index: tree("cpn_index")?,
             events: tree("payout_events")?,
             orphans: tree("payout_orphans")?,
         })
     }
+
+    pub(super) fn build_open_index(&self, db: &sled::Db) -> StoreResult<()> {
+        build_open_index(
+            db,
+            &self.payouts,
+            &self.initiating,
+            "payouts_initiating.v1",
+            |p: &Payout| p.status == PayoutStatus::Initiating,
+        )
+    }
+}
+
+/// Inside a transaction: stores a payout and keeps the `Initiating` index in step.
+fn put_payout(
+    payouts: &sled::transaction::TransactionalTree,
+    initiating: &sled::transaction::TransactionalTree,
+    payout: &Payout,
+    bytes: &[u8],
+) -> Result<(), sled::transaction::ConflictableTransactionError<StoreError>> {
+    put_tracked(
+        payouts,
+        initiating,
+        payout.id.as_bytes(),
+        bytes,
+        payout.status == PayoutStatus::Initiating,
+    )
 }
 
 /// The outcome of [`PayoutStore::begin_payout`].
@@ -168,8 +201,8 @@ impl PayoutStore for SledStore {
         let kk = key2(&key.org_id, &key.key);
         let key_bytes = enc(key)?;
         let payout_bytes = enc(payout)?;
-        let out = (&t.pay_keys, &t.quotes, &t.payouts)
-            .transaction(|(keys, quotes, payouts)| {
+        let out = (&t.pay_keys, &t.quotes, &t.payouts, &t.initiating)
+            .transaction(|(keys, quotes, payouts, initiating)| {
                 if let Some(prev) = keys.get(&kk)? {
                     let prev: PayIdempotency = dec(&prev)
                         .map_err(sled::transaction::ConflictableTransactionError::Abort)?;
@@ -187,7 +220,7 @@ impl PayoutStore for SledStore {
                 let q = enc(&q).map_err(sled::transaction::ConflictableTransactionError::Abort)?;
                 quotes.insert(payout.quote_id.as_bytes(), q)?;
                 keys.insert(kk.clone(), key_bytes.clone())?;
-                payouts.insert(payout.id.as_bytes(), payout_bytes.clone())?;
+                put_payout(payouts, initiating, payout, &payout_bytes)?;
                 Ok(BeginPayout::Started)
             })
             .map_err(tx_err)?;
@@ -206,8 +239,8 @@ impl PayoutStore for SledStore {
         };
         let kk = key2(&payout.org_id, &payout.idempotency_key);
         let payout_bytes = enc(payout)?;
-        (&t.pay_keys, &t.payouts, &t.cpn_index)
-            .transaction(|(keys, payouts, index)| {
+        (&t.pay_keys, &t.payouts, &t.initiating, &t.cpn_index)
+            .transaction(|(keys, payouts, initiating, index)| {
                 if let Some(k) = keys.get(&kk)? {
                     let mut k: PayIdempotency =
                         dec(&k).map_err(sled::transaction::ConflictableTransactionError::Abort)?;
@@ -218,7 +251,7 @@ impl PayoutStore for SledStore {
                         keys.insert(kk.clone(), k)?;
                     }
                 }
-                payouts.insert(payout.id.as_bytes(), payout_bytes.clone())?;
+                put_payout(payouts, initiating, payout, &payout_bytes)?;
                 index.insert(cpn.as_bytes(), payout.id.as_bytes())?;
                 Ok(())
             })
@@ -230,8 +263,8 @@ impl PayoutStore for SledStore {
         let t = &self.corridors;
         let kk = key2(&payout.org_id, &payout.idempotency_key);
         let payout_bytes = enc(payout)?;
-        (&t.pay_keys, &t.payouts)
-            .transaction(|(keys, payouts)| {
+        (&t.pay_keys, &t.payouts, &t.initiating)
+            .transaction(|(keys, payouts, initiating)| {
                 if let Some(k) = keys.get(&kk)? {
                     let k: PayIdempotency =
                         dec(&k).map_err(sled::transaction::ConflictableTransactionError::Abort)?;
@@ -239,8 +272,7 @@ impl PayoutStore for SledStore {
                         keys.remove(kk.clone())?;
                     }
                 }
-                payouts.insert(payout.id.as_bytes(), payout_bytes.clone())?;
-                Ok(())
+                put_payout(payouts, initiating, payout, &payout_bytes)
             })
             .map_err(tx_err)?;
         self.durable().await
@@ -251,15 +283,10 @@ impl PayoutStore for SledStore {
     }
 
     async fn initiating_payouts(&self) -> StoreResult<Vec<Payout>> {
-        let mut out = Vec::new();
-        for kv in self.corridors.payouts.iter() {
-            let (_, v) = kv.map_err(backend)?;
-            let p: Payout = dec(&v)?;
-            if p.status == PayoutStatus::Initiating {
-                out.push(p);
-            }
-        }
-        Ok(out)
+        let t = &self.corridors;
+        let mut open: Vec<Payout> = open_records(&t.payouts, &t.initiating)?;
+        open.retain(|p| p.status == PayoutStatus::Initiating);
+        Ok(open)
     }
 
     async fn apply_payout_event(
@@ -271,8 +298,14 @@ impl PayoutStore for SledStore {
     ) -> StoreResult<EventOutcome> {
         let t = &self.corridors;
         let cpn = event.payment_id.as_str();
-        let out = (&t.events, &t.cpn_index, &t.payouts, &t.orphans)
-            .transaction(|(events, index, payouts, orphans)| {
+        let out = (
+            &t.events,
+            &t.cpn_index,
+            &t.payouts,
+            &t.initiating,
+            &t.orphans,
+        )
+            .transaction(|(events, index, payouts, initiating, orphans)| {
                 if events.get(event_key.as_bytes())?.is_some() {
                     return Ok(EventOutcome::Duplicate);
                 }
@@ -301,7 +334,7 @@ impl PayoutStore for SledStore {
                 });
                 let bytes =
                     enc(&p).map_err(sled::transaction::ConflictableTransactionError::Abort)?;
-                payouts.insert(id, bytes)?;
+                put_payout(payouts, initiating, &p, &bytes)?;
                 Ok(EventOutcome::Applied(next))
             })
             .map_err(tx_err)?;

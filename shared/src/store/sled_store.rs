@@ -2,9 +2,7 @@
 //! transactions where two trees change together, and a flush before a write is acknowledged.
 
 use super::{PaymentReservation, SpendReservation, Store, StoreError, StoreResult};
-use crate::model::{
-    ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
-};
+use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route};
 use async_trait::async_trait;
 use serde::{de::DeserializeOwned, Serialize};
 use sled::transaction::{
@@ -22,6 +20,9 @@ pub struct SledStore {
     route_paths: sled::Tree,
     idempotency: sled::Tree,
     payments: sled::Tree,
+    /// Ids of payments whose outcome is not recorded yet (`RESERVED`, `UNKNOWN`): what
+    /// reconciliation reads, so it never walks the whole payment history.
+    payments_open: sled::Tree,
     nonces: sled::Tree,
     plan_usage: sled::Tree,
     metrics: sled::Tree,
@@ -70,6 +71,63 @@ pub(super) fn tx_err(e: TransactionError<StoreError>) -> StoreError {
     }
 }
 
+/// Inside a transaction: writes a record and keeps its id in `open` exactly while `is_open`
+/// (a payment or payout still in flight). The only way such records are written, so the index
+/// and the records commit together.
+pub(super) fn put_tracked(
+    records: &TransactionalTree,
+    open: &TransactionalTree,
+    id: &[u8],
+    bytes: &[u8],
+    is_open: bool,
+) -> Result<(), ConflictableTransactionError<StoreError>> {
+    records.insert(id, bytes)?;
+    if is_open {
+        open.insert(id, &[][..])?;
+    } else {
+        open.remove(id)?;
+    }
+    Ok(())
+}
+
+/// The records whose ids `open` holds, decoded; ids whose record is gone are skipped.
+pub(super) fn open_records<T: DeserializeOwned>(
+    records: &sled::Tree,
+    open: &sled::Tree,
+) -> StoreResult<Vec<T>> {
+    let mut out = Vec::new();
+    for id in open.iter().keys() {
+        if let Some(v) = records.get(id.map_err(backend)?).map_err(backend)? {
+            out.push(dec(&v)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Builds an open-records index once for a store written before the index existed: one walk
+/// over `records`, then a marker in the `meta` tree so later opens skip it.
+pub(super) fn build_open_index<T: DeserializeOwned>(
+    db: &sled::Db,
+    records: &sled::Tree,
+    open: &sled::Tree,
+    marker: &str,
+    is_open: impl Fn(&T) -> bool,
+) -> StoreResult<()> {
+    let meta = db.open_tree("meta").map_err(backend)?;
+    if meta.contains_key(marker).map_err(backend)? {
+        return Ok(());
+    }
+    for kv in records.iter() {
+        let (id, v) = kv.map_err(backend)?;
+        if is_open(&dec(&v)?) {
+            open.insert(id, &[][..]).map_err(backend)?;
+        }
+    }
+    meta.insert(marker, &[][..]).map_err(backend)?;
+    db.flush().map_err(backend)?;
+    Ok(())
+}
+
 /// Inside a transaction: aborts with the stored record if the idempotency key was used.
 fn idem_unused(
     idems: &TransactionalTree,
@@ -104,7 +162,7 @@ impl SledStore {
             .open()
             .map_err(backend)?;
         let tree = |n: &str| db.open_tree(n).map_err(backend);
-        Ok(Self {
+        Self {
             orgs: tree("orgs")?,
             org_slugs: tree("org_slugs")?,
             api_keys: tree("api_keys")?,
@@ -112,13 +170,27 @@ impl SledStore {
             route_paths: tree("route_paths")?,
             idempotency: tree("idempotency")?,
             payments: tree("payments")?,
+            payments_open: tree("payments_open")?,
             nonces: tree("nonces")?,
             plan_usage: tree("plan_usage")?,
             metrics: tree("metrics")?,
             mcp_spend: tree("mcp_spend")?,
             corridors: super::payouts::PayoutTrees::open(&db)?,
             db,
-        })
+        }
+        .with_open_indexes()
+    }
+
+    fn with_open_indexes(self) -> StoreResult<Self> {
+        build_open_index(
+            &self.db,
+            &self.payments,
+            &self.payments_open,
+            "payments_open.v1",
+            |p: &GatewayPayment| p.status.is_open(),
+        )?;
+        self.corridors.build_open_index(&self.db)?;
+        Ok(self)
     }
 
     /// Waits until every write so far is on disk. sled 0.34's `flush_async` deadlocks when
@@ -343,8 +415,9 @@ impl Store for SledStore {
 
     async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<PaymentReservation> {
         let bytes = enc(payment)?;
-        let outcome = (&self.nonces, &self.payments)
-            .transaction(|(nonces, payments)| {
+        let id = payment.id.as_bytes();
+        let outcome = (&self.nonces, &self.payments, &self.payments_open)
+            .transaction(|(nonces, payments, open)| {
                 if let Some(holder) = nonces.get(payment.nonce_key.as_bytes())? {
                     let Some(held) = payments.get(&holder)? else {
                         return abort(StoreError::Backend(format!(
@@ -355,8 +428,8 @@ impl Store for SledStore {
                     let held = dec(&held).map_err(ConflictableTransactionError::Abort)?;
                     return Ok(PaymentReservation::Held(Box::new(held)));
                 }
-                nonces.insert(payment.nonce_key.as_bytes(), payment.id.as_bytes())?;
-                payments.insert(payment.id.as_bytes(), bytes.as_slice())?;
+                nonces.insert(payment.nonce_key.as_bytes(), id)?;
+                put_tracked(payments, open, id, &bytes, payment.status.is_open())?;
                 Ok(PaymentReservation::Reserved)
             })
             .map_err(tx_err)?;
@@ -367,23 +440,30 @@ impl Store for SledStore {
     }
 
     async fn update_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
-        self.payments
-            .insert(payment.id.as_bytes(), enc(payment)?)
-            .map_err(backend)?;
+        let bytes = enc(payment)?;
+        (&self.payments, &self.payments_open)
+            .transaction(|(payments, open)| {
+                put_tracked(
+                    payments,
+                    open,
+                    payment.id.as_bytes(),
+                    &bytes,
+                    payment.status.is_open(),
+                )
+            })
+            .map_err(tx_err)?;
         self.durable().await
     }
 
     async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
         let bytes = enc(payment)?;
-        (&self.nonces, &self.payments)
-            .transaction(|(nonces, payments)| {
-                if nonces.get(payment.nonce_key.as_bytes())?.as_deref()
-                    == Some(payment.id.as_bytes())
-                {
+        let id = payment.id.as_bytes();
+        (&self.nonces, &self.payments, &self.payments_open)
+            .transaction(|(nonces, payments, open)| {
+                if nonces.get(payment.nonce_key.as_bytes())?.as_deref() == Some(id) {
                     nonces.remove(payment.nonce_key.as_bytes())?;
                 }
-                payments.insert(payment.id.as_bytes(), bytes.as_slice())?;
-                Ok(())
+                put_tracked(payments, open, id, &bytes, payment.status.is_open())
             })
             .map_err(tx_err)?;
         self.durable().await
@@ -431,14 +511,9 @@ impl Store for SledStore {
     }
 
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>> {
-        let mut out = Vec::new();
-        for v in self.payments.iter().values() {
-            let p: GatewayPayment = dec(&v.map_err(backend)?)?;
-            if matches!(p.status, PaymentStatus::Reserved | PaymentStatus::Unknown) {
-                out.push(p);
-            }
-        }
-        Ok(out)
+        let mut open: Vec<GatewayPayment> = open_records(&self.payments, &self.payments_open)?;
+        open.retain(|p| p.status.is_open());
+        Ok(open)
     }
 
     async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64> {
@@ -544,6 +619,7 @@ impl Store for SledStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::PaymentStatus;
     use crate::money::UsdcAmount;
 
     fn route(org: &str, id: &str, path: &str) -> Route {
@@ -787,5 +863,77 @@ mod tests {
             .await
             .unwrap()
             .is_none());
+    }
+
+    fn ids(mut v: Vec<GatewayPayment>) -> Vec<String> {
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v.into_iter().map(|p| p.id).collect()
+    }
+
+    #[tokio::test]
+    async fn reconciliation_reads_only_open_payments_and_the_index_follows_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path()).unwrap();
+        let (a, b, c) = (
+            payment("pay_a", "n_a"),
+            payment("pay_b", "n_b"),
+            payment("pay_c", "n_c"),
+        );
+        for p in [&a, &b, &c] {
+            assert_eq!(
+                s.reserve_payment(p).await.unwrap(),
+                PaymentReservation::Reserved
+            );
+        }
+        assert_eq!(
+            ids(s.unfinished_payments().await.unwrap()),
+            ["pay_a", "pay_b", "pay_c"]
+        );
+        // Settled leaves the index; Unknown stays in it; a release (Failed) leaves it.
+        let mut settled = a.clone();
+        settled.status = PaymentStatus::Settled;
+        s.update_payment(&settled).await.unwrap();
+        let mut unknown = b.clone();
+        unknown.status = PaymentStatus::Unknown;
+        s.update_payment(&unknown).await.unwrap();
+        let mut failed = c.clone();
+        failed.status = PaymentStatus::Failed;
+        s.release_payment(&failed).await.unwrap();
+        assert_eq!(ids(s.unfinished_payments().await.unwrap()), ["pay_b"]);
+        assert_eq!(s.payments_open.len(), 1);
+        // A replay of a held nonce writes nothing, the index included.
+        assert!(matches!(
+            s.reserve_payment(&payment("pay_d", "n_b")).await.unwrap(),
+            PaymentReservation::Held(_)
+        ));
+        assert_eq!(s.payments_open.len(), 1);
+        // The record stays whole: the index only names it.
+        assert_eq!(s.get_payment("pay_a").await.unwrap(), Some(settled));
+    }
+
+    #[tokio::test]
+    async fn a_store_written_before_the_open_index_gets_it_built_once_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = SledStore::open(dir.path()).unwrap();
+            let mut settled = payment("pay_s", "n_s");
+            settled.status = PaymentStatus::Settled;
+            for p in [payment("pay_r", "n_r"), settled] {
+                s.reserve_payment(&p).await.unwrap();
+            }
+            // What an older version left: no index, no marker.
+            s.payments_open.clear().unwrap();
+            s.db.open_tree("meta").unwrap().clear().unwrap();
+            s.flush().await.unwrap();
+        }
+        let s = SledStore::open(dir.path()).unwrap();
+        assert_eq!(ids(s.unfinished_payments().await.unwrap()), ["pay_r"]);
+        // Built once: a later open does not walk the records again (an index emptied by hand
+        // stays empty, which is how the marker is seen to hold).
+        s.payments_open.clear().unwrap();
+        s.flush().await.unwrap();
+        drop(s);
+        let s = SledStore::open(dir.path()).unwrap();
+        assert!(s.unfinished_payments().await.unwrap().is_empty());
     }
 }
