@@ -72,8 +72,9 @@ pub(super) fn tx_err(e: TransactionError<StoreError>) -> StoreError {
 }
 
 /// Inside a transaction: writes a record and keeps its id in `open` exactly while `is_open`
-/// (a payment or payout still in flight). The only way such records are written, so the index
-/// and the records commit together.
+/// (a payment or payout still in flight). Every write that can change such a record's status
+/// goes through it, so the index and the records commit together (`claim_redemption` only
+/// stamps an already settled payment).
 pub(super) fn put_tracked(
     records: &TransactionalTree,
     open: &TransactionalTree,
