@@ -34,7 +34,7 @@ test: deps
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity
 ## measured at its start, for SOAK_SECONDS (default 1800); fails on any error or on RSS growth
-## (the 30-minute run finds growth today: RELIABILITY.md).
+## (the 30-minute run passes; RSS still rises slowly with kept records: RELIABILITY.md).
 ## `make test` runs the same test for 20 s. Report: target/soak-report.json.
 SOAK_SECONDS ?= 1800
 soak: deps
