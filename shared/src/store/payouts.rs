@@ -54,9 +54,14 @@ impl PayoutTrees {
             &self.payouts,
             &self.initiating,
             "payouts_initiating.v1",
-            |p: &Payout| p.status == PayoutStatus::Initiating,
+            is_initiating,
         )
     }
+}
+
+/// A payout the provider has not confirmed yet: what payout reconciliation drives.
+fn is_initiating(p: &Payout) -> bool {
+    p.status == PayoutStatus::Initiating
 }
 
 /// Inside a transaction: stores a payout and keeps the `Initiating` index in step.
@@ -71,7 +76,7 @@ fn put_payout(
         initiating,
         payout.id.as_bytes(),
         bytes,
-        payout.status == PayoutStatus::Initiating,
+        is_initiating(payout),
     )
 }
 
@@ -283,10 +288,11 @@ impl PayoutStore for SledStore {
     }
 
     async fn initiating_payouts(&self) -> StoreResult<Vec<Payout>> {
-        let t = &self.corridors;
-        let mut open: Vec<Payout> = open_records(&t.payouts, &t.initiating)?;
-        open.retain(|p| p.status == PayoutStatus::Initiating);
-        Ok(open)
+        open_records(
+            &self.corridors.payouts,
+            &self.corridors.initiating,
+            is_initiating,
+        )
     }
 
     async fn apply_payout_event(

@@ -91,15 +91,19 @@ pub(super) fn put_tracked(
     Ok(())
 }
 
-/// The records whose ids `open` holds, decoded; ids whose record is gone are skipped.
+/// The records whose ids `open` holds and that are still open, decoded.
 pub(super) fn open_records<T: DeserializeOwned>(
     records: &sled::Tree,
     open: &sled::Tree,
+    is_open: impl Fn(&T) -> bool,
 ) -> StoreResult<Vec<T>> {
     let mut out = Vec::new();
     for id in open.iter().keys() {
         if let Some(v) = records.get(id.map_err(backend)?).map_err(backend)? {
-            out.push(dec(&v)?);
+            let record = dec(&v)?;
+            if is_open(&record) {
+                out.push(record);
+            }
         }
     }
     Ok(out)
@@ -512,9 +516,9 @@ impl Store for SledStore {
     }
 
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>> {
-        let mut open: Vec<GatewayPayment> = open_records(&self.payments, &self.payments_open)?;
-        open.retain(|p| p.status.is_open());
-        Ok(open)
+        open_records(&self.payments, &self.payments_open, |p: &GatewayPayment| {
+            p.status.is_open()
+        })
     }
 
     async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64> {
