@@ -106,9 +106,9 @@ fmt:
 build: sys-deps
 	cargo build --workspace
 
+# Only the binary `make run` serves: the benchmark's examples are built by `make bench` alone.
 release: sys-deps
 	cargo build --release --bin paygate
-	cargo build --release --example minimal_pingora -p paygate-proxy
 
 deps: sys-deps py-deps chain-deps
 

@@ -11,6 +11,7 @@ use paygate_shared::facilitator::embedded::EmbeddedFacilitator;
 use paygate_shared::facilitator::remote::RemoteFacilitator;
 use paygate_shared::facilitator::Facilitator;
 use paygate_shared::network::Networks;
+use paygate_shared::payments::PaymentService;
 use paygate_shared::route_table::{RenderContext, RouteTable};
 use paygate_shared::store::{SledStore, Store};
 use pingora::server::configuration::ServerConf;
@@ -104,16 +105,15 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let facilitator = build_facilitator(&cfg)?;
     let metrics = paygate_shared::metrics::Metrics::new();
     let usage = Arc::new(paygate_shared::usage::PlanUsage::new(dyn_store.clone()));
+    let payments = Arc::new(PaymentService::new(dyn_store.clone(), facilitator, usage));
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,
         Gateway::new(GatewayParts {
             table: table.clone(),
             control_plane: cp_addr,
-            facilitator: facilitator.clone(),
-            store: dyn_store.clone(),
+            payments: payments.clone(),
             settings: ProxySettings::from_config(&cfg.upstream),
             metrics: metrics.clone(),
-            usage,
         }),
         "paygate proxy",
     );
@@ -127,7 +127,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
 
     let (provider, secrets, sandbox_listener) = build_payouts(&cfg)?;
     let state = AppState::new(dyn_store.clone(), table, cfg.clone())
-        .with_facilitator(facilitator)
+        .with_payments(payments)
         .with_metrics(metrics)
         .with_payouts(provider, secrets, sandbox_listener);
     server.add_service(background_service(

@@ -294,6 +294,15 @@ async fn a_retry_is_served_once_on_a_payment_reconciliation_found_settled() {
 
     let (status, code, _) = send_error(retry(&never_sent)).await;
     assert_eq!((status, code.as_str()), (504, "SETTLEMENT_PENDING"));
+    // The facilitator API answers a held nonce as the gateway does: wait, never pay again.
+    let body = json!({"x402Version": 1, "paymentPayload": never_sent.v1_payload(),
+                      "paymentRequirements": v1_requirements(seller, PRICE)});
+    let (status, err) = call(&gw, &key, "settle", body).await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (504, Some("SETTLEMENT_PENDING")),
+        "{err}"
+    );
 
     // The first reconciliation pass runs at start; until it has, the answer is "wait".
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);

@@ -7,6 +7,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use paygate_shared::ids::new_request_id;
+use paygate_shared::payments::Refusal;
 use paygate_shared::store::StoreError;
 use paygate_shared::{ErrorBody, ErrorCode, FieldProblem};
 
@@ -46,6 +47,14 @@ impl ApiError {
             ErrorCode::InternalError,
             "internal error; quote the requestId to support",
         )
+    }
+}
+
+/// A refused payment as an error answer (the facilitator API answers the refusals that carry
+/// an x402 reason word itself).
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        Self::new(r.code(), r.to_string())
     }
 }
 

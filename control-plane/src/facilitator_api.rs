@@ -4,7 +4,8 @@
 //!
 //! A request that is not a facilitator request is a `400`; a payment that is not acceptable is a
 //! `200` with `isValid: false` / `success: false` and the x402 reason word, as facilitators answer.
-//! Settlement reserves the authorization's nonce in the same replay guard as the gateway, and
+//! Settlement goes through the gateway's own payment service (the same replay guard, the same
+//! answer to a nonce already held: `504 SETTLEMENT_PENDING` while it is being settled) and
 //! records the payment under the calling organisation.
 
 use crate::auth::OrgAuth;
@@ -15,11 +16,9 @@ use axum::Json;
 use paygate_shared::facilitator::wire::{
     FacilitatorRequest, SettleResponse, SupportedKindWire, SupportedResponse, VerifyResponse,
 };
-use paygate_shared::facilitator::{settle_reserved, Facilitator, FacilitatorError, PaymentRequest};
-use paygate_shared::model::GatewayPayment;
-use paygate_shared::store::PaymentReservation;
-use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion, SignedAuthorization};
-use paygate_shared::x402::verify::{self, Rejection};
+use paygate_shared::facilitator::Facilitator;
+use paygate_shared::payments::{Charge, Refusal, Verified};
+use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_shared::x402::{PaymentRequirements, RequirementsError};
 use paygate_shared::{unix_now, ErrorCode};
 use std::sync::Arc;
@@ -27,22 +26,26 @@ use std::sync::Arc;
 /// Route id recorded on payments settled through this API.
 pub const FACILITATOR_API_ROUTE: &str = "facilitator-api";
 
-/// A decoded facilitator request, or the reason word it is not acceptable.
-struct Checked {
-    payment: PaymentPayload,
-    auth: SignedAuthorization,
-    requirements: PaymentRequirements,
-    /// The network spelling the caller used, echoed in answers.
-    network: String,
+/// A refusal as this API answers it: the x402 reason word (`200` with `isValid`/`success`
+/// false) for a payment that is not acceptable, the error otherwise.
+enum Answer {
+    Invalid(&'static str),
+    Error(ApiError),
+}
+
+impl From<Refusal> for Answer {
+    fn from(r: Refusal) -> Self {
+        match r.x402_reason() {
+            Some(reason) => Self::Invalid(reason),
+            None => Self::Error(r.into()),
+        }
+    }
 }
 
 fn facilitator(state: &AppState) -> Result<&Arc<dyn Facilitator>, ApiError> {
-    state.facilitator.as_ref().ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::FacilitatorUnavailable,
-            "no facilitator is configured on this gateway",
-        )
-    })
+    state
+        .facilitator()
+        .ok_or_else(|| Refusal::NoFacilitator.into())
 }
 
 fn parse(body: &[u8]) -> Result<(FacilitatorRequest, ProtocolVersion), ApiError> {
@@ -57,30 +60,24 @@ fn parse(body: &[u8]) -> Result<(FacilitatorRequest, ProtocolVersion), ApiError>
     Ok((req, version))
 }
 
-/// Decodes and verifies locally; `Err(reason)` is an acceptable request with an unacceptable
-/// payment.
+/// Reads the requirements and verifies the payment locally through the payment service.
 fn check(
     state: &AppState,
     req: &FacilitatorRequest,
     version: ProtocolVersion,
-) -> Result<Checked, &'static str> {
-    let json = serde_json::to_vec(&req.payment_payload).map_err(|_| "invalid_payload")?;
-    let payment = PaymentPayload::from_json(&json, version).map_err(|_| "invalid_payload")?;
-    let auth = payment.authorization().map_err(|_| "invalid_payload")?;
+) -> Result<(Verified, PaymentRequirements), Answer> {
     let requirements =
         PaymentRequirements::from_wire(&req.payment_requirements, version, &state.networks)
-            .map_err(|e| match e {
-                RequirementsError::UnsupportedNetwork(_) => "invalid_network",
-                _ => "invalid_payment_requirements",
+            .map_err(|e| {
+                Answer::Invalid(match e {
+                    RequirementsError::UnsupportedNetwork(_) => "invalid_network",
+                    _ => "invalid_payment_requirements",
+                })
             })?;
-    verify::verify(&payment, &auth, &requirements, unix_now()).map_err(Rejection::reason)?;
-    let network = requested_network(req);
-    Ok(Checked {
-        payment,
-        auth,
-        requirements,
-        network,
-    })
+    let json = serde_json::to_vec(&req.payment_payload).unwrap_or_default();
+    let payment = PaymentPayload::from_json(&json, version).map_err(Refusal::from)?;
+    let verified = state.payments.verify(payment, &requirements, unix_now())?;
+    Ok((verified, requirements))
 }
 
 /// The network spelling the caller used, echoed in answers.
@@ -92,14 +89,6 @@ fn requested_network(req: &FacilitatorRequest) -> String {
         .to_string()
 }
 
-fn unavailable(msg: &str) -> ApiError {
-    tracing::warn!(error = %msg, "facilitator unavailable");
-    ApiError::new(
-        ErrorCode::FacilitatorUnavailable,
-        "the chain cannot be reached now; retry later",
-    )
-}
-
 #[utoipa::path(post, path = "/facilitator/verify", tag = "facilitator", security(("orgKey" = [])), request_body = crate::openapi::FacilitatorRequestDoc, responses((status = 200, description = "Verdict (an invalid payment is `isValid: false`)", body = crate::openapi::VerifyResponseDoc), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = crate::openapi::ErrorDoc)))]
 pub async fn verify(
     State(state): State<AppState>,
@@ -107,36 +96,26 @@ pub async fn verify(
     body: axum::body::Bytes,
 ) -> Result<Json<VerifyResponse>, ApiError> {
     let (req, version) = parse(&body)?;
-    let f = facilitator(&state)?;
-    let invalid = |reason: &str, payer: Option<String>| {
+    facilitator(&state)?;
+    let verdict = |payer: Option<String>, reason: Option<&str>| {
         Json(VerifyResponse {
-            is_valid: false,
-            invalid_reason: Some(reason.to_string()),
+            is_valid: reason.is_none(),
+            invalid_reason: reason.map(str::to_string),
             payer,
         })
     };
-    let c = match check(&state, &req, version) {
+    let (v, requirements) = match check(&state, &req, version) {
         Ok(c) => c,
-        Err(reason) => return Ok(invalid(reason, None)),
+        Err(Answer::Invalid(reason)) => return Ok(verdict(None, Some(reason))),
+        Err(Answer::Error(e)) => return Err(e),
     };
-    let payer = Some(c.auth.from.to_checksum(None));
-    match f
-        .verify(&PaymentRequest {
-            payment: &c.payment,
-            auth: &c.auth,
-            requirements: &c.requirements,
-        })
-        .await
-    {
-        Ok(_) => Ok(Json(VerifyResponse {
-            is_valid: true,
-            invalid_reason: None,
-            payer,
-        })),
-        Err(FacilitatorError::Rejected(r)) => Ok(invalid(r.reason(), payer)),
-        Err(FacilitatorError::Unavailable(m) | FacilitatorError::Ambiguous(m)) => {
-            Err(unavailable(&m))
-        }
+    let payer = Some(v.payer().to_checksum(None));
+    match state.payments.verify_on_chain(&v, &requirements).await {
+        Ok(_) => Ok(verdict(payer, None)),
+        Err(r) => match Answer::from(r) {
+            Answer::Invalid(reason) => Ok(verdict(payer, Some(reason))),
+            Answer::Error(e) => Err(e),
+        },
     }
 }
 
@@ -147,7 +126,8 @@ pub async fn settle(
     body: axum::body::Bytes,
 ) -> Result<Json<SettleResponse>, ApiError> {
     let (req, version) = parse(&body)?;
-    let f = facilitator(&state)?;
+    facilitator(&state)?;
+    let network = requested_network(&req);
     let failed = |reason: &str, network: String, payer: Option<String>| {
         Json(SettleResponse {
             success: false,
@@ -157,47 +137,41 @@ pub async fn settle(
             payer,
         })
     };
-    let c = match check(&state, &req, version) {
+    let (v, requirements) = match check(&state, &req, version) {
         Ok(c) => c,
-        Err(reason) => {
-            return Ok(failed(reason, requested_network(&req), None));
-        }
+        Err(Answer::Invalid(reason)) => return Ok(failed(reason, network, None)),
+        Err(Answer::Error(e)) => return Err(e),
     };
-    let payer = Some(c.auth.from.to_checksum(None));
-    let mut record =
-        GatewayPayment::reserved(&org.id, FACILITATOR_API_ROUTE, &c.requirements, &c.auth, 0);
-    if let PaymentReservation::Held(_) = state.store.reserve_payment(&record).await? {
-        return Ok(failed(Rejection::NonceReplay.reason(), c.network, payer));
-    }
-    let req = PaymentRequest {
-        payment: &c.payment,
-        auth: &c.auth,
-        requirements: &c.requirements,
+    let payer = Some(v.payer().to_checksum(None));
+    let org_id: Arc<str> = Arc::from(org.id.as_str());
+    let charge = Charge {
+        org_id: &org_id,
+        route_id: FACILITATOR_API_ROUTE,
+        requirements: &requirements,
+        plan_limit: None,
     };
-    match settle_reserved(state.store.as_ref(), f.as_ref(), &mut record, &req).await {
-        Ok(s) => Ok(Json(SettleResponse {
+    match state.payments.take(v, &charge).await {
+        Ok(paid) => Ok(Json(SettleResponse {
             success: true,
             error_reason: None,
-            transaction: format!("{:#x}", s.transaction),
-            network: c.network,
+            transaction: paid.record.transaction.clone().unwrap_or_default(),
+            network,
             payer,
         })),
-        Err(FacilitatorError::Rejected(r)) => Ok(failed(r.reason(), c.network, payer)),
-        Err(FacilitatorError::Unavailable(m)) => Err(unavailable(&m)),
-        Err(FacilitatorError::Ambiguous(_)) => Err(ApiError::new(
-            ErrorCode::SettlementPending,
-            "settlement outcome is not known yet; it is being reconciled",
-        )),
+        Err(r) => match Answer::from(r) {
+            Answer::Invalid(reason) => Ok(failed(reason, network, payer)),
+            Answer::Error(e) => Err(e),
+        },
     }
 }
 
 #[utoipa::path(get, path = "/facilitator/supported", tag = "facilitator", responses((status = 200, description = "Supported (version, scheme, network) kinds", body = crate::openapi::SupportedDoc), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = crate::openapi::ErrorDoc)))]
 pub async fn supported(State(state): State<AppState>) -> Result<Json<SupportedResponse>, ApiError> {
     let f = facilitator(&state)?;
-    let kinds = f
-        .supported()
-        .await
-        .map_err(|e| unavailable(&e.to_string()))?;
+    let kinds = f.supported().await.map_err(|e| {
+        tracing::warn!(error = %e, "facilitator unavailable");
+        ApiError::from(Refusal::FacilitatorDown)
+    })?;
     Ok(Json(SupportedResponse {
         kinds: kinds
             .into_iter()

@@ -19,8 +19,10 @@ use axum::Router;
 use paygate_shared::config::Config;
 use paygate_shared::facilitator::Facilitator;
 use paygate_shared::network::Networks;
+use paygate_shared::payments::PaymentService;
 use paygate_shared::route_table::RouteTable;
 use paygate_shared::store::Store;
+use paygate_shared::usage::PlanUsage;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,9 +37,9 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The admin token, read once from the environment variable the config names.
     pub admin_token: Option<Arc<str>>,
-    /// The facilitator the gateway settles with, served at `/facilitator/*` (`None`: not
-    /// configured, those endpoints answer `503`).
-    pub facilitator: Option<Arc<dyn Facilitator>>,
+    /// The paid step the gateway uses, shared with `/facilitator/*`; its facilitator (`None`:
+    /// not configured, those endpoints answer `503`) is probed for health.
+    pub payments: Arc<PaymentService>,
     pub networks: Arc<Networks>,
     /// Which upstream addresses routes may target.
     pub target_policy: Arc<paygate_shared::target_policy::TargetPolicy>,
@@ -59,6 +61,8 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, table: Arc<RouteTable>, config: Arc<Config>) -> Self {
         let admin_token = config.admin.token().map(Arc::from);
         let networks = Arc::new(Networks::from_config(&config.networks));
+        let usage = Arc::new(PlanUsage::new(store.clone()));
+        let payments = Arc::new(PaymentService::new(store.clone(), None, usage));
         let target_policy = Arc::new(paygate_shared::target_policy::TargetPolicy::new(
             config.upstream.allow_private_networks.clone(),
         ));
@@ -67,7 +71,7 @@ impl AppState {
             table,
             config,
             admin_token,
-            facilitator: None,
+            payments,
             networks,
             target_policy,
             metrics: paygate_shared::metrics::Metrics::new(),
@@ -97,9 +101,14 @@ impl AppState {
         self
     }
 
-    pub fn with_facilitator(mut self, facilitator: Option<Arc<dyn Facilitator>>) -> Self {
-        self.facilitator = facilitator;
+    /// The payment service the proxy uses (and with it the facilitator).
+    pub fn with_payments(mut self, payments: Arc<PaymentService>) -> Self {
+        self.payments = payments;
         self
+    }
+
+    pub fn facilitator(&self) -> Option<&Arc<dyn Facilitator>> {
+        self.payments.facilitator()
     }
 }
 

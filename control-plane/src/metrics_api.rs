@@ -103,7 +103,7 @@ pub async fn probe_facilitator(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(cfg.probe_interval_seconds.max(1)));
     loop {
         tick.tick().await;
-        let health = match &state.facilitator {
+        let health = match state.facilitator() {
             None => FacilitatorHealth {
                 status: "down",
                 latency_ms: 0,

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod model;
 pub mod money;
 pub mod network;
+pub mod payments;
 pub mod payout;
 pub mod route_path;
 pub mod route_table;

@@ -1,0 +1,77 @@
+//! Writing the answers the gateway gives itself: one function per shape, all reached through
+//! [`write`], so every answer carries the request id, CORS on `/gateway/`, and a settled
+//! payment's receipt.
+
+use crate::decide::Answer;
+use crate::Ctx;
+use bytes::Bytes;
+use paygate_shared::x402::Challenge;
+use paygate_shared::{ErrorBody, ErrorCode};
+use pingora::http::ResponseHeader;
+use pingora::prelude::*;
+use pingora::proxy::Session;
+
+/// CORS on `/gateway/`: browsers may send payments and read receipts and challenges.
+const CORS_ALLOW_HEADERS: &str =
+    "X-PAYMENT, PAYMENT-SIGNATURE, Payment-Retry, Content-Type, Authorization, Accept";
+const CORS_EXPOSE_HEADERS: &str = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, \
+                                   X-Payment-Requirements, X-Request-Id";
+const CORS_ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS";
+
+/// Writes `answer` and names its outcome on `ctx`.
+pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) -> Result<()> {
+    let (outcome, kind) = answer.outcome();
+    ctx.outcome = Some(outcome);
+    ctx.kind = kind;
+    match answer {
+        Answer::Preflight => preflight(session, ctx).await,
+        Answer::Challenge { challenge, .. } => payment_required(session, ctx, challenge).await,
+        Answer::Error(code, message) => error(session, ctx, code, &message).await,
+    }
+}
+
+/// A JSON error; a settled payment's receipt header goes with it.
+async fn error(session: &mut Session, ctx: &Ctx, code: ErrorCode, message: &str) -> Result<()> {
+    let body = Bytes::from(ErrorBody::new(code, message, &ctx.request_id).to_json());
+    let mut resp = ResponseHeader::build(code.status(), Some(5))?;
+    resp.insert_header("content-type", "application/json")?;
+    resp.insert_header("content-length", body.len())?;
+    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+    if let Some(p) = ctx.paid() {
+        resp.insert_header(p.receipt_header, p.receipt.as_str())?;
+    }
+    if ctx.gateway {
+        add_cors(&mut resp)?;
+    }
+    session.write_response_header(Box::new(resp), false).await?;
+    session.write_response_body(Some(body), true).await
+}
+
+async fn payment_required(session: &mut Session, ctx: &Ctx, challenge: Challenge) -> Result<()> {
+    let mut resp = ResponseHeader::build(402, Some(6))?;
+    resp.insert_header("content-type", "application/json")?;
+    resp.insert_header("content-length", challenge.body.len())?;
+    resp.insert_header("x-payment-requirements", challenge.requirements_header)?;
+    resp.insert_header("payment-required", challenge.payment_required_header)?;
+    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+    add_cors(&mut resp)?;
+    session.write_response_header(Box::new(resp), false).await?;
+    session
+        .write_response_body(Some(challenge.body), true)
+        .await
+}
+
+async fn preflight(session: &mut Session, ctx: &Ctx) -> Result<()> {
+    let mut resp = ResponseHeader::build(204, Some(6))?;
+    add_cors(&mut resp)?;
+    resp.insert_header("access-control-allow-methods", CORS_ALLOW_METHODS)?;
+    resp.insert_header("access-control-allow-headers", CORS_ALLOW_HEADERS)?;
+    resp.insert_header("access-control-max-age", "600")?;
+    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+    session.write_response_header(Box::new(resp), true).await
+}
+
+pub(crate) fn add_cors(resp: &mut ResponseHeader) -> Result<()> {
+    resp.insert_header("access-control-allow-origin", "*")?;
+    resp.insert_header("access-control-expose-headers", CORS_EXPOSE_HEADERS)
+}

@@ -1,0 +1,305 @@
+//! What the gateway does with a request, decided before anything is written: pass it to the
+//! control plane, answer it here (challenge, refusal, preflight), or forward it upstream once
+//! its payment is taken. [`Gateway::decide`] returns the decision; `request_filter` acts on it.
+
+use crate::{Ctx, Gateway};
+use paygate_shared::metrics::Outcome;
+use paygate_shared::payments::{Charge, Paid, Refusal};
+use paygate_shared::route_path::lookup_key;
+use paygate_shared::route_table::RouteEntry;
+use paygate_shared::x402::payment::ProtocolVersion;
+use paygate_shared::x402::{Challenge, PaymentRequirements};
+use paygate_shared::{unix_now, ErrorBody, ErrorCode};
+use pingora::http::RequestHeader;
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+const GATEWAY_PREFIX: &str = "/gateway/";
+
+/// Where a request stands once `request_filter` has decided.
+pub enum Stage {
+    /// Not a `/gateway/` path: passed through to the control plane.
+    ControlPlane,
+    /// Answered by the gateway itself.
+    Answered,
+    /// Going to the route's upstream (boxed: a paid request's record is large, and only paid
+    /// requests carry one).
+    Forwarding(Box<Forwarding>),
+}
+
+/// A request on its way to a route's upstream, with everything that stage needs.
+pub struct Forwarding {
+    pub route: Arc<RouteEntry>,
+    /// The upstream's address, resolved and checked against the SSRF policy before payment.
+    pub addr: SocketAddr,
+    /// The payment taken for it (`None` only for the benchmark build's free pass).
+    pub paid: Option<Paid>,
+    /// Non-streaming routes: when the whole upstream response must have arrived.
+    pub deadline: Option<Instant>,
+    pub upstream_status: Option<u16>,
+    pub body_bytes: u64,
+}
+
+impl Forwarding {
+    fn new(route: Arc<RouteEntry>, addr: SocketAddr, paid: Option<Paid>) -> Box<Self> {
+        Box::new(Self {
+            route,
+            addr,
+            paid,
+            deadline: None,
+            upstream_status: None,
+            body_bytes: 0,
+        })
+    }
+}
+
+/// What `request_filter` does.
+pub enum Decision {
+    PassThrough,
+    Answer(Answer),
+    Forward(Box<Forwarding>),
+}
+
+/// An answer the gateway writes itself.
+pub enum Answer {
+    /// `204` to a CORS preflight.
+    Preflight,
+    /// `402` with a challenge: the route's own when no payment came (`refused: None`), or one
+    /// rendered with the reason a payment was refused.
+    Challenge {
+        challenge: Challenge,
+        refused: Option<ErrorCode>,
+    },
+    /// A JSON error.
+    Error(ErrorCode, Cow<'static, str>),
+}
+
+impl Answer {
+    /// The answer to a refused payment: `402` with the challenge and the reason when the payer
+    /// must sign a new payment, otherwise the refusal's error.
+    fn refused(
+        refusal: Refusal,
+        req: &PaymentRequirements,
+        challenge: &Challenge,
+        request_id: &str,
+    ) -> Self {
+        let Some(rejection) = refusal.rejection() else {
+            return Self::Error(refusal.code(), Cow::Owned(refusal.to_string()));
+        };
+        let code = refusal.code();
+        let message = rejection.to_string();
+        let mut body = ErrorBody::new(code, &message, request_id).to_value();
+        body["x402Version"] = 1.into();
+        body["error"] = rejection.reason().into();
+        body["accepts"] = serde_json::json!([req.to_v1()]);
+        let with_reason = Challenge::render(req, rejection.reason());
+        Self::Challenge {
+            challenge: Challenge {
+                requirements_header: challenge.requirements_header.clone(),
+                payment_required_header: with_reason.payment_required_header,
+                body: serde_json::to_vec(&body).unwrap_or_default().into(),
+            },
+            refused: Some(code),
+        }
+    }
+
+    /// The outcome's name for the access log and its kind for the counters.
+    pub fn outcome(&self) -> (&'static str, Outcome) {
+        match self {
+            Self::Preflight => ("PREFLIGHT", Outcome::Other),
+            Self::Challenge { refused: None, .. } => ("PAYMENT_REQUIRED", Outcome::Challenge),
+            Self::Challenge {
+                refused: Some(code),
+                ..
+            }
+            | Self::Error(code, _) => (
+                code.as_str(),
+                if code.status() == 402 {
+                    Outcome::Rejected
+                } else {
+                    Outcome::Other
+                },
+            ),
+        }
+    }
+}
+
+/// What a `/gateway/` lookup found.
+enum Lookup {
+    Route(Arc<str>, Arc<RouteEntry>, u64),
+    Refuse(Option<Arc<str>>, ErrorCode, &'static str),
+}
+
+impl Gateway {
+    /// Decides what to do with a request. Sets the metrics labels (org, route) on `ctx`.
+    pub(crate) async fn decide(&self, req: &RequestHeader, ctx: &mut Ctx) -> Decision {
+        if header_bytes(req) > self.settings.max_header_bytes {
+            return error(ErrorCode::HeadersTooLarge, "request headers are too large");
+        }
+        let Some(rest) = req.uri.path().strip_prefix(GATEWAY_PREFIX) else {
+            return Decision::PassThrough;
+        };
+        ctx.gateway = true;
+        if req.method == http::Method::OPTIONS
+            && req.headers.contains_key("access-control-request-method")
+        {
+            return Decision::Answer(Answer::Preflight);
+        }
+        match self.lookup(rest) {
+            Lookup::Refuse(org_id, code, msg) => {
+                ctx.org_id = org_id;
+                error(code, msg)
+            }
+            Lookup::Route(org_id, entry, plan_limit) => {
+                ctx.route_id = Some(entry.id.clone());
+                let decision = self
+                    .paid_step(req, &ctx.request_id, &org_id, entry, plan_limit)
+                    .await;
+                ctx.org_id = Some(org_id);
+                match decision {
+                    Ok(f) => Decision::Forward(f),
+                    Err(a) => Decision::Answer(a),
+                }
+            }
+        }
+    }
+
+    fn lookup(&self, rest: &str) -> Lookup {
+        let (slug, suffix) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        let snapshot = self.table.snapshot();
+        let Some(org) = snapshot.org(slug) else {
+            return Lookup::Refuse(None, ErrorCode::RouteNotFound, "no route at this address");
+        };
+        let org_id = Some(org.org_id.clone());
+        let Some(entry) = org.routes.get(lookup_key(suffix)) else {
+            return Lookup::Refuse(org_id, ErrorCode::RouteNotFound, "no route at this address");
+        };
+        if org.suspended {
+            return Lookup::Refuse(
+                org_id,
+                ErrorCode::OrgSuspended,
+                "this organisation is suspended",
+            );
+        }
+        if entry.payment.is_none() {
+            return Lookup::Refuse(
+                org_id,
+                ErrorCode::Misconfigured,
+                "this organisation has no receiver wallet configured",
+            );
+        }
+        Lookup::Route(org.org_id.clone(), entry.clone(), org.plan_limit)
+    }
+
+    /// The paid step and everything before it: the challenge when no payment came, the body
+    /// limit, local verification, the upstream address (so nothing is charged for a request
+    /// that cannot be served), then the payment service takes the payment.
+    async fn paid_step(
+        &self,
+        req: &RequestHeader,
+        request_id: &str,
+        org_id: &Arc<str>,
+        entry: Arc<RouteEntry>,
+        plan_limit: u64,
+    ) -> Result<Box<Forwarding>, Answer> {
+        let Some((requirements, challenge)) = &entry.payment else {
+            return Err(Answer::Error(
+                ErrorCode::Misconfigured,
+                "this organisation has no receiver wallet configured".into(),
+            ));
+        };
+        let refused = |r: Refusal| Answer::refused(r, requirements, challenge, request_id);
+        #[cfg(feature = "bench-free-pass")]
+        if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
+            let addr = self.upstream_address(&entry).await.map_err(refused)?;
+            return Ok(Forwarding::new(entry, addr, None));
+        }
+        // The sandbox never takes a payment.
+        let header = (!entry.sandbox).then(|| payment_header(req)).flatten();
+        let Some((version, raw)) = header else {
+            return Err(Answer::Challenge {
+                challenge: challenge.clone(),
+                refused: None,
+            });
+        };
+        let declared = req
+            .headers
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.settings.max_body_bytes) {
+            return Err(Answer::Error(
+                ErrorCode::PayloadTooLarge,
+                "request body is larger than this gateway forwards".into(),
+            ));
+        }
+        let verified = self
+            .payments
+            .verify_header(raw, version, requirements, unix_now())
+            .map_err(refused)?;
+        let addr = self.upstream_address(&entry).await.map_err(refused)?;
+        let charge = Charge {
+            org_id,
+            route_id: &entry.route.id,
+            requirements,
+            plan_limit: Some(plan_limit),
+        };
+        let paid = self
+            .payments
+            .take(verified, &charge)
+            .await
+            .map_err(refused)?;
+        Ok(Forwarding::new(entry, addr, Some(paid)))
+    }
+
+    /// Resolves the route's upstream and checks it against the SSRF policy, before any payment
+    /// is taken (and so again on every request: DNS answers may change).
+    async fn upstream_address(&self, entry: &RouteEntry) -> Result<SocketAddr, Refusal> {
+        let refuse = |msg: String| {
+            tracing::warn!(route = %entry.id, error = %msg, "upstream refused before payment");
+            Refusal::UpstreamUnavailable(msg)
+        };
+        let target = entry
+            .upstream
+            .as_ref()
+            .ok_or_else(|| refuse("route has no upstream".into()))?;
+        let addr = crate::resolve(&target.host, target.port)
+            .await
+            .map_err(|e| refuse(format!("cannot resolve the upstream host: {e}")))?;
+        if !self.settings.policy.allows(addr.ip()) {
+            return Err(refuse(
+                "the upstream resolves to an internal address, which is not allowed".into(),
+            ));
+        }
+        Ok(addr)
+    }
+}
+
+fn error(code: ErrorCode, message: &'static str) -> Decision {
+    Decision::Answer(Answer::Error(code, Cow::Borrowed(message)))
+}
+
+/// Size of the request line and header block, roughly as sent.
+fn header_bytes(req: &RequestHeader) -> usize {
+    let uri = req.uri.path_and_query().map_or(0, |p| p.as_str().len());
+    req.headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum::<usize>()
+        + uri
+}
+
+/// The payment header, if any: `PAYMENT-SIGNATURE` (v2) wins over `X-PAYMENT` (v1).
+fn payment_header(req: &RequestHeader) -> Option<(ProtocolVersion, &[u8])> {
+    if let Some(v) = req.headers.get("payment-signature") {
+        return Some((ProtocolVersion::V2, v.as_bytes()));
+    }
+    req.headers
+        .get("x-payment")
+        .map(|v| (ProtocolVersion::V1, v.as_bytes()))
+}

@@ -1,0 +1,387 @@
+//! The paid step, apart from any HTTP server: verify a payment locally, take a plan slot, reserve
+//! its nonce durably, settle it through the facilitator and record the outcome. It returns
+//! [`Paid`] or a [`Refusal`]; each caller (the Pingora hot path, the facilitator API) turns a
+//! refusal into its own wire answer through the one mapping on [`Refusal`].
+
+use crate::error::ErrorCode;
+use crate::facilitator::wire::SettleResponse;
+use crate::facilitator::{Facilitator, FacilitatorError, PaymentRequest};
+use crate::model::{GatewayPayment, PaymentStatus};
+use crate::store::{PaymentReservation, Store};
+use crate::usage::{PlanUsage, Slot};
+use crate::x402::payment::{DecodeError, PaymentPayload, ProtocolVersion, SignedAuthorization};
+use crate::x402::verify::{self, Rejection};
+use crate::x402::PaymentRequirements;
+use alloy_primitives::Address;
+use base64::Engine;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a payment was not taken. Nothing was charged unless the variant says the outcome is not
+/// known ([`Refusal::Pending`], [`Refusal::StillSettling`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The payment could not be decoded.
+    #[error("{0}")]
+    Malformed(#[from] DecodeError),
+    /// A well-formed payment that is not acceptable: the payer must sign a new one.
+    #[error("{0}")]
+    Rejected(Rejection),
+    #[error("payments cannot be settled: no facilitator is configured")]
+    NoFacilitator,
+    /// The request could not be served, so no payment was taken (found by the caller before
+    /// [`PaymentService::take`]: the upstream's address is refused or unresolvable).
+    #[error("{0}")]
+    UpstreamUnavailable(String),
+    #[error("this organisation has used its plan's requests for this month; nothing was charged")]
+    PlanLimit,
+    /// The facilitator could not be reached; nothing was broadcast.
+    #[error("the payment could not be settled now; nothing was charged, retry later")]
+    FacilitatorDown,
+    /// The transfer was sent and its outcome is not known yet; reconciliation decides it.
+    #[error("settlement outcome is not known yet; do not pay again, it is being reconciled")]
+    Pending,
+    /// The same signed payment is already being settled (a concurrent duplicate, or one a crash
+    /// or a timeout left open).
+    #[error("this payment is still being settled; do not pay again, retry it later")]
+    StillSettling,
+    #[error("internal error")]
+    Internal,
+}
+
+impl Refusal {
+    /// The error code (and so the HTTP status) of this refusal.
+    pub const fn code(&self) -> ErrorCode {
+        match self {
+            Self::Malformed(_) => ErrorCode::InvalidPayment,
+            Self::Rejected(Rejection::NonceReplay) => ErrorCode::NonceReplay,
+            Self::Rejected(_) => ErrorCode::PaymentRejected,
+            Self::NoFacilitator | Self::FacilitatorDown => ErrorCode::FacilitatorUnavailable,
+            Self::UpstreamUnavailable(_) => ErrorCode::UpstreamUnavailable,
+            Self::PlanLimit => ErrorCode::PlanLimitExceeded,
+            Self::Pending | Self::StillSettling => ErrorCode::SettlementPending,
+            Self::Internal => ErrorCode::InternalError,
+        }
+    }
+
+    /// The rejection a `402` names when the payer must sign a new payment for this route;
+    /// `None` for every other refusal (a plan limit is a `402` too, but paying again cannot help).
+    pub const fn rejection(&self) -> Option<Rejection> {
+        match self {
+            Self::Rejected(r) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// The x402 `invalidReason` / `errorReason` word, for the refusals that are about the
+    /// payment itself (the facilitator API answers those with `200` and this word).
+    pub const fn x402_reason(&self) -> Option<&'static str> {
+        match self {
+            Self::Malformed(_) => Some("invalid_payload"),
+            Self::Rejected(r) => Some(r.reason()),
+            _ => None,
+        }
+    }
+}
+
+impl From<FacilitatorError> for Refusal {
+    fn from(e: FacilitatorError) -> Self {
+        match e {
+            FacilitatorError::Rejected(r) => Self::Rejected(r),
+            FacilitatorError::Unavailable(_) => Self::FacilitatorDown,
+            FacilitatorError::Ambiguous(_) => Self::Pending,
+        }
+    }
+}
+
+/// A payment decoded and verified locally; nothing is reserved yet.
+pub struct Verified {
+    payment: PaymentPayload,
+    auth: SignedAuthorization,
+    verify_us: u64,
+}
+
+impl Verified {
+    pub fn payer(&self) -> Address {
+        self.auth.from
+    }
+}
+
+/// What a payment is taken for.
+pub struct Charge<'a> {
+    pub org_id: &'a Arc<str>,
+    pub route_id: &'a str,
+    pub requirements: &'a PaymentRequirements,
+    /// The org's monthly paid-request limit (0 = unlimited); `None` when the payment serves no
+    /// gateway request (the facilitator API), so no plan slot is taken.
+    pub plan_limit: Option<u64>,
+}
+
+/// A settled payment: its record, the receipt for the answer and the plan slot it holds until
+/// [`PaymentService::delivered`].
+pub struct Paid {
+    pub record: GatewayPayment,
+    pub receipt_header: &'static str,
+    pub receipt: String,
+    slot: Option<Slot>,
+}
+
+/// The paid step's service: built once, shared by every caller.
+pub struct PaymentService {
+    store: Arc<dyn Store>,
+    facilitator: Option<Arc<dyn Facilitator>>,
+    usage: Arc<PlanUsage>,
+}
+
+impl PaymentService {
+    pub fn new(
+        store: Arc<dyn Store>,
+        facilitator: Option<Arc<dyn Facilitator>>,
+        usage: Arc<PlanUsage>,
+    ) -> Self {
+        Self {
+            store,
+            facilitator,
+            usage,
+        }
+    }
+
+    pub fn facilitator(&self) -> Option<&Arc<dyn Facilitator>> {
+        self.facilitator.as_ref()
+    }
+
+    pub fn usage(&self) -> &Arc<PlanUsage> {
+        &self.usage
+    }
+
+    /// Decodes a payment header (`version` is the header's own) and verifies it locally.
+    pub fn verify_header(
+        &self,
+        raw: &[u8],
+        version: ProtocolVersion,
+        requirements: &PaymentRequirements,
+        now: u64,
+    ) -> Result<Verified, Refusal> {
+        self.verify(PaymentPayload::decode(raw, version)?, requirements, now)
+    }
+
+    /// Verifies a decoded payment against `requirements` at `now` (unix seconds): signature,
+    /// payee, amount, window. Fails too when no facilitator could settle it.
+    pub fn verify(
+        &self,
+        payment: PaymentPayload,
+        requirements: &PaymentRequirements,
+        now: u64,
+    ) -> Result<Verified, Refusal> {
+        let auth = payment.authorization()?;
+        let t0 = Instant::now();
+        verify::verify(&payment, &auth, requirements, now).map_err(Refusal::Rejected)?;
+        let verify_us = t0.elapsed().as_micros() as u64;
+        if self.facilitator.is_none() {
+            return Err(Refusal::NoFacilitator);
+        }
+        Ok(Verified {
+            payment,
+            auth,
+            verify_us,
+        })
+    }
+
+    /// Asks the facilitator whether `v` would settle now (balance, nonce unused on-chain);
+    /// changes nothing.
+    pub async fn verify_on_chain(
+        &self,
+        v: &Verified,
+        requirements: &PaymentRequirements,
+    ) -> Result<Address, Refusal> {
+        let f = self.facilitator.as_ref().ok_or(Refusal::NoFacilitator)?;
+        let req = PaymentRequest {
+            payment: &v.payment,
+            auth: &v.auth,
+            requirements,
+        };
+        f.verify(&req).await.map_err(|e| {
+            if let FacilitatorError::Unavailable(m) | FacilitatorError::Ambiguous(m) = &e {
+                tracing::warn!(error = %m, "facilitator unavailable");
+            }
+            e.into()
+        })
+    }
+
+    /// Takes the payment for `charge`: a plan slot (so a request over the limit is never
+    /// charged), the nonce reserved durably with the `Reserved` record, then settlement. A
+    /// nonce already held answers by the holder's state (see [`Self::retried`]).
+    pub async fn take(&self, v: Verified, charge: &Charge<'_>) -> Result<Paid, Refusal> {
+        let facilitator = self.facilitator.as_ref().ok_or(Refusal::NoFacilitator)?;
+        let slot = match charge.plan_limit {
+            Some(limit) => Some(self.plan_slot(charge.org_id, limit).await?),
+            None => None,
+        };
+        let req = charge.requirements;
+        let mut record =
+            GatewayPayment::reserved(charge.org_id, charge.route_id, req, &v.auth, v.verify_us);
+        match self.store.reserve_payment(&record).await {
+            Ok(PaymentReservation::Reserved) => {}
+            Ok(PaymentReservation::Held(held)) => {
+                let redeemed = self.retried(&record, *held).await?;
+                return Ok(paid(v.payment.version(), req, redeemed, slot));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not reserve payment nonce");
+                return Err(Refusal::Internal);
+            }
+        }
+        let preq = PaymentRequest {
+            payment: &v.payment,
+            auth: &v.auth,
+            requirements: req,
+        };
+        self.settle_reserved(facilitator.as_ref(), &mut record, &preq)
+            .await?;
+        tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
+        Ok(paid(v.payment.version(), req, record, slot))
+    }
+
+    /// The request a payment was taken for has been answered with `upstream_status`: the plan
+    /// slot is kept and stored, and the status recorded on the payment, off the response path.
+    pub fn delivered(&self, p: Paid, upstream_status: u16) {
+        if let Some(slot) = p.slot {
+            let usage = self.usage.clone();
+            tokio::spawn(async move { usage.commit(slot).await });
+        }
+        let mut record = p.record;
+        record.upstream_status = Some(upstream_status);
+        record.updated_at = crate::now_rfc3339();
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.update_payment(&record).await {
+                tracing::warn!(error = %e, payment = %record.id, "could not record upstream status");
+            }
+        });
+    }
+
+    async fn plan_slot(&self, org_id: &Arc<str>, limit: u64) -> Result<Slot, Refusal> {
+        match self.usage.try_take(org_id, limit).await {
+            Ok(Some(slot)) => Ok(slot),
+            Ok(None) => Err(Refusal::PlanLimit),
+            Err(e) => {
+                tracing::error!(error = %e, "plan usage unavailable");
+                Err(Refusal::Internal)
+            }
+        }
+    }
+
+    /// A verified payment whose nonce `held` already reserved: the same signed payment again.
+    /// Still open (being settled, or left `RESERVED`/`UNKNOWN` by a crash or a timeout):
+    /// [`Refusal::StillSettling`], so the client retries later instead of paying twice. Settled
+    /// by reconciliation, so never served: this retry claims it (at most one does). Anything
+    /// else is a replay.
+    async fn retried(
+        &self,
+        retry: &GatewayPayment,
+        held: GatewayPayment,
+    ) -> Result<GatewayPayment, Refusal> {
+        if held.status.is_open() {
+            return Err(Refusal::StillSettling);
+        }
+        if !held.redeemable_by(retry) {
+            return Err(Refusal::Rejected(Rejection::NonceReplay));
+        }
+        let now = crate::now_rfc3339();
+        match self.store.claim_redemption(&held.id, retry, &now).await {
+            Ok(Some(claimed)) => {
+                tracing::info!(payment = %claimed.id, "reconciled payment redeemed by its retry");
+                Ok(claimed)
+            }
+            Ok(None) => Err(Refusal::Rejected(Rejection::NonceReplay)),
+            Err(e) => {
+                tracing::error!(error = %e, "could not claim a reconciled payment");
+                Err(Refusal::Internal)
+            }
+        }
+    }
+
+    /// Settles a payment whose nonce `record` has reserved, and stores the outcome on it:
+    /// `Settled` with the transaction; `Failed` with the nonce freed when nothing moved (so the
+    /// same signed payment can be retried once the cause is fixed) or kept when the chain says
+    /// the authorization was used; `Unknown` (kept reserved, reconciled later) when the
+    /// transfer may still land. A failure to store the outcome is logged: the chain stays the
+    /// source of truth and reconciliation re-reads it.
+    async fn settle_reserved(
+        &self,
+        facilitator: &dyn Facilitator,
+        record: &mut GatewayPayment,
+        req: &PaymentRequest<'_>,
+    ) -> Result<(), FacilitatorError> {
+        let t = Instant::now();
+        let result = facilitator.settle(req).await;
+        record.settle_ms = Some(t.elapsed().as_millis() as u64);
+        record.updated_at = crate::now_rfc3339();
+        let store = self.store.as_ref();
+        let saved = match &result {
+            Ok(s) => {
+                record.status = PaymentStatus::Settled;
+                record.transaction = Some(format!("{:#x}", s.transaction));
+                store.update_payment(record).await
+            }
+            Err(FacilitatorError::Rejected(r)) => {
+                record.status = PaymentStatus::Failed;
+                record.failure = Some(r.reason().to_string());
+                if *r == Rejection::NonceReplay {
+                    store.update_payment(record).await
+                } else {
+                    store.release_payment(record).await
+                }
+            }
+            Err(FacilitatorError::Unavailable(m)) => {
+                tracing::warn!(payment = %record.id, error = %m, "facilitator unavailable");
+                record.status = PaymentStatus::Failed;
+                record.failure = Some(format!("facilitator unavailable: {m}"));
+                store.release_payment(record).await
+            }
+            Err(FacilitatorError::Ambiguous(m)) => {
+                tracing::warn!(payment = %record.id, error = %m, "settlement outcome unknown");
+                record.status = PaymentStatus::Unknown;
+                record.failure = Some(m.clone());
+                store.update_payment(record).await
+            }
+        };
+        if let Err(e) = saved {
+            tracing::error!(error = %e, payment = %record.id, "could not record settlement outcome");
+        }
+        result.map(|_| ())
+    }
+}
+
+/// The settled `record` as a [`Paid`], with the receipt for `version` (`transaction` is empty
+/// only for a payment reconciliation found settled, which knows the transfer happened but not
+/// its transaction).
+fn paid(
+    version: ProtocolVersion,
+    req: &PaymentRequirements,
+    record: GatewayPayment,
+    slot: Option<Slot>,
+) -> Paid {
+    let network = match version {
+        ProtocolVersion::V1 => req.network.v1_name.clone(),
+        ProtocolVersion::V2 => req.network.caip2.clone(),
+    };
+    let receipt = SettleResponse {
+        success: true,
+        error_reason: None,
+        transaction: record.transaction.clone().unwrap_or_default(),
+        network,
+        payer: Some(record.payer.clone()),
+    };
+    let receipt = base64::engine::general_purpose::STANDARD
+        .encode(serde_json::to_vec(&receipt).unwrap_or_default());
+    Paid {
+        record,
+        receipt_header: version.receipt_header(),
+        receipt,
+        slot,
+    }
+}
+
+#[cfg(test)]
+mod tests;
