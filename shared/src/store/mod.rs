@@ -8,6 +8,13 @@ mod sled_store;
 pub use payouts::{BeginPayout, EventOutcome, PayoutStore};
 pub use sled_store::SledStore;
 
+/// Every part of the store, for code that calls them on a concrete backend.
+pub mod prelude {
+    pub use super::{
+        CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore, PayoutStore, RouteStore, Store,
+    };
+}
+
 use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route};
 use async_trait::async_trait;
 
@@ -51,8 +58,9 @@ pub enum SpendReservation {
     OverCap { total: u64 },
 }
 
+/// Organisations.
 #[async_trait]
-pub trait Store: PayoutStore + Send + Sync + 'static {
+pub trait OrgStore: Send + Sync {
     /// Creates an organisation with its first API key; fails with `DuplicateSlug`.
     async fn create_org(&self, org: &Org, key: &ApiKeyRecord) -> StoreResult<()>;
     async fn get_org(&self, id: &str) -> StoreResult<Option<Org>>;
@@ -60,11 +68,19 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     async fn list_orgs(&self) -> StoreResult<Vec<Org>>;
     /// Replaces an existing organisation record (slug unchanged).
     async fn update_org(&self, org: &Org) -> StoreResult<()>;
+}
 
+/// API keys (only their hashes are stored).
+#[async_trait]
+pub trait KeyStore: Send + Sync {
     async fn put_api_key(&self, key: &ApiKeyRecord) -> StoreResult<()>;
     async fn get_api_key(&self, key_id: &str) -> StoreResult<Option<ApiKeyRecord>>;
     async fn list_api_keys(&self, org_id: &str) -> StoreResult<Vec<ApiKeyRecord>>;
+}
 
+/// Routes with their per-org path index, and the idempotency records of route writes.
+#[async_trait]
+pub trait RouteStore: Send + Sync {
     /// The organisation's routes, in no particular order.
     async fn list_routes(&self, org_id: &str) -> StoreResult<Vec<Route>>;
     async fn get_route(&self, org_id: &str, route_id: &str) -> StoreResult<Option<Route>>;
@@ -84,7 +100,6 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// Removes a route and its path index entry; `NotFound` if absent.
     async fn delete_route(&self, org_id: &str, route_id: &str) -> StoreResult<()>;
-
     async fn get_idempotency(
         &self,
         org_id: &str,
@@ -92,7 +107,11 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     ) -> StoreResult<Option<IdempotencyRecord>>;
     /// Removes idempotency records created before `before_unix`; returns how many.
     async fn purge_idempotency(&self, before_unix: i64) -> StoreResult<usize>;
+}
 
+/// Gateway payments and the nonce keys that guard them against replay.
+#[async_trait]
+pub trait PaymentStore: Send + Sync {
     /// Reserves the payment's nonce key and stores the payment, atomically and durably. If the
     /// nonce key was already reserved, stores nothing and returns the payment holding it.
     async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<PaymentReservation>;
@@ -114,12 +133,15 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     ) -> StoreResult<Option<GatewayPayment>>;
     /// Payments not yet `Settled` or `Failed`, for reconciliation.
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>>;
+}
 
+/// Counters with a limit: plan usage per month, MCP spending per day.
+#[async_trait]
+pub trait CounterStore: Send + Sync {
     /// Paid requests of `org_id` in `month` (`YYYY-MM`, UTC).
     async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64>;
     /// Records the count, never lowering it (writes may arrive out of order).
     async fn put_plan_usage(&self, org_id: &str, month: &str, count: u64) -> StoreResult<()>;
-
     /// Adds `amount` to what `org_id`'s MCP tool calls spent on `day` (`YYYY-MM-DD`, UTC) if the
     /// total stays within `cap`. Returns the outcome with the day's total after the attempt.
     async fn reserve_mcp_spend(
@@ -133,7 +155,11 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     async fn release_mcp_spend(&self, org_id: &str, day: &str, amount: u64) -> StoreResult<()>;
     /// What `org_id`'s MCP tool calls spent (or hold reserved) on `day`, in base units.
     async fn mcp_spent(&self, org_id: &str, day: &str) -> StoreResult<u64>;
+}
 
+/// Per-org request counters in minute buckets.
+#[async_trait]
+pub trait MetricStore: Send + Sync {
     /// Adds `bucket` to the organisation's counters of `minute` (unix minutes).
     async fn merge_metrics(
         &self,
@@ -143,7 +169,23 @@ pub trait Store: PayoutStore + Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// The organisation's buckets from `from_minute` on, merged into one.
     async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket>;
+}
 
+/// Every durable record, by aggregate. A backend implements each part; callers hold an
+/// `Arc<dyn Store>` (the parts' methods are callable on it without importing them).
+#[async_trait]
+pub trait Store:
+    OrgStore
+    + KeyStore
+    + RouteStore
+    + PaymentStore
+    + CounterStore
+    + MetricStore
+    + PayoutStore
+    + Send
+    + Sync
+    + 'static
+{
     /// Makes every acknowledged write durable (called on shutdown).
     async fn flush(&self) -> StoreResult<()>;
 }

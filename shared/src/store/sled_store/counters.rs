@@ -1,0 +1,105 @@
+//! Counters in sled: plan usage per org and month, MCP spending per org and day, and the
+//! per-minute metric buckets.
+
+use super::*;
+
+#[async_trait]
+impl CounterStore for SledStore {
+    async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64> {
+        Ok(Self::get(&self.plan_usage, &key2(org_id, month))?.unwrap_or(0))
+    }
+
+    async fn put_plan_usage(&self, org_id: &str, month: &str, count: u64) -> StoreResult<()> {
+        self.plan_usage
+            .fetch_and_update(key2(org_id, month), |old| {
+                let old: u64 = old
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(0);
+                serde_json::to_vec(&old.max(count)).ok()
+            })
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn reserve_mcp_spend(
+        &self,
+        org_id: &str,
+        day: &str,
+        amount: u64,
+        cap: u64,
+    ) -> StoreResult<SpendReservation> {
+        let mut outcome = SpendReservation::OverCap { total: 0 };
+        self.mcp_spend
+            .fetch_and_update(key2(org_id, day), |old| {
+                let spent = old.and_then(decode_u64).unwrap_or(0);
+                match spent.checked_add(amount).filter(|t| *t <= cap) {
+                    Some(total) => {
+                        outcome = SpendReservation::Reserved { total };
+                        Some(total.to_be_bytes().to_vec())
+                    }
+                    None => {
+                        outcome = SpendReservation::OverCap { total: spent };
+                        old.map(<[u8]>::to_vec)
+                    }
+                }
+            })
+            .map_err(backend)?;
+        if matches!(outcome, SpendReservation::Reserved { .. }) {
+            self.durable().await?;
+        }
+        Ok(outcome)
+    }
+
+    async fn release_mcp_spend(&self, org_id: &str, day: &str, amount: u64) -> StoreResult<()> {
+        self.mcp_spend
+            .fetch_and_update(key2(org_id, day), |old| {
+                let spent = old.and_then(decode_u64).unwrap_or(0);
+                Some(spent.saturating_sub(amount).to_be_bytes().to_vec())
+            })
+            .map_err(backend)?;
+        self.durable().await
+    }
+
+    async fn mcp_spent(&self, org_id: &str, day: &str) -> StoreResult<u64> {
+        let v = self.mcp_spend.get(key2(org_id, day)).map_err(backend)?;
+        Ok(v.as_deref().and_then(decode_u64).unwrap_or(0))
+    }
+}
+
+#[async_trait]
+impl MetricStore for SledStore {
+    async fn merge_metrics(
+        &self,
+        org_id: &str,
+        minute: u64,
+        bucket: &MetricBucket,
+    ) -> StoreResult<()> {
+        // Big-endian minutes keep an org's buckets in time order under its prefix.
+        let mut key = prefix(org_id);
+        key.extend_from_slice(&minute.to_be_bytes());
+        self.metrics
+            .fetch_and_update(key, |old| {
+                let mut b: MetricBucket = old
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or_default();
+                b.merge(bucket);
+                serde_json::to_vec(&b).ok()
+            })
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket> {
+        let p = prefix(org_id);
+        let mut start = p.clone();
+        start.extend_from_slice(&from_minute.to_be_bytes());
+        let mut end = p;
+        end.extend_from_slice(&u64::MAX.to_be_bytes());
+        let mut sum = MetricBucket::default();
+        for kv in self.metrics.range(start..=end) {
+            let (_, v) = kv.map_err(backend)?;
+            sum.merge(&dec(&v)?);
+        }
+        Ok(sum)
+    }
+}

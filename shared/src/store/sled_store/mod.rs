@@ -1,0 +1,222 @@
+//! The sled implementation of [`Store`]: one tree per entity, JSON values, multi-tree
+//! transactions where two trees change together, and a flush before a write is acknowledged.
+
+use super::prelude::*;
+use super::{PaymentReservation, SpendReservation, StoreError, StoreResult};
+use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route};
+use async_trait::async_trait;
+use serde::{de::DeserializeOwned, Serialize};
+use sled::transaction::{
+    ConflictableTransactionError, TransactionError, Transactional, TransactionalTree,
+};
+use std::path::Path;
+
+mod counters;
+mod orgs;
+mod payments;
+mod payouts;
+mod routes;
+#[cfg(test)]
+mod tests;
+
+pub struct SledStore {
+    pub(super) db: sled::Db,
+    pub(super) corridors: payouts::PayoutTrees,
+    orgs: sled::Tree,
+    org_slugs: sled::Tree,
+    api_keys: sled::Tree,
+    routes: sled::Tree,
+    route_paths: sled::Tree,
+    idempotency: sled::Tree,
+    payments: sled::Tree,
+    /// Ids of payments whose outcome is not recorded yet (`RESERVED`, `UNKNOWN`): what
+    /// reconciliation reads, so it never walks the whole payment history.
+    payments_open: sled::Tree,
+    nonces: sled::Tree,
+    plan_usage: sled::Tree,
+    metrics: sled::Tree,
+    mcp_spend: sled::Tree,
+}
+
+pub(super) fn backend<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+pub(super) fn enc<T: Serialize>(v: &T) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(v).map_err(backend)
+}
+
+pub(super) fn dec<T: DeserializeOwned>(b: &[u8]) -> StoreResult<T> {
+    serde_json::from_slice(b).map_err(backend)
+}
+
+/// `a \0 b`: composite keys scoped by organisation (ids and slugs never contain NUL).
+pub(super) fn key2(a: &str, b: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(a.len() + b.len() + 1);
+    k.extend_from_slice(a.as_bytes());
+    k.push(0);
+    k.extend_from_slice(b.as_bytes());
+    k
+}
+
+fn decode_u64(b: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(b.try_into().ok()?))
+}
+
+pub(super) fn prefix(a: &str) -> Vec<u8> {
+    let mut k = a.as_bytes().to_vec();
+    k.push(0);
+    k
+}
+
+pub(super) fn abort<T>(e: StoreError) -> Result<T, ConflictableTransactionError<StoreError>> {
+    Err(ConflictableTransactionError::Abort(e))
+}
+
+pub(super) fn tx_err(e: TransactionError<StoreError>) -> StoreError {
+    match e {
+        TransactionError::Abort(e) => e,
+        TransactionError::Storage(e) => backend(e),
+    }
+}
+
+/// Inside a transaction: writes a record and keeps its id in `open` exactly while `is_open`
+/// (a payment or payout still in flight). Every write that can change such a record's status
+/// goes through it, so the index and the records commit together (`claim_redemption` only
+/// stamps an already settled payment).
+pub(super) fn put_tracked(
+    records: &TransactionalTree,
+    open: &TransactionalTree,
+    id: &[u8],
+    bytes: &[u8],
+    is_open: bool,
+) -> Result<(), ConflictableTransactionError<StoreError>> {
+    records.insert(id, bytes)?;
+    if is_open {
+        open.insert(id, &[][..])?;
+    } else {
+        open.remove(id)?;
+    }
+    Ok(())
+}
+
+/// The records whose ids `open` holds and that are still open, decoded.
+pub(super) fn open_records<T: DeserializeOwned>(
+    records: &sled::Tree,
+    open: &sled::Tree,
+    is_open: impl Fn(&T) -> bool,
+) -> StoreResult<Vec<T>> {
+    let mut out = Vec::new();
+    for id in open.iter().keys() {
+        if let Some(v) = records.get(id.map_err(backend)?).map_err(backend)? {
+            let record = dec(&v)?;
+            if is_open(&record) {
+                out.push(record);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds an open-records index once for a store written before the index existed: one walk
+/// over `records`, then a marker in the `meta` tree so later opens skip it.
+pub(super) fn build_open_index<T: DeserializeOwned>(
+    db: &sled::Db,
+    records: &sled::Tree,
+    open: &sled::Tree,
+    marker: &str,
+    is_open: impl Fn(&T) -> bool,
+) -> StoreResult<()> {
+    let meta = db.open_tree("meta").map_err(backend)?;
+    if meta.contains_key(marker).map_err(backend)? {
+        return Ok(());
+    }
+    for kv in records.iter() {
+        let (id, v) = kv.map_err(backend)?;
+        if is_open(&dec(&v)?) {
+            open.insert(id, &[][..]).map_err(backend)?;
+        }
+    }
+    meta.insert(marker, &[][..]).map_err(backend)?;
+    db.flush().map_err(backend)?;
+    Ok(())
+}
+
+impl SledStore {
+    /// Opens (or creates) the database in `dir` with the default page cache.
+    pub fn open(dir: &Path) -> StoreResult<Self> {
+        Self::open_with_cache(
+            dir,
+            crate::config::StorageConfig::DEFAULT_CACHE_CAPACITY_MB << 20,
+        )
+    }
+
+    /// Opens (or creates) the database in `dir`; sled's page cache holds at most `cache_bytes`.
+    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> StoreResult<Self> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(backend)?;
+        let tree = |n: &str| db.open_tree(n).map_err(backend);
+        Self {
+            orgs: tree("orgs")?,
+            org_slugs: tree("org_slugs")?,
+            api_keys: tree("api_keys")?,
+            routes: tree("routes")?,
+            route_paths: tree("route_paths")?,
+            idempotency: tree("idempotency")?,
+            payments: tree("payments")?,
+            payments_open: tree("payments_open")?,
+            nonces: tree("nonces")?,
+            plan_usage: tree("plan_usage")?,
+            metrics: tree("metrics")?,
+            mcp_spend: tree("mcp_spend")?,
+            corridors: payouts::PayoutTrees::open(&db)?,
+            db,
+        }
+        .with_open_indexes()
+    }
+
+    fn with_open_indexes(self) -> StoreResult<Self> {
+        build_open_index(
+            &self.db,
+            &self.payments,
+            &self.payments_open,
+            "payments_open.v1",
+            |p: &GatewayPayment| p.status.is_open(),
+        )?;
+        self.corridors.build_open_index(&self.db)?;
+        Ok(self)
+    }
+
+    /// Waits until every write so far is on disk. sled 0.34's `flush_async` deadlocks when
+    /// called concurrently (sled issue 1308, fixed only in unreleased code), so the blocking
+    /// `flush` runs on the blocking pool; concurrent callers share sled's one flush of the log.
+    pub(super) async fn durable(&self) -> StoreResult<()> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush())
+            .await
+            .map_err(backend)?
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    pub(super) fn get<T: DeserializeOwned>(
+        tree: &sled::Tree,
+        key: &[u8],
+    ) -> StoreResult<Option<T>> {
+        match tree.get(key).map_err(backend)? {
+            Some(v) => Ok(Some(dec(&v)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SledStore {
+    async fn flush(&self) -> StoreResult<()> {
+        self.durable().await
+    }
+}
