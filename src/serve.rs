@@ -50,6 +50,37 @@ impl BackgroundService for ControlPlane {
     }
 }
 
+/// The built-in sandbox payout provider (`payout.provider = "sandbox"`) on its own listener,
+/// posting its webhooks to this gateway.
+struct Sandbox {
+    listener: Mutex<Option<std::net::TcpListener>>,
+    config: Arc<Config>,
+    secret: Vec<u8>,
+}
+
+#[async_trait]
+impl BackgroundService for Sandbox {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(listener) = self.listener.lock().ok().and_then(|mut l| l.take()) else {
+            return;
+        };
+        let cfg = &self.config;
+        let run = paygate_sandbox::serve(
+            listener,
+            cfg.payout.sandbox.clone(),
+            cfg.storage.path.join("sandbox-provider"),
+            format!("http://{}/webhooks/provider", cfg.server.local_addr()),
+            self.secret.clone(),
+        );
+        tokio::select! {
+            r = run => if let Err(e) = r {
+                tracing::error!(error = %e, "sandbox payout provider stopped");
+            },
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
 pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let cfg = Arc::new(Config::load(config_path)?);
     if cfg!(feature = "bench") {
@@ -126,10 +157,18 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     server.add_service(proxy);
 
     let (provider, secrets, sandbox_listener) = build_payouts(&cfg)?;
+    if let Some(listener) = sandbox_listener {
+        let sandbox = Sandbox {
+            listener: Mutex::new(Some(listener)),
+            config: cfg.clone(),
+            secret: secrets.first().cloned().unwrap_or_default(),
+        };
+        server.add_service(background_service("sandbox payout provider", sandbox));
+    }
     let state = AppState::new(dyn_store.clone(), table, cfg.clone())
         .with_payments(payments)
         .with_metrics(metrics)
-        .with_payouts(provider, secrets, sandbox_listener);
+        .with_payouts(provider, secrets);
     server.add_service(background_service(
         "control plane",
         ControlPlane {

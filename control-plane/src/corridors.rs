@@ -1,11 +1,6 @@
-//! Corridor endpoints (SPEC.md 4.5): corridors, quotes, exactly-once payouts, the provider's
-//! webhook, and the loop that finishes payouts a crash or an outage left mid-way.
-//!
-//! A payout is exactly-once because (1) the `Idempotency-Key`, the quote's use and the payout
-//! record are written in one durable transaction *before* the provider is called, (2) the
-//! provider is given our payment id as its idempotency reference, so calling it again (after a
-//! crash, a timeout, a retry) returns the payout it already made, and (3) only one task drives a
-//! given payout at a time in this process (`Claims`).
+//! Corridor endpoints (SPEC.md 4.5): corridors, quotes, payouts and the provider's webhook.
+//! Handlers parse, call the payout engine (`paygate_shared::payout::engine`: exactly-once
+//! payouts, webhook events, reconciliation) and render.
 
 use crate::auth::{AdminAuth, OrgAuth};
 use crate::error::ApiError;
@@ -18,60 +13,21 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_shared::ids::new_id;
 use paygate_shared::model::Org;
+use paygate_shared::payout::engine::{Accepted, NewPayout};
 use paygate_shared::payout::money::{parse_amount, AmountError, QuoteBreakdown};
-use paygate_shared::payout::provider::{PayoutProvider, PayoutRequest, ProviderError};
-use paygate_shared::payout::webhook::{self, ProviderEvent};
+use paygate_shared::payout::webhook;
 use paygate_shared::payout::{
     beneficiary, Corridor, CorridorStatus, Currency, PayIdempotency, Payout, PayoutStatus, Quote,
 };
-use paygate_shared::store::{BeginPayout, EventOutcome};
+use paygate_shared::store::EventOutcome;
 use paygate_shared::{now_rfc3339, ErrorCode};
 use serde_json::{json, Value};
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 
 /// Largest webhook body accepted.
 const MAX_WEBHOOK_BODY: usize = 64 * 1024;
 
-/// Payouts being driven by a task of this process, by `org \0 Idempotency-Key`.
-#[derive(Default)]
-pub struct Claims(Mutex<HashSet<String>>);
-
-/// Held while a payout is driven; releases the claim when dropped.
-pub struct Claim {
-    claims: Arc<Claims>,
-    key: String,
-}
-
-impl Claims {
-    fn try_claim(self: &Arc<Self>, org_id: &str, key: &str) -> Option<Claim> {
-        let k = format!("{org_id}\0{key}");
-        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        set.insert(k.clone()).then(|| Claim {
-            claims: self.clone(),
-            key: k,
-        })
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        let mut set = self.claims.0.lock().unwrap_or_else(|p| p.into_inner());
-        set.remove(&self.key);
-    }
-}
-
 fn err(code: ErrorCode, msg: impl Into<String>) -> ApiError {
     ApiError::new(code, msg)
-}
-
-fn provider(state: &AppState) -> Result<Arc<dyn PayoutProvider>, ApiError> {
-    state.payout_provider.clone().ok_or_else(|| {
-        err(
-            ErrorCode::Misconfigured,
-            "no payout provider is configured on this server",
-        )
-    })
 }
 
 /// The caller's corridor, or `404` (also for another organisation's).
@@ -179,7 +135,7 @@ pub async fn quote(
         .ok_or_else(|| err(ErrorCode::InvalidAmount, "amount is required"))?;
     let amount = parse_amount(amount).map_err(|e| amount_error("amount", &e))?;
     require_active(&c)?;
-    let provider = provider(&state)?;
+    let provider = state.payouts.provider()?;
     let pq = provider.quote(c.dest_currency, amount).await.map_err(|e| {
         tracing::warn!(corridor = %c.id, error = %e, "provider quote failed");
         err(
@@ -268,71 +224,18 @@ fn pay_input(body: &[u8], currency: Currency) -> Result<PayInput, ApiError> {
     })
 }
 
-fn accepted(body: &str, replayed: bool) -> Response {
+fn accepted(a: Accepted) -> Response {
     let mut resp = (
         StatusCode::ACCEPTED,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        a.body,
     )
         .into_response();
-    if replayed {
+    if a.replayed {
         resp.headers_mut()
             .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     resp
-}
-
-fn in_flight() -> ApiError {
-    err(
-        ErrorCode::DuplicateRequest,
-        "a payout with this Idempotency-Key is still in flight; retry shortly",
-    )
-}
-
-/// The answer to a request whose key was used before.
-async fn answer_used_key(
-    state: &AppState,
-    prev: PayIdempotency,
-    fingerprint: &str,
-) -> Result<Response, ApiError> {
-    if prev.fingerprint != fingerprint {
-        return Err(err(
-            ErrorCode::DuplicateRequest,
-            "Idempotency-Key was already used with a different request",
-        ));
-    }
-    if let Some(body) = prev.response {
-        return Ok(accepted(&body, true));
-    }
-    // In flight: here (409), or left over by a crash or an outage (finish it now).
-    let Some(claim) = state.claims.try_claim(&prev.org_id, &prev.key) else {
-        return Err(in_flight());
-    };
-    let payout = state
-        .store
-        .get_payout(&prev.payment_id)
-        .await?
-        .ok_or_else(|| ApiError::internal("idempotency key without its payout"))?;
-    drive(state, payout, claim)
-        .await
-        .map(|b| accepted(&b, true))
-}
-
-/// The quote is used: by this very key (a concurrent twin that got there first: answer as a
-/// repeat), or by another payout.
-async fn quote_used(
-    state: &AppState,
-    org_id: &str,
-    key: &str,
-    fp: &str,
-) -> Result<Response, ApiError> {
-    if let Some(prev) = state.store.get_pay_key(org_id, key).await? {
-        return answer_used_key(state, prev, fp).await;
-    }
-    Err(err(
-        ErrorCode::QuoteAlreadyUsed,
-        "the quote was already used; fetch a fresh quote",
-    ))
 }
 
 /// `POST /corridors/{id}/pay`: exactly one payout per `Idempotency-Key`.
@@ -365,8 +268,8 @@ pub async fn pay(
     };
     let org = auth.org;
     let fp = fingerprint("POST", &format!("/corridors/{id}/pay"), &body);
-    if let Some(prev) = state.store.get_pay_key(&org.id, &key).await? {
-        return answer_used_key(&state, prev, &fp).await;
+    if let Some(a) = state.payouts.repeat(&org.id, &key, &fp).await? {
+        return Ok(accepted(a));
     }
     let c = own_corridor(&state, &org, &id).await?;
     require_active(&c)?;
@@ -387,7 +290,9 @@ pub async fn pay(
         ));
     }
     if quote.used_by.is_some() {
-        return quote_used(&state, &org.id, &key, &fp).await;
+        return Ok(accepted(
+            state.payouts.quote_used(&org.id, &key, &fp).await?,
+        ));
     }
     if input.amount != quote.breakdown.amount {
         return Err(err(
@@ -395,9 +300,6 @@ pub async fn pay(
             "amountUSDC must equal the quoted amount",
         ));
     }
-    let Some(claim) = state.claims.try_claim(&org.id, &key) else {
-        return Err(in_flight());
-    };
     let now = now_rfc3339();
     let payout = Payout {
         id: new_id("pay"),
@@ -424,76 +326,11 @@ pub async fn pay(
         response: None,
         created_at_unix: paygate_shared::unix_now() as i64,
     };
-    match state.store.begin_payout(&record, &payout).await? {
-        BeginPayout::Started => {}
-        BeginPayout::KeyUsed(prev) => {
-            drop(claim);
-            return answer_used_key(&state, *prev, &fp).await;
-        }
-        BeginPayout::QuoteUsed => {
-            drop(claim);
-            return quote_used(&state, &org.id, &key, &fp).await;
-        }
-    }
-    tracing::info!(org = %org.slug, payment = %payout.id, "payout reserved");
-    drive(&state, payout, claim)
-        .await
-        .map(|b| accepted(&b, false))
-}
-
-/// Asks the provider for the payout (idempotent on our payment id) and records the answer.
-/// Runs in its own task so a client that disconnects does not cut it short.
-async fn drive(state: &AppState, payout: Payout, claim: Claim) -> Result<String, ApiError> {
-    let state2 = state.clone();
-    let task = tokio::spawn(async move {
-        let _claim = claim;
-        drive_inner(&state2, payout).await
-    });
-    task.await
-        .unwrap_or_else(|e| Err(ApiError::internal(format!("payout task: {e}"))))
-}
-
-async fn drive_inner(state: &AppState, mut payout: Payout) -> Result<String, ApiError> {
-    let provider = provider(state)?;
-    let b = &payout.breakdown;
-    let req = PayoutRequest {
-        reference: payout.id.clone(),
-        quote_id: payout.provider_quote_id.clone(),
-        dest_currency: payout.dest_currency,
-        source_amount: paygate_shared::payout::money::usdc_string(b.provider_amount()),
-        dest_amount: paygate_shared::payout::money::minor_string(b.dest_amount),
-        beneficiary: payout.beneficiary.clone(),
+    let new = NewPayout {
+        key: record,
+        payout,
     };
-    match provider.create_payout(&req).await {
-        Ok(pp) => {
-            payout.cpn_payment_id = Some(pp.id.clone());
-            payout.status = PayoutStatus::Pending;
-            payout.updated_at = now_rfc3339();
-            let body = payout.accepted_json().to_string();
-            state.store.accept_payout(&payout, &body).await?;
-            tracing::info!(payment = %payout.id, cpn = %pp.id, "payout accepted by the provider");
-            adopt_orphans(state).await;
-            Ok(body)
-        }
-        Err(ProviderError::Rejected(why)) => {
-            payout.status = PayoutStatus::Failed;
-            payout.updated_at = now_rfc3339();
-            state.store.refuse_payout(&payout).await?;
-            tracing::warn!(payment = %payout.id, reason = %why, "payout refused by the provider");
-            Err(err(
-                ErrorCode::UpstreamError,
-                format!("the payout provider refused the payout: {why}"),
-            ))
-        }
-        Err(ProviderError::Unavailable(why)) => {
-            tracing::warn!(payment = %payout.id, reason = %why, "payout outcome unknown; will retry");
-            Err(err(
-                ErrorCode::UpstreamError,
-                "the payout provider did not answer; the payout is kept and retried \
-                 (repeat the request with the same Idempotency-Key to learn the outcome)",
-            ))
-        }
-    }
+    Ok(accepted(state.payouts.start(new).await?))
 }
 
 /// `GET /corridors/{id}/payments/{paymentId}`.
@@ -564,22 +401,7 @@ pub async fn webhook(
         ));
     }
     let event = webhook::parse_event(&body).map_err(|m| err(ErrorCode::BadRequest, m))?;
-    let (status, outcome) = apply_event(&state, &event, &body).await?;
-    Ok((status, Json(outcome)).into_response())
-}
-
-async fn apply_event(
-    state: &AppState,
-    event: &ProviderEvent,
-    raw: &[u8],
-) -> Result<(StatusCode, Value), ApiError> {
-    let key = paygate_shared::apikey::sha256_hex(raw);
-    let outcome = state
-        .store
-        .apply_payout_event(&key, event, raw, &now_rfc3339())
-        .await?;
-    tracing::info!(cpn = %event.payment_id, event = event.event_type.as_str(), outcome = ?outcome, "webhook");
-    Ok(match outcome {
+    let (status, ack) = match state.payouts.apply_event(&event, &body).await? {
         EventOutcome::Duplicate => (StatusCode::OK, json!({"status": "duplicate"})),
         EventOutcome::Applied(s) => (
             StatusCode::OK,
@@ -590,61 +412,6 @@ async fn apply_event(
             json!({"status": "ignored", "paymentStatus": s.as_str()}),
         ),
         EventOutcome::Orphaned => (StatusCode::ACCEPTED, json!({"status": "kept"})),
-    })
-}
-
-/// Applies kept events whose payout became known (its provider id was recorded).
-async fn adopt_orphans(state: &AppState) {
-    let orphans = match state.store.adoptable_orphans().await {
-        Ok(o) => o,
-        Err(e) => {
-            tracing::warn!(error = %e, "reading kept webhook events failed");
-            return;
-        }
     };
-    for (cpn, key, raw) in orphans {
-        if let Ok(event) = webhook::parse_event(&raw) {
-            if let Err(e) = apply_event(state, &event, &raw).await {
-                tracing::warn!(cpn = %cpn, error = %e.message, "kept event not applied");
-                continue;
-            }
-        }
-        if let Err(e) = state.store.drop_orphan(&cpn, &key).await {
-            tracing::warn!(cpn = %cpn, error = %e, "kept event not dropped");
-        }
-    }
-}
-
-/// Finishes payouts left `Initiating` (crash, outage, a client that went away) and applies kept
-/// events: once at start, then every `payout.reconcile_interval_seconds`.
-pub async fn reconciliation(state: AppState) {
-    let every =
-        std::time::Duration::from_secs(state.config.payout.reconcile_interval_seconds.max(1));
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tick.tick().await;
-        if state.payout_provider.is_none() {
-            continue;
-        }
-        let pending = match state.store.initiating_payouts().await {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(error = %e, "payout reconciliation failed");
-                continue;
-            }
-        };
-        for p in pending {
-            let Some(claim) = state.claims.try_claim(&p.org_id, &p.idempotency_key) else {
-                continue; // A request is driving it right now.
-            };
-            let id = p.id.clone();
-            match drive(&state, p, claim).await {
-                Ok(_) => tracing::info!(payment = %id, "payout finished by reconciliation"),
-                Err(e) => {
-                    tracing::warn!(payment = %id, error = %e.message, "payout still unfinished")
-                }
-            }
-        }
-        adopt_orphans(&state).await;
-    }
+    Ok((status, Json(ack)).into_response())
 }

@@ -8,6 +8,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use paygate_shared::ids::new_request_id;
 use paygate_shared::payments::Refusal;
+use paygate_shared::payout::engine::PayoutError;
 use paygate_shared::store::StoreError;
 use paygate_shared::{ErrorBody, ErrorCode, FieldProblem};
 
@@ -55,6 +56,16 @@ impl ApiError {
 impl From<Refusal> for ApiError {
     fn from(r: Refusal) -> Self {
         Self::new(r.code(), r.to_string())
+    }
+}
+
+impl From<PayoutError> for ApiError {
+    fn from(e: PayoutError) -> Self {
+        match e {
+            PayoutError::Store(e) => e.into(),
+            PayoutError::Inconsistent => Self::internal(e),
+            e => Self::new(e.code(), e.to_string()),
+        }
     }
 }
 

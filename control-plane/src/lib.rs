@@ -12,7 +12,6 @@ mod mcp;
 mod metrics_api;
 mod openapi;
 mod routes_api;
-pub mod sandbox;
 
 use axum::routing::{get, patch, post};
 use axum::Router;
@@ -20,6 +19,7 @@ use paygate_shared::config::Config;
 use paygate_shared::facilitator::Facilitator;
 use paygate_shared::network::Networks;
 use paygate_shared::payments::PaymentService;
+use paygate_shared::payout::engine::PayoutEngine;
 use paygate_shared::route_table::RouteTable;
 use paygate_shared::store::Store;
 use paygate_shared::usage::PlanUsage;
@@ -48,13 +48,9 @@ pub struct AppState {
     /// MCP sessions and the client tool calls use.
     pub mcp: Arc<mcp::McpHub>,
     /// The payout provider corridors use (`None`: corridor quotes and payouts answer `503`).
-    pub payout_provider: Option<Arc<dyn paygate_shared::payout::provider::PayoutProvider>>,
+    pub payouts: PayoutEngine,
     /// Secrets that verify provider webhooks (none: every webhook is refused).
     pub webhook_secrets: Arc<Vec<Vec<u8>>>,
-    /// Payouts being driven by this process.
-    pub claims: Arc<corridors::Claims>,
-    /// The built-in sandbox provider's listener, taken by [`serve`] to run it.
-    pub sandbox_listener: Arc<std::sync::Mutex<Option<std::net::TcpListener>>>,
 }
 
 impl AppState {
@@ -63,6 +59,7 @@ impl AppState {
         let networks = Arc::new(Networks::from_config(&config.networks));
         let usage = Arc::new(PlanUsage::new(store.clone()));
         let payments = Arc::new(PaymentService::new(store.clone(), None, usage));
+        let payouts = PayoutEngine::new(store.clone(), None);
         let target_policy = Arc::new(paygate_shared::target_policy::TargetPolicy::new(
             config.upstream.allow_private_networks.clone(),
         ));
@@ -76,10 +73,8 @@ impl AppState {
             target_policy,
             metrics: paygate_shared::metrics::Metrics::new(),
             mcp: Arc::new(mcp::McpHub::default()),
-            payout_provider: None,
+            payouts,
             webhook_secrets: Arc::new(Vec::new()),
-            claims: Arc::new(corridors::Claims::default()),
-            sandbox_listener: Arc::new(std::sync::Mutex::new(None)),
         }
     }
 
@@ -88,16 +83,14 @@ impl AppState {
         self
     }
 
-    /// The payout provider, the webhook secrets and (for the sandbox) its listener.
+    /// The payout provider and the webhook secrets.
     pub fn with_payouts(
         mut self,
         provider: Arc<dyn paygate_shared::payout::provider::PayoutProvider>,
         webhook_secrets: Vec<Vec<u8>>,
-        sandbox_listener: Option<std::net::TcpListener>,
     ) -> Self {
-        self.payout_provider = Some(provider);
+        self.payouts = PayoutEngine::new(self.store.clone(), Some(provider));
         self.webhook_secrets = Arc::new(webhook_secrets);
-        self.sandbox_listener = Arc::new(std::sync::Mutex::new(sandbox_listener));
         self
     }
 
@@ -207,22 +200,8 @@ pub async fn serve(
     let maint = tokio::spawn(maintenance(state.clone()));
     let recon = tokio::spawn(reconciliation(state.clone()));
     let probe = tokio::spawn(metrics_api::probe_facilitator(state.clone()));
-    let payouts = tokio::spawn(corridors::reconciliation(state.clone()));
-    let sandbox = state
-        .sandbox_listener
-        .lock()
-        .ok()
-        .and_then(|mut l| l.take())
-        .map(|l| {
-            let cfg = &state.config;
-            tokio::spawn(sandbox::serve(
-                l,
-                cfg.payout.sandbox.clone(),
-                cfg.storage.path.join("sandbox-provider"),
-                format!("http://{}/webhooks/provider", cfg.server.local_addr()),
-                state.webhook_secrets.first().cloned().unwrap_or_default(),
-            ))
-        });
+    let every = Duration::from_secs(state.config.payout.reconcile_interval_seconds.max(1));
+    let payouts = tokio::spawn(state.payouts.clone().reconciliation(every));
     let aggregator = tokio::spawn(state.metrics.clone().run_aggregator(
         state.store.clone(),
         Duration::from_secs(state.config.metrics.flush_interval_seconds.max(1)),
@@ -238,9 +217,6 @@ pub async fn serve(
     probe.abort();
     aggregator.abort();
     payouts.abort();
-    if let Some(s) = sandbox {
-        s.abort();
-    }
     res
 }
 

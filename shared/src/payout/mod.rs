@@ -5,9 +5,11 @@
 //! - [`beneficiary`]: the bank account rules of SPEC.md section 8;
 //! - [`webhook`]: `Provider-Signature` checking and the strict event payload;
 //! - [`provider`]: the provider trait and its HTTP client;
+//! - [`engine`]: exactly-once payouts, webhook events and reconciliation;
 //! - the records kept in the store are below.
 
 pub mod beneficiary;
+pub mod engine;
 pub mod money;
 pub mod provider;
 pub mod webhook;

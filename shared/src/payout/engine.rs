@@ -1,0 +1,331 @@
+//! The exactly-once payout engine, apart from any HTTP handler. A payout is exactly-once because
+//! (1) the `Idempotency-Key`, the quote's use and the payout record are written in one durable
+//! transaction *before* the provider is called, (2) the provider is given our payout id as its
+//! idempotency reference, so calling it again (after a crash, a timeout, a retry) returns the
+//! payout it already made, and (3) only one task drives a given payout at a time in this process
+//! ([`Claims`]). Webhook events are applied here too, and kept ones adopted once their payout is
+//! known; [`PayoutEngine::reconcile`] finishes what a crash or an outage left mid-way.
+
+use super::provider::{PayoutProvider, PayoutRequest, ProviderError};
+use super::webhook::{self, ProviderEvent};
+use super::{PayIdempotency, Payout, PayoutStatus};
+use crate::error::ErrorCode;
+use crate::store::{BeginPayout, EventOutcome, Store, StoreError};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// Why a payout request was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum PayoutError {
+    #[error("no payout provider is configured on this server")]
+    NoProvider,
+    #[error("a payout with this Idempotency-Key is still in flight; retry shortly")]
+    InFlight,
+    #[error("Idempotency-Key was already used with a different request")]
+    KeyReused,
+    #[error("the quote was already used; fetch a fresh quote")]
+    QuoteUsed,
+    /// The provider refused: the payout is `FAILED` and the key free again.
+    #[error("the payout provider refused the payout: {0}")]
+    Refused(String),
+    /// The provider did not answer: the payout is kept and retried.
+    #[error(
+        "the payout provider did not answer; the payout is kept and retried \
+         (repeat the request with the same Idempotency-Key to learn the outcome)"
+    )]
+    Unanswered,
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    /// A stored idempotency key names a payout that is not stored (never written apart).
+    #[error("idempotency key without its payout")]
+    Inconsistent,
+}
+
+impl PayoutError {
+    pub const fn code(&self) -> ErrorCode {
+        match self {
+            Self::NoProvider => ErrorCode::Misconfigured,
+            Self::InFlight | Self::KeyReused => ErrorCode::DuplicateRequest,
+            Self::QuoteUsed => ErrorCode::QuoteAlreadyUsed,
+            Self::Refused(_) | Self::Unanswered => ErrorCode::UpstreamError,
+            Self::Store(_) | Self::Inconsistent => ErrorCode::InternalError,
+        }
+    }
+}
+
+/// The `202` body of an accepted payout, and whether it answers a repeat of the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub body: String,
+    pub replayed: bool,
+}
+
+/// A payout request validated by its handler: the key's record and the `Initiating` payout.
+pub struct NewPayout {
+    pub key: PayIdempotency,
+    pub payout: Payout,
+}
+
+/// Payouts being driven by a task of this process, by `org \0 Idempotency-Key`.
+#[derive(Default)]
+pub struct Claims(Mutex<HashSet<String>>);
+
+/// Held while a payout is driven; releases the claim when dropped.
+pub struct Claim {
+    claims: Arc<Claims>,
+    key: String,
+}
+
+impl Claims {
+    fn try_claim(self: &Arc<Self>, org_id: &str, key: &str) -> Option<Claim> {
+        let k = format!("{org_id}\0{key}");
+        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        set.insert(k.clone()).then(|| Claim {
+            claims: self.clone(),
+            key: k,
+        })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut set = self.claims.0.lock().unwrap_or_else(|p| p.into_inner());
+        set.remove(&self.key);
+    }
+}
+
+/// The engine: built once, shared by the corridor handlers and the reconciliation loop.
+#[derive(Clone)]
+pub struct PayoutEngine {
+    store: Arc<dyn Store>,
+    provider: Option<Arc<dyn PayoutProvider>>,
+    claims: Arc<Claims>,
+}
+
+impl PayoutEngine {
+    pub fn new(store: Arc<dyn Store>, provider: Option<Arc<dyn PayoutProvider>>) -> Self {
+        Self {
+            store,
+            provider,
+            claims: Arc::default(),
+        }
+    }
+
+    pub fn provider(&self) -> Result<&Arc<dyn PayoutProvider>, PayoutError> {
+        self.provider.as_ref().ok_or(PayoutError::NoProvider)
+    }
+
+    /// The answer for a key used before, if it was: its stored `202` for the same request, a
+    /// payout left in flight by a crash or an outage finished now, `InFlight` while another
+    /// task drives it, `KeyReused` for a different request.
+    pub async fn repeat(
+        &self,
+        org_id: &str,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Accepted>, PayoutError> {
+        match self.store.get_pay_key(org_id, key).await? {
+            Some(prev) => self.answer_used_key(prev, fingerprint).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Starts a validated payout: reserves the key and the quote with the `Initiating` record
+    /// in one durable step, then drives it to the provider.
+    pub async fn start(&self, new: NewPayout) -> Result<Accepted, PayoutError> {
+        let NewPayout { key, payout } = new;
+        let claim = self
+            .claims
+            .try_claim(&key.org_id, &key.key)
+            .ok_or(PayoutError::InFlight)?;
+        match self.store.begin_payout(&key, &payout).await? {
+            BeginPayout::Started => {}
+            BeginPayout::KeyUsed(prev) => {
+                drop(claim);
+                return self.answer_used_key(*prev, &key.fingerprint).await;
+            }
+            BeginPayout::QuoteUsed => {
+                drop(claim);
+                return self
+                    .quote_used(&key.org_id, &key.key, &key.fingerprint)
+                    .await;
+            }
+        }
+        tracing::info!(org = %payout.org_id, payout = %payout.id, "payout reserved");
+        let body = self.drive(payout, claim).await?;
+        Ok(Accepted {
+            body,
+            replayed: false,
+        })
+    }
+
+    /// The quote is used: by this very key (a concurrent twin that got there first: answer as
+    /// a repeat), or by another payout.
+    pub async fn quote_used(
+        &self,
+        org_id: &str,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<Accepted, PayoutError> {
+        self.repeat(org_id, key, fingerprint)
+            .await?
+            .ok_or(PayoutError::QuoteUsed)
+    }
+
+    async fn answer_used_key(
+        &self,
+        prev: PayIdempotency,
+        fingerprint: &str,
+    ) -> Result<Accepted, PayoutError> {
+        if prev.fingerprint != fingerprint {
+            return Err(PayoutError::KeyReused);
+        }
+        if let Some(body) = prev.response {
+            return Ok(Accepted {
+                body,
+                replayed: true,
+            });
+        }
+        // In flight: here, or left over by a crash or an outage (finish it now).
+        let claim = self
+            .claims
+            .try_claim(&prev.org_id, &prev.key)
+            .ok_or(PayoutError::InFlight)?;
+        let payout = self
+            .store
+            .get_payout(&prev.payment_id)
+            .await?
+            .ok_or(PayoutError::Inconsistent)?;
+        let body = self.drive(payout, claim).await?;
+        Ok(Accepted {
+            body,
+            replayed: true,
+        })
+    }
+
+    /// Drives a claimed payout in a task of its own, so a client that disconnects does not cut
+    /// it short.
+    async fn drive(&self, payout: Payout, claim: Claim) -> Result<String, PayoutError> {
+        let engine = self.clone();
+        let task = tokio::spawn(async move {
+            let _claim = claim;
+            engine.call_provider(payout).await
+        });
+        task.await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "payout task failed");
+            Err(PayoutError::Unanswered)
+        })
+    }
+
+    /// Asks the provider for the payout (idempotent on our payout id) and records the answer.
+    async fn call_provider(&self, mut payout: Payout) -> Result<String, PayoutError> {
+        let provider = self.provider()?;
+        let b = &payout.breakdown;
+        let req = PayoutRequest {
+            reference: payout.id.clone(),
+            quote_id: payout.provider_quote_id.clone(),
+            dest_currency: payout.dest_currency,
+            source_amount: super::money::usdc_string(b.provider_amount()),
+            dest_amount: super::money::minor_string(b.dest_amount),
+            beneficiary: payout.beneficiary.clone(),
+        };
+        match provider.create_payout(&req).await {
+            Ok(pp) => {
+                payout.cpn_payment_id = Some(pp.id.clone());
+                payout.status = PayoutStatus::Pending;
+                payout.updated_at = crate::now_rfc3339();
+                let body = payout.accepted_json().to_string();
+                self.store.accept_payout(&payout, &body).await?;
+                tracing::info!(payout = %payout.id, cpn = %pp.id, "payout accepted by the provider");
+                self.adopt_orphans().await;
+                Ok(body)
+            }
+            Err(ProviderError::Rejected(why)) => {
+                payout.status = PayoutStatus::Failed;
+                payout.updated_at = crate::now_rfc3339();
+                self.store.refuse_payout(&payout).await?;
+                tracing::warn!(payout = %payout.id, reason = %why, "payout refused by the provider");
+                Err(PayoutError::Refused(why))
+            }
+            Err(ProviderError::Unavailable(why)) => {
+                tracing::warn!(payout = %payout.id, reason = %why, "payout outcome unknown; will retry");
+                Err(PayoutError::Unanswered)
+            }
+        }
+    }
+
+    /// Applies a verified webhook event, keyed by its body's hash so a repeat changes nothing.
+    pub async fn apply_event(
+        &self,
+        event: &ProviderEvent,
+        raw: &[u8],
+    ) -> Result<EventOutcome, StoreError> {
+        let key = crate::apikey::sha256_hex(raw);
+        let outcome = self
+            .store
+            .apply_payout_event(&key, event, raw, &crate::now_rfc3339())
+            .await?;
+        tracing::info!(cpn = %event.payment_id, event = event.event_type.as_str(), outcome = ?outcome, "webhook");
+        Ok(outcome)
+    }
+
+    /// Applies kept events whose payout became known (its provider id was recorded).
+    pub async fn adopt_orphans(&self) {
+        let orphans = match self.store.adoptable_orphans().await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading kept webhook events failed");
+                return;
+            }
+        };
+        for (cpn, key, raw) in orphans {
+            if let Ok(event) = webhook::parse_event(&raw) {
+                if let Err(e) = self.apply_event(&event, &raw).await {
+                    tracing::warn!(cpn = %cpn, error = %e, "kept event not applied");
+                    continue;
+                }
+            }
+            if let Err(e) = self.store.drop_orphan(&cpn, &key).await {
+                tracing::warn!(cpn = %cpn, error = %e, "kept event not dropped");
+            }
+        }
+    }
+
+    /// One pass: drives every payout still `Initiating` that no task is driving, then applies
+    /// kept events. Does nothing without a provider.
+    pub async fn reconcile(&self) {
+        if self.provider.is_none() {
+            return;
+        }
+        let pending = match self.store.initiating_payouts().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "payout reconciliation failed");
+                return;
+            }
+        };
+        for p in pending {
+            let Some(claim) = self.claims.try_claim(&p.org_id, &p.idempotency_key) else {
+                continue; // A request is driving it right now.
+            };
+            let id = p.id.clone();
+            match self.drive(p, claim).await {
+                Ok(_) => tracing::info!(payout = %id, "payout finished by reconciliation"),
+                Err(e) => tracing::warn!(payout = %id, error = %e, "payout still unfinished"),
+            }
+        }
+        self.adopt_orphans().await;
+    }
+
+    /// [`Self::reconcile`] once at start, then every `every`.
+    pub async fn reconciliation(self, every: std::time::Duration) {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            self.reconcile().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,369 @@
+//! The payout engine's decisions on a real sled store in a temp dir. The provider is the
+//! trait's seam: a scripted one that, like a real provider, makes one payout per reference and
+//! answers a repeat with the payout it made (the HTTP provider against the sandbox is exercised
+//! end to end in `tests/e2e_corridors.rs`).
+
+use super::*;
+use crate::money::UsdcAmount;
+use crate::payout::money::QuoteBreakdown;
+use crate::payout::provider::{ProviderPayout, ProviderQuote};
+use crate::payout::{Beneficiary, Currency, Quote};
+use crate::store::SledStore;
+use async_trait::async_trait;
+use rust_decimal::Decimal;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Semaphore;
+
+/// Answers `create_payout` with the scripted errors first, then by making (or finding) the
+/// payout of the reference. With a gate, each call waits for a permit.
+struct Scripted {
+    errors: Mutex<VecDeque<ProviderError>>,
+    made: Mutex<HashMap<String, String>>,
+    calls: AtomicUsize,
+    gate: Option<Arc<Semaphore>>,
+    entered: Semaphore,
+}
+
+impl Scripted {
+    fn new(errors: Vec<ProviderError>, gate: Option<Arc<Semaphore>>) -> Self {
+        Self {
+            errors: Mutex::new(errors.into()),
+            made: Mutex::default(),
+            calls: AtomicUsize::new(0),
+            gate,
+            entered: Semaphore::new(0),
+        }
+    }
+
+    fn made(&self) -> usize {
+        self.made.lock().unwrap().len()
+    }
+}
+
+#[async_trait]
+impl PayoutProvider for Scripted {
+    async fn quote(
+        &self,
+        _currency: Currency,
+        _amount: UsdcAmount,
+    ) -> Result<ProviderQuote, ProviderError> {
+        Err(ProviderError::Unavailable("not scripted".into()))
+    }
+    async fn create_payout(&self, req: &PayoutRequest) -> Result<ProviderPayout, ProviderError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.entered.add_permits(1);
+        if let Some(gate) = &self.gate {
+            gate.acquire().await.expect("gate open").forget();
+        }
+        if let Some(e) = self.errors.lock().unwrap().pop_front() {
+            return Err(e);
+        }
+        let mut made = self.made.lock().unwrap();
+        let n = made.len();
+        let id = made
+            .entry(req.reference.clone())
+            .or_insert_with(|| format!("cpn_{n}"))
+            .clone();
+        Ok(ProviderPayout {
+            id,
+            reference: req.reference.clone(),
+            status: "pending".into(),
+        })
+    }
+    async fn find_payout(&self, reference: &str) -> Result<Option<ProviderPayout>, ProviderError> {
+        Ok(self
+            .made
+            .lock()
+            .unwrap()
+            .get(reference)
+            .map(|id| ProviderPayout {
+                id: id.clone(),
+                reference: reference.into(),
+                status: "pending".into(),
+            }))
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    provider: Arc<Scripted>,
+    engine: PayoutEngine,
+}
+
+impl Fixture {
+    fn new(provider: Scripted) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
+        let provider = Arc::new(provider);
+        let p: Arc<dyn PayoutProvider> = provider.clone();
+        let engine = PayoutEngine::new(store.clone(), Some(p));
+        Self {
+            _dir: dir,
+            store,
+            provider,
+            engine,
+        }
+    }
+
+    /// A stored quote and a validated payout request using it under `key`.
+    async fn request(&self, key: &str, fingerprint: &str) -> NewPayout {
+        let breakdown =
+            QuoteBreakdown::compute(UsdcAmount(100_000_000), 100, UsdcAmount(0), Decimal::ONE)
+                .unwrap();
+        let quote = Quote {
+            id: crate::ids::new_id("qt"),
+            org_id: "org_1".into(),
+            corridor_id: "cor_1".into(),
+            provider_quote_id: "pq_1".into(),
+            dest_currency: Currency::Brl,
+            breakdown: breakdown.clone(),
+            expires_at_unix: i64::MAX,
+            created_at: crate::now_rfc3339(),
+            used_by: None,
+        };
+        self.store.put_quote(&quote).await.unwrap();
+        let payout = Payout {
+            id: crate::ids::new_id("po"),
+            org_id: "org_1".into(),
+            corridor_id: "cor_1".into(),
+            quote_id: quote.id.clone(),
+            provider_quote_id: quote.provider_quote_id.clone(),
+            idempotency_key: key.into(),
+            from_address: "0x0000000000000000000000000000000000000001".into(),
+            dest_currency: Currency::Brl,
+            breakdown,
+            beneficiary: Beneficiary {
+                name: "Ana Souza".into(),
+                bank_name: "Banco".into(),
+                account_number: "12345678".into(),
+                country: "BR".into(),
+                currency: Currency::Brl,
+            },
+            status: PayoutStatus::Initiating,
+            cpn_payment_id: None,
+            events: Vec::new(),
+            created_at: crate::now_rfc3339(),
+            updated_at: crate::now_rfc3339(),
+        };
+        let key = PayIdempotency {
+            org_id: "org_1".into(),
+            key: key.into(),
+            fingerprint: fingerprint.into(),
+            payment_id: payout.id.clone(),
+            response: None,
+            created_at_unix: crate::unix_now() as i64,
+        };
+        NewPayout { key, payout }
+    }
+
+    async fn status(&self, id: &str) -> PayoutStatus {
+        self.store.get_payout(id).await.unwrap().unwrap().status
+    }
+}
+
+fn ok() -> Scripted {
+    Scripted::new(Vec::new(), None)
+}
+
+/// A `payments.payment_completed` webhook body for the provider payout `cpn` (SPEC.md 6.2).
+fn completed(cpn: &str) -> Vec<u8> {
+    serde_json::json!({
+        "type": "payments.payment_completed", "clientId": "c1", "notificationType": "payments",
+        "version": 1, "customAttributes": {"clientId": "c1"},
+        "payment": {"id": cpn, "type": "payment", "status": "completed",
+                    "amount": {"amount": "99.00", "currency": "BRL"},
+                    "updateDate": "2026-11-23T00:00:00Z"}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn a_payout_is_made_once_and_its_key_answers_with_the_same_body() {
+    let f = Fixture::new(ok());
+    let new = f.request("k1", "fp").await;
+    let id = new.payout.id.clone();
+    let first = f.engine.start(new).await.unwrap();
+    assert!(!first.replayed);
+    let body: serde_json::Value = serde_json::from_str(&first.body).unwrap();
+    assert_eq!(body["paymentId"], id.as_str());
+    assert_eq!(body["cpnPaymentId"], "cpn_0");
+    assert_eq!(f.status(&id).await, PayoutStatus::Pending);
+
+    let again = f.engine.repeat("org_1", "k1", "fp").await.unwrap().unwrap();
+    assert_eq!(
+        again,
+        Accepted {
+            body: first.body,
+            replayed: true
+        }
+    );
+    let other = f.engine.repeat("org_1", "k1", "another body").await;
+    assert!(matches!(other, Err(PayoutError::KeyReused)));
+    assert_eq!(other.unwrap_err().code(), ErrorCode::DuplicateRequest);
+    assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1);
+    assert!(f
+        .engine
+        .repeat("org_1", "k2", "fp")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn concurrent_requests_with_one_key_make_one_payout() {
+    let gate = Arc::new(Semaphore::new(0));
+    let f = Arc::new(Fixture::new(Scripted::new(Vec::new(), Some(gate.clone()))));
+    let new = f.request("k1", "fp").await;
+    let quote_id = new.payout.quote_id.clone();
+    let first = {
+        let f = f.clone();
+        tokio::spawn(async move { f.engine.start(new).await })
+    };
+    // The first request is at the provider, its claim held.
+    f.provider.entered.acquire().await.unwrap().forget();
+    for _ in 0..5 {
+        // A twin of the same request: another payout record for the same key and quote.
+        let mut twin = f.request("k1", "fp").await;
+        twin.payout.quote_id = quote_id.clone();
+        twin.key.payment_id = twin.payout.id.clone();
+        let r = f.engine.start(twin).await;
+        assert!(matches!(r, Err(PayoutError::InFlight)), "{r:?}");
+        let r = f.engine.repeat("org_1", "k1", "fp").await;
+        assert!(matches!(r, Err(PayoutError::InFlight)), "{r:?}");
+    }
+    gate.add_permits(1);
+    assert!(first.await.unwrap().is_ok());
+    assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(f.provider.made(), 1);
+}
+
+#[tokio::test]
+async fn a_quote_used_by_another_key_is_refused() {
+    let f = Fixture::new(ok());
+    let new = f.request("k1", "fp").await;
+    let quote_id = new.payout.quote_id.clone();
+    f.engine.start(new).await.unwrap();
+    let mut other = f.request("k2", "fp2").await;
+    other.payout.quote_id = quote_id;
+    let r = f.engine.start(other).await;
+    assert!(matches!(r, Err(PayoutError::QuoteUsed)), "{r:?}");
+    assert_eq!(f.provider.made(), 1);
+}
+
+#[tokio::test]
+async fn a_crash_between_the_reservation_and_the_provider_is_finished_by_reconciliation() {
+    let f = Fixture::new(ok());
+    let new = f.request("k1", "fp").await;
+    let id = new.payout.id.clone();
+    // What a process killed right after the durable reservation leaves behind.
+    assert_eq!(
+        f.store.begin_payout(&new.key, &new.payout).await.unwrap(),
+        BeginPayout::Started
+    );
+    assert_eq!(f.status(&id).await, PayoutStatus::Initiating);
+    // The restarted process (a new engine: no claims) finishes it.
+    let restarted = PayoutEngine::new(f.store.clone(), Some(f.provider.clone()));
+    restarted.reconcile().await;
+    assert_eq!(f.status(&id).await, PayoutStatus::Pending);
+    assert_eq!(f.provider.made(), 1);
+    // The client's retry gets the stored answer; a second pass changes nothing.
+    let again = restarted
+        .repeat("org_1", "k1", "fp")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.replayed);
+    restarted.reconcile().await;
+    assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn the_clients_retry_finishes_a_payout_left_in_flight() {
+    let f = Fixture::new(ok());
+    let new = f.request("k1", "fp").await;
+    f.store.begin_payout(&new.key, &new.payout).await.unwrap();
+    let a = f.engine.repeat("org_1", "k1", "fp").await.unwrap().unwrap();
+    assert!(a.replayed);
+    assert_eq!(f.status(&new.payout.id).await, PayoutStatus::Pending);
+    assert_eq!(f.provider.made(), 1);
+}
+
+#[tokio::test]
+async fn an_unanswered_provider_keeps_the_payout_and_the_same_reference_is_retried() {
+    let f = Fixture::new(Scripted::new(
+        vec![ProviderError::Unavailable("timeout".into())],
+        None,
+    ));
+    let new = f.request("k1", "fp").await;
+    let id = new.payout.id.clone();
+    let r = f.engine.start(new).await;
+    assert!(matches!(r, Err(PayoutError::Unanswered)), "{r:?}");
+    assert_eq!(r.unwrap_err().code().status(), 502);
+    assert_eq!(f.status(&id).await, PayoutStatus::Initiating);
+    f.engine.reconcile().await;
+    assert_eq!(f.status(&id).await, PayoutStatus::Pending);
+    assert_eq!(f.provider.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(f.provider.made(), 1, "one payout for the one reference");
+}
+
+#[tokio::test]
+async fn a_refused_payout_fails_and_frees_its_key() {
+    let f = Fixture::new(Scripted::new(
+        vec![ProviderError::Rejected("quote expired".into())],
+        None,
+    ));
+    let new = f.request("k1", "fp").await;
+    let id = new.payout.id.clone();
+    let r = f.engine.start(new).await;
+    assert!(
+        matches!(&r, Err(PayoutError::Refused(why)) if why == "quote expired"),
+        "{r:?}"
+    );
+    assert_eq!(f.status(&id).await, PayoutStatus::Failed);
+    assert!(f
+        .engine
+        .repeat("org_1", "k1", "fp")
+        .await
+        .unwrap()
+        .is_none());
+    f.engine.reconcile().await;
+    assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1, "never retried");
+}
+
+#[tokio::test]
+async fn an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known() {
+    let f = Fixture::new(ok());
+    let raw = completed("cpn_0");
+    let event = webhook::parse_event(&raw).unwrap();
+    assert_eq!(
+        f.engine.apply_event(&event, &raw).await.unwrap(),
+        EventOutcome::Orphaned
+    );
+    // The payout the event was about: the provider gives it the id `cpn_0`, and accepting it
+    // adopts the kept event.
+    let new = f.request("k1", "fp").await;
+    let id = new.payout.id.clone();
+    f.engine.start(new).await.unwrap();
+    assert_eq!(f.status(&id).await, PayoutStatus::Settled);
+    assert!(f.store.adoptable_orphans().await.unwrap().is_empty());
+    // The same event delivered again changes nothing.
+    assert_eq!(
+        f.engine.apply_event(&event, &raw).await.unwrap(),
+        EventOutcome::Duplicate
+    );
+}
+
+#[tokio::test]
+async fn without_a_provider_nothing_is_reserved_or_driven() {
+    let f = Fixture::new(ok());
+    let engine = PayoutEngine::new(f.store.clone(), None);
+    assert!(matches!(engine.provider(), Err(PayoutError::NoProvider)));
+    let new = f.request("k1", "fp").await;
+    f.store.begin_payout(&new.key, &new.payout).await.unwrap();
+    engine.reconcile().await;
+    assert_eq!(f.status(&new.payout.id).await, PayoutStatus::Initiating);
+    assert_eq!(f.provider.calls.load(Ordering::SeqCst), 0);
+}
