@@ -14,6 +14,7 @@ use paygate_shared::network::Networks;
 use paygate_shared::payments::PaymentService;
 use paygate_shared::route_table::{RenderContext, RouteTable};
 use paygate_shared::store::{SledStore, Store};
+use paygate_shared::target_policy::TargetPolicy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
@@ -82,7 +83,13 @@ impl BackgroundService for Sandbox {
 }
 
 pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let cfg = Arc::new(Config::load(config_path)?);
+    let mut cfg = Config::load(config_path)?;
+    // Fail early and clearly if the public address is taken (Pingora would panic). Port 0 picks
+    // a free port here; the chosen address is used everywhere and written to `paygate.addr`.
+    cfg.server.listen = std::net::TcpListener::bind(cfg.server.listen)
+        .and_then(|l| l.local_addr())
+        .with_context(|| format!("binding {}", cfg.server.listen))?;
+    let cfg = Arc::new(cfg);
     if cfg!(feature = "bench") {
         tracing::warn!(
             "BENCHMARK BUILD: requests with x-paygate-bench-free skip payment; never deploy this binary"
@@ -106,11 +113,6 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         dyn_store.as_ref(),
     ))?);
 
-    // Fail early and clearly if the public address is taken (Pingora would panic).
-    drop(
-        std::net::TcpListener::bind(cfg.server.listen)
-            .with_context(|| format!("binding {}", cfg.server.listen))?,
-    );
     let cp_listener = std::net::TcpListener::bind(cfg.server.control_plane_listen)
         .with_context(|| format!("binding {}", cfg.server.control_plane_listen))?;
     cp_listener.set_nonblocking(true)?;
@@ -133,7 +135,10 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
 
-    let facilitator = build_facilitator(&cfg)?;
+    let facilitator = build_facilitator(&cfg, &table.render_context().networks)?;
+    let policy = Arc::new(TargetPolicy::new(
+        cfg.upstream.allow_private_networks.clone(),
+    ));
     let metrics = paygate_shared::metrics::Metrics::new();
     let usage = Arc::new(paygate_shared::usage::PlanUsage::new(dyn_store.clone()));
     let payments = Arc::new(PaymentService::new(dyn_store.clone(), facilitator, usage));
@@ -143,7 +148,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
             table: table.clone(),
             control_plane: cp_addr,
             payments: payments.clone(),
-            settings: ProxySettings::from_config(&cfg.upstream),
+            settings: ProxySettings::from_config(&cfg.upstream, policy.clone()),
             metrics: metrics.clone(),
         }),
         "paygate proxy",
@@ -157,6 +162,11 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     server.add_service(proxy);
 
     let (provider, secrets, sandbox_listener) = build_payouts(&cfg)?;
+    let sandbox_addr = sandbox_listener
+        .as_ref()
+        .map(|l| l.local_addr())
+        .transpose()?;
+    write_addresses(&cfg, cp_addr, sandbox_addr)?;
     if let Some(listener) = sandbox_listener {
         let sandbox = Sandbox {
             listener: Mutex::new(Some(listener)),
@@ -165,7 +175,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         };
         server.add_service(background_service("sandbox payout provider", sandbox));
     }
-    let state = AppState::new(dyn_store.clone(), table, cfg.clone())
+    let state = AppState::new(dyn_store.clone(), table, cfg.clone(), policy)
         .with_payments(payments)
         .with_metrics(metrics)
         .with_payouts(provider, secrets);
@@ -189,6 +199,25 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     rt.block_on(dyn_store.flush())?;
     tracing::info!("paygate stopped; store flushed");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `{storage}/paygate.addr`: the addresses this process listens on, so whoever started
+/// it with port 0 (the test harness, a supervisor) can read them back.
+fn write_addresses(
+    cfg: &Config,
+    control_plane: std::net::SocketAddr,
+    sandbox: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
+    let doc = serde_json::json!({
+        "listen": cfg.server.listen.to_string(),
+        "controlPlane": control_plane.to_string(),
+        "sandboxProvider": sandbox.map(|a| a.to_string()),
+    });
+    let path = cfg.storage.path.join("paygate.addr");
+    let tmp = path.with_extension("addr.tmp");
+    std::fs::write(&tmp, doc.to_string())
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 type Payouts = (
@@ -238,7 +267,10 @@ fn hex_secret() -> Vec<u8> {
 
 /// The configured facilitator, or `None` (paid requests then answer 503) when the embedded one
 /// has no relayer key in the environment.
-fn build_facilitator(cfg: &Config) -> anyhow::Result<Option<Arc<dyn Facilitator>>> {
+fn build_facilitator(
+    cfg: &Config,
+    networks: &Networks,
+) -> anyhow::Result<Option<Arc<dyn Facilitator>>> {
     let f = &cfg.facilitator;
     let timeout = Duration::from_secs(f.request_timeout_seconds);
     match f.kind {
@@ -263,7 +295,7 @@ fn build_facilitator(cfg: &Config) -> anyhow::Result<Option<Arc<dyn Facilitator>
                 return Ok(None);
             };
             let embedded = EmbeddedFacilitator::new(
-                &Networks::from_config(&cfg.networks),
+                networks,
                 &key,
                 Duration::from_secs(f.settle_timeout_seconds),
                 timeout,

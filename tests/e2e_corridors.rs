@@ -20,10 +20,7 @@ struct Env {
 
 /// A gateway with org `acme`, its sandbox provider on a known port, fast webhooks.
 async fn start(extra: &[(&str, &str)]) -> Env {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
     let mut env: Vec<(String, String)> = vec![
-        ("PAYGATE__PAYOUT__SANDBOX__LISTEN".into(), listen),
         ("PAYGATE_WEBHOOK_SECRETS".into(), SECRETS.into()),
         (
             "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".into(),
@@ -44,11 +41,11 @@ async fn start(extra: &[(&str, &str)]) -> Env {
     }
     let gw = Gateway::start_with_owned(env).await;
     let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
-    Env {
-        gw,
-        key,
-        sandbox: format!("http://127.0.0.1:{port}"),
-    }
+    let sandbox = format!(
+        "http://{}",
+        gw.sandbox.as_deref().expect("sandbox provider")
+    );
+    Env { gw, key, sandbox }
 }
 
 impl Env {
@@ -313,7 +310,15 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
     assert_eq!(error_of(r).await.1, "QUOTE_ALREADY_USED");
     // An expired quote is refused before any payout.
     let q = e.quote(&id, "50").await;
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // Poll the clock past the quote's own expiry (the server compares whole seconds).
+    let expires = time::OffsetDateTime::parse(
+        q["expiresAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    while time::OffsetDateTime::now_utc().unix_timestamp() <= expires.unix_timestamp() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let r = e
         .pay(
             &id,
@@ -416,8 +421,13 @@ async fn sigkill_mid_payout_then_retry_pays_once() {
                 .send()
                 .await
         });
-        // The key and payout are reserved at once; the provider is slow.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // The key and payout are reserved at once; the provider is slow: kill once the
+        // reservation is logged (it is durable before the log line).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !e.gw.log().contains("payout reserved") {
+            assert!(tokio::time::Instant::now() < deadline, "{}", e.gw.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         e.gw.kill();
         assert!(
             inflight.await.unwrap().is_err(),

@@ -244,9 +244,7 @@ struct PayoutTally {
 #[tokio::test]
 async fn sigkill_at_random_points_of_payouts_pays_once() {
     let trials = trials();
-    let sandbox = format!("127.0.0.1:{}", free_port());
     let env: Vec<(String, String)> = vec![
-        ("PAYGATE__PAYOUT__SANDBOX__LISTEN".into(), sandbox.clone()),
         (
             "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".into(),
             "100".into(),
@@ -381,7 +379,10 @@ async fn sigkill_at_random_points_of_payouts_pays_once() {
     // The provider's side: one payout per pay request, each one paygate knows.
     let provider: Vec<serde_json::Value> = gw
         .http
-        .get(format!("http://{sandbox}/v1/payouts"))
+        .get(format!(
+            "http://{}/v1/payouts",
+            gw.sandbox.as_deref().expect("sandbox provider")
+        ))
         .send()
         .await
         .unwrap()

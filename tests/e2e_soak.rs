@@ -265,14 +265,9 @@ async fn mixed_workload_at_half_capacity_keeps_errors_at_zero_and_memory_flat() 
 
     let chain = Chain::start();
     let upstream = Upstream::start().await;
-    let sandbox_port = free_port();
     let mut env = chain.gateway_env();
     env.extend([
         ("PAYGATE_LOG".to_string(), "warn".to_string()),
-        (
-            "PAYGATE__PAYOUT__SANDBOX__LISTEN".into(),
-            format!("127.0.0.1:{sandbox_port}"),
-        ),
         (
             "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".into(),
             "100".into(),

@@ -67,7 +67,7 @@ fn check(
     version: ProtocolVersion,
 ) -> Result<(Verified, PaymentRequirements), Answer> {
     let requirements =
-        PaymentRequirements::from_wire(&req.payment_requirements, version, &state.networks)
+        PaymentRequirements::from_wire(&req.payment_requirements, version, state.networks())
             .map_err(|e| {
                 Answer::Invalid(match e {
                     RequirementsError::UnsupportedNetwork(_) => "invalid_network",

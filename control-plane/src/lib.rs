@@ -22,6 +22,7 @@ use paygate_shared::payments::PaymentService;
 use paygate_shared::payout::engine::PayoutEngine;
 use paygate_shared::route_table::RouteTable;
 use paygate_shared::store::Store;
+use paygate_shared::target_policy::TargetPolicy;
 use paygate_shared::usage::PlanUsage;
 use std::future::Future;
 use std::sync::Arc;
@@ -40,9 +41,8 @@ pub struct AppState {
     /// The paid step the gateway uses, shared with `/facilitator/*`; its facilitator (`None`:
     /// not configured, those endpoints answer `503`) is probed for health.
     pub payments: Arc<PaymentService>,
-    pub networks: Arc<Networks>,
     /// Which upstream addresses routes may target.
-    pub target_policy: Arc<paygate_shared::target_policy::TargetPolicy>,
+    pub target_policy: Arc<TargetPolicy>,
     /// Request counters (written by the proxy) and facilitator health.
     pub metrics: Arc<paygate_shared::metrics::Metrics>,
     /// MCP sessions and the client tool calls use.
@@ -54,22 +54,22 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(store: Arc<dyn Store>, table: Arc<RouteTable>, config: Arc<Config>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        table: Arc<RouteTable>,
+        config: Arc<Config>,
+        target_policy: Arc<TargetPolicy>,
+    ) -> Self {
         let admin_token = config.admin.token().map(Arc::from);
-        let networks = Arc::new(Networks::from_config(&config.networks));
         let usage = Arc::new(PlanUsage::new(store.clone()));
         let payments = Arc::new(PaymentService::new(store.clone(), None, usage));
         let payouts = PayoutEngine::new(store.clone(), None);
-        let target_policy = Arc::new(paygate_shared::target_policy::TargetPolicy::new(
-            config.upstream.allow_private_networks.clone(),
-        ));
         Self {
             store,
             table,
             config,
             admin_token,
             payments,
-            networks,
             target_policy,
             metrics: paygate_shared::metrics::Metrics::new(),
             mcp: Arc::new(mcp::McpHub::default()),
@@ -98,6 +98,11 @@ impl AppState {
     pub fn with_payments(mut self, payments: Arc<PaymentService>) -> Self {
         self.payments = payments;
         self
+    }
+
+    /// The configured networks (the route table's, built once).
+    pub fn networks(&self) -> &Networks {
+        &self.table.render_context().networks
     }
 
     pub fn facilitator(&self) -> Option<&Arc<dyn Facilitator>> {
@@ -236,7 +241,7 @@ async fn reconciliation(state: AppState) {
         tick.tick().await;
         match paygate_shared::facilitator::reconcile::reconcile_once(
             state.store.as_ref(),
-            &state.networks,
+            state.networks(),
             started,
             in_flight,
         )

@@ -255,7 +255,7 @@ pub async fn create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let org = auth.org;
-    let input = parse_input(&body, &state.table.render_context().networks, true)?;
+    let input = parse_input(&body, state.networks(), true)?;
     check_target_address(&state, &input).await?;
     let idem = Idem::from_request(&headers, &method, &uri, &body)?;
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
@@ -337,7 +337,7 @@ pub async fn update(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let org = auth.org;
-    let networks = &state.table.render_context().networks;
+    let networks = state.networks();
     // Validate once up front so a bad body changes nothing and names its fields.
     check_target_address(&state, &parse_input(&body, networks, false)?).await?;
     let idem = Idem::from_request(&headers, &method, &uri, &body)?;

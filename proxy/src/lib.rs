@@ -51,7 +51,7 @@ const RESPONSE_HOP_HEADERS: &[&str] = &[
 ];
 /// How upstreams are reached: timeouts, the SSRF policy, TLS exceptions and size limits.
 pub struct ProxySettings {
-    pub policy: TargetPolicy,
+    pub policy: Arc<TargetPolicy>,
     pub connect_timeout: Duration,
     pub total_timeout: Duration,
     pub stream_idle_timeout: Duration,
@@ -61,9 +61,9 @@ pub struct ProxySettings {
 }
 
 impl ProxySettings {
-    pub fn from_config(c: &UpstreamConfig) -> Self {
+    pub fn from_config(c: &UpstreamConfig, policy: Arc<TargetPolicy>) -> Self {
         Self {
-            policy: TargetPolicy::new(c.allow_private_networks.clone()),
+            policy,
             connect_timeout: Duration::from_secs(c.connect_timeout_seconds),
             total_timeout: Duration::from_secs(c.total_timeout_seconds),
             stream_idle_timeout: Duration::from_secs(c.stream_idle_timeout_seconds),

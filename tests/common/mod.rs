@@ -1,5 +1,6 @@
-//! Test harness: runs the real `paygate` binary on a free loopback port with a temp data dir,
-//! and offers small helpers for the admin and management APIs.
+//! Test harness: runs the real `paygate` binary with a temp data dir on loopback port 0, reads
+//! the addresses it bound back from `paygate.addr`, and offers small helpers for the admin and
+//! management APIs.
 #![allow(dead_code)]
 
 pub mod chain;
@@ -16,6 +17,7 @@ pub const ADMIN_TOKEN: &str = "test-admin-token";
 pub const WALLET_A: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 pub const WALLET_B: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
+/// A loopback port nothing listens on (for "unreachable" addresses; never handed to a server).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -26,7 +28,10 @@ pub fn free_port() -> u16 {
 /// A running gateway process. Stopped (SIGTERM, then SIGKILL) on drop.
 pub struct Gateway {
     pub base: String,
+    /// The public port (chosen by the binary at first start, kept across restarts).
     pub port: u16,
+    /// The sandbox payout provider's address, once started.
+    pub sandbox: Option<String>,
     pub dir: tempfile::TempDir,
     pub http: Client,
     extra_env: Vec<(String, String)>,
@@ -45,10 +50,10 @@ impl Gateway {
 
     pub async fn start_with(env: &[(&str, &str)]) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let port = free_port();
         let mut g = Self {
-            base: format!("http://127.0.0.1:{port}"),
-            port,
+            base: String::new(),
+            port: 0,
+            sandbox: None,
             dir: tempfile::tempdir().expect("tempdir"),
             http: Client::builder()
                 .timeout(Duration::from_secs(20))
@@ -68,7 +73,22 @@ impl Gateway {
         self.dir.path().join("paygate.log")
     }
 
+    /// Starts the binary and waits until it serves. At first start it binds port 0; should
+    /// that port be taken before Pingora binds it (another process in between), it starts again.
     async fn spawn(&mut self) {
+        for attempt in 1..=3 {
+            if self.try_spawn().await {
+                return;
+            }
+            assert!(attempt < 3, "paygate could not bind:\n{}", self.log());
+        }
+    }
+
+    /// `false`: the process exited early because its address was taken.
+    async fn try_spawn(&mut self) -> bool {
+        let first = self.port == 0;
+        let addr_file = self.dir.path().join("data").join("paygate.addr");
+        let _ = std::fs::remove_file(&addr_file);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -89,6 +109,10 @@ impl Gateway {
             .env(
                 "PAYGATE__SERVER__LISTEN",
                 format!("127.0.0.1:{}", self.port),
+            )
+            .env(
+                "PAYGATE__PAYOUT__SANDBOX__LISTEN",
+                self.sandbox.as_deref().unwrap_or("127.0.0.1:0"),
             )
             .env("PAYGATE__STORAGE__PATH", self.dir.path().join("data"))
             .env("PAYGATE_ADMIN_TOKEN", ADMIN_TOKEN)
@@ -111,12 +135,22 @@ impl Gateway {
         self.child = Some(cmd.spawn().expect("spawn paygate"));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(r) = self.http.get(self.url("/healthz")).send().await {
-                if r.status().is_success() {
-                    return;
+            if self.base.is_empty() || self.port == 0 {
+                self.read_addresses(&addr_file);
+            }
+            if !self.base.is_empty() {
+                if let Ok(r) = self.http.get(self.url("/healthz")).send().await {
+                    if r.status().is_success() {
+                        return true;
+                    }
                 }
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                if first && self.log().contains("Address already in use") {
+                    (self.port, self.base, self.sandbox) = (0, String::new(), None);
+                    return false;
+                }
                 panic!("paygate exited early ({status}):\n{}", self.log());
             }
             assert!(
@@ -126,6 +160,20 @@ impl Gateway {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Takes the addresses the binary bound from its `paygate.addr`, once written.
+    fn read_addresses(&mut self, path: &std::path::Path) {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
+        let Ok(doc) = serde_json::from_str::<Value>(&text) else {
+            return;
+        };
+        let listen: std::net::SocketAddr = doc["listen"].as_str().unwrap().parse().unwrap();
+        self.port = listen.port();
+        self.base = format!("http://127.0.0.1:{}", self.port);
+        self.sandbox = doc["sandboxProvider"].as_str().map(str::to_string);
     }
 
     /// Replaces the extra environment used by the next (re)start.

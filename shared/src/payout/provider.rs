@@ -1,9 +1,10 @@
-//! The payout provider behind a trait, and its HTTP client. The built-in sandbox provider (in the
-//! control plane) serves the same HTTP API on its own loopback listener, so paygate always talks
-//! to a provider over HTTP, sandbox or not.
+//! The payout provider behind a trait, and its HTTP client. The built-in sandbox provider (the
+//! `paygate-sandbox` crate) serves the same HTTP API on its own loopback listener, so paygate
+//! always talks to a provider over HTTP, sandbox or not.
 //!
-//! The API: `POST /v1/quotes`, `POST /v1/payouts` (with `Idempotency-Key` = our payment id: a
-//! retry returns the payout already created), `GET /v1/payouts/by-reference/{reference}`.
+//! The API paygate uses: `POST /v1/quotes`, `POST /v1/payouts` (with `Idempotency-Key` = our
+//! payout id: a retry returns the payout already created, which is all recovery needs; the
+//! sandbox also serves `GET /v1/payouts/by-reference/{reference}` for inspection).
 
 use super::{Beneficiary, Currency};
 use crate::money::UsdcAmount;
@@ -65,7 +66,6 @@ pub trait PayoutProvider: Send + Sync + 'static {
     ) -> Result<ProviderQuote, ProviderError>;
     /// Creates the payout, or returns the one already created for `req.reference`.
     async fn create_payout(&self, req: &PayoutRequest) -> Result<ProviderPayout, ProviderError>;
-    async fn find_payout(&self, reference: &str) -> Result<Option<ProviderPayout>, ProviderError>;
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -210,18 +210,4 @@ impl PayoutProvider for HttpProvider {
         }
         Ok(p)
     }
-
-    async fn find_payout(&self, reference: &str) -> Result<Option<ProviderPayout>, ProviderError> {
-        let path = format!("/v1/payouts/by-reference/{}", urlencode(reference));
-        let (status, body) = Self::send(self.request(reqwest::Method::GET, &path)).await?;
-        match status {
-            200..=299 => Ok(Some(Self::parse(&body)?)),
-            404 => Ok(None),
-            _ => Err(Self::failure(status, &body)),
-        }
-    }
-}
-
-fn urlencode(s: &str) -> String {
-    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }

@@ -71,18 +71,6 @@ impl PayoutProvider for Scripted {
             status: "pending".into(),
         })
     }
-    async fn find_payout(&self, reference: &str) -> Result<Option<ProviderPayout>, ProviderError> {
-        Ok(self
-            .made
-            .lock()
-            .unwrap()
-            .get(reference)
-            .map(|id| ProviderPayout {
-                id: id.clone(),
-                reference: reference.into(),
-                status: "pending".into(),
-            }))
-    }
 }
 
 struct Fixture {
