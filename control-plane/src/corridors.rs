@@ -400,7 +400,8 @@ pub async fn webhook(
             format!("webhook refused: {e}"),
         ));
     }
-    let event = webhook::parse_event(&body).map_err(|m| err(ErrorCode::BadRequest, m))?;
+    let event =
+        webhook::parse_event(&body).map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
     let (status, ack) = match state.payouts.apply_event(&event, &body).await? {
         EventOutcome::Duplicate => (StatusCode::OK, json!({"status": "duplicate"})),
         EventOutcome::Applied(s) => (

@@ -4,6 +4,7 @@
 use crate::error::ApiError;
 use alloy_primitives::Address;
 use axum::http::HeaderMap;
+pub use paygate_shared::address::parse_address;
 use paygate_shared::{ErrorCode, FieldProblem};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -166,21 +167,6 @@ impl Fields {
     }
 }
 
-/// A 0x-prefixed 40-hex-digit address (any case; a mixed-case one must carry a valid checksum).
-pub fn parse_address(s: &str) -> Option<Address> {
-    let hex = s.strip_prefix("0x")?;
-    if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mixed =
-        hex.bytes().any(|b| b.is_ascii_uppercase()) && hex.bytes().any(|b| b.is_ascii_lowercase());
-    if mixed {
-        Address::parse_checksummed(s, None).ok()
-    } else {
-        s.parse().ok()
-    }
-}
-
 /// The `Idempotency-Key` header, if present; malformed keys are a validation error.
 pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(v) = headers.get("idempotency-key") else {
@@ -227,17 +213,6 @@ pub fn query_map(raw: Option<&str>) -> Result<HashMap<String, String>, ApiError>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses() {
-        assert!(parse_address("0x209693bc6afc0c5328ba36faf03c514ef312287c").is_some());
-        assert!(parse_address("0x209693Bc6afc0C5328bA36FaF03C514EF312287C").is_some());
-        // Mixed case with a wrong checksum.
-        assert!(parse_address("0x209693Bc6afc0C5328bA36FaF03C514EF312287c").is_none());
-        assert!(parse_address("209693bc6afc0c5328ba36faf03c514ef312287c").is_none());
-        assert!(parse_address("0x1234").is_none());
-        assert!(parse_address("0xzz9693bc6afc0c5328ba36faf03c514ef312287c").is_none());
-    }
 
     #[test]
     fn fields_collect_every_problem() {

@@ -239,7 +239,7 @@ async fn reconciliation(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(f.reconcile_interval_seconds.max(1)));
     loop {
         tick.tick().await;
-        match paygate_shared::facilitator::reconcile::reconcile_once(
+        match paygate_shared::payments::reconcile::reconcile_once(
             state.store.as_ref(),
             state.networks(),
             started,

@@ -120,7 +120,7 @@ async fn check_target_address(state: &AppState, input: &RouteInput) -> Result<()
         .map_err(|problem| {
             ApiError::validation(vec![paygate_shared::FieldProblem::new(
                 "targetUrl",
-                problem,
+                problem.to_string(),
             )])
         })
 }

@@ -1,6 +1,7 @@
 //! paygate's shared core: domain types, money, configuration, the x402 codec, the store and the
 //! in-memory route table that the proxy and the control plane both read.
 
+pub mod address;
 pub mod apikey;
 pub mod config;
 pub mod error;

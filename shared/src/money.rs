@@ -40,11 +40,67 @@ pub enum PriceError {
     TooLarge,
 }
 
+/// Why a decimal string is not a USDC amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecimalError {
+    #[error("is not a decimal number")]
+    Malformed,
+    #[error("has more than 6 decimal places")]
+    TooPrecise,
+    #[error("is too large")]
+    Overflow,
+}
+
+/// The one reading of a USDC decimal string, for every amount paygate is given as text:
+/// ASCII digits, optionally a `.` followed by 1 to 6 digits; no sign, exponent, blanks or
+/// separators. Returns base units (0 included: each caller bounds its own range).
+pub fn parse_usdc_units(s: &str) -> Result<u64, DecimalError> {
+    let (int, frac) = match s.split_once('.') {
+        Some((_, "")) => return Err(DecimalError::Malformed),
+        Some((i, f)) => (i, f),
+        None => (s, ""),
+    };
+    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !digits(int) || !digits(frac) {
+        return Err(DecimalError::Malformed);
+    }
+    if frac.len() > USDC_DECIMALS as usize {
+        return Err(DecimalError::TooPrecise);
+    }
+    let int = int.trim_start_matches('0');
+    // More than 13 integer digits cannot fit u64 base units.
+    if int.len() > 13 {
+        return Err(DecimalError::Overflow);
+    }
+    let whole: u64 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| DecimalError::Overflow)?
+    };
+    let frac_units: u64 = format!("{frac:0<6}")
+        .parse()
+        .map_err(|_| DecimalError::Malformed)?;
+    whole
+        .checked_mul(UNITS_PER_USDC)
+        .and_then(|w| w.checked_add(frac_units))
+        .ok_or(DecimalError::Overflow)
+}
+
 impl UsdcAmount {
-    /// Parses a USD price given as a decimal string (`"0.01"`) exactly.
+    /// Parses a USD price given as a decimal string (`"0.01"`) exactly ([`parse_usdc_units`]).
     pub fn from_usd_str(s: &str) -> Result<Self, PriceError> {
-        let d = Decimal::from_str_exact(s.trim()).map_err(|_| PriceError::NotANumber)?;
-        Self::from_usd_decimal(d)
+        let units = parse_usdc_units(s).map_err(|e| match e {
+            DecimalError::Malformed => PriceError::NotANumber,
+            DecimalError::TooPrecise => PriceError::TooPrecise,
+            DecimalError::Overflow => PriceError::TooLarge,
+        })?;
+        if units == 0 {
+            return Err(PriceError::NotPositive);
+        }
+        if units > MAX_PRICE_USD * UNITS_PER_USDC {
+            return Err(PriceError::TooLarge);
+        }
+        Ok(Self(units))
     }
 
     /// Parses a USD price given as a JSON number. serde_json holds non-integers as `f64`; its
@@ -68,9 +124,7 @@ impl UsdcAmount {
             return Err(PriceError::NotPositive);
         }
         // `{}` on f64 never uses exponent notation and prints the shortest round-trip digits.
-        let text = format!("{f}");
-        let d = Decimal::from_str_exact(&text).map_err(|_| PriceError::TooPrecise)?;
-        Self::from_usd_decimal(d)
+        Self::from_usd_str(&format!("{f}"))
     }
 
     /// Converts an exact decimal USD amount into base units.
@@ -176,6 +230,23 @@ mod tests {
             Err(PriceError::TooLarge)
         );
         assert_eq!(UsdcAmount::from_usd_str("NaN"), Err(PriceError::NotANumber));
+        for bad in [
+            "", "-1", "+1", "1e3", " 1", "1.", ".5", "1_000", "0x10", "1,5",
+        ] {
+            assert_eq!(
+                UsdcAmount::from_usd_str(bad),
+                Err(PriceError::NotANumber),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            UsdcAmount::from_usd_str("0.0000001"),
+            Err(PriceError::TooPrecise)
+        );
+        assert_eq!(
+            UsdcAmount::from_usd_str("0.000"),
+            Err(PriceError::NotPositive)
+        );
         assert_eq!(UsdcAmount::from_usd_str("abc"), Err(PriceError::NotANumber));
     }
 

@@ -383,5 +383,6 @@ fn paid(
     }
 }
 
+pub mod reconcile;
 #[cfg(test)]
 mod tests;

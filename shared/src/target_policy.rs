@@ -49,6 +49,11 @@ pub fn is_internal(ip: IpAddr) -> bool {
     }
 }
 
+/// A target refused because it resolves to an internal address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("targets resolving to internal addresses ({0}) are not allowed")]
+pub struct Refused(pub IpAddr);
+
 impl TargetPolicy {
     pub fn new(allow: Vec<IpNet>) -> Self {
         Self { allow }
@@ -62,14 +67,12 @@ impl TargetPolicy {
     /// Checks a target host when a route is saved: an IP literal must be allowed; a name must
     /// not resolve to a refused address. A name that does not resolve (yet) is accepted: the
     /// connect-time check still applies.
-    pub async fn check_host(&self, host: &str, port: u16) -> Result<(), String> {
-        let refused =
-            |ip: IpAddr| format!("targets resolving to internal addresses ({ip}) are not allowed");
+    pub async fn check_host(&self, host: &str, port: u16) -> Result<(), Refused> {
         if let Ok(ip) = host.parse::<IpAddr>() {
             return if self.allows(ip) {
                 Ok(())
             } else {
-                Err(refused(ip))
+                Err(Refused(ip))
             };
         }
         let lookup = tokio::time::timeout(
@@ -80,7 +83,7 @@ impl TargetPolicy {
         if let Ok(Ok(addrs)) = lookup {
             for a in addrs {
                 if !self.allows(a.ip()) {
-                    return Err(refused(a.ip()));
+                    return Err(Refused(a.ip()));
                 }
             }
         }

@@ -4,7 +4,6 @@
 //! Wire types of that API live in [`wire`]; this module speaks domain types.
 
 pub mod embedded;
-pub mod reconcile;
 pub mod remote;
 pub mod wire;
 

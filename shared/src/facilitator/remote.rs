@@ -16,29 +16,9 @@ pub struct RemoteFacilitator {
     http: reqwest::Client,
 }
 
-/// Maps a facilitator's reason word to our rejection; reason strings differ between
-/// implementations, so this matches loosely.
+/// A facilitator's reason word as our rejection: the exact inverse of the wire reasons.
 fn reason_to_rejection(reason: Option<&str>) -> Rejection {
-    let r = reason.unwrap_or("").to_ascii_lowercase();
-    if r.contains("nonce") || r.contains("used") {
-        Rejection::NonceReplay
-    } else if r.contains("insufficient") {
-        Rejection::InsufficientFunds
-    } else if r.contains("signature") {
-        Rejection::InvalidSignature
-    } else if r.contains("valid_before") || r.contains("expired") {
-        Rejection::Expired
-    } else if r.contains("valid_after") {
-        Rejection::NotYetValid
-    } else if r.contains("recipient") || r.contains("pay_to") {
-        Rejection::WrongPayee
-    } else if r.contains("value") || r.contains("amount") {
-        Rejection::WrongAmount
-    } else if r.contains("network") {
-        Rejection::NetworkMismatch
-    } else {
-        Rejection::SettlementFailed
-    }
+    Rejection::from_reason(reason.unwrap_or_default())
 }
 
 impl RemoteFacilitator {

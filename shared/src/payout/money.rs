@@ -2,7 +2,7 @@
 //! two places, FX rates as exact decimals. Fees round up to the base unit and the destination
 //! amount rounds toward zero, so rounding never favours the payer over the fee rules.
 
-use crate::money::UsdcAmount;
+use crate::money::{parse_usdc_units, DecimalError, UsdcAmount};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
@@ -24,29 +24,13 @@ pub enum AmountError {
     TooSmall,
 }
 
-/// Parses a USDC amount given as a decimal string (`"100"`, `"0.000001"`), exactly.
+/// Parses a USDC amount given as a decimal string (`"100"`, `"0.000001"`), exactly, with the
+/// one USDC decimal syntax ([`parse_usdc_units`]).
 pub fn parse_amount(s: &str) -> Result<UsdcAmount, AmountError> {
-    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
-    if int.is_empty() || !digits(int) || !digits(frac) || frac.len() > 6 || s.ends_with('.') {
-        return Err(AmountError::Malformed);
-    }
-    let int = int.trim_start_matches('0');
-    if int.len() > 12 {
-        return Err(AmountError::TooLarge);
-    }
-    let whole: u64 = if int.is_empty() {
-        0
-    } else {
-        int.parse().map_err(|_| AmountError::Malformed)?
-    };
-    let frac_units: u64 = format!("{frac:0<6}")
-        .parse()
-        .map_err(|_| AmountError::Malformed)?;
-    let units = whole
-        .checked_mul(UNITS)
-        .and_then(|w| w.checked_add(frac_units))
-        .ok_or(AmountError::TooLarge)?;
+    let units = parse_usdc_units(s).map_err(|e| match e {
+        DecimalError::Overflow => AmountError::TooLarge,
+        DecimalError::Malformed | DecimalError::TooPrecise => AmountError::Malformed,
+    })?;
     if units == 0 {
         return Err(AmountError::NotPositive);
     }

@@ -202,9 +202,28 @@ pub struct ProviderEvent {
     pub update_date: String,
 }
 
-fn short(field: &str, v: &str, max: usize) -> Result<(), String> {
+/// Why an event body is not a well-formed provider event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error("event: {0}")]
+    Json(String),
+    #[error("notificationType must be \"payments\"")]
+    NotificationType,
+    #[error("payment.type must be \"payment\"")]
+    PaymentType,
+    #[error("{field} must be 1 to {max} printable characters")]
+    Text { field: &'static str, max: usize },
+    #[error("payment.amount.amount must be a non-negative decimal string")]
+    Amount,
+    #[error("payment.updateDate must be an ISO 8601 timestamp")]
+    UpdateDate,
+    #[error("version must be a number")]
+    Version,
+}
+
+fn short(field: &'static str, v: &str, max: usize) -> Result<(), EventError> {
     if v.is_empty() || v.len() > max || v.chars().any(char::is_control) {
-        Err(format!("{field} must be 1 to {max} printable characters"))
+        Err(EventError::Text { field, max })
     } else {
         Ok(())
     }
@@ -213,13 +232,13 @@ fn short(field: &str, v: &str, max: usize) -> Result<(), String> {
 /// Parses an event body strictly: every field of SPEC.md 6.2 present with its type, the known
 /// event types only, `notificationType` `payments`, `payment.type` `payment`, a decimal amount
 /// and an ISO 8601 `updateDate`.
-pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, String> {
-    let w: EventWire = serde_json::from_slice(body).map_err(|e| format!("event: {e}"))?;
+pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, EventError> {
+    let w: EventWire = serde_json::from_slice(body).map_err(|e| EventError::Json(e.to_string()))?;
     if w.notification_type != "payments" {
-        return Err("notificationType must be \"payments\"".into());
+        return Err(EventError::NotificationType);
     }
     if w.payment.kind != "payment" {
-        return Err("payment.type must be \"payment\"".into());
+        return Err(EventError::PaymentType);
     }
     short("clientId", &w.client_id, 128)?;
     short(
@@ -233,14 +252,14 @@ pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, String> {
     let amount = Decimal::from_str_exact(&w.payment.amount.amount)
         .ok()
         .filter(|a| *a >= Decimal::ZERO)
-        .ok_or("payment.amount.amount must be a non-negative decimal string")?;
+        .ok_or(EventError::Amount)?;
     time::OffsetDateTime::parse(
         &w.payment.update_date,
         &time::format_description::well_known::Rfc3339,
     )
-    .map_err(|_| "payment.updateDate must be an ISO 8601 timestamp")?;
+    .map_err(|_| EventError::UpdateDate)?;
     if w.version.as_f64().is_none() {
-        return Err("version must be a number".into());
+        return Err(EventError::Version);
     }
     Ok(ProviderEvent {
         event_type: w.kind,

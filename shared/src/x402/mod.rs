@@ -106,7 +106,7 @@ impl PaymentRequirements {
             .resolve(network_name)
             .ok_or_else(|| RequirementsError::UnsupportedNetwork(network_name.to_string()))?;
         let asset = text("asset")?;
-        if asset.parse::<Address>().ok() != Some(network.config.asset) {
+        if crate::address::parse_address(asset) != Some(network.config.asset) {
             return Err(RequirementsError::UnsupportedAsset(asset.to_string()));
         }
         let amount_field = match version {
@@ -116,9 +116,8 @@ impl PaymentRequirements {
         let amount = text(amount_field)?
             .parse::<u64>()
             .map_err(|_| RequirementsError::Field(amount_field))?;
-        let pay_to = text("payTo")?
-            .parse::<Address>()
-            .map_err(|_| RequirementsError::Field("payTo"))?;
+        let pay_to = crate::address::parse_address(text("payTo")?)
+            .ok_or(RequirementsError::Field("payTo"))?;
         if let Some(extra) = v.get("extra").filter(|e| !e.is_null()) {
             let extra: TokenExtra = serde_json::from_value(extra.clone())
                 .map_err(|_| RequirementsError::Field("extra"))?;

@@ -3,6 +3,7 @@
 //! anything malformed is refused before any state changes.
 
 use super::v2::PaymentRequirementsV2;
+use crate::address::parse_address;
 use alloy_primitives::{Address, Bytes, B256, U256};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -196,13 +197,6 @@ impl PaymentPayload {
         }
         .unwrap_or(serde_json::Value::Null)
     }
-}
-
-fn parse_address(s: &str) -> Option<Address> {
-    let hex = s.strip_prefix("0x")?;
-    (hex.len() == 40)
-        .then(|| Address::from_str(s).ok())
-        .flatten()
 }
 
 /// A decimal integer string (x402's encoding of amounts and times).

@@ -51,6 +51,30 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// Every rejection, for reading reason words back.
+    pub const ALL: [Self; 11] = [
+        Self::UnsupportedScheme,
+        Self::NetworkMismatch,
+        Self::RequirementsMismatch,
+        Self::WrongPayee,
+        Self::WrongAmount,
+        Self::NotYetValid,
+        Self::Expired,
+        Self::InvalidSignature,
+        Self::NonceReplay,
+        Self::InsufficientFunds,
+        Self::SettlementFailed,
+    ];
+
+    /// The rejection whose [`Self::reason`] is exactly `word` (the inverse of the wire
+    /// reasons); any other word a facilitator sends is a failed settlement.
+    pub fn from_reason(word: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.reason() == word)
+            .unwrap_or(Self::SettlementFailed)
+    }
+
     /// The x402 `invalidReason` / `errorReason` word for this rejection.
     pub const fn reason(self) -> &'static str {
         match self {
@@ -225,6 +249,19 @@ mod tests {
     }
 
     const NOW: u64 = 1_800_000_000;
+
+    #[test]
+    fn reason_words_read_back_exactly() {
+        for r in Rejection::ALL {
+            assert_eq!(Rejection::from_reason(r.reason()), r);
+        }
+        // Not a substring match: another word is a failed settlement.
+        assert_eq!(
+            Rejection::from_reason("nonce_already_used_somewhere"),
+            Rejection::SettlementFailed
+        );
+        assert_eq!(Rejection::from_reason(""), Rejection::SettlementFailed);
+    }
 
     #[test]
     fn x402_vector_digest_and_signature() {

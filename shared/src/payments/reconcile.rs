@@ -6,8 +6,7 @@
 
 use crate::model::{GatewayPayment, PaymentStatus};
 use crate::network::Networks;
-use crate::store::Store;
-use alloy_primitives::Address;
+use crate::store::{Store, StoreError};
 use time::OffsetDateTime;
 
 /// What one pass did.
@@ -35,23 +34,19 @@ pub async fn reconcile_once(
     networks: &Networks,
     started: OffsetDateTime,
     in_flight_secs: i64,
-) -> Result<ReconcileReport, String> {
+) -> Result<ReconcileReport, StoreError> {
     let now_t = OffsetDateTime::now_utc();
     let now = now_t.unix_timestamp();
     let mut report = ReconcileReport::default();
-    for mut p in store
-        .unfinished_payments()
-        .await
-        .map_err(|e| e.to_string())?
-    {
+    for mut p in store.unfinished_payments().await? {
         let created = created(&p);
         if created >= started && (now_t - created).whole_seconds() < in_flight_secs {
             report.waiting += 1;
             continue;
         }
-        let (Some(network), Ok(from), Some(nonce)) = (
+        let (Some(network), Some(from), Some(nonce)) = (
             networks.resolve(&p.network),
-            p.payer.parse::<Address>(),
+            crate::address::parse_address(&p.payer),
             p.authorization_nonce(),
         ) else {
             tracing::warn!(payment = %p.id, "cannot reconcile: unknown network or malformed record");
@@ -62,7 +57,7 @@ pub async fn reconcile_once(
             report.waiting += 1;
             continue;
         }
-        let used = match super::embedded::authorization_state(
+        let used = match crate::facilitator::embedded::authorization_state(
             &network.config.rpc_url,
             network.config.asset,
             from,
@@ -92,7 +87,7 @@ pub async fn reconcile_once(
             continue;
         }
         tracing::info!(payment = %p.id, status = ?p.status, "payment reconciled from chain state");
-        store.update_payment(&p).await.map_err(|e| e.to_string())?;
+        store.update_payment(&p).await?;
     }
     Ok(report)
 }

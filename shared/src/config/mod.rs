@@ -1,0 +1,243 @@
+//! Configuration: embedded defaults, then the TOML file, then `PAYGATE__SECTION__KEY` environment
+//! variables (the environment wins). Secrets are never in the file: it names environment variables.
+
+use crate::network::{builtin_networks, NetworkConfig};
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+mod sections;
+pub use sections::*;
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub storage: StorageConfig,
+    pub admin: AdminConfig,
+    pub x402: X402Config,
+    pub orgs: OrgsConfig,
+    pub plans: BTreeMap<String, PlanConfig>,
+    pub networks: BTreeMap<String, NetworkConfig>,
+    pub idempotency: IdempotencyConfig,
+    pub facilitator: FacilitatorConfig,
+    pub upstream: UpstreamConfig,
+    pub metrics: MetricsConfig,
+    pub mcp: McpConfig,
+    pub payout: PayoutConfig,
+}
+
+fn builtin_plans() -> BTreeMap<String, PlanConfig> {
+    [
+        ("free", 10_000u64),
+        ("pro", 1_000_000),
+        ("enterprise", 100_000_000),
+    ]
+    .into_iter()
+    .map(|(n, m)| {
+        (
+            n.to_string(),
+            PlanConfig {
+                monthly_requests: m,
+            },
+        )
+    })
+    .collect()
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Parse(#[from] Box<figment::Error>),
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    fn validate_payout(&self) -> Result<(), ConfigError> {
+        let p = &self.payout;
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if !crate::payout::money::PLATFORM_FEE_BPS.contains(&p.platform_fee_bps) {
+            return bad("payout.platform_fee_bps must be between 25 and 65".into());
+        }
+        match p.provider.as_str() {
+            "sandbox" => {}
+            "http" if p.provider_url.starts_with("http") => {}
+            "http" => return bad("payout.provider_url must be an http(s) URL".into()),
+            other => return bad(format!("payout.provider {other:?} is not sandbox or http")),
+        }
+        for c in crate::payout::Currency::ALL {
+            let rate = p.sandbox.rates.get(c.code()).map(|r| {
+                rust_decimal::Decimal::from_str_exact(r)
+                    .ok()
+                    .filter(|d| *d > rust_decimal::Decimal::ZERO)
+            });
+            if !matches!(rate, Some(Some(_))) {
+                return bad(format!(
+                    "payout.sandbox.rates.{c} must be a positive decimal"
+                ));
+            }
+            let fee = p
+                .sandbox
+                .rail_fees_usd
+                .get(c.code())
+                .map(|f| f == "0" || crate::payout::money::parse_amount(f).is_ok());
+            if fee != Some(true) {
+                return bad(format!(
+                    "payout.sandbox.rail_fees_usd.{c} must be a decimal"
+                ));
+            }
+        }
+        if p.sandbox.spread_bps >= 10_000 || p.quote_ttl_seconds == 0 {
+            return bad("payout.sandbox.spread_bps must be < 10000, quote_ttl_seconds >= 1".into());
+        }
+        Ok(())
+    }
+
+    /// The embedded defaults, including the built-in networks and plans.
+    pub fn embedded() -> Self {
+        Self {
+            plans: builtin_plans(),
+            networks: builtin_networks(),
+            ..Self::default()
+        }
+    }
+
+    /// Loads defaults, then `file` (if given), then the `PAYGATE__*` environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Self::embedded()));
+        if let Some(f) = file {
+            if !f.exists() {
+                return Err(ConfigError::Invalid(format!(
+                    "config file {} does not exist",
+                    f.display()
+                )));
+            }
+            fig = fig.merge(Toml::file(f));
+        }
+        fig = fig.merge(Env::prefixed("PAYGATE__").split("__"));
+        let cfg: Self = fig.extract().map_err(Box::new)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.plans.contains_key(&self.orgs.default_plan) {
+            return Err(ConfigError::Invalid(format!(
+                "orgs.default_plan {:?} is not a configured plan",
+                self.orgs.default_plan
+            )));
+        }
+        if !self.networks.contains_key("base-sepolia") {
+            return Err(ConfigError::Invalid(
+                "networks.base-sepolia is required (the sandbox route uses it)".into(),
+            ));
+        }
+        if self.idempotency.ttl_hours < 24 {
+            return Err(ConfigError::Invalid(
+                "idempotency.ttl_hours must be at least 24".into(),
+            ));
+        }
+        if self.server.threads == 0 {
+            return Err(ConfigError::Invalid(
+                "server.threads must be at least 1".into(),
+            ));
+        }
+        crate::money::UsdcAmount::from_usd_str(&self.x402.demo_price_usd)
+            .map_err(|e| ConfigError::Invalid(format!("x402.demo_price_usd {e}")))?;
+        crate::money::UsdcAmount::from_usd_str(&self.mcp.daily_spend_cap_usd)
+            .map_err(|e| ConfigError::Invalid(format!("mcp.daily_spend_cap_usd {e}")))?;
+        self.validate_payout()?;
+        if self.mcp.keep_alive_seconds == 0 || self.mcp.tool_timeout_seconds == 0 {
+            return Err(ConfigError::Invalid(
+                "mcp.keep_alive_seconds and mcp.tool_timeout_seconds must be at least 1".into(),
+            ));
+        }
+        let base = self.server.public_base_url();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ConfigError::Invalid(
+                "server.public_base_url must start with http:// or https://".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn unspecified_listen_addresses_are_reached_on_loopback() {
+        let mut s = ServerConfig {
+            listen: "0.0.0.0:8402".parse().unwrap(),
+            ..ServerConfig::default()
+        };
+        assert_eq!(s.local_addr(), "127.0.0.1:8402".parse().unwrap());
+        s.listen = "[::]:9".parse().unwrap();
+        assert_eq!(s.local_addr(), "[::1]:9".parse().unwrap());
+        s.listen = "10.1.2.3:80".parse().unwrap();
+        assert_eq!(s.local_addr(), s.listen);
+    }
+
+    #[test]
+    fn embedded_defaults_are_valid() {
+        let c = Config::embedded();
+        c.validate().unwrap();
+        assert_eq!(c.server.listen.to_string(), "127.0.0.1:8402");
+        assert_eq!(c.server.public_base_url(), "http://127.0.0.1:8402");
+        assert_eq!(c.admin.admin_token_env, "PAYGATE_ADMIN_TOKEN");
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API fixes the closure's error type
+    fn file_then_environment_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "[server]\nlisten = \"127.0.0.1:9000\"\npublic_base_url = \"https://pay.example.com/\"\n\
+             [networks.base-sepolia]\nrpc_url = \"http://127.0.0.1:8545\"\n",
+        )
+        .unwrap();
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("PAYGATE__STORAGE__PATH", "/tmp/x");
+            let c = Config::load(Some(&f)).unwrap();
+            assert_eq!(c.server.listen.port(), 9000);
+            assert_eq!(c.server.public_base_url(), "https://pay.example.com");
+            assert_eq!(c.storage.path, PathBuf::from("/tmp/x"));
+            // Partially overridden networks keep their built-in fields.
+            assert_eq!(c.networks["base-sepolia"].chain_id, 84532);
+            assert_eq!(c.networks["base-sepolia"].rpc_url, "http://127.0.0.1:8545");
+            jail.set_env("PAYGATE__SERVER__LISTEN", "127.0.0.1:9100");
+            let c = Config::load(Some(&f)).unwrap();
+            assert_eq!(c.server.listen.port(), 9100);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn documented_config_file_matches_embedded_defaults() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conf/paygate.toml");
+        let from_file = Config::load(Some(&file)).unwrap();
+        let a = serde_json::to_value(&from_file).unwrap();
+        let b = serde_json::to_value(Config::embedded()).unwrap();
+        assert_eq!(
+            a, b,
+            "conf/paygate.toml must document the embedded defaults"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_missing_file_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "[server]\nlisen = \"127.0.0.1:9000\"\n").unwrap();
+        assert!(Config::load(Some(&f)).is_err());
+        assert!(Config::load(Some(&dir.path().join("nope.toml"))).is_err());
+    }
+}
