@@ -7,9 +7,9 @@
 use alloy_signer_local::PrivateKeySigner;
 use base64::Engine;
 use clap::Parser;
-use paygate_shared::network::{builtin_networks, Networks};
-use paygate_shared::x402::payment::ProtocolVersion;
-use paygate_shared::x402::{sign, PaymentRequirements};
+use paygate_x402::network::{builtin_networks, Networks};
+use paygate_x402::payment::ProtocolVersion;
+use paygate_x402::{sign, PaymentRequirements};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -10,12 +10,12 @@
 use alloy_primitives::B256;
 use alloy_signer_local::PrivateKeySigner;
 use criterion::{criterion_group, criterion_main, Criterion};
-use paygate_shared::network::{builtin_networks, Networks};
-use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion};
-use paygate_shared::x402::sign::payment_header;
-use paygate_shared::x402::verify::{check_signature, signing_hash, token_domain};
-use paygate_shared::x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
-use paygate_shared::UsdcAmount;
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::network::{builtin_networks, Networks};
+use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
+use paygate_x402::sign::payment_header;
+use paygate_x402::verify::{check_signature, signing_hash, token_domain};
+use paygate_x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
 use std::hint::black_box;
 
 fn requirements() -> PaymentRequirements {

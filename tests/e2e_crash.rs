@@ -83,12 +83,11 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
         .await;
     gw.create_paid_route(&key, "echo", &format!("{}/echo", upstream.url), false)
         .await;
-    let net = paygate_shared::network::Networks::from_config(
-        &paygate_shared::network::builtin_networks(),
-    )
-    .resolve("base-sepolia")
-    .unwrap()
-    .clone();
+    let net =
+        paygate_x402::network::Networks::from_config(&paygate_x402::network::builtin_networks())
+            .resolve("base-sepolia")
+            .unwrap()
+            .clone();
 
     // Paid requests without a crash: each must be served, and the quickest sets the window the
     // kills are spread over (uniformly over a request's life, from before the nonce is reserved
@@ -168,7 +167,7 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
         *tally.retry.entry(retry).or_default() += 1;
         let served = upstream.hits() - hits_before;
         let auth = spec.authorization();
-        let moved = paygate_shared::facilitator::embedded::authorization_state(
+        let moved = paygate_x402::facilitator::embedded::authorization_state(
             &chain.rpc,
             net.config.asset,
             auth.from,

@@ -8,12 +8,12 @@ use common::chain::{self, address, Chain, PaymentSpec, USDC};
 use common::upstream::Upstream;
 use common::*;
 use paygate_shared::model::{GatewayPayment, PaymentStatus};
-use paygate_shared::network::{builtin_networks, Networks};
 use paygate_shared::payments::reconcile::reconcile_once;
 use paygate_shared::store::prelude::*;
 use paygate_shared::store::{PaymentReservation, SledStore};
-use paygate_shared::x402::PaymentRequirements;
-use paygate_shared::UsdcAmount;
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::network::{builtin_networks, Networks};
+use paygate_x402::PaymentRequirements;
 use reqwest::Method;
 use serde_json::{json, Value};
 

@@ -172,7 +172,7 @@ pub async fn quote(
 struct PayInput {
     quote_id: String,
     from_address: String,
-    amount: paygate_shared::UsdcAmount,
+    amount: paygate_x402::money::UsdcAmount,
     beneficiary: paygate_shared::payout::Beneficiary,
 }
 

@@ -13,14 +13,14 @@ use crate::error::ApiError;
 use crate::AppState;
 use axum::extract::State;
 use axum::Json;
-use paygate_shared::facilitator::wire::{
+use paygate_shared::payments::{Charge, Refusal, Verified};
+use paygate_shared::{unix_now, ErrorCode};
+use paygate_x402::facilitator::wire::{
     FacilitatorRequest, SettleResponse, SupportedKindWire, SupportedResponse, VerifyResponse,
 };
-use paygate_shared::facilitator::Facilitator;
-use paygate_shared::payments::{Charge, Refusal, Verified};
-use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion};
-use paygate_shared::x402::{PaymentRequirements, RequirementsError};
-use paygate_shared::{unix_now, ErrorCode};
+use paygate_x402::facilitator::Facilitator;
+use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
+use paygate_x402::{PaymentRequirements, RequirementsError};
 use std::sync::Arc;
 
 /// Route id recorded on payments settled through this API.

@@ -4,8 +4,8 @@
 use crate::error::ApiError;
 use alloy_primitives::Address;
 use axum::http::HeaderMap;
-pub use paygate_shared::address::parse_address;
 use paygate_shared::{ErrorCode, FieldProblem};
+pub use paygate_x402::address::parse_address;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -93,11 +93,8 @@ impl Fields {
 
     /// A USD amount (JSON number or decimal string, at most 6 decimals, 0 allowed), or `null`
     /// to clear it.
-    pub fn nullable_usd(
-        &mut self,
-        field: &str,
-    ) -> Option<Option<paygate_shared::money::UsdcAmount>> {
-        use paygate_shared::money::UsdcAmount;
+    pub fn nullable_usd(&mut self, field: &str) -> Option<Option<paygate_x402::money::UsdcAmount>> {
+        use paygate_x402::money::UsdcAmount;
         let parsed = match self.take(field)? {
             Value::Null => return Some(None),
             Value::Number(n) if n.as_u64() == Some(0) => Ok(UsdcAmount(0)),

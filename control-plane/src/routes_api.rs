@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_shared::ids::new_id;
 use paygate_shared::model::{IdempotencyRecord, Route};
-use paygate_shared::money::UsdcAmount;
-use paygate_shared::network::Networks;
 use paygate_shared::store::StoreError;
 use paygate_shared::{now_rfc3339, route_path, ErrorCode};
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::network::Networks;
 
 const MAX_DESCRIPTION: usize = 2000;
 const MAX_CATEGORY: usize = 64;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use paygate_shared::money::UsdcAmount;
+use paygate_x402::money::UsdcAmount;
 use paygate_shared::payout::money::{parse_amount, usdc_string};
 
 fuzz_target!(|data: &[u8]| {

@@ -4,8 +4,8 @@
 
 use alloy_primitives::address;
 use libfuzzer_sys::fuzz_target;
-use paygate_shared::x402::payment::{PaymentPayload, ProtocolVersion};
-use paygate_shared::x402::verify::check_signature;
+use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
+use paygate_x402::verify::check_signature;
 
 fuzz_target!(|data: &[u8]| {
     let domain = alloy_sol_types::eip712_domain! {

@@ -5,8 +5,8 @@
 use crate::decide::Answer;
 use crate::Ctx;
 use bytes::Bytes;
-use paygate_shared::x402::Challenge;
 use paygate_shared::{ErrorBody, ErrorCode};
+use paygate_x402::Challenge;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::proxy::Session;

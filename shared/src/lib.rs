@@ -1,16 +1,13 @@
-//! paygate's shared core: domain types, money, configuration, the x402 codec, the store and the
-//! in-memory route table that the proxy and the control plane both read.
+//! What the proxy and the control plane both use beyond the x402 protocol (`paygate-x402`):
+//! configuration, records, the store, the in-memory route table, plan usage, metrics, the
+//! payment service and the payout engine.
 
-pub mod address;
 pub mod apikey;
 pub mod config;
 pub mod error;
-pub mod facilitator;
 pub mod ids;
 pub mod metrics;
 pub mod model;
-pub mod money;
-pub mod network;
 pub mod payments;
 pub mod payout;
 pub mod route_path;
@@ -19,10 +16,8 @@ pub mod secrets;
 pub mod store;
 pub mod target_policy;
 pub mod usage;
-pub mod x402;
 
 pub use error::{ErrorBody, ErrorCode, FieldProblem};
-pub use money::UsdcAmount;
 
 /// Current time as an RFC 3339 UTC timestamp, the one format every API response uses.
 pub fn now_rfc3339() -> String {

@@ -1,7 +1,7 @@
 //! The records the service keeps: organisations, API keys, routes, idempotency records.
 
-use crate::money::UsdcAmount;
 use alloy_primitives::Address;
+use paygate_x402::money::UsdcAmount;
 use serde::{Deserialize, Serialize};
 
 /// An organisation (tenant). Its slug is immutable and appears in gateway URLs.
@@ -163,8 +163,8 @@ impl GatewayPayment {
     pub fn reserved(
         org_id: &str,
         route_id: &str,
-        req: &crate::x402::PaymentRequirements,
-        auth: &crate::x402::payment::SignedAuthorization,
+        req: &paygate_x402::PaymentRequirements,
+        auth: &paygate_x402::payment::SignedAuthorization,
         verify_us: u64,
     ) -> Self {
         let now = crate::now_rfc3339();
@@ -217,7 +217,7 @@ impl GatewayPayment {
 pub fn nonce_key(
     chain_id: u64,
     asset: Address,
-    auth: &crate::x402::payment::SignedAuthorization,
+    auth: &paygate_x402::payment::SignedAuthorization,
 ) -> String {
     format!("{chain_id}:{asset:x}:{:x}:{:x}", auth.from, auth.nonce)
 }

@@ -4,16 +4,16 @@
 //! refusal into its own wire answer through the one mapping on [`Refusal`].
 
 use crate::error::ErrorCode;
-use crate::facilitator::wire::SettleResponse;
-use crate::facilitator::{Facilitator, FacilitatorError, PaymentRequest};
 use crate::model::{GatewayPayment, PaymentStatus};
 use crate::store::{PaymentReservation, Store};
 use crate::usage::{PlanUsage, Slot};
-use crate::x402::payment::{DecodeError, PaymentPayload, ProtocolVersion, SignedAuthorization};
-use crate::x402::verify::{self, Rejection};
-use crate::x402::PaymentRequirements;
 use alloy_primitives::Address;
 use base64::Engine;
+use paygate_x402::facilitator::wire::SettleResponse;
+use paygate_x402::facilitator::{Facilitator, FacilitatorError, PaymentRequest};
+use paygate_x402::payment::{DecodeError, PaymentPayload, ProtocolVersion, SignedAuthorization};
+use paygate_x402::verify::{self, Rejection};
+use paygate_x402::PaymentRequirements;
 use std::sync::Arc;
 use std::time::Instant;
 

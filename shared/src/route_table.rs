@@ -4,12 +4,12 @@
 
 use crate::config::Config;
 use crate::model::{Org, Route};
-use crate::money::UsdcAmount;
-use crate::network::Networks;
 use crate::store::{Store, StoreResult};
-use crate::x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
 use alloy_primitives::Address;
 use arc_swap::{ArcSwap, Guard};
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::network::Networks;
+use paygate_x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
 use std::collections::HashMap;
 use std::sync::Arc;
 

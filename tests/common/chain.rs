@@ -6,11 +6,11 @@ use alloy_primitives::{Address, B256, U256};
 use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
 use base64::Engine;
-use paygate_shared::network::{builtin_networks, Networks};
-use paygate_shared::x402::payment::SignedAuthorization;
-use paygate_shared::x402::verify::{signing_hash, token_domain};
-use paygate_shared::x402::PaymentRequirements;
-use paygate_shared::UsdcAmount;
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::network::{builtin_networks, Networks};
+use paygate_x402::payment::SignedAuthorization;
+use paygate_x402::verify::{signing_hash, token_domain};
+use paygate_x402::PaymentRequirements;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -102,13 +102,10 @@ impl Chain {
     }
 
     pub async fn balance(&self, who: Address) -> u64 {
-        let b = paygate_shared::facilitator::embedded::balance_of(
-            &self.rpc,
-            USDC.parse().unwrap(),
-            who,
-        )
-        .await
-        .expect("balanceOf");
+        let b =
+            paygate_x402::facilitator::embedded::balance_of(&self.rpc, USDC.parse().unwrap(), who)
+                .await
+                .expect("balanceOf");
         u64::try_from(b).expect("fits")
     }
 }

@@ -6,10 +6,10 @@
 use crate::AppState;
 use alloy_signer_local::PrivateKeySigner;
 use paygate_shared::model::Org;
-use paygate_shared::money::UsdcAmount;
 use paygate_shared::route_table::RouteEntry;
 use paygate_shared::store::SpendReservation;
-use paygate_shared::x402::sign::payment_header;
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::sign::payment_header;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::ErrorData as McpError;
 use serde_json::Value;

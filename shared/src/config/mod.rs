@@ -1,9 +1,9 @@
 //! Configuration: embedded defaults, then the TOML file, then `PAYGATE__SECTION__KEY` environment
 //! variables (the environment wins). Secrets are never in the file: it names environment variables.
 
-use crate::network::{builtin_networks, NetworkConfig};
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use paygate_x402::network::{builtin_networks, NetworkConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -146,9 +146,9 @@ impl Config {
                 "server.threads must be at least 1".into(),
             ));
         }
-        crate::money::UsdcAmount::from_usd_str(&self.x402.demo_price_usd)
+        paygate_x402::money::UsdcAmount::from_usd_str(&self.x402.demo_price_usd)
             .map_err(|e| ConfigError::Invalid(format!("x402.demo_price_usd {e}")))?;
-        crate::money::UsdcAmount::from_usd_str(&self.mcp.daily_spend_cap_usd)
+        paygate_x402::money::UsdcAmount::from_usd_str(&self.mcp.daily_spend_cap_usd)
             .map_err(|e| ConfigError::Invalid(format!("mcp.daily_spend_cap_usd {e}")))?;
         self.validate_payout()?;
         if self.mcp.keep_alive_seconds == 0 || self.mcp.tool_timeout_seconds == 0 {

@@ -302,8 +302,8 @@ impl Default for McpConfig {
 
 impl McpConfig {
     /// The default daily cap (validated at load).
-    pub fn daily_cap(&self) -> crate::money::UsdcAmount {
-        crate::money::UsdcAmount::from_usd_str(&self.daily_spend_cap_usd).unwrap_or_default()
+    pub fn daily_cap(&self) -> paygate_x402::money::UsdcAmount {
+        paygate_x402::money::UsdcAmount::from_usd_str(&self.daily_spend_cap_usd).unwrap_or_default()
     }
 }
 

@@ -5,8 +5,8 @@
 //! before it means a transaction may still land, so the payment waits for the next pass.
 
 use crate::model::{GatewayPayment, PaymentStatus};
-use crate::network::Networks;
 use crate::store::{Store, StoreError};
+use paygate_x402::network::Networks;
 use time::OffsetDateTime;
 
 /// What one pass did.
@@ -46,7 +46,7 @@ pub async fn reconcile_once(
         }
         let (Some(network), Some(from), Some(nonce)) = (
             networks.resolve(&p.network),
-            crate::address::parse_address(&p.payer),
+            paygate_x402::address::parse_address(&p.payer),
             p.authorization_nonce(),
         ) else {
             tracing::warn!(payment = %p.id, "cannot reconcile: unknown network or malformed record");
@@ -57,7 +57,7 @@ pub async fn reconcile_once(
             report.waiting += 1;
             continue;
         }
-        let used = match crate::facilitator::embedded::authorization_state(
+        let used = match paygate_x402::facilitator::embedded::authorization_state(
             &network.config.rpc_url,
             network.config.asset,
             from,

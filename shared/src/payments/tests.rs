@@ -3,14 +3,14 @@
 //! the outcome a test names (the chain itself is exercised end to end in `tests/`).
 
 use super::*;
-use crate::facilitator::{Settlement, SupportedKind};
-use crate::money::UsdcAmount;
-use crate::network::{builtin_networks, Networks};
 use crate::store::SledStore;
-use crate::x402::sign;
 use alloy_primitives::B256;
 use alloy_signer_local::PrivateKeySigner;
 use async_trait::async_trait;
+use paygate_x402::facilitator::{Settlement, SupportedKind};
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::network::{builtin_networks, Networks};
+use paygate_x402::sign;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -2,7 +2,7 @@
 //! two places, FX rates as exact decimals. Fees round up to the base unit and the destination
 //! amount rounds toward zero, so rounding never favours the payer over the fee rules.
 
-use crate::money::{parse_usdc_units, DecimalError, UsdcAmount};
+use paygate_x402::money::{parse_usdc_units, DecimalError, UsdcAmount};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 

@@ -7,8 +7,8 @@
 //! sandbox also serves `GET /v1/payouts/by-reference/{reference}` for inspection).
 
 use super::{Beneficiary, Currency};
-use crate::money::UsdcAmount;
 use async_trait::async_trait;
+use paygate_x402::money::UsdcAmount;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

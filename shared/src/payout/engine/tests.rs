@@ -4,12 +4,12 @@
 //! end to end in `tests/e2e_corridors.rs`).
 
 use super::*;
-use crate::money::UsdcAmount;
 use crate::payout::money::QuoteBreakdown;
 use crate::payout::provider::{ProviderPayout, ProviderQuote};
 use crate::payout::{Beneficiary, Currency, Quote};
 use crate::store::SledStore;
 use async_trait::async_trait;
+use paygate_x402::money::UsdcAmount;
 use rust_decimal::Decimal;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::model::PaymentStatus;
-use crate::money::UsdcAmount;
+use paygate_x402::money::UsdcAmount;
 
 fn route(org: &str, id: &str, path: &str) -> Route {
     Route {

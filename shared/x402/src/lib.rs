@@ -1,7 +1,14 @@
-//! The x402 protocol: wire types for v1 and v2 and the rendering of `402` challenges.
-//! Each protocol version's wire shapes live in their own module; [`Challenge`] renders all three
-//! forms a `402` carries (the seed `X-Payment-Requirements` header, the v1 body, the v2 header).
+//! The x402 protocol as paygate speaks it, knowing nothing of the store or of HTTP servers: USDC
+//! money, addresses and networks; wire types for v1 and v2 and the rendering of `402`
+//! challenges; payment decoding, local verification and signing; and the facilitator (trait,
+//! embedded relayer, remote client). Each protocol version's wire shapes live in their own
+//! module; [`Challenge`] renders all three forms a `402` carries (the seed
+//! `X-Payment-Requirements` header, the v1 body, the v2 header).
 
+pub mod address;
+pub mod facilitator;
+pub mod money;
+pub mod network;
 pub mod payment;
 pub mod sign;
 pub mod v1;

@@ -7,9 +7,9 @@ pub mod embedded;
 pub mod remote;
 pub mod wire;
 
-use crate::x402::payment::{PaymentPayload, SignedAuthorization};
-use crate::x402::verify::Rejection;
-use crate::x402::PaymentRequirements;
+use crate::payment::{PaymentPayload, SignedAuthorization};
+use crate::verify::Rejection;
+use crate::PaymentRequirements;
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
 use std::sync::Arc;

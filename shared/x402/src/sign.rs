@@ -72,8 +72,8 @@ mod tests {
     use super::*;
     use crate::money::UsdcAmount;
     use crate::network::{builtin_networks, Networks};
-    use crate::x402::payment::{PaymentPayload, ProtocolVersion};
-    use crate::x402::verify::check_signature;
+    use crate::payment::{PaymentPayload, ProtocolVersion};
+    use crate::verify::check_signature;
 
     #[test]
     fn signed_header_decodes_and_verifies_against_the_requirement() {
@@ -127,9 +127,6 @@ mod tests {
         assert_eq!(json["accepted"], offered);
         let p = PaymentPayload::decode(header.as_bytes(), ProtocolVersion::V2).unwrap();
         let auth = p.authorization().unwrap();
-        assert_eq!(
-            crate::x402::verify::verify(&p, &auth, &req, 1_000_000),
-            Ok(true)
-        );
+        assert_eq!(crate::verify::verify(&p, &auth, &req, 1_000_000), Ok(true));
     }
 }

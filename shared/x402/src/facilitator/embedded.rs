@@ -4,7 +4,7 @@
 
 use super::{Facilitator, FacilitatorError, PaymentRequest, Settlement, SupportedKind};
 use crate::network::{Network, Networks};
-use crate::x402::verify::Rejection;
+use crate::verify::Rejection;
 use alloy_network::Ethereum;
 use alloy_network::TransactionBuilder;
 use alloy_primitives::{Address, U256};

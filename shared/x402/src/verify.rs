@@ -229,7 +229,7 @@ mod tests {
     }
 
     fn v1_payload() -> PaymentPayload {
-        use crate::x402::payment::*;
+        use crate::payment::*;
         PaymentPayload::V1(PaymentPayloadV1 {
             x402_version: 1,
             scheme: "exact".into(),
@@ -348,7 +348,7 @@ mod tests {
 
     #[test]
     fn v2_accepted_must_match_field_by_field() {
-        use crate::x402::payment::*;
+        use crate::payment::*;
         let (auth, req) = vector();
         let mk = |accepted| {
             PaymentPayload::V2(PaymentPayloadV2 {

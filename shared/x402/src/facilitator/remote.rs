@@ -4,8 +4,8 @@
 
 use super::wire::{FacilitatorRequest, SettleResponse, SupportedResponse, VerifyResponse};
 use super::{Facilitator, FacilitatorError, PaymentRequest, Settlement, SupportedKind};
-use crate::x402::payment::PaymentPayload;
-use crate::x402::verify::Rejection;
+use crate::payment::PaymentPayload;
+use crate::verify::Rejection;
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
 use std::time::Duration;
