@@ -4,7 +4,7 @@
 
 use crate::auth::{AdminAuth, OrgAuth};
 use crate::error::ApiError;
-use crate::input::{fingerprint, parse_address, query_map};
+use crate::input::{fingerprint, parse_address, query_map, IdempotencyKey};
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -244,28 +244,10 @@ pub async fn pay(
     State(state): State<AppState>,
     auth: OrgAuth,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let key = match headers.get("idempotency-key") {
-        None => {
-            return Err(err(
-                ErrorCode::MissingIdempotencyKey,
-                "Idempotency-Key header is required",
-            ))
-        }
-        Some(v) => v
-            .to_str()
-            .ok()
-            .filter(|s| !s.is_empty() && s.len() <= 255 && s.bytes().all(|b| b.is_ascii_graphic()))
-            .ok_or_else(|| {
-                err(
-                    ErrorCode::BadRequest,
-                    "Idempotency-Key must be 1 to 255 visible ASCII characters",
-                )
-            })?
-            .to_string(),
-    };
+    let key = key.required()?;
     let org = auth.org;
     let fp = fingerprint("POST", &format!("/corridors/{id}/pay"), &body);
     if let Some(a) = state.payouts.repeat(&org.id, &key, &fp).await? {

@@ -3,7 +3,8 @@
 
 use crate::error::ApiError;
 use alloy_primitives::Address;
-use axum::http::HeaderMap;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use paygate_shared::{ErrorCode, FieldProblem};
 pub use paygate_x402::address::parse_address;
 use serde_json::{Map, Value};
@@ -164,21 +165,40 @@ impl Fields {
     }
 }
 
-/// The `Idempotency-Key` header, if present; malformed keys are a validation error.
-pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(v) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    let ok = v
-        .to_str()
-        .ok()
-        .filter(|s| !s.is_empty() && s.len() <= 255 && s.bytes().all(|b| b.is_ascii_graphic()));
-    match ok {
-        Some(s) => Ok(Some(s.to_string())),
-        None => Err(ApiError::validation(vec![FieldProblem::new(
-            "Idempotency-Key",
-            "must be 1 to 255 visible ASCII characters",
-        )])),
+/// The `Idempotency-Key` header, the one reading of it: absent, or 1 to 255 visible ASCII
+/// characters; anything else is a `VALIDATION_ERROR` naming the header.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let Some(v) = parts.headers.get("idempotency-key") else {
+            return Ok(Self(None));
+        };
+        let ok = v
+            .to_str()
+            .ok()
+            .filter(|s| !s.is_empty() && s.len() <= 255 && s.bytes().all(|b| b.is_ascii_graphic()));
+        match ok {
+            Some(s) => Ok(Self(Some(s.to_string()))),
+            None => Err(ApiError::validation(vec![FieldProblem::new(
+                "Idempotency-Key",
+                "must be 1 to 255 visible ASCII characters",
+            )])),
+        }
+    }
+}
+
+impl IdempotencyKey {
+    /// The key, where the endpoint requires one (`MISSING_IDEMPOTENCY_KEY` without it).
+    pub fn required(self) -> Result<String, ApiError> {
+        self.0.ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::MissingIdempotencyKey,
+                "Idempotency-Key header is required",
+            )
+        })
     }
 }
 

@@ -3,11 +3,11 @@
 
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
-use crate::input::{idempotency_key, Fields};
+use crate::input::{Fields, IdempotencyKey};
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_shared::ids::new_id;
@@ -164,19 +164,11 @@ struct Idem {
 }
 
 impl Idem {
-    fn from_request(
-        headers: &HeaderMap,
-        method: &Method,
-        uri: &Uri,
-        body: &[u8],
-    ) -> Result<Option<Self>, ApiError> {
-        let Some(key) = idempotency_key(headers)? else {
-            return Ok(None);
-        };
-        Ok(Some(Self {
+    fn from_request(key: IdempotencyKey, method: &Method, uri: &Uri, body: &[u8]) -> Option<Self> {
+        key.0.map(|key| Self {
             key,
             fingerprint: crate::input::fingerprint(method.as_str(), uri.path(), body),
-        }))
+        })
     }
 
     fn record(
@@ -251,13 +243,13 @@ pub async fn create(
     auth: OrgAuth,
     method: Method,
     uri: Uri,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let org = auth.org;
     let input = parse_input(&body, state.networks(), true)?;
     check_target_address(&state, &input).await?;
-    let idem = Idem::from_request(&headers, &method, &uri, &body)?;
+    let idem = Idem::from_request(key, &method, &uri, &body);
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);
     }
@@ -333,14 +325,14 @@ pub async fn update(
     Path(id): Path<String>,
     method: Method,
     uri: Uri,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let org = auth.org;
     let networks = state.networks();
     // Validate once up front so a bad body changes nothing and names its fields.
     check_target_address(&state, &parse_input(&body, networks, false)?).await?;
-    let idem = Idem::from_request(&headers, &method, &uri, &body)?;
+    let idem = Idem::from_request(key, &method, &uri, &body);
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);
     }
