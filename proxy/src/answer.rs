@@ -2,7 +2,7 @@
 //! [`write`], so every answer carries the request id, CORS on `/gateway/`, and a settled
 //! payment's receipt.
 
-use crate::decide::Answer;
+use crate::decide::{Answer, Stage};
 use crate::Ctx;
 use bytes::Bytes;
 use paygate_shared::{ErrorBody, ErrorCode};
@@ -22,7 +22,11 @@ const CORS_ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS";
 pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) -> Result<()> {
     let (outcome, kind) = answer.outcome();
     ctx.outcome = Some(outcome);
-    ctx.kind = kind;
+    // A forwarded request failing upstream keeps its kind (a paid request stays paid in the
+    // counters); only the gateway's own answers decide it.
+    if !matches!(ctx.stage, Stage::Forwarding(_)) {
+        ctx.kind = kind;
+    }
     match answer {
         Answer::Preflight => preflight(session, ctx).await,
         Answer::Challenge { challenge, .. } => payment_required(session, ctx, challenge).await,
