@@ -136,6 +136,14 @@ async fn a_scripted_mix_is_counted_exactly_and_survives_restart() {
     let text = gw.get("/metrics").await.text().await.unwrap();
     assert!(text.contains("paygate_gateway_requests_total"), "{text}");
     assert!(text.contains("outcome=\"paid\""));
+    // The paid request whose upstream was down stays a paid request, answered 5xx.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("paygate_gateway_requests_total")
+                && l.contains("outcome=\"paid\"")
+                && l.contains("status_class=\"5xx\"")),
+        "{text}"
+    );
     assert!(text.contains(&format!(
         "paygate_revenue_base_units_total{{org=\"{}\"",
         mm["orgId"].as_str().unwrap()
