@@ -5,12 +5,12 @@
 use anyhow::Context;
 use async_trait::async_trait;
 use paygate_control_plane::AppState;
+use paygate_gateway::payments::PaymentService;
+use paygate_gateway::route_table::{RenderContext, RouteTable};
+use paygate_gateway::target_policy::TargetPolicy;
 use paygate_proxy::{Gateway, GatewayParts, ProxySettings};
 use paygate_shared::config::{Config, FacilitatorKind};
-use paygate_shared::payments::PaymentService;
-use paygate_shared::route_table::{RenderContext, RouteTable};
 use paygate_shared::store::{SledStore, Store};
-use paygate_shared::target_policy::TargetPolicy;
 use paygate_x402::facilitator::embedded::EmbeddedFacilitator;
 use paygate_x402::facilitator::remote::RemoteFacilitator;
 use paygate_x402::facilitator::Facilitator;
@@ -139,8 +139,8 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let policy = Arc::new(TargetPolicy::new(
         cfg.upstream.allow_private_networks.clone(),
     ));
-    let metrics = paygate_shared::metrics::Metrics::new();
-    let usage = Arc::new(paygate_shared::usage::PlanUsage::new(dyn_store.clone()));
+    let metrics = paygate_gateway::metrics::Metrics::new();
+    let usage = Arc::new(paygate_gateway::usage::PlanUsage::new(dyn_store.clone()));
     let payments = Arc::new(PaymentService::new(dyn_store.clone(), facilitator, usage));
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,

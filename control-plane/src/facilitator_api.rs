@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::AppState;
 use axum::extract::State;
 use axum::Json;
-use paygate_shared::payments::{Charge, Refusal, Verified};
+use paygate_gateway::payments::{Charge, Refusal, Verified};
 use paygate_shared::{unix_now, ErrorCode};
 use paygate_x402::facilitator::wire::{
     FacilitatorRequest, SettleResponse, SupportedKindWire, SupportedResponse, VerifyResponse,

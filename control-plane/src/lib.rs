@@ -15,13 +15,13 @@ mod routes_api;
 
 use axum::routing::{get, patch, post};
 use axum::Router;
+use paygate_gateway::payments::PaymentService;
+use paygate_gateway::route_table::RouteTable;
+use paygate_gateway::target_policy::TargetPolicy;
+use paygate_gateway::usage::PlanUsage;
 use paygate_shared::config::Config;
-use paygate_shared::payments::PaymentService;
 use paygate_shared::payout::engine::PayoutEngine;
-use paygate_shared::route_table::RouteTable;
 use paygate_shared::store::Store;
-use paygate_shared::target_policy::TargetPolicy;
-use paygate_shared::usage::PlanUsage;
 use paygate_x402::facilitator::Facilitator;
 use paygate_x402::network::Networks;
 use std::future::Future;
@@ -44,7 +44,7 @@ pub struct AppState {
     /// Which upstream addresses routes may target.
     pub target_policy: Arc<TargetPolicy>,
     /// Request counters (written by the proxy) and facilitator health.
-    pub metrics: Arc<paygate_shared::metrics::Metrics>,
+    pub metrics: Arc<paygate_gateway::metrics::Metrics>,
     /// MCP sessions and the client tool calls use.
     pub mcp: Arc<mcp::McpHub>,
     /// The payout provider corridors use (`None`: corridor quotes and payouts answer `503`).
@@ -71,14 +71,14 @@ impl AppState {
             admin_token,
             payments,
             target_policy,
-            metrics: paygate_shared::metrics::Metrics::new(),
+            metrics: paygate_gateway::metrics::Metrics::new(),
             mcp: Arc::new(mcp::McpHub::default()),
             payouts,
             webhook_secrets: Arc::new(Vec::new()),
         }
     }
 
-    pub fn with_metrics(mut self, metrics: Arc<paygate_shared::metrics::Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: Arc<paygate_gateway::metrics::Metrics>) -> Self {
         self.metrics = metrics;
         self
     }
@@ -239,7 +239,7 @@ async fn reconciliation(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(f.reconcile_interval_seconds.max(1)));
     loop {
         tick.tick().await;
-        match paygate_shared::payments::reconcile::reconcile_once(
+        match paygate_gateway::payments::reconcile::reconcile_once(
             state.store.as_ref(),
             state.networks(),
             started,

@@ -8,7 +8,7 @@ use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
-use paygate_shared::metrics::FacilitatorHealth;
+use paygate_gateway::metrics::FacilitatorHealth;
 use paygate_shared::{now_rfc3339, unix_now, ErrorCode};
 use serde_json::json;
 use std::collections::HashMap;

@@ -10,10 +10,11 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use paygate_gateway::route_path;
 use paygate_shared::ids::new_id;
 use paygate_shared::model::{IdempotencyRecord, Route};
 use paygate_shared::store::StoreError;
-use paygate_shared::{now_rfc3339, route_path, ErrorCode};
+use paygate_shared::{now_rfc3339, ErrorCode};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
 
@@ -109,7 +110,7 @@ async fn check_target_address(state: &AppState, input: &RouteInput) -> Result<()
     let Some(target) = input
         .target_url
         .as_deref()
-        .and_then(paygate_shared::route_table::UpstreamTarget::parse)
+        .and_then(paygate_gateway::route_table::UpstreamTarget::parse)
     else {
         return Ok(());
     };

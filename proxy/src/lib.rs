@@ -9,12 +9,12 @@ mod decide;
 use async_trait::async_trait;
 use bytes::Bytes;
 use decide::{Decision, Stage};
+use paygate_gateway::metrics::{Metrics, Outcome, RequestEvent};
+use paygate_gateway::payments::PaymentService;
+use paygate_gateway::route_table::RouteTable;
+use paygate_gateway::target_policy::TargetPolicy;
 use paygate_shared::config::UpstreamConfig;
 use paygate_shared::ids::new_request_id;
-use paygate_shared::metrics::{Metrics, Outcome, RequestEvent};
-use paygate_shared::payments::PaymentService;
-use paygate_shared::route_table::RouteTable;
-use paygate_shared::target_policy::TargetPolicy;
 use paygate_shared::ErrorCode;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -123,7 +123,7 @@ pub struct Ctx {
 
 impl Ctx {
     /// The payment taken for this request, once forwarding.
-    fn paid(&self) -> Option<&paygate_shared::payments::Paid> {
+    fn paid(&self) -> Option<&paygate_gateway::payments::Paid> {
         match &self.stage {
             Stage::Forwarding(f) => f.paid.as_ref(),
             _ => None,

@@ -1,21 +1,14 @@
-//! What the proxy and the control plane both use beyond the x402 protocol (`paygate-x402`):
-//! configuration, records, the store, the in-memory route table, plan usage, metrics, the
-//! payment service and the payout engine.
+//! What every part of paygate builds on beyond the x402 protocol (`paygate-x402`):
+//! configuration, records, the store, API keys, sealed secrets, the error codes, and payouts.
 
 pub mod apikey;
 pub mod config;
 pub mod error;
 pub mod ids;
-pub mod metrics;
 pub mod model;
-pub mod payments;
 pub mod payout;
-pub mod route_path;
-pub mod route_table;
 pub mod secrets;
 pub mod store;
-pub mod target_policy;
-pub mod usage;
 
 pub use error::{ErrorBody, ErrorCode, FieldProblem};
 

@@ -5,8 +5,8 @@
 
 use crate::AppState;
 use alloy_signer_local::PrivateKeySigner;
+use paygate_gateway::route_table::RouteEntry;
 use paygate_shared::model::Org;
-use paygate_shared::route_table::RouteEntry;
 use paygate_shared::store::SpendReservation;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::sign::payment_header;

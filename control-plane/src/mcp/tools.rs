@@ -1,7 +1,7 @@
 //! Routes as MCP tools: names valid for every MCP client (`[a-zA-Z0-9_-]`, at most 64
 //! characters, unique within the organisation), the route's description, and one input schema.
 
-use paygate_shared::route_table::{OrgRoutes, RouteEntry};
+use paygate_gateway::route_table::{OrgRoutes, RouteEntry};
 use rmcp::model::{JsonObject, Tool};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};

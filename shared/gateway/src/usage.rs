@@ -3,8 +3,8 @@
 //! if the payment does not go through, and the count is stored after each settled request, so it
 //! survives restarts. Counters live in a sharded map; the store is read once per org and month.
 
-use crate::store::{Store, StoreResult};
 use dashmap::DashMap;
+use paygate_shared::store::{Store, StoreResult};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -98,7 +98,7 @@ impl Drop for Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SledStore;
+    use paygate_shared::store::SledStore;
 
     #[tokio::test]
     async fn limit_holds_and_counts_survive_reopen() {

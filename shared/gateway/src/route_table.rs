@@ -2,11 +2,11 @@
 //! (`arc-swap`) whenever the control plane changes an organisation or its routes. Challenges are
 //! rendered here, once per change, so serving a `402` copies pre-built bytes.
 
-use crate::config::Config;
-use crate::model::{Org, Route};
-use crate::store::{Store, StoreResult};
 use alloy_primitives::Address;
 use arc_swap::{ArcSwap, Guard};
+use paygate_shared::config::Config;
+use paygate_shared::model::{Org, Route};
+use paygate_shared::store::{Store, StoreResult};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
 use paygate_x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
@@ -229,7 +229,7 @@ impl RenderContext {
     }
 
     fn sandbox(&self) -> OrgRoutes {
-        let now = crate::now_rfc3339();
+        let now = paygate_shared::now_rfc3339();
         let route = Route {
             id: "rt_sandbox".into(),
             org_id: "org_sandbox".into(),

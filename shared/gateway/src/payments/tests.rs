@@ -3,10 +3,10 @@
 //! the outcome a test names (the chain itself is exercised end to end in `tests/`).
 
 use super::*;
-use crate::store::SledStore;
 use alloy_primitives::B256;
 use alloy_signer_local::PrivateKeySigner;
 use async_trait::async_trait;
+use paygate_shared::store::SledStore;
 use paygate_x402::facilitator::{Settlement, SupportedKind};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::{builtin_networks, Networks};
@@ -109,7 +109,12 @@ impl Fixture {
 
     /// A fresh signed v2 payment header for the fixture's route.
     fn header(&self) -> String {
-        sign::payment_header(&self.req, &PrivateKeySigner::random(), crate::unix_now()).unwrap()
+        sign::payment_header(
+            &self.req,
+            &PrivateKeySigner::random(),
+            paygate_shared::unix_now(),
+        )
+        .unwrap()
     }
 
     fn charge(&self, plan_limit: Option<u64>) -> Charge<'_> {
@@ -126,7 +131,7 @@ impl Fixture {
             header.as_bytes(),
             ProtocolVersion::V2,
             &self.req,
-            crate::unix_now(),
+            paygate_shared::unix_now(),
         )
     }
 
@@ -152,7 +157,7 @@ impl Fixture {
     /// The payment holding `header`'s nonce, if any.
     async fn holder(&self, header: &str) -> Option<GatewayPayment> {
         let p = PaymentPayload::decode(header.as_bytes(), ProtocolVersion::V2).unwrap();
-        let key = crate::model::nonce_key(
+        let key = paygate_shared::model::nonce_key(
             self.req.network.config.chain_id,
             self.req.network.config.asset,
             &p.authorization().unwrap(),
@@ -188,7 +193,7 @@ async fn a_payment_for_another_price_is_rejected_with_the_challenge_reason() {
         &cheaper,
         offered,
         &PrivateKeySigner::random(),
-        crate::unix_now(),
+        paygate_shared::unix_now(),
     )
     .unwrap();
     let r = f.pay(&header, Some(0)).await.err().unwrap();
@@ -216,7 +221,7 @@ async fn without_a_facilitator_a_valid_payment_is_503_before_anything_is_reserve
             header.as_bytes(),
             ProtocolVersion::V2,
             &f.req,
-            crate::unix_now(),
+            paygate_shared::unix_now(),
         )
         .err()
         .unwrap();

@@ -88,7 +88,7 @@ mod tests {
         assert!(normalize(&"a".repeat(512)).is_err());
         let crash = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../fuzz/regressions/route_path-512-bytes-without-leading-slash"
+            "/../../fuzz/regressions/route_path-512-bytes-without-leading-slash"
         ))
         .unwrap();
         if let Ok(n) = normalize(&crash) {

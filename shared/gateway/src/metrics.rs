@@ -4,9 +4,9 @@
 //! every `flush_interval_seconds` (so `GET /api/gateway/metrics` windows survive restarts), the
 //! Prometheus families behind `GET /metrics`, and the facilitator's last health probe.
 
-use crate::model::MetricBucket;
-use crate::store::Store;
 use arc_swap::ArcSwap;
+use paygate_shared::model::MetricBucket;
+use paygate_shared::store::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -300,7 +300,7 @@ impl Metrics {
             health: ArcSwap::from_pointee(FacilitatorHealth {
                 status: "down",
                 latency_ms: 0,
-                checked_at: crate::now_rfc3339(),
+                checked_at: paygate_shared::now_rfc3339(),
                 url: String::new(),
             }),
         })

@@ -1,0 +1,10 @@
+//! The gateway core, apart from Pingora and axum: the in-memory route table the proxy reads,
+//! route paths, the SSRF policy for upstreams, plan usage, request metrics, and the payment
+//! service (the paid step and payment reconciliation).
+
+pub mod metrics;
+pub mod payments;
+pub mod route_path;
+pub mod route_table;
+pub mod target_policy;
+pub mod usage;
