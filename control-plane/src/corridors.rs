@@ -214,8 +214,8 @@ fn pay_input(body: &[u8], currency: Currency) -> Result<PayInput, ApiError> {
     let b = obj
         .get("beneficiary")
         .ok_or_else(|| err(ErrorCode::InvalidBeneficiary, "beneficiary is required"))?;
-    let beneficiary =
-        beneficiary::validate(b, currency).map_err(|m| err(ErrorCode::InvalidBeneficiary, m))?;
+    let beneficiary = beneficiary::validate(b, currency)
+        .map_err(|e| err(ErrorCode::InvalidBeneficiary, e.to_string()))?;
     Ok(PayInput {
         quote_id,
         from_address,

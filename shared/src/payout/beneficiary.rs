@@ -33,30 +33,58 @@ pub fn account_digits(given: &str) -> Option<String> {
     Some(given.chars().filter(char::is_ascii_digit).collect())
 }
 
-fn text(obj: &serde_json::Map<String, Value>, field: &str) -> Result<String, String> {
+/// Why a beneficiary is refused (`INVALID_BENEFICIARY`); each names its field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BeneficiaryError {
+    #[error("beneficiary must be an object")]
+    NotAnObject,
+    #[error("beneficiary.{0} is not a known field")]
+    Unknown(String),
+    #[error("beneficiary.{0} is required")]
+    Missing(&'static str),
+    #[error("beneficiary.{0} must be a string")]
+    NotAString(&'static str),
+    #[error("beneficiary.{0} must be at most {1} characters")]
+    TooLong(&'static str, usize),
+    #[error("beneficiary.currency must be the corridor's currency {0}")]
+    WrongCurrency(Currency),
+    #[error("beneficiary.country must be {country} for {currency}", country = .0.country(), currency = .0)]
+    WrongCountry(Currency),
+    #[error("beneficiary.accountNumber may hold only digits, spaces and hyphens")]
+    AccountCharacters,
+    #[error("beneficiary.accountNumber must have {want} digits for {country} (has {has})")]
+    AccountLength {
+        want: String,
+        country: String,
+        has: usize,
+    },
+}
+
+fn text(
+    obj: &serde_json::Map<String, Value>,
+    field: &'static str,
+) -> Result<String, BeneficiaryError> {
     match obj.get(field) {
         Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= MAX_TEXT => {
             Ok(s.trim().to_string())
         }
-        Some(Value::String(s)) if !s.trim().is_empty() => Err(format!(
-            "beneficiary.{field} must be at most {MAX_TEXT} characters"
-        )),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            Err(format!("beneficiary.{field} is required"))
+        Some(Value::String(s)) if !s.trim().is_empty() => {
+            Err(BeneficiaryError::TooLong(field, MAX_TEXT))
         }
-        Some(_) => Err(format!("beneficiary.{field} must be a string")),
+        Some(Value::String(_)) | None | Some(Value::Null) => Err(BeneficiaryError::Missing(field)),
+        Some(_) => Err(BeneficiaryError::NotAString(field)),
     }
 }
 
 /// Validates the `beneficiary` object of a pay request for a corridor to `currency`.
 /// The error names the first problem (`INVALID_BENEFICIARY`).
-pub fn validate(v: &Value, currency: Currency) -> Result<Beneficiary, String> {
+pub fn validate(v: &Value, currency: Currency) -> Result<Beneficiary, BeneficiaryError> {
     let Some(obj) = v.as_object() else {
-        return Err("beneficiary must be an object".into());
+        return Err(BeneficiaryError::NotAnObject);
     };
     const FIELDS: [&str; 5] = ["name", "bankName", "accountNumber", "country", "currency"];
     if let Some(extra) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(format!("beneficiary.{extra} is not a known field"));
+        return Err(BeneficiaryError::Unknown(extra.clone()));
     }
     let name = text(obj, "name")?;
     let bank_name = text(obj, "bankName")?;
@@ -64,24 +92,15 @@ pub fn validate(v: &Value, currency: Currency) -> Result<Beneficiary, String> {
     let country = text(obj, "country")?;
     let cur = text(obj, "currency")?;
     if cur != currency.code() {
-        return Err(format!(
-            "beneficiary.currency must be the corridor's currency {currency}"
-        ));
+        return Err(BeneficiaryError::WrongCurrency(currency));
     }
     if country != currency.country() {
-        return Err(format!(
-            "beneficiary.country must be {} for {currency}",
-            currency.country()
-        ));
+        return Err(BeneficiaryError::WrongCountry(currency));
     }
     if account.chars().count() > MAX_ACCOUNT {
-        return Err(format!(
-            "beneficiary.accountNumber must be at most {MAX_ACCOUNT} characters"
-        ));
+        return Err(BeneficiaryError::TooLong("accountNumber", MAX_ACCOUNT));
     }
-    let digits = account_digits(&account).ok_or_else(|| {
-        "beneficiary.accountNumber may hold only digits, spaces and hyphens".to_string()
-    })?;
+    let digits = account_digits(&account).ok_or(BeneficiaryError::AccountCharacters)?;
     let rule = length_rule(&country).unwrap_or(1..=MAX_ACCOUNT);
     if !rule.contains(&digits.len()) {
         let want = if rule.start() == rule.end() {
@@ -91,10 +110,11 @@ pub fn validate(v: &Value, currency: Currency) -> Result<Beneficiary, String> {
         } else {
             format!("{} to {}", rule.start(), rule.end())
         };
-        return Err(format!(
-            "beneficiary.accountNumber must have {want} digits for {country} (has {})",
-            digits.len()
-        ));
+        return Err(BeneficiaryError::AccountLength {
+            want,
+            country,
+            has: digits.len(),
+        });
     }
     Ok(Beneficiary {
         name,
@@ -163,7 +183,7 @@ mod tests {
         for field in ["name", "bankName", "accountNumber", "country", "currency"] {
             let mut v = b("NG", "NGN", "0123456789");
             v.as_object_mut().unwrap().remove(field);
-            let e = validate(&v, Currency::Ngn).unwrap_err();
+            let e = validate(&v, Currency::Ngn).unwrap_err().to_string();
             assert!(e.contains(field), "{e}");
             let mut v = b("NG", "NGN", "0123456789");
             v[field] = json!("  ");
