@@ -4,10 +4,10 @@
 
 use crate::auth::{AdminAuth, OrgAuth};
 use crate::error::ApiError;
-use crate::input::{fingerprint, parse_address, query_map, IdempotencyKey};
+use crate::input::{fingerprint, parse_address, IdempotencyKey, TypedQuery};
 use crate::AppState;
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -120,20 +120,25 @@ pub async fn get_one(
     Ok(Json(c.to_api_json()).into_response())
 }
 
+/// `?amount=` of a quote request.
+#[derive(serde::Deserialize)]
+pub struct QuoteQuery {
+    amount: Option<String>,
+}
+
 /// `GET /corridors/{id}/quote?amount=`: a fresh, single-use quote.
 #[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 200, description = "A single-use quote", body = crate::openapi::QuoteView), (status = 404, description = "No such corridor in this organisation", body = crate::openapi::ErrorDoc), (status = 409, description = "Corridor not ACTIVE", body = crate::openapi::ErrorDoc), (status = 502, description = "The payout provider could not quote", body = crate::openapi::ErrorDoc), (status = 503, description = "No payout provider configured", body = crate::openapi::ErrorDoc)))]
 pub async fn quote(
     State(state): State<AppState>,
     auth: OrgAuth,
     Path(id): Path<String>,
-    RawQuery(raw): RawQuery,
+    TypedQuery(q): TypedQuery<QuoteQuery>,
 ) -> Result<Response, ApiError> {
     let c = own_corridor(&state, &auth.org, &id).await?;
-    let q = query_map(raw.as_deref()).map_err(|e| err(ErrorCode::BadRequest, e.message))?;
     let amount = q
-        .get("amount")
+        .amount
         .ok_or_else(|| err(ErrorCode::InvalidAmount, "amount is required"))?;
-    let amount = parse_amount(amount).map_err(|e| amount_error("amount", &e))?;
+    let amount = parse_amount(&amount).map_err(|e| amount_error("amount", &e))?;
     require_active(&c)?;
     let provider = state.payouts.provider()?;
     let pq = provider.quote(c.dest_currency, amount).await.map_err(|e| {

@@ -2,9 +2,9 @@
 //! discovery format, read from the route table so it changes exactly when the proxy does.
 
 use crate::error::ApiError;
-use crate::input::query_map;
+use crate::input::TypedQuery;
 use crate::AppState;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_shared::FieldProblem;
@@ -15,13 +15,19 @@ const MAX_LIMIT: usize = 100;
 /// Larger offsets are refused: no listing is that long, and the bound is documented.
 const MAX_OFFSET: usize = 1_000_000_000;
 
-fn number(
-    q: &std::collections::HashMap<String, String>,
-    k: &str,
-    default: usize,
-    max: usize,
-) -> Result<usize, ApiError> {
-    match q.get(k) {
+/// The listing's query: paging, the resource type and an organisation (others are ignored, as
+/// discovery clients may send more).
+#[derive(serde::Deserialize)]
+pub struct ListQuery {
+    limit: Option<String>,
+    offset: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    org: Option<String>,
+}
+
+fn number(v: Option<&String>, k: &str, default: usize, max: usize) -> Result<usize, ApiError> {
+    match v {
         None => Ok(default),
         Some(v) => v
             .parse::<usize>()
@@ -39,13 +45,12 @@ fn number(
 #[utoipa::path(get, path = "/discovery/resources", tag = "discovery", params(("limit" = Option<u32>, Query, minimum = 0, maximum = 100, description = "Default 20"), ("offset" = Option<u32>, Query, minimum = 0, maximum = 1000000000), ("type" = Option<String>, Query, description = "Only `http` lists anything"), ("org" = Option<String>, Query, description = "An organisation slug")), responses((status = 200, description = "x402 bazaar discovery page", body = crate::openapi::DiscoveryPage)))]
 pub async fn list(
     State(state): State<AppState>,
-    RawQuery(raw): RawQuery,
+    TypedQuery(q): TypedQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    let q = query_map(raw.as_deref())?;
-    let limit = number(&q, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
-    let offset = number(&q, "offset", 0, MAX_OFFSET)?;
-    let kind = q.get("type").map(String::as_str).unwrap_or("http");
-    let org_filter = q.get("org").map(String::as_str);
+    let limit = number(q.limit.as_ref(), "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = number(q.offset.as_ref(), "offset", 0, MAX_OFFSET)?;
+    let kind = q.kind.as_deref().unwrap_or("http");
+    let org_filter = q.org.as_deref();
     let snapshot = state.table.snapshot();
     let mut items: Vec<(String, serde_json::Value)> = Vec::new();
     if kind == "http" {

@@ -7,8 +7,8 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use paygate_shared::{ErrorCode, FieldProblem};
 pub use paygate_x402::address::parse_address;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 
 /// A JSON object being validated field by field.
 pub struct Fields {
@@ -213,18 +213,29 @@ pub fn fingerprint(method: &str, path: &str, body: &[u8]) -> String {
     paygate_shared::apikey::sha256_hex(&material)
 }
 
-/// Query parameters as a map; a repeated parameter is an error.
-pub fn query_map(raw: Option<&str>) -> Result<HashMap<String, String>, ApiError> {
-    let mut m = HashMap::new();
-    for (k, v) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
-        if m.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(ApiError::validation(vec![FieldProblem::new(
-                k.to_string(),
-                "must be given at most once",
-            )]));
+/// The query string read into `T`, the one way queries are read: a parameter given twice is a
+/// `VALIDATION_ERROR` naming it; values (and unknown parameters, where `T` denies them) are
+/// checked by serde, a failure being a `VALIDATION_ERROR` on `query`.
+pub struct TypedQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for TypedQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let raw = parts.uri.query().unwrap_or("");
+        let mut seen = std::collections::HashSet::new();
+        for (k, _) in url::form_urlencoded::parse(raw.as_bytes()) {
+            if !seen.insert(k.clone()) {
+                return Err(ApiError::validation(vec![FieldProblem::new(
+                    k.to_string(),
+                    "must be given at most once",
+                )]));
+            }
         }
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|q| Self(q.0))
+            .map_err(|e| ApiError::validation(vec![FieldProblem::new("query", e.body_text())]))
     }
-    Ok(m)
 }
 
 #[cfg(test)]

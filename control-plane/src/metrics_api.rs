@@ -3,16 +3,23 @@
 
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
+use crate::input::TypedQuery;
 use crate::AppState;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 use paygate_gateway::metrics::FacilitatorHealth;
 use paygate_shared::{now_rfc3339, unix_now, ErrorCode};
 use serde_json::json;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+/// `?window=24h|7d`; no other parameter.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsQuery {
+    window: Option<String>,
+}
 
 fn window_minutes(w: Option<&str>) -> Result<(&'static str, u64), ApiError> {
     match w {
@@ -43,15 +50,9 @@ fn mean_ms(sum: u64, count: u64, per_ms: f64) -> serde_json::Value {
 pub async fn org_metrics(
     State(state): State<AppState>,
     OrgAuth { org }: OrgAuth,
-    Query(q): Query<HashMap<String, String>>,
+    TypedQuery(q): TypedQuery<MetricsQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    if let Some(k) = q.keys().find(|k| k.as_str() != "window") {
-        return Err(ApiError::new(
-            ErrorCode::ValidationError,
-            format!("unknown query parameter {k:?}"),
-        ));
-    }
-    let (window, minutes) = window_minutes(q.get("window").map(String::as_str))?;
+    let (window, minutes) = window_minutes(q.window.as_deref())?;
     let now_minute = unix_now() / 60;
     // A rolling window: the current minute and the `minutes - 1` before it.
     let from = now_minute.saturating_sub(minutes - 1);

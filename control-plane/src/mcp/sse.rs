@@ -6,9 +6,10 @@
 use super::{McpPrincipal, PaygateMcp};
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
+use crate::input::TypedQuery;
 use crate::AppState;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -139,22 +140,18 @@ pub(crate) struct MessageQuery {
 pub(crate) async fn post_message(
     State(state): State<AppState>,
     auth: OrgAuth,
-    query: Result<Query<MessageQuery>, axum::extract::rejection::QueryRejection>,
+    TypedQuery(query): TypedQuery<MessageQuery>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = McpPrincipal {
         org_id: Arc::from(auth.org.id.as_str()),
     };
-    let session_id = query
-        .ok()
-        .and_then(|q| q.0.session_id)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::BadRequest,
-                "sessionId query parameter is required",
-            )
-        })?;
+    let session_id = query.session_id.filter(|s| !s.is_empty()).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::BadRequest,
+            "sessionId query parameter is required",
+        )
+    })?;
     let no_session = || ApiError::new(ErrorCode::NotFound, "no such MCP session");
     let mut sender = {
         let sessions = state.mcp.sessions.lock();
