@@ -4,7 +4,7 @@
 use crate::auth::AdminAuth;
 use crate::error::ApiError;
 use crate::input::Fields;
-use crate::AppState;
+use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -69,7 +69,7 @@ fn new_key(org_id: &str) -> (apikey::NewKey, ApiKeyRecord) {
     (k, rec)
 }
 
-#[utoipa::path(post, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), request_body = crate::openapi::OrgCreate, responses((status = 201, description = "Created, with its first API key", body = crate::openapi::OrgCreated), (status = 409, description = "Slug taken", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(post, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), request_body = crate::schema::OrgCreate, responses((status = 201, description = "Created, with its first API key", body = crate::schema::OrgCreated), (status = 409, description = "Slug taken", body = crate::schema::ErrorDoc)))]
 pub async fn create_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -135,7 +135,7 @@ pub async fn create_org(
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
-#[utoipa::path(get, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), responses((status = 200, description = "Every organisation", body = Vec<crate::openapi::OrgView>)))]
+#[utoipa::path(get, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), responses((status = 200, description = "Every organisation", body = Vec<crate::schema::OrgView>)))]
 pub async fn list_orgs(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -145,7 +145,7 @@ pub async fn list_orgs(
     Ok(Json(orgs.iter().map(org_json).collect::<Vec<_>>()).into_response())
 }
 
-#[utoipa::path(get, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation", body = crate::openapi::OrgView), (status = 404, description = "No such organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(get, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation", body = crate::schema::OrgView), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
 pub async fn get_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -154,7 +154,7 @@ pub async fn get_org(
     Ok(Json(org_json(&org_by_slug(&state, &slug).await?)).into_response())
 }
 
-#[utoipa::path(patch, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = crate::openapi::OrgUpdate, responses((status = 200, description = "Updated", body = crate::openapi::OrgView), (status = 404, description = "No such organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(patch, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = crate::schema::OrgUpdate, responses((status = 200, description = "Updated", body = crate::schema::OrgView), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
 pub async fn update_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -216,7 +216,7 @@ pub async fn update_org(
 
 /// `PUT /admin/orgs/{slug}/payer-wallet {privateKey}`: stores the org's payer wallet for MCP
 /// tool calls, the key sealed under the master key. Answers the wallet's address only.
-#[utoipa::path(put, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = crate::openapi::PayerWalletPut, responses((status = 200, description = "Stored, sealed under the master key", body = crate::openapi::OrgView), (status = 404, description = "No such organisation", body = crate::openapi::ErrorDoc), (status = 503, description = "No master key configured", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(put, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = crate::schema::PayerWalletPut, responses((status = 200, description = "Stored, sealed under the master key", body = crate::schema::OrgView), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc), (status = 503, description = "No master key configured", body = crate::schema::ErrorDoc)))]
 pub async fn put_payer_wallet(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -265,7 +265,7 @@ pub async fn put_payer_wallet(
 }
 
 /// `DELETE /admin/orgs/{slug}/payer-wallet`: forgets the payer wallet.
-#[utoipa::path(delete, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 204, description = "Forgotten"), (status = 404, description = "No such organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(delete, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 204, description = "Forgotten"), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
 pub async fn delete_payer_wallet(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -279,7 +279,7 @@ pub async fn delete_payer_wallet(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[utoipa::path(post, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 201, description = "A new API key (shown once)", body = crate::openapi::KeyCreated), (status = 404, description = "No such organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(post, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 201, description = "A new API key (shown once)", body = crate::schema::KeyCreated), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
 pub async fn create_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -296,7 +296,7 @@ pub async fn create_key(
         .into_response())
 }
 
-#[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<crate::openapi::KeyView>), (status = 404, description = "No such organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<crate::schema::KeyView>), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
 pub async fn list_keys(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -311,7 +311,7 @@ pub async fn list_keys(
     Ok(Json(out).into_response())
 }
 
-#[utoipa::path(delete, path = "/admin/orgs/{slug}/keys/{key_id}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path), ("key_id" = String, Path)), responses((status = 204, description = "Revoked: refused from the next request on"), (status = 404, description = "No such organisation or key", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(delete, path = "/admin/orgs/{slug}/keys/{key_id}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path), ("key_id" = String, Path)), responses((status = 204, description = "Revoked: refused from the next request on"), (status = 404, description = "No such organisation or key", body = crate::schema::ErrorDoc)))]
 pub async fn revoke_key(
     State(state): State<AppState>,
     _admin: AdminAuth,

@@ -2,7 +2,7 @@
 //! token). Both compare in constant time; a revoked key fails on its next request.
 
 use crate::error::ApiError;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use paygate_shared::apikey;

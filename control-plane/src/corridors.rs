@@ -5,7 +5,7 @@
 use crate::auth::{AdminAuth, OrgAuth};
 use crate::error::ApiError;
 use crate::input::{fingerprint, parse_address, IdempotencyKey, TypedQuery};
-use crate::AppState;
+use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -55,7 +55,7 @@ fn amount_error(field: &str, e: &AmountError) -> ApiError {
 
 /// `POST /corridors {destCurrency}`: `201` with a new corridor, or `200` with the org's
 /// existing corridor for that currency.
-#[utoipa::path(post, path = "/corridors", tag = "corridors", security(("orgKey" = [])), request_body = crate::openapi::CorridorCreate, responses((status = 201, description = "Created (PENDING_KYC)", body = crate::openapi::CorridorView), (status = 200, description = "The organisation's existing corridor for this currency", body = crate::openapi::CorridorView)))]
+#[utoipa::path(post, path = "/corridors", tag = "corridors", security(("orgKey" = [])), request_body = crate::schema::CorridorCreate, responses((status = 201, description = "Created (PENDING_KYC)", body = crate::schema::CorridorView), (status = 200, description = "The organisation's existing corridor for this currency", body = crate::schema::CorridorView)))]
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -110,7 +110,7 @@ pub async fn create(
     Ok((status, Json(c.to_api_json())).into_response())
 }
 
-#[utoipa::path(get, path = "/corridors/{id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The corridor", body = crate::openapi::CorridorView), (status = 404, description = "No such corridor in this organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(get, path = "/corridors/{id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The corridor", body = crate::schema::CorridorView), (status = 404, description = "No such corridor in this organisation", body = crate::schema::ErrorDoc)))]
 pub async fn get_one(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -127,7 +127,7 @@ pub struct QuoteQuery {
 }
 
 /// `GET /corridors/{id}/quote?amount=`: a fresh, single-use quote.
-#[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 200, description = "A single-use quote", body = crate::openapi::QuoteView), (status = 404, description = "No such corridor in this organisation", body = crate::openapi::ErrorDoc), (status = 409, description = "Corridor not ACTIVE", body = crate::openapi::ErrorDoc), (status = 502, description = "The payout provider could not quote", body = crate::openapi::ErrorDoc), (status = 503, description = "No payout provider configured", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 200, description = "A single-use quote", body = crate::schema::QuoteView), (status = 404, description = "No such corridor in this organisation", body = crate::schema::ErrorDoc), (status = 409, description = "Corridor not ACTIVE", body = crate::schema::ErrorDoc), (status = 502, description = "The payout provider could not quote", body = crate::schema::ErrorDoc), (status = 503, description = "No payout provider configured", body = crate::schema::ErrorDoc)))]
 pub async fn quote(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -244,7 +244,7 @@ fn accepted(a: Accepted) -> Response {
 }
 
 /// `POST /corridors/{id}/pay`: exactly one payout per `Idempotency-Key`.
-#[utoipa::path(post, path = "/corridors/{id}/pay", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = String, Header, description = "Required: one payout per key")), request_body = crate::openapi::PayRequest, responses((status = 202, description = "Payout accepted (also a replay of the same key)", body = crate::openapi::PayoutAccepted), (status = 404, description = "No such corridor in this organisation", body = crate::openapi::ErrorDoc), (status = 409, description = "Corridor not ACTIVE, quote used, or key in flight / used with another request", body = crate::openapi::ErrorDoc), (status = 502, description = "The provider refused or did not answer (kept and retried)", body = crate::openapi::ErrorDoc), (status = 503, description = "No payout provider configured", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(post, path = "/corridors/{id}/pay", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = String, Header, description = "Required: one payout per key")), request_body = crate::schema::PayRequest, responses((status = 202, description = "Payout accepted (also a replay of the same key)", body = crate::schema::PayoutAccepted), (status = 404, description = "No such corridor in this organisation", body = crate::schema::ErrorDoc), (status = 409, description = "Corridor not ACTIVE, quote used, or key in flight / used with another request", body = crate::schema::ErrorDoc), (status = 502, description = "The provider refused or did not answer (kept and retried)", body = crate::schema::ErrorDoc), (status = 503, description = "No payout provider configured", body = crate::schema::ErrorDoc)))]
 pub async fn pay(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -321,7 +321,7 @@ pub async fn pay(
 }
 
 /// `GET /corridors/{id}/payments/{paymentId}`.
-#[utoipa::path(get, path = "/corridors/{id}/payments/{payment_id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), responses((status = 200, description = "The payout", body = crate::openapi::PayoutView), (status = 404, description = "No such payout in this corridor", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(get, path = "/corridors/{id}/payments/{payment_id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), responses((status = 200, description = "The payout", body = crate::schema::PayoutView), (status = 404, description = "No such payout in this corridor", body = crate::schema::ErrorDoc)))]
 pub async fn get_payment(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -340,7 +340,7 @@ pub async fn get_payment(
 }
 
 /// `POST /admin/corridors/{id}/approve-kyc`: `PENDING_KYC` -> `ACTIVE` (idempotent).
-#[utoipa::path(post, path = "/admin/corridors/{id}/approve-kyc", tag = "admin", security(("adminToken" = [])), params(("id" = String, Path)), responses((status = 200, description = "ACTIVE (idempotent)", body = crate::openapi::CorridorView), (status = 404, description = "No such corridor", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(post, path = "/admin/corridors/{id}/approve-kyc", tag = "admin", security(("adminToken" = [])), params(("id" = String, Path)), responses((status = 200, description = "ACTIVE (idempotent)", body = crate::schema::CorridorView), (status = 404, description = "No such corridor", body = crate::schema::ErrorDoc)))]
 pub async fn approve_kyc(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -361,7 +361,7 @@ pub async fn approve_kyc(
 }
 
 /// `POST /webhooks/provider`: the signature is checked over the raw body before anything else.
-#[utoipa::path(post, path = "/webhooks/provider", tag = "corridors", params(("Provider-Signature" = String, Header, description = "HMAC-SHA256 of the raw body: hex, or `t=<unix>,v1=<hex>`")), request_body = Object, responses((status = 200, description = "Applied, ignored or duplicate", body = crate::openapi::WebhookAck), (status = 202, description = "Kept: for a payout not known yet", body = crate::openapi::WebhookAck), (status = 401, description = "Signature missing, wrong or stale", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(post, path = "/webhooks/provider", tag = "corridors", params(("Provider-Signature" = String, Header, description = "HMAC-SHA256 of the raw body: hex, or `t=<unix>,v1=<hex>`")), request_body = Object, responses((status = 200, description = "Applied, ignored or duplicate", body = crate::schema::WebhookAck), (status = 202, description = "Kept: for a payout not known yet", body = crate::schema::WebhookAck), (status = 401, description = "Signature missing, wrong or stale", body = crate::schema::ErrorDoc)))]
 pub async fn webhook(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -3,7 +3,7 @@
 
 use crate::error::ApiError;
 use crate::input::TypedQuery;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -42,7 +42,7 @@ fn number(v: Option<&String>, k: &str, default: usize, max: usize) -> Result<usi
     }
 }
 
-#[utoipa::path(get, path = "/discovery/resources", tag = "discovery", params(("limit" = Option<u32>, Query, minimum = 0, maximum = 100, description = "Default 20"), ("offset" = Option<u32>, Query, minimum = 0, maximum = 1000000000), ("type" = Option<String>, Query, description = "Only `http` lists anything"), ("org" = Option<String>, Query, description = "An organisation slug")), responses((status = 200, description = "x402 bazaar discovery page", body = crate::openapi::DiscoveryPage)))]
+#[utoipa::path(get, path = "/discovery/resources", tag = "discovery", params(("limit" = Option<u32>, Query, minimum = 0, maximum = 100, description = "Default 20"), ("offset" = Option<u32>, Query, minimum = 0, maximum = 1000000000), ("type" = Option<String>, Query, description = "Only `http` lists anything"), ("org" = Option<String>, Query, description = "An organisation slug")), responses((status = 200, description = "x402 bazaar discovery page", body = crate::schema::DiscoveryPage)))]
 pub async fn list(
     State(state): State<AppState>,
     TypedQuery(q): TypedQuery<ListQuery>,

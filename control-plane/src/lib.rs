@@ -9,113 +9,27 @@ mod error;
 mod facilitator_api;
 mod input;
 mod mcp;
+mod meta;
 mod metrics_api;
 mod openapi;
 mod routes_api;
+mod schema;
+mod state;
 
 use axum::routing::{get, patch, post};
 use axum::Router;
-use paygate_gateway::payments::PaymentService;
-use paygate_gateway::route_table::RouteTable;
-use paygate_gateway::target_policy::TargetPolicy;
-use paygate_gateway::usage::PlanUsage;
-use paygate_shared::config::Config;
-use paygate_shared::payout::engine::PayoutEngine;
-use paygate_shared::store::Store;
-use paygate_x402::facilitator::Facilitator;
-use paygate_x402::network::Networks;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub use error::ApiError;
-
-/// Everything a handler can reach. Cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    pub store: Arc<dyn Store>,
-    pub table: Arc<RouteTable>,
-    pub config: Arc<Config>,
-    /// The admin token, read once from the environment variable the config names.
-    pub admin_token: Option<Arc<str>>,
-    /// The paid step the gateway uses, shared with `/facilitator/*`; its facilitator (`None`:
-    /// not configured, those endpoints answer `503`) is probed for health.
-    pub payments: Arc<PaymentService>,
-    /// Which upstream addresses routes may target.
-    pub target_policy: Arc<TargetPolicy>,
-    /// Request counters (written by the proxy) and facilitator health.
-    pub metrics: Arc<paygate_gateway::metrics::Metrics>,
-    /// MCP sessions and the client tool calls use.
-    pub mcp: Arc<mcp::McpHub>,
-    /// The payout provider corridors use (`None`: corridor quotes and payouts answer `503`).
-    pub payouts: PayoutEngine,
-    /// Secrets that verify provider webhooks (none: every webhook is refused).
-    pub webhook_secrets: Arc<Vec<Vec<u8>>>,
-}
-
-impl AppState {
-    pub fn new(
-        store: Arc<dyn Store>,
-        table: Arc<RouteTable>,
-        config: Arc<Config>,
-        target_policy: Arc<TargetPolicy>,
-    ) -> Self {
-        let admin_token = config.admin.token().map(Arc::from);
-        let usage = Arc::new(PlanUsage::new(store.clone()));
-        let payments = Arc::new(PaymentService::new(store.clone(), None, usage));
-        let payouts = PayoutEngine::new(store.clone(), None);
-        Self {
-            store,
-            table,
-            config,
-            admin_token,
-            payments,
-            target_policy,
-            metrics: paygate_gateway::metrics::Metrics::new(),
-            mcp: Arc::new(mcp::McpHub::default()),
-            payouts,
-            webhook_secrets: Arc::new(Vec::new()),
-        }
-    }
-
-    pub fn with_metrics(mut self, metrics: Arc<paygate_gateway::metrics::Metrics>) -> Self {
-        self.metrics = metrics;
-        self
-    }
-
-    /// The payout provider and the webhook secrets.
-    pub fn with_payouts(
-        mut self,
-        provider: Arc<dyn paygate_shared::payout::provider::PayoutProvider>,
-        webhook_secrets: Vec<Vec<u8>>,
-    ) -> Self {
-        self.payouts = PayoutEngine::new(self.store.clone(), Some(provider));
-        self.webhook_secrets = Arc::new(webhook_secrets);
-        self
-    }
-
-    /// The payment service the proxy uses (and with it the facilitator).
-    pub fn with_payments(mut self, payments: Arc<PaymentService>) -> Self {
-        self.payments = payments;
-        self
-    }
-
-    /// The configured networks (the route table's, built once).
-    pub fn networks(&self) -> &Networks {
-        &self.table.render_context().networks
-    }
-
-    pub fn facilitator(&self) -> Option<&Arc<dyn Facilitator>> {
-        self.payments.facilitator()
-    }
-}
+pub use state::AppState;
 
 /// The whole control-plane application.
 pub fn app(state: AppState) -> Router {
     let max_body = state.config.server.max_body_bytes;
     let streamable = mcp::streamable_service(&state);
     Router::new()
-        .route("/healthz", get(health))
+        .route("/healthz", get(meta::health))
         .route("/openapi.json", get(openapi::openapi_json))
         .route(
             "/api/routes",
@@ -174,14 +88,6 @@ pub fn app(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn(error::request_context))
         .with_state(state)
-}
-
-#[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "Alive", body = crate::openapi::Health)))]
-async fn health() -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({
-        "status": "ok",
-        "version": env!("CARGO_PKG_VERSION"),
-    }))
 }
 
 async fn not_found() -> ApiError {

@@ -4,7 +4,7 @@
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
 use crate::input::TypedQuery;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -46,7 +46,7 @@ fn mean_ms(sum: u64, count: u64, per_ms: f64) -> serde_json::Value {
     }
 }
 
-#[utoipa::path(get, path = "/api/gateway/metrics", tag = "metrics", security(("orgKey" = [])), params(("window" = String, Query, description = "`24h` or `7d`")), responses((status = 200, description = "The organisation's counters over the window, and facilitator health", body = crate::openapi::OrgMetrics)))]
+#[utoipa::path(get, path = "/api/gateway/metrics", tag = "metrics", security(("orgKey" = [])), params(("window" = String, Query, description = "`24h` or `7d`")), responses((status = 200, description = "The organisation's counters over the window, and facilitator health", body = crate::schema::OrgMetrics)))]
 pub async fn org_metrics(
     State(state): State<AppState>,
     OrgAuth { org }: OrgAuth,

@@ -4,7 +4,7 @@
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
 use crate::input::{Fields, IdempotencyKey};
-use crate::AppState;
+use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
@@ -238,7 +238,7 @@ fn route_not_found() -> ApiError {
     )
 }
 
-#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = crate::openapi::RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = crate::openapi::RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = crate::schema::RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = crate::schema::RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = crate::schema::ErrorDoc)))]
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -293,7 +293,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
-#[utoipa::path(get, path = "/api/routes", tag = "routes", security(("orgKey" = [])), responses((status = 200, description = "The organisation's routes, newest first", body = Vec<crate::openapi::RouteView>)))]
+#[utoipa::path(get, path = "/api/routes", tag = "routes", security(("orgKey" = [])), responses((status = 200, description = "The organisation's routes, newest first", body = Vec<crate::schema::RouteView>)))]
 pub async fn list(State(state): State<AppState>, auth: OrgAuth) -> Result<Response, ApiError> {
     let mut routes = state.store.list_routes(&auth.org.id).await?;
     routes.sort_by(|a, b| {
@@ -305,7 +305,7 @@ pub async fn list(State(state): State<AppState>, auth: OrgAuth) -> Result<Respon
     Ok(Json(body).into_response())
 }
 
-#[utoipa::path(get, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The route", body = crate::openapi::RouteView), (status = 404, description = "No such route in this organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(get, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The route", body = crate::schema::RouteView), (status = 404, description = "No such route in this organisation", body = crate::schema::ErrorDoc)))]
 pub async fn get_one(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -319,7 +319,7 @@ pub async fn get_one(
     Ok(Json(route.to_api_json()).into_response())
 }
 
-#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = crate::openapi::RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = crate::openapi::RouteView), (status = 404, description = "No such route in this organisation", body = crate::openapi::ErrorDoc), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = crate::schema::RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = crate::schema::RouteView), (status = 404, description = "No such route in this organisation", body = crate::schema::ErrorDoc), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = crate::schema::ErrorDoc)))]
 pub async fn update(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -375,7 +375,7 @@ pub async fn update(
     ))
 }
 
-#[utoipa::path(delete, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 204, description = "Deleted"), (status = 404, description = "No such route in this organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(delete, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 204, description = "Deleted"), (status = 404, description = "No such route in this organisation", body = crate::schema::ErrorDoc)))]
 pub async fn delete(
     State(state): State<AppState>,
     auth: OrgAuth,

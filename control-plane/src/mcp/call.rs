@@ -3,7 +3,7 @@
 //! metrics, settlement and payment records apply as for any agent) and turn the answer into a
 //! tool result. Payment headers and chain details never reach the result.
 
-use crate::AppState;
+use crate::state::AppState;
 use alloy_signer_local::PrivateKeySigner;
 use paygate_gateway::route_table::RouteEntry;
 use paygate_shared::model::Org;

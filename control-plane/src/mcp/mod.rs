@@ -14,7 +14,7 @@ pub(crate) mod sse;
 mod tools;
 
 use crate::auth::OrgAuth;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};

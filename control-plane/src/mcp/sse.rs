@@ -7,7 +7,7 @@ use super::{McpPrincipal, PaygateMcp};
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
 use crate::input::TypedQuery;
-use crate::AppState;
+use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -136,7 +136,7 @@ pub(crate) struct MessageQuery {
 
 /// `POST /mcp/message?sessionId=...`: one client message for an open session of the caller's
 /// organisation. `202` once handed to the session; the answer comes on the event stream.
-#[utoipa::path(post, path = "/mcp/message", tag = "mcp", security(("orgKey" = [])), params(("sessionId" = String, Query)), request_body = crate::openapi::JsonRpcDoc, responses((status = 202, description = "Handed to the session; the answer comes on its stream"), (status = 404, description = "No such session of this organisation", body = crate::openapi::ErrorDoc)))]
+#[utoipa::path(post, path = "/mcp/message", tag = "mcp", security(("orgKey" = [])), params(("sessionId" = String, Query)), request_body = crate::schema::JsonRpcDoc, responses((status = 202, description = "Handed to the session; the answer comes on its stream"), (status = 404, description = "No such session of this organisation", body = crate::schema::ErrorDoc)))]
 pub(crate) async fn post_message(
     State(state): State<AppState>,
     auth: OrgAuth,
