@@ -1,6 +1,6 @@
 //! The control plane's state: everything a handler can reach, built once by `serve.rs`.
 
-use crate::mcp;
+use crate::mcp::hub::McpHub;
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::RouteTable;
 use paygate_gateway::target_policy::TargetPolicy;
@@ -28,7 +28,7 @@ pub struct AppState {
     /// Request counters (written by the proxy) and facilitator health.
     pub metrics: Arc<paygate_gateway::metrics::Metrics>,
     /// MCP sessions and the client tool calls use.
-    pub mcp: Arc<mcp::McpHub>,
+    pub mcp: Arc<McpHub>,
     /// The payout provider corridors use (`None`: corridor quotes and payouts answer `503`).
     pub payouts: PayoutEngine,
     /// Secrets that verify provider webhooks (none: every webhook is refused).
@@ -54,7 +54,7 @@ impl AppState {
             payments,
             target_policy,
             metrics: paygate_gateway::metrics::Metrics::new(),
-            mcp: Arc::new(mcp::McpHub::default()),
+            mcp: Arc::new(McpHub::default()),
             payouts,
             webhook_secrets: Arc::new(Vec::new()),
         }

@@ -10,6 +10,7 @@
 //! a key of that organisation.
 
 mod call;
+pub(crate) mod hub;
 pub(crate) mod sse;
 mod tools;
 
@@ -36,30 +37,6 @@ pub(crate) use sse::{open_stream, post_message};
 #[derive(Debug, Clone)]
 pub struct McpPrincipal {
     pub org_id: Arc<str>,
-}
-
-/// Process-wide MCP state: open SSE sessions and the HTTP client tool calls use.
-#[derive(Default)]
-pub struct McpHub {
-    sessions: sse::Sessions,
-    http: OnceLock<reqwest::Client>,
-}
-
-impl McpHub {
-    fn http(&self) -> &reqwest::Client {
-        self.http.get_or_init(|| {
-            reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .no_proxy()
-                .build()
-                .unwrap_or_default()
-        })
-    }
-
-    /// Open legacy SSE sessions (all organisations).
-    pub fn open_sessions(&self) -> usize {
-        self.sessions.len()
-    }
 }
 
 /// The organisation's tools as the route table has them now.

@@ -3,6 +3,7 @@
 //! there and answered on the stream. rmcp no longer ships this server transport, so each session
 //! is a pair of channels handed to rmcp as a sink/stream transport.
 
+use super::hub::Session;
 use super::{McpPrincipal, PaygateMcp};
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
@@ -18,32 +19,12 @@ use futures::{SinkExt, StreamExt};
 use paygate_shared::ErrorCode;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::ServiceExt;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Messages a session buffers in each direction before the sender waits.
 const CHANNEL: usize = 64;
-
-struct Session {
-    org_id: Arc<str>,
-    to_server: mpsc::Sender<ClientJsonRpcMessage>,
-}
-
-/// Open SSE sessions by id.
-#[derive(Default)]
-pub struct Sessions(Mutex<HashMap<String, Session>>);
-
-impl Sessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-}
 
 /// Removes the session and stops its rmcp service when the event stream is dropped (the client
 /// went away or the server is shutting down).
