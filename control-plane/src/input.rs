@@ -100,7 +100,10 @@ impl Fields {
             Value::Null => return Some(None),
             Value::Number(n) if n.as_u64() == Some(0) => Ok(UsdcAmount(0)),
             Value::Number(n) => UsdcAmount::from_usd_json(&n).map_err(|e| e.to_string()),
-            Value::String(s) if s.trim() == "0" => Ok(UsdcAmount(0)),
+            // Zero in the one USDC decimal syntax (`"0"`, `"0.00"`); no blanks around it.
+            Value::String(s) if paygate_x402::money::parse_usdc_units(&s) == Ok(0) => {
+                Ok(UsdcAmount(0))
+            }
             Value::String(s) => UsdcAmount::from_usd_str(&s).map_err(|e| e.to_string()),
             _ => Err("must be a number or a decimal string".into()),
         };
@@ -241,6 +244,24 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for TypedQuery<T> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usd_caps_read_zero_and_amounts_in_the_one_decimal_syntax() {
+        let mut f = Fields::parse(
+            br#"{"a": "0", "b": "0.00", "c": 0, "d": "2.5", "e": " 0", "f": " 1", "g": null}"#,
+        )
+        .unwrap();
+        use paygate_x402::money::UsdcAmount;
+        assert_eq!(f.nullable_usd("a"), Some(Some(UsdcAmount(0))));
+        assert_eq!(f.nullable_usd("b"), Some(Some(UsdcAmount(0))));
+        assert_eq!(f.nullable_usd("c"), Some(Some(UsdcAmount(0))));
+        assert_eq!(f.nullable_usd("d"), Some(Some(UsdcAmount(2_500_000))));
+        assert_eq!(f.nullable_usd("e"), None);
+        assert_eq!(f.nullable_usd("f"), None);
+        assert_eq!(f.nullable_usd("g"), Some(None));
+        let fields: Vec<_> = f.problems.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["e", "f"], "blanks are refused alike, zero or not");
+    }
 
     #[test]
     fn fields_collect_every_problem() {

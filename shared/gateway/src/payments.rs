@@ -150,10 +150,6 @@ impl PaymentService {
         self.facilitator.as_ref()
     }
 
-    pub fn usage(&self) -> &Arc<PlanUsage> {
-        &self.usage
-    }
-
     /// Decodes a payment header (`version` is the header's own) and verifies it locally.
     pub fn verify_header(
         &self,
@@ -200,11 +196,14 @@ impl PaymentService {
             auth: &v.auth,
             requirements,
         };
-        f.verify(&req).await.map_err(|e| {
-            if let FacilitatorError::Unavailable(m) | FacilitatorError::Ambiguous(m) = &e {
+        f.verify(&req).await.map_err(|e| match e {
+            FacilitatorError::Rejected(r) => Refusal::Rejected(r),
+            // Verification sends nothing: a facilitator that did not answer clearly is down,
+            // never "settlement pending".
+            FacilitatorError::Unavailable(m) | FacilitatorError::Ambiguous(m) => {
                 tracing::warn!(error = %m, "facilitator unavailable");
+                Refusal::FacilitatorDown
             }
-            e.into()
         })
     }
 

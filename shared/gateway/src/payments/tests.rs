@@ -20,6 +20,8 @@ use tokio::sync::Semaphore;
 /// gate, each settlement waits for a permit, so a test can hold one open.
 struct Scripted {
     outcomes: Mutex<VecDeque<Result<Settlement, FacilitatorError>>>,
+    /// Answers to `verify`, in order (the payer once the script is empty).
+    verdicts: Mutex<VecDeque<FacilitatorError>>,
     settles: AtomicUsize,
     gate: Option<Arc<Semaphore>>,
     entered: Arc<Semaphore>,
@@ -29,6 +31,7 @@ impl Default for Scripted {
     fn default() -> Self {
         Self {
             outcomes: Mutex::default(),
+            verdicts: Mutex::default(),
             settles: AtomicUsize::new(0),
             gate: None,
             entered: Arc::new(Semaphore::new(0)),
@@ -48,7 +51,10 @@ impl Scripted {
 #[async_trait]
 impl Facilitator for Scripted {
     async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError> {
-        Ok(req.auth.from)
+        match self.verdicts.lock().unwrap().pop_front() {
+            Some(e) => Err(e),
+            None => Ok(req.auth.from),
+        }
     }
     async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
         self.settles.fetch_add(1, Ordering::SeqCst);
@@ -441,9 +447,31 @@ async fn a_retry_for_another_route_never_redeems_a_reconciled_payment() {
 
 #[tokio::test]
 async fn verify_on_chain_maps_the_facilitator_outcome() {
-    let f = Fixture::new(settled());
+    let f = Fixture::new(Scripted {
+        verdicts: Mutex::new(
+            vec![
+                FacilitatorError::Rejected(Rejection::InsufficientFunds),
+                FacilitatorError::Unavailable("rpc down".into()),
+                FacilitatorError::Ambiguous("timeout".into()),
+            ]
+            .into(),
+        ),
+        ..Scripted::default()
+    });
     let header = f.header();
     let v = f.verified(&header).unwrap();
+    let r = f.service.verify_on_chain(&v, &f.req).await.unwrap_err();
+    assert_eq!(r, Refusal::Rejected(Rejection::InsufficientFunds));
+    assert_eq!(r.x402_reason(), Some("insufficient_funds"));
+    for _ in 0..2 {
+        let r = f.service.verify_on_chain(&v, &f.req).await.unwrap_err();
+        assert_eq!(r, Refusal::FacilitatorDown);
+        assert_eq!(
+            r.x402_reason(),
+            None,
+            "an outage is an error, not a verdict"
+        );
+    }
     assert_eq!(f.service.verify_on_chain(&v, &f.req).await, Ok(v.payer()));
     assert!(
         f.holder(&header).await.is_none(),
