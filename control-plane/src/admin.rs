@@ -2,47 +2,99 @@
 //! receiver wallets and plans. Guarded by the admin token.
 
 use crate::auth::AdminAuth;
+use crate::body::fields::{nullable, present, EvmAddress, FeeBps, Nullable, Slug, Text, UsdAmount};
+use crate::body::{JsonBody, RequestBody};
 use crate::error::ApiError;
-use crate::input::Fields;
 use crate::state::AppState;
-use axum::body::Bytes;
+use crate::views::{KeyCreated, KeyView, OrgCreated, OrgView};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paygate_gateway::route_table::SANDBOX_SLUG;
 use paygate_shared::apikey;
 use paygate_shared::ids::new_id;
 use paygate_shared::model::{ApiKeyRecord, Org};
 use paygate_shared::store::StoreError;
-use paygate_shared::{now_rfc3339, ErrorCode};
-use serde_json::json;
+use paygate_shared::{now_rfc3339, ErrorCode, FieldProblem};
+use serde::Deserialize;
+use utoipa::ToSchema;
 
-fn org_json(o: &Org) -> serde_json::Value {
-    json!({
-        "id": o.id,
-        "slug": o.slug,
-        "name": o.name,
-        "receiverWallet": o.receiver_wallet.map(|a| a.to_checksum(None)),
-        "plan": o.plan,
-        "suspended": o.suspended,
-        "payerWallet": o.payer_wallet.map(|a| a.to_checksum(None)),
-        // `null`: the configured default (`[mcp] daily_spend_cap_usd`).
-        "mcpDailyCapUSD": o.mcp_daily_cap.map(|c| c.to_usd_json()),
-        // `null`: the configured default (`[payout] platform_fee_bps`).
-        "platformFeeBps": o.platform_fee_bps,
-        "createdAt": o.created_at,
-        "updatedAt": o.updated_at,
-    })
+/// `POST /admin/orgs`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrgCreate {
+    #[schema(inline)]
+    slug: Slug,
+    // Defaults to the slug.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    name: Option<Text<200>>,
+    // The payee of the organisation's routes.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<EvmAddress>)]
+    receiver_wallet: Nullable<EvmAddress>,
+    // A configured plan (default `[orgs] default_plan`).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    plan: Option<Text<64>>,
 }
 
-fn valid_slug(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+impl RequestBody for OrgCreate {
+    const READ_ONLY: &'static [&'static str] = &["id", "apiKey"];
+}
+
+/// `PATCH /admin/orgs/{slug}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrgUpdate {
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    name: Option<Text<200>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    suspended: Option<bool>,
+    #[serde(default)]
+    #[schema(schema_with = nullable::<EvmAddress>)]
+    receiver_wallet: Nullable<EvmAddress>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    plan: Option<Text<64>>,
+    // Daily MCP spending cap in USD; `null`: the configured default.
+    #[serde(rename = "mcpDailyCapUSD", default)]
+    #[schema(schema_with = nullable::<UsdAmount>)]
+    mcp_daily_cap_usd: Nullable<UsdAmount>,
+    // Corridor platform fee in basis points; `null`: the configured default.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<FeeBps>)]
+    platform_fee_bps: Nullable<FeeBps>,
+}
+
+impl RequestBody for OrgUpdate {
+    const READ_ONLY: &'static [&'static str] = &["id", "slug", "createdAt", "updatedAt"];
+}
+
+/// `PUT /admin/orgs/{slug}/payer-wallet`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PayerWalletPut {
+    // secp256k1 private key, 64 hex characters (optionally 0x-prefixed).
+    #[schema(inline)]
+    private_key: Text<200>,
+}
+
+impl RequestBody for PayerWalletPut {}
+
+/// A plan must be one the configuration names.
+fn check_plan(state: &AppState, plan: &Option<Text<64>>) -> Result<(), ApiError> {
+    match plan {
+        Some(p) if !state.config.plans.contains_key(p.as_str()) => {
+            Err(ApiError::validation(vec![FieldProblem::new(
+                "plan",
+                "is not a configured plan",
+            )]))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn org_not_found() -> ApiError {
@@ -69,42 +121,23 @@ fn new_key(org_id: &str) -> (apikey::NewKey, ApiKeyRecord) {
     (k, rec)
 }
 
-#[utoipa::path(post, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), request_body = crate::schema::OrgCreate, responses((status = 201, description = "Created, with its first API key", body = crate::schema::OrgCreated), (status = 409, description = "Slug taken", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(post, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), request_body = OrgCreate, responses((status = 201, description = "Created, with its first API key", body = OrgCreated), (status = 409, description = "Slug taken", body = paygate_shared::ErrorBody)))]
 pub async fn create_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
-    body: Bytes,
+    JsonBody { value: body, .. }: JsonBody<OrgCreate>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::parse(&body)?;
-    let slug = f.string("slug", 63);
-    let slug = f.require("slug", slug);
-    if let Some(s) = &slug {
-        if !valid_slug(s) {
-            f.problem(
-                "slug",
-                "must be 1 to 63 lowercase letters, digits or '-', starting with a letter or digit",
-            );
-        } else if s == SANDBOX_SLUG {
-            f.problem("slug", "is reserved for the public sandbox");
-        }
-    }
-    let name = f.string("name", 200);
-    let receiver = f.nullable_address("receiverWallet").flatten();
-    let plan = f.string("plan", 64);
-    if let Some(p) = &plan {
-        if !state.config.plans.contains_key(p) {
-            f.problem("plan", "is not a configured plan");
-        }
-    }
-    f.finish(&["id", "apiKey"])?;
-    let slug = slug.unwrap_or_default();
+    check_plan(&state, &body.plan)?;
+    let slug = body.slug.0;
     let now = now_rfc3339();
     let org = Org {
         id: new_id("org"),
-        name: name.unwrap_or_else(|| slug.clone()),
+        name: body.name.map_or_else(|| slug.clone(), |n| n.0),
         slug,
-        receiver_wallet: receiver,
-        plan: plan.unwrap_or_else(|| state.config.orgs.default_plan.clone()),
+        receiver_wallet: body.receiver_wallet.patch().flatten().map(|a| a.0),
+        plan: body
+            .plan
+            .map_or_else(|| state.config.orgs.default_plan.clone(), |p| p.0),
         suspended: false,
         payer_wallet: None,
         payer_key: None,
@@ -129,80 +162,59 @@ pub async fn create_org(
         .refresh_org(state.store.as_ref(), &org.id)
         .await?;
     tracing::info!(org = %org.slug, "organisation created");
-    let mut out = org_json(&org);
-    out["apiKey"] = json!(key.plain);
-    out["keyId"] = json!(key.key_id);
+    let out = OrgCreated {
+        org: OrgView::from(&org),
+        api_key: key.plain,
+        key_id: key.key_id,
+    };
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
-#[utoipa::path(get, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), responses((status = 200, description = "Every organisation", body = Vec<crate::schema::OrgView>)))]
+#[utoipa::path(get, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), responses((status = 200, description = "Every organisation", body = Vec<OrgView>)))]
 pub async fn list_orgs(
     State(state): State<AppState>,
     _admin: AdminAuth,
 ) -> Result<Response, ApiError> {
     let mut orgs = state.store.list_orgs().await?;
     orgs.sort_by(|a, b| a.slug.cmp(&b.slug));
-    Ok(Json(orgs.iter().map(org_json).collect::<Vec<_>>()).into_response())
+    Ok(Json(orgs.iter().map(OrgView::from).collect::<Vec<_>>()).into_response())
 }
 
-#[utoipa::path(get, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation", body = crate::schema::OrgView), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(get, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation", body = OrgView), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
 pub async fn get_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
-    Ok(Json(org_json(&org_by_slug(&state, &slug).await?)).into_response())
+    Ok(Json(OrgView::from(&org_by_slug(&state, &slug).await?)).into_response())
 }
 
-#[utoipa::path(patch, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = crate::schema::OrgUpdate, responses((status = 200, description = "Updated", body = crate::schema::OrgView), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(patch, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = OrgUpdate, responses((status = 200, description = "Updated", body = OrgView), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
 pub async fn update_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(slug): Path<String>,
-    body: Bytes,
+    JsonBody { value: body, .. }: JsonBody<OrgUpdate>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::parse(&body)?;
-    let name = f.string("name", 200);
-    let suspended = f.bool("suspended");
-    let receiver = f.nullable_address("receiverWallet");
-    let plan = f.string("plan", 64);
-    if let Some(p) = &plan {
-        if !state.config.plans.contains_key(p) {
-            f.problem("plan", "is not a configured plan");
-        }
-    }
-    let mcp_cap = f.nullable_usd("mcpDailyCapUSD");
-    let fee_bps = match f.nullable_number("platformFeeBps") {
-        Some(Some(n)) => match n.as_u64().and_then(|v| u32::try_from(v).ok()) {
-            Some(v) if paygate_shared::payout::money::PLATFORM_FEE_BPS.contains(&v) => {
-                Some(Some(v))
-            }
-            _ => {
-                f.problem("platformFeeBps", "must be a whole number from 25 to 65");
-                None
-            }
-        },
-        other => other.map(|_| None),
-    };
-    f.finish(&["id", "slug", "createdAt", "updatedAt"])?;
+    check_plan(&state, &body.plan)?;
     let mut org = org_by_slug(&state, &slug).await?;
-    if let Some(v) = name {
-        org.name = v;
+    if let Some(v) = body.name {
+        org.name = v.0;
     }
-    if let Some(v) = suspended {
+    if let Some(v) = body.suspended {
         org.suspended = v;
     }
-    if let Some(v) = receiver {
-        org.receiver_wallet = v;
+    if let Some(v) = body.receiver_wallet.patch() {
+        org.receiver_wallet = v.map(|a| a.0);
     }
-    if let Some(v) = plan {
-        org.plan = v;
+    if let Some(v) = body.plan {
+        org.plan = v.0;
     }
-    if let Some(v) = mcp_cap {
-        org.mcp_daily_cap = v;
+    if let Some(v) = body.mcp_daily_cap_usd.patch() {
+        org.mcp_daily_cap = v.map(|a| a.0);
     }
-    if let Some(v) = fee_bps {
-        org.platform_fee_bps = v;
+    if let Some(v) = body.platform_fee_bps.patch() {
+        org.platform_fee_bps = v.map(|b| b.0);
     }
     org.updated_at = now_rfc3339();
     state.store.update_org(&org).await?;
@@ -211,36 +223,24 @@ pub async fn update_org(
         .refresh_org(state.store.as_ref(), &org.id)
         .await?;
     tracing::info!(org = %org.slug, suspended = org.suspended, "organisation updated");
-    Ok(Json(org_json(&org)).into_response())
+    Ok(Json(OrgView::from(&org)).into_response())
 }
 
 /// `PUT /admin/orgs/{slug}/payer-wallet {privateKey}`: stores the org's payer wallet for MCP
 /// tool calls, the key sealed under the master key. Answers the wallet's address only.
-#[utoipa::path(put, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = crate::schema::PayerWalletPut, responses((status = 200, description = "Stored, sealed under the master key", body = crate::schema::OrgView), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc), (status = 503, description = "No master key configured", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(put, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = PayerWalletPut, responses((status = 200, description = "Stored, sealed under the master key", body = OrgView), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody), (status = 503, description = "No master key configured", body = paygate_shared::ErrorBody)))]
 pub async fn put_payer_wallet(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(slug): Path<String>,
-    body: Bytes,
+    JsonBody { value: body, .. }: JsonBody<PayerWalletPut>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::parse(&body)?;
-    let key = f.string("privateKey", 200);
-    let key = f.require("privateKey", key);
-    let address = key
-        .as_deref()
-        .and_then(paygate_shared::secrets::address_of_key);
-    if key.is_some() && address.is_none() {
-        f.problem(
+    let key = body.private_key.0;
+    let Some(address) = paygate_shared::secrets::address_of_key(&key) else {
+        return Err(ApiError::validation(vec![FieldProblem::new(
             "privateKey",
             "must be a secp256k1 private key (64 hex characters)",
-        );
-    }
-    f.finish(&[])?;
-    let (Some(key), Some(address)) = (key, address) else {
-        return Err(ApiError::new(
-            ErrorCode::ValidationError,
-            "privateKey: is required",
-        ));
+        )]));
     };
     let master =
         match paygate_shared::secrets::MasterKey::from_env(&state.config.orgs.master_key_env) {
@@ -261,11 +261,11 @@ pub async fn put_payer_wallet(
     org.updated_at = now_rfc3339();
     state.store.update_org(&org).await?;
     tracing::info!(org = %org.slug, payer = %address, "payer wallet stored");
-    Ok(Json(org_json(&org)).into_response())
+    Ok(Json(OrgView::from(&org)).into_response())
 }
 
 /// `DELETE /admin/orgs/{slug}/payer-wallet`: forgets the payer wallet.
-#[utoipa::path(delete, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 204, description = "Forgotten"), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(delete, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 204, description = "Forgotten"), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
 pub async fn delete_payer_wallet(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -279,7 +279,7 @@ pub async fn delete_payer_wallet(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[utoipa::path(post, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 201, description = "A new API key (shown once)", body = crate::schema::KeyCreated), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(post, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 201, description = "A new API key (shown once)", body = KeyCreated), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
 pub async fn create_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -291,12 +291,16 @@ pub async fn create_key(
     tracing::info!(org = %org.slug, key_id = %rec.key_id, "API key created");
     Ok((
         StatusCode::CREATED,
-        Json(json!({"keyId": key.key_id, "apiKey": key.plain, "createdAt": rec.created_at})),
+        Json(KeyCreated {
+            key_id: key.key_id,
+            api_key: key.plain,
+            created_at: rec.created_at,
+        }),
     )
         .into_response())
 }
 
-#[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<crate::schema::KeyView>), (status = 404, description = "No such organisation", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<KeyView>), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
 pub async fn list_keys(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -304,14 +308,11 @@ pub async fn list_keys(
 ) -> Result<Response, ApiError> {
     let org = org_by_slug(&state, &slug).await?;
     let keys = state.store.list_api_keys(&org.id).await?;
-    let out: Vec<_> = keys
-        .iter()
-        .map(|k| json!({"keyId": k.key_id, "createdAt": k.created_at, "revokedAt": k.revoked_at}))
-        .collect();
+    let out: Vec<_> = keys.iter().map(KeyView::from).collect();
     Ok(Json(out).into_response())
 }
 
-#[utoipa::path(delete, path = "/admin/orgs/{slug}/keys/{key_id}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path), ("key_id" = String, Path)), responses((status = 204, description = "Revoked: refused from the next request on"), (status = 404, description = "No such organisation or key", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(delete, path = "/admin/orgs/{slug}/keys/{key_id}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path), ("key_id" = String, Path)), responses((status = 204, description = "Revoked: refused from the next request on"), (status = 404, description = "No such organisation or key", body = paygate_shared::ErrorBody)))]
 pub async fn revoke_key(
     State(state): State<AppState>,
     _admin: AdminAuth,

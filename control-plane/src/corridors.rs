@@ -3,9 +3,12 @@
 //! payouts, webhook events, reconciliation) and render.
 
 use crate::auth::{AdminAuth, OrgAuth};
+use crate::body::fields::{EvmAddress, UsdcDecimal, Word};
+use crate::body::{BodyError, ProblemKind, RequestBody};
 use crate::error::ApiError;
-use crate::input::{fingerprint, parse_address, IdempotencyKey, TypedQuery};
+use crate::input::{fingerprint, IdempotencyKey, TypedQuery};
 use crate::state::AppState;
+use crate::views::WebhookAck;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -13,15 +16,18 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_shared::ids::new_id;
 use paygate_shared::model::Org;
+use paygate_shared::payout::beneficiary::{self, BeneficiaryInput};
 use paygate_shared::payout::engine::{Accepted, NewPayout};
 use paygate_shared::payout::money::{parse_amount, AmountError, QuoteBreakdown};
+use paygate_shared::payout::views::{CorridorView, PayoutAccepted, PayoutView, QuoteView};
 use paygate_shared::payout::webhook;
 use paygate_shared::payout::{
-    beneficiary, Corridor, CorridorStatus, Currency, PayIdempotency, Payout, PayoutStatus, Quote,
+    Corridor, CorridorStatus, Currency, PayIdempotency, Payout, PayoutStatus, Quote,
 };
 use paygate_shared::store::EventOutcome;
 use paygate_shared::{now_rfc3339, ErrorCode};
-use serde_json::{json, Value};
+use serde::Deserialize;
+use utoipa::ToSchema;
 
 /// Largest webhook body accepted.
 const MAX_WEBHOOK_BODY: usize = 64 * 1024;
@@ -53,42 +59,70 @@ fn amount_error(field: &str, e: &AmountError) -> ApiError {
     err(ErrorCode::InvalidAmount, format!("{field} {e}"))
 }
 
+/// `POST /corridors`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CorridorCreate {
+    dest_currency: Currency,
+}
+
+impl RequestBody for CorridorCreate {}
+
+/// `POST /corridors/{id}/pay`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PayRequest {
+    // From `GET /corridors/{id}/quote`; single-use.
+    #[schema(inline)]
+    quote_id: Word<128>,
+    // The wallet the USDC comes from, recorded with the payout.
+    #[schema(inline)]
+    from_address: EvmAddress,
+    // Equal to the quote's amount.
+    #[serde(rename = "amountUSDC")]
+    #[schema(inline)]
+    amount_usdc: UsdcDecimal,
+    beneficiary: BeneficiaryInput,
+}
+
+impl RequestBody for PayRequest {}
+
+/// The corridor endpoints' error answers (SPEC 4.5): the first problem only, with the code its
+/// field calls for; an unknown field first.
+fn corridor_error(e: BodyError) -> ApiError {
+    let problems = match e {
+        BodyError::Malformed(m) => return err(ErrorCode::BadRequest, m),
+        BodyError::Fields(p) => p,
+    };
+    let Some(p) = problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::Unknown)
+        .or(problems.first())
+    else {
+        return err(ErrorCode::BadRequest, "invalid request body");
+    };
+    let field = p.detail.field.as_str();
+    let code = match (p.kind, field.split('.').next().unwrap_or_default()) {
+        (ProblemKind::Unknown, _) => ErrorCode::BadRequest,
+        (_, "beneficiary") => ErrorCode::InvalidBeneficiary,
+        (_, "amountUSDC") => ErrorCode::InvalidAmount,
+        (ProblemKind::Invalid, "destCurrency") => ErrorCode::InvalidCurrency,
+        _ => ErrorCode::BadRequest,
+    };
+    err(code, format!("{field} {}", p.detail.problem))
+}
+
 /// `POST /corridors {destCurrency}`: `201` with a new corridor, or `200` with the org's
 /// existing corridor for that currency.
-#[utoipa::path(post, path = "/corridors", tag = "corridors", security(("orgKey" = [])), request_body = crate::schema::CorridorCreate, responses((status = 201, description = "Created (PENDING_KYC)", body = crate::schema::CorridorView), (status = 200, description = "The organisation's existing corridor for this currency", body = crate::schema::CorridorView)))]
+#[utoipa::path(post, path = "/corridors", tag = "corridors", security(("orgKey" = [])), request_body = CorridorCreate, responses((status = 201, description = "Created (PENDING_KYC)", body = CorridorView), (status = 200, description = "The organisation's existing corridor for this currency", body = CorridorView)))]
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let v: Value = serde_json::from_slice(&body).map_err(|e| {
-        err(
-            ErrorCode::BadRequest,
-            format!("body is not valid JSON: {e}"),
-        )
-    })?;
-    let Some(obj) = v.as_object() else {
-        return Err(err(ErrorCode::BadRequest, "body must be a JSON object"));
-    };
-    if let Some(k) = obj.keys().find(|k| k.as_str() != "destCurrency") {
-        return Err(err(
-            ErrorCode::BadRequest,
-            format!("{k} is not a known field"),
-        ));
-    }
-    let currency = match obj.get("destCurrency") {
-        None | Some(Value::Null) => {
-            return Err(err(ErrorCode::BadRequest, "destCurrency is required"))
-        }
-        Some(Value::String(s)) => Currency::parse(s),
-        Some(_) => None,
-    }
-    .ok_or_else(|| {
-        err(
-            ErrorCode::InvalidCurrency,
-            "destCurrency must be one of BRL, MXN, NGN, KES, ZAR",
-        )
-    })?;
+    let currency = crate::body::parse::<CorridorCreate>(&body)
+        .map_err(corridor_error)?
+        .dest_currency;
     let now = now_rfc3339();
     let fresh = Corridor {
         id: new_id("cor"),
@@ -107,17 +141,17 @@ pub async fn create(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(c.to_api_json())).into_response())
+    Ok((status, Json(CorridorView::from(&c))).into_response())
 }
 
-#[utoipa::path(get, path = "/corridors/{id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The corridor", body = crate::schema::CorridorView), (status = 404, description = "No such corridor in this organisation", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(get, path = "/corridors/{id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The corridor", body = CorridorView), (status = 404, description = "No such corridor in this organisation", body = paygate_shared::ErrorBody)))]
 pub async fn get_one(
     State(state): State<AppState>,
     auth: OrgAuth,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let c = own_corridor(&state, &auth.org, &id).await?;
-    Ok(Json(c.to_api_json()).into_response())
+    Ok(Json(CorridorView::from(&c)).into_response())
 }
 
 /// `?amount=` of a quote request.
@@ -127,7 +161,7 @@ pub struct QuoteQuery {
 }
 
 /// `GET /corridors/{id}/quote?amount=`: a fresh, single-use quote.
-#[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 200, description = "A single-use quote", body = crate::schema::QuoteView), (status = 404, description = "No such corridor in this organisation", body = crate::schema::ErrorDoc), (status = 409, description = "Corridor not ACTIVE", body = crate::schema::ErrorDoc), (status = 502, description = "The payout provider could not quote", body = crate::schema::ErrorDoc), (status = 503, description = "No payout provider configured", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 200, description = "A single-use quote", body = QuoteView), (status = 404, description = "No such corridor in this organisation", body = paygate_shared::ErrorBody), (status = 409, description = "Corridor not ACTIVE", body = paygate_shared::ErrorBody), (status = 502, description = "The payout provider could not quote", body = paygate_shared::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_shared::ErrorBody)))]
 pub async fn quote(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -170,7 +204,7 @@ pub async fn quote(
         used_by: None,
     };
     state.store.put_quote(&quote).await?;
-    Ok(Json(quote.to_api_json()).into_response())
+    Ok(Json(QuoteView::from(&quote)).into_response())
 }
 
 /// The validated body of a pay request.
@@ -182,49 +216,13 @@ struct PayInput {
 }
 
 fn pay_input(body: &[u8], currency: Currency) -> Result<PayInput, ApiError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        err(
-            ErrorCode::BadRequest,
-            format!("body is not valid JSON: {e}"),
-        )
-    })?;
-    let Some(obj) = v.as_object() else {
-        return Err(err(ErrorCode::BadRequest, "body must be a JSON object"));
-    };
-    const FIELDS: [&str; 4] = ["quoteId", "fromAddress", "amountUSDC", "beneficiary"];
-    if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(err(
-            ErrorCode::BadRequest,
-            format!("{k} is not a known field"),
-        ));
-    }
-    let string = |f: &str| match obj.get(f) {
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= 128 => Ok(s.clone()),
-        Some(Value::String(s)) if !s.is_empty() => Err(format!("{f} is too long")),
-        None | Some(Value::Null) | Some(Value::String(_)) => Err(format!("{f} is required")),
-        Some(_) => Err(format!("{f} must be a string")),
-    };
-    let quote_id = string("quoteId").map_err(|m| err(ErrorCode::BadRequest, m))?;
-    let from = string("fromAddress").map_err(|m| err(ErrorCode::BadRequest, m))?;
-    let from_address = parse_address(&from)
-        .ok_or_else(|| {
-            err(
-                ErrorCode::BadRequest,
-                "fromAddress must be a 0x-prefixed 20-byte hex address",
-            )
-        })?
-        .to_checksum(None);
-    let amount = string("amountUSDC").map_err(|m| err(ErrorCode::InvalidAmount, m))?;
-    let amount = parse_amount(&amount).map_err(|e| amount_error("amountUSDC", &e))?;
-    let b = obj
-        .get("beneficiary")
-        .ok_or_else(|| err(ErrorCode::InvalidBeneficiary, "beneficiary is required"))?;
-    let beneficiary = beneficiary::validate(b, currency)
+    let b = crate::body::parse::<PayRequest>(body).map_err(corridor_error)?;
+    let beneficiary = beneficiary::validate(&b.beneficiary, currency)
         .map_err(|e| err(ErrorCode::InvalidBeneficiary, e.to_string()))?;
     Ok(PayInput {
-        quote_id,
-        from_address,
-        amount,
+        quote_id: b.quote_id.0,
+        from_address: b.from_address.0.to_checksum(None),
+        amount: b.amount_usdc.0,
         beneficiary,
     })
 }
@@ -244,7 +242,7 @@ fn accepted(a: Accepted) -> Response {
 }
 
 /// `POST /corridors/{id}/pay`: exactly one payout per `Idempotency-Key`.
-#[utoipa::path(post, path = "/corridors/{id}/pay", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = String, Header, description = "Required: one payout per key")), request_body = crate::schema::PayRequest, responses((status = 202, description = "Payout accepted (also a replay of the same key)", body = crate::schema::PayoutAccepted), (status = 404, description = "No such corridor in this organisation", body = crate::schema::ErrorDoc), (status = 409, description = "Corridor not ACTIVE, quote used, or key in flight / used with another request", body = crate::schema::ErrorDoc), (status = 502, description = "The provider refused or did not answer (kept and retried)", body = crate::schema::ErrorDoc), (status = 503, description = "No payout provider configured", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(post, path = "/corridors/{id}/pay", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = String, Header, description = "Required: one payout per key")), request_body = PayRequest, responses((status = 202, description = "Payout accepted (also a replay of the same key)", body = PayoutAccepted), (status = 404, description = "No such corridor in this organisation", body = paygate_shared::ErrorBody), (status = 409, description = "Corridor not ACTIVE, quote used, or key in flight / used with another request", body = paygate_shared::ErrorBody), (status = 502, description = "The provider refused or did not answer (kept and retried)", body = paygate_shared::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_shared::ErrorBody)))]
 pub async fn pay(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -321,7 +319,7 @@ pub async fn pay(
 }
 
 /// `GET /corridors/{id}/payments/{paymentId}`.
-#[utoipa::path(get, path = "/corridors/{id}/payments/{payment_id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), responses((status = 200, description = "The payout", body = crate::schema::PayoutView), (status = 404, description = "No such payout in this corridor", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(get, path = "/corridors/{id}/payments/{payment_id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), responses((status = 200, description = "The payout", body = PayoutView), (status = 404, description = "No such payout in this corridor", body = paygate_shared::ErrorBody)))]
 pub async fn get_payment(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -330,7 +328,7 @@ pub async fn get_payment(
     let c = own_corridor(&state, &auth.org, &id).await?;
     match state.store.get_payout(&payment_id).await? {
         Some(p) if p.corridor_id == c.id && p.org_id == auth.org.id => {
-            Ok(Json(p.to_api_json()).into_response())
+            Ok(Json(PayoutView::from(&p)).into_response())
         }
         _ => Err(err(
             ErrorCode::NotFound,
@@ -340,7 +338,7 @@ pub async fn get_payment(
 }
 
 /// `POST /admin/corridors/{id}/approve-kyc`: `PENDING_KYC` -> `ACTIVE` (idempotent).
-#[utoipa::path(post, path = "/admin/corridors/{id}/approve-kyc", tag = "admin", security(("adminToken" = [])), params(("id" = String, Path)), responses((status = 200, description = "ACTIVE (idempotent)", body = crate::schema::CorridorView), (status = 404, description = "No such corridor", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(post, path = "/admin/corridors/{id}/approve-kyc", tag = "admin", security(("adminToken" = [])), params(("id" = String, Path)), responses((status = 200, description = "ACTIVE (idempotent)", body = CorridorView), (status = 404, description = "No such corridor", body = paygate_shared::ErrorBody)))]
 pub async fn approve_kyc(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -357,11 +355,18 @@ pub async fn approve_kyc(
         state.store.update_corridor(&c).await?;
         tracing::info!(corridor = %c.id, "corridor KYC approved");
     }
-    Ok(Json(c.to_api_json()).into_response())
+    Ok(Json(CorridorView::from(&c)).into_response())
+}
+
+fn ack(status: &'static str, payout: Option<PayoutStatus>) -> WebhookAck {
+    WebhookAck {
+        status,
+        payment_status: payout.map(PayoutStatus::as_str),
+    }
 }
 
 /// `POST /webhooks/provider`: the signature is checked over the raw body before anything else.
-#[utoipa::path(post, path = "/webhooks/provider", tag = "corridors", params(("Provider-Signature" = String, Header, description = "HMAC-SHA256 of the raw body: hex, or `t=<unix>,v1=<hex>`")), request_body = Object, responses((status = 200, description = "Applied, ignored or duplicate", body = crate::schema::WebhookAck), (status = 202, description = "Kept: for a payout not known yet", body = crate::schema::WebhookAck), (status = 401, description = "Signature missing, wrong or stale", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(post, path = "/webhooks/provider", tag = "corridors", params(("Provider-Signature" = String, Header, description = "HMAC-SHA256 of the raw body: hex, or `t=<unix>,v1=<hex>`")), request_body = Object, responses((status = 200, description = "Applied, ignored or duplicate", body = WebhookAck), (status = 202, description = "Kept: for a payout not known yet", body = WebhookAck), (status = 401, description = "Signature missing, wrong or stale", body = paygate_shared::ErrorBody)))]
 pub async fn webhook(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -390,16 +395,10 @@ pub async fn webhook(
     let event =
         webhook::parse_event(&body).map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
     let (status, ack) = match state.payouts.apply_event(&event, &body).await? {
-        EventOutcome::Duplicate => (StatusCode::OK, json!({"status": "duplicate"})),
-        EventOutcome::Applied(s) => (
-            StatusCode::OK,
-            json!({"status": "applied", "paymentStatus": s.as_str()}),
-        ),
-        EventOutcome::Ignored(s) => (
-            StatusCode::OK,
-            json!({"status": "ignored", "paymentStatus": s.as_str()}),
-        ),
-        EventOutcome::Orphaned => (StatusCode::ACCEPTED, json!({"status": "kept"})),
+        EventOutcome::Duplicate => (StatusCode::OK, ack("duplicate", None)),
+        EventOutcome::Applied(s) => (StatusCode::OK, ack("applied", Some(s))),
+        EventOutcome::Ignored(s) => (StatusCode::OK, ack("ignored", Some(s))),
+        EventOutcome::Orphaned => (StatusCode::ACCEPTED, ack("kept", None)),
     };
     Ok((status, Json(ack)).into_response())
 }

@@ -4,11 +4,11 @@
 use crate::error::ApiError;
 use crate::input::TypedQuery;
 use crate::state::AppState;
+use crate::views::{DiscoveryItem, DiscoveryMetadata, DiscoveryPage, Pagination};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_shared::FieldProblem;
-use serde_json::json;
 
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
@@ -42,7 +42,7 @@ fn number(v: Option<&String>, k: &str, default: usize, max: usize) -> Result<usi
     }
 }
 
-#[utoipa::path(get, path = "/discovery/resources", tag = "discovery", params(("limit" = Option<u32>, Query, minimum = 0, maximum = 100, description = "Default 20"), ("offset" = Option<u32>, Query, minimum = 0, maximum = 1000000000), ("type" = Option<String>, Query, description = "Only `http` lists anything"), ("org" = Option<String>, Query, description = "An organisation slug")), responses((status = 200, description = "x402 bazaar discovery page", body = crate::schema::DiscoveryPage)))]
+#[utoipa::path(get, path = "/discovery/resources", tag = "discovery", params(("limit" = Option<u32>, Query, minimum = 0, maximum = 100, description = "Default 20"), ("offset" = Option<u32>, Query, minimum = 0, maximum = 1000000000), ("type" = Option<String>, Query, description = "Only `http` lists anything"), ("org" = Option<String>, Query, description = "An organisation slug")), responses((status = 200, description = "x402 bazaar discovery page", body = DiscoveryPage)))]
 pub async fn list(
     State(state): State<AppState>,
     TypedQuery(q): TypedQuery<ListQuery>,
@@ -52,7 +52,7 @@ pub async fn list(
     let kind = q.kind.as_deref().unwrap_or("http");
     let org_filter = q.org.as_deref();
     let snapshot = state.table.snapshot();
-    let mut items: Vec<(String, serde_json::Value)> = Vec::new();
+    let mut items: Vec<DiscoveryItem> = Vec::new();
     if kind == "http" {
         for org in snapshot.orgs() {
             if org.suspended || org_filter.is_some_and(|s| s != org.slug) {
@@ -66,35 +66,33 @@ pub async fn list(
                 if !r.discoverable || entry.sandbox {
                     continue;
                 }
-                let item = json!({
-                    "resource": req.resource,
-                    "type": "http",
-                    "x402Version": 1,
-                    "accepts": [req.to_v1()],
-                    "lastUpdated": r.updated_at,
-                    "metadata": {
-                        "category": r.bazaar_category,
-                        "description": r.description,
-                        "org": org.slug,
-                        "networkCaip2": req.network.caip2,
+                items.push(DiscoveryItem {
+                    resource: req.resource.clone(),
+                    kind: "http",
+                    x402_version: 1,
+                    accepts: vec![req.to_v1()],
+                    last_updated: r.updated_at.clone(),
+                    metadata: DiscoveryMetadata {
+                        category: r.bazaar_category.clone(),
+                        description: r.description.clone(),
+                        org: org.slug.clone(),
+                        network_caip2: req.network.caip2.clone(),
                     },
                 });
-                items.push((req.resource.clone(), item));
             }
         }
     }
-    items.sort_by(|a, b| a.0.cmp(&b.0));
+    items.sort_by(|a, b| a.resource.cmp(&b.resource));
     let total = items.len();
-    let page: Vec<_> = items
-        .into_iter()
-        .skip(offset)
-        .take(limit)
-        .map(|(_, v)| v)
-        .collect();
-    Ok(Json(json!({
-        "x402Version": 1,
-        "items": page,
-        "pagination": {"limit": limit, "offset": offset, "total": total},
-    }))
+    let page: Vec<_> = items.into_iter().skip(offset).take(limit).collect();
+    Ok(Json(DiscoveryPage {
+        x402_version: 1,
+        items: page,
+        pagination: Pagination {
+            limit,
+            offset,
+            total,
+        },
+    })
     .into_response())
 }

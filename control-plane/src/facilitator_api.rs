@@ -89,7 +89,7 @@ fn requested_network(req: &FacilitatorRequest) -> String {
         .to_string()
 }
 
-#[utoipa::path(post, path = "/facilitator/verify", tag = "facilitator", security(("orgKey" = [])), request_body = crate::schema::FacilitatorRequestDoc, responses((status = 200, description = "Verdict (an invalid payment is `isValid: false`)", body = crate::schema::VerifyResponseDoc), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(post, path = "/facilitator/verify", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 200, description = "Verdict (an invalid payment is `isValid: false`)", body = VerifyResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_shared::ErrorBody)))]
 pub async fn verify(
     State(state): State<AppState>,
     _org: OrgAuth,
@@ -119,7 +119,7 @@ pub async fn verify(
     }
 }
 
-#[utoipa::path(post, path = "/facilitator/settle", tag = "facilitator", security(("orgKey" = [])), request_body = crate::schema::FacilitatorRequestDoc, responses((status = 200, description = "Outcome (a refused payment is `success: false`)", body = crate::schema::SettleResponseDoc), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = crate::schema::ErrorDoc), (status = 504, description = "Sent, outcome not known yet; reconciled later", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(post, path = "/facilitator/settle", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 200, description = "Outcome (a refused payment is `success: false`)", body = SettleResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_shared::ErrorBody), (status = 504, description = "Sent, outcome not known yet; reconciled later", body = paygate_shared::ErrorBody)))]
 pub async fn settle(
     State(state): State<AppState>,
     OrgAuth { org }: OrgAuth,
@@ -165,7 +165,7 @@ pub async fn settle(
     }
 }
 
-#[utoipa::path(get, path = "/facilitator/supported", tag = "facilitator", responses((status = 200, description = "Supported (version, scheme, network) kinds", body = crate::schema::SupportedDoc), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(get, path = "/facilitator/supported", tag = "facilitator", responses((status = 200, description = "Supported (version, scheme, network) kinds", body = SupportedResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_shared::ErrorBody)))]
 pub async fn supported(State(state): State<AppState>) -> Result<Json<SupportedResponse>, ApiError> {
     let f = facilitator(&state)?;
     let kinds = f.supported().await.map_err(|e| {

@@ -3,6 +3,7 @@
 
 mod admin;
 mod auth;
+mod body;
 mod corridors;
 mod discovery;
 mod error;
@@ -11,10 +12,10 @@ mod input;
 mod mcp;
 mod meta;
 mod metrics_api;
-mod openapi;
+pub mod openapi;
 mod routes_api;
-mod schema;
 mod state;
+mod views;
 
 use axum::routing::{get, patch, post};
 use axum::Router;

@@ -5,13 +5,13 @@ use crate::auth::OrgAuth;
 use crate::error::ApiError;
 use crate::input::TypedQuery;
 use crate::state::AppState;
+use crate::views::{FacilitatorHealthView, MetricsWindow, OrgMetrics};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 use paygate_gateway::metrics::FacilitatorHealth;
 use paygate_shared::{now_rfc3339, unix_now, ErrorCode};
-use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// `?window=24h|7d`; no other parameter.
@@ -36,17 +36,15 @@ fn window_minutes(w: Option<&str>) -> Result<(&'static str, u64), ApiError> {
     }
 }
 
-/// Mean of `sum / count` in milliseconds, or null without samples.
-fn mean_ms(sum: u64, count: u64, per_ms: f64) -> serde_json::Value {
-    if count == 0 {
-        serde_json::Value::Null
-    } else {
+/// Mean of `sum / count` in milliseconds (three decimals), or null without samples.
+fn mean_ms(sum: u64, count: u64, per_ms: f64) -> Option<f64> {
+    (count > 0).then(|| {
         let v = sum as f64 / count as f64 / per_ms;
-        json!((v * 1000.0).round() / 1000.0)
-    }
+        (v * 1000.0).round() / 1000.0
+    })
 }
 
-#[utoipa::path(get, path = "/api/gateway/metrics", tag = "metrics", security(("orgKey" = [])), params(("window" = String, Query, description = "`24h` or `7d`")), responses((status = 200, description = "The organisation's counters over the window, and facilitator health", body = crate::schema::OrgMetrics)))]
+#[utoipa::path(get, path = "/api/gateway/metrics", tag = "metrics", security(("orgKey" = [])), params(("window" = String, Query, description = "`24h` or `7d`")), responses((status = 200, description = "The organisation's counters over the window, and facilitator health", body = OrgMetrics)))]
 pub async fn org_metrics(
     State(state): State<AppState>,
     OrgAuth { org }: OrgAuth,
@@ -63,25 +61,25 @@ pub async fn org_metrics(
         b.errors as f64 / b.total as f64
     };
     let h = state.metrics.health();
-    Ok(Json(json!({
-        "metrics": {
-            "window": window,
-            "orgId": org.id,
-            "totalRequests": b.total,
-            "unpaid402": b.unpaid402,
-            "paid": b.paid,
-            "errors": b.errors,
-            "avgChallengeMs": mean_ms(b.challenge_us_sum, b.challenge_count, 1000.0),
-            "avgSettleMs": mean_ms(b.settle_ms_sum, b.settle_count, 1.0),
-            "errorRate": error_rate,
+    Ok(Json(OrgMetrics {
+        metrics: MetricsWindow {
+            window,
+            org_id: org.id,
+            total_requests: b.total,
+            unpaid_402: b.unpaid402,
+            paid: b.paid,
+            errors: b.errors,
+            avg_challenge_ms: mean_ms(b.challenge_us_sum, b.challenge_count, 1000.0),
+            avg_settle_ms: mean_ms(b.settle_ms_sum, b.settle_count, 1.0),
+            error_rate,
         },
-        "facilitator": {
-            "status": h.status,
-            "latencyMs": h.latency_ms,
-            "checkedAt": h.checked_at,
-            "facilitatorUrl": h.url,
-        }
-    })))
+        facilitator: FacilitatorHealthView {
+            status: h.status,
+            latency_ms: h.latency_ms,
+            checked_at: h.checked_at.clone(),
+            facilitator_url: h.url.clone(),
+        },
+    }))
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "metrics", responses((status = 200, description = "Prometheus text exposition (no per-org data)", content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]

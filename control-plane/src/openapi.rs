@@ -2,11 +2,11 @@
 //!
 //! Operations are declared with `#[utoipa::path]` on the handlers themselves, with the shapes in
 //! `schema.rs`; this module lists them. Error answers are the same everywhere
-//! ([`crate::schema::ErrorDoc`]); [`CommonErrors`] adds the ones every operation can give
+//! ([`paygate_shared::ErrorBody`]); [`CommonErrors`] adds the ones every operation can give
 //! (malformed request, missing credentials, oversized body, internal error) so the annotations
 //! list only what is particular to each operation.
 
-use crate::schema::{ErrorDoc, JsonRpcDoc};
+use paygate_shared::ErrorBody;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Response, ResponseBuilder};
@@ -77,38 +77,38 @@ pub async fn openapi_json() -> axum::response::Response {
 /// `POST /mcp`: MCP's streamable HTTP transport (rmcp's service; described, not handled, here).
 #[utoipa::path(post, path = "/mcp", tag = "mcp", security(("orgKey" = [])),
     params(("Mcp-Session-Id" = Option<String>, Header, description = "From the initialize answer")),
-    request_body = JsonRpcDoc,
+    request_body(content = Object, description = "A JSON-RPC 2.0 message (MCP)"),
     responses(
         (status = 200, description = "JSON-RPC answer, as JSON or as an event stream",
             content((Object = "application/json"), (String = "text/event-stream"))),
         (status = 202, description = "A notification or response, accepted"),
-        (status = 404, description = "Unknown MCP session", body = ErrorDoc),
-        (status = 406, description = "Accept must allow application/json and text/event-stream", body = ErrorDoc),
-        (status = 415, description = "Content-Type must be application/json", body = ErrorDoc),
+        (status = 404, description = "Unknown MCP session", body = ErrorBody),
+        (status = 406, description = "Accept must allow application/json and text/event-stream", body = ErrorBody),
+        (status = 415, description = "Content-Type must be application/json", body = ErrorBody),
     ))]
-#[allow(dead_code)] // a carrier for an operation rmcp serves
-fn mcp_streamable() {}
+/// A carrier for an operation rmcp serves (utoipa attaches operations to functions).
+pub fn mcp_streamable() {}
 
 /// `GET /mcp`: the session's server-to-client event stream (rmcp).
 #[utoipa::path(get, path = "/mcp", tag = "mcp", security(("orgKey" = [])),
     params(("Mcp-Session-Id" = String, Header)),
     responses(
         (status = 200, description = "Event stream of server messages", content_type = "text/event-stream", body = String),
-        (status = 404, description = "Unknown MCP session", body = ErrorDoc),
-        (status = 406, description = "Accept must allow text/event-stream", body = ErrorDoc),
+        (status = 404, description = "Unknown MCP session", body = ErrorBody),
+        (status = 406, description = "Accept must allow text/event-stream", body = ErrorBody),
     ))]
-#[allow(dead_code)] // a carrier for an operation rmcp serves
-fn mcp_stream() {}
+/// A carrier for an operation rmcp serves (utoipa attaches operations to functions).
+pub fn mcp_stream() {}
 
 /// `DELETE /mcp`: ends an MCP session (rmcp).
 #[utoipa::path(delete, path = "/mcp", tag = "mcp", security(("orgKey" = [])),
     params(("Mcp-Session-Id" = String, Header)),
     responses(
         (status = 202, description = "Session closed"),
-        (status = 404, description = "Unknown MCP session", body = ErrorDoc),
+        (status = 404, description = "Unknown MCP session", body = ErrorBody),
     ))]
-#[allow(dead_code)] // a carrier for an operation rmcp serves
-fn mcp_close() {}
+/// A carrier for an operation rmcp serves (utoipa attaches operations to functions).
+pub fn mcp_close() {}
 
 /// Adds the security schemes and the error answers every operation can give.
 pub struct CommonErrors;

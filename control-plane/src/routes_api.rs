@@ -2,29 +2,105 @@
 //! committed, made durable, and published to the proxy's route table before the answer is sent.
 
 use crate::auth::OrgAuth;
+use crate::body::fields::{
+    nullable, present, Nullable, PriceUsd, RoutePath, TargetUrl, Text, Word,
+};
+use crate::body::{JsonBody, RequestBody};
 use crate::error::ApiError;
-use crate::input::{Fields, IdempotencyKey};
+use crate::input::IdempotencyKey;
 use crate::state::AppState;
-use axum::body::Bytes;
+use crate::views::RouteView;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paygate_gateway::route_path;
 use paygate_shared::ids::new_id;
 use paygate_shared::model::{IdempotencyRecord, Route};
 use paygate_shared::store::StoreError;
-use paygate_shared::{now_rfc3339, ErrorCode};
+use paygate_shared::{now_rfc3339, ErrorCode, FieldProblem};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
+use serde::Deserialize;
+use utoipa::ToSchema;
 
-const MAX_DESCRIPTION: usize = 2000;
-const MAX_CATEGORY: usize = 64;
-const MAX_URL: usize = 2048;
+/// Route fields the server assigns.
 const READ_ONLY: &[&str] = &["id", "orgId", "createdAt", "updatedAt"];
 
-/// The route fields a request may set; `None` = not given.
-#[derive(Default)]
+/// `POST /api/routes`. Unknown and server-assigned fields are refused.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteCreate {
+    #[schema(inline)]
+    path: RoutePath,
+    #[serde(rename = "priceUSD")]
+    #[schema(inline)]
+    price_usd: PriceUsd,
+    #[schema(inline)]
+    target_url: TargetUrl,
+    // A configured network, e.g. `base-sepolia` or `eip155:84532`.
+    #[schema(inline)]
+    network: Text<64>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    active: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    streaming: Option<bool>,
+    /// Listed by `/discovery/resources` (default false).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    discoverable: Option<bool>,
+    #[serde(default)]
+    #[schema(schema_with = nullable::<Text<2000>>)]
+    description: Nullable<Text<2000>>,
+    #[serde(default)]
+    #[schema(schema_with = nullable::<Word<64>>)]
+    bazaar_category: Nullable<Word<64>>,
+}
+
+impl RequestBody for RouteCreate {
+    const READ_ONLY: &'static [&'static str] = READ_ONLY;
+}
+
+/// `PATCH /api/routes/{id}`: any subset of the create fields.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteUpdate {
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    path: Option<RoutePath>,
+    #[serde(rename = "priceUSD", default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    price_usd: Option<PriceUsd>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    target_url: Option<TargetUrl>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    network: Option<Text<64>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    active: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    streaming: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    discoverable: Option<bool>,
+    #[serde(default)]
+    #[schema(schema_with = nullable::<Text<2000>>)]
+    description: Nullable<Text<2000>>,
+    #[serde(default)]
+    #[schema(schema_with = nullable::<Word<64>>)]
+    bazaar_category: Nullable<Word<64>>,
+}
+
+impl RequestBody for RouteUpdate {
+    const READ_ONLY: &'static [&'static str] = READ_ONLY;
+}
+
+/// The route fields a request sets; `None` = not given.
+#[derive(Default, Clone)]
 struct RouteInput {
     path: Option<String>,
     price: Option<UsdcAmount>,
@@ -37,72 +113,49 @@ struct RouteInput {
     bazaar_category: Option<Option<String>>,
 }
 
-fn parse_input(body: &[u8], networks: &Networks, create: bool) -> Result<RouteInput, ApiError> {
-    let mut f = Fields::parse(body)?;
-    let mut input = RouteInput::default();
-    if let Some(p) = f.string("path", route_path::MAX_PATH_LEN + 2) {
-        match route_path::normalize(&p) {
-            Ok(p) => input.path = Some(p),
-            Err(problem) => f.problem("path", problem),
+impl From<RouteCreate> for RouteInput {
+    fn from(b: RouteCreate) -> Self {
+        Self {
+            path: Some(b.path.0),
+            price: Some(b.price_usd.0),
+            target_url: Some(b.target_url.0),
+            network: Some(b.network.0),
+            active: b.active,
+            streaming: b.streaming,
+            discoverable: b.discoverable,
+            description: b.description.patch().map(|d| d.map(|t| t.0)),
+            bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
         }
     }
-    if let Some(n) = f.number("priceUSD") {
-        match UsdcAmount::from_usd_json(&n) {
-            Ok(a) => input.price = Some(a),
-            Err(e) => f.problem("priceUSD", e.to_string()),
-        }
-    }
-    if let Some(u) = f.string("targetUrl", MAX_URL) {
-        match check_target_url(&u) {
-            Ok(()) => input.target_url = Some(u),
-            Err(problem) => f.problem("targetUrl", problem),
-        }
-    }
-    if let Some(n) = f.string("network", 64) {
-        if networks.resolve(&n).is_some() {
-            input.network = Some(n);
-        } else {
-            f.problem(
-                "network",
-                format!("must be one of {}", networks.spellings().join(", ")),
-            );
-        }
-    }
-    input.active = f.bool("active");
-    input.streaming = f.bool("streaming");
-    input.discoverable = f.bool("discoverable");
-    input.description = f.nullable_string("description", MAX_DESCRIPTION);
-    input.bazaar_category = f.nullable_string("bazaarCategory", MAX_CATEGORY);
-    if let Some(Some(c)) = &input.bazaar_category {
-        if c.trim().is_empty() {
-            f.problem("bazaarCategory", "must not be empty (use null to clear)");
-        }
-    }
-    if create {
-        input.path = f.require("path", input.path);
-        input.price = f.require("priceUSD", input.price);
-        input.target_url = f.require("targetUrl", input.target_url);
-        input.network = f.require("network", input.network);
-    }
-    f.finish(READ_ONLY)?;
-    Ok(input)
 }
 
-fn check_target_url(u: &str) -> Result<(), &'static str> {
-    let url = url::Url::parse(u).map_err(|_| "must be an absolute http(s) URL")?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return Err("must use http or https");
+impl From<RouteUpdate> for RouteInput {
+    fn from(b: RouteUpdate) -> Self {
+        Self {
+            path: b.path.map(|p| p.0),
+            price: b.price_usd.map(|p| p.0),
+            target_url: b.target_url.map(|u| u.0),
+            network: b.network.map(|n| n.0),
+            active: b.active,
+            streaming: b.streaming,
+            discoverable: b.discoverable,
+            description: b.description.patch().map(|d| d.map(|t| t.0)),
+            bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
+        }
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err("must name a host");
+}
+
+/// The deployment's rules on a well-formed body: the network is a configured one.
+fn check_network(input: &RouteInput, networks: &Networks) -> Result<(), ApiError> {
+    match &input.network {
+        Some(n) if networks.resolve(n).is_none() => {
+            Err(ApiError::validation(vec![FieldProblem::new(
+                "network",
+                format!("must be one of {}", networks.spellings().join(", ")),
+            )]))
+        }
+        _ => Ok(()),
     }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err("must not contain credentials");
-    }
-    if url.fragment().is_some() {
-        return Err("must not contain a fragment");
-    }
-    Ok(())
 }
 
 /// Refuses a target that resolves to an internal address (SSRF), unless allow-listed.
@@ -119,10 +172,7 @@ async fn check_target_address(state: &AppState, input: &RouteInput) -> Result<()
         .check_host(&target.host, target.port)
         .await
         .map_err(|problem| {
-            ApiError::validation(vec![paygate_shared::FieldProblem::new(
-                "targetUrl",
-                problem.to_string(),
-            )])
+            ApiError::validation(vec![FieldProblem::new("targetUrl", problem.to_string())])
         })
 }
 
@@ -176,14 +226,14 @@ impl Idem {
         &self,
         org_id: &str,
         status: StatusCode,
-        body: &serde_json::Value,
+        body: &impl serde::Serialize,
     ) -> IdempotencyRecord {
         IdempotencyRecord {
             org_id: org_id.to_string(),
             key: self.key.clone(),
             fingerprint: self.fingerprint.clone(),
             status: status.as_u16(),
-            body: body.to_string(),
+            body: serde_json::to_string(body).unwrap_or_default(),
             created_at_unix: time::OffsetDateTime::now_utc().unix_timestamp(),
         }
     }
@@ -238,19 +288,20 @@ fn route_not_found() -> ApiError {
     )
 }
 
-#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = crate::schema::RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = crate::schema::RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = paygate_shared::ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
     method: Method,
     uri: Uri,
     key: IdempotencyKey,
-    body: Bytes,
+    body: JsonBody<RouteCreate>,
 ) -> Result<Response, ApiError> {
     let org = auth.org;
-    let input = parse_input(&body, state.networks(), true)?;
+    let input = RouteInput::from(body.value);
+    check_network(&input, state.networks())?;
     check_target_address(&state, &input).await?;
-    let idem = Idem::from_request(key, &method, &uri, &body);
+    let idem = Idem::from_request(key, &method, &uri, &body.raw);
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);
     }
@@ -273,10 +324,10 @@ pub async fn create(
         updated_at: stamp,
     };
     input.apply(&mut route);
-    let body = route.to_api_json();
+    let out = RouteView::from(&route);
     let record = idem
         .as_ref()
-        .map(|i| i.record(&org.id, StatusCode::CREATED, &body));
+        .map(|i| i.record(&org.id, StatusCode::CREATED, &out));
     match state.store.insert_route(&route, record.as_ref()).await {
         Ok(()) => {}
         Err(StoreError::DuplicatePath) => return Err(duplicate_path(&route.path)),
@@ -290,10 +341,10 @@ pub async fn create(
         .refresh_route(state.store.as_ref(), &org.id, &route.id)
         .await?;
     tracing::info!(org = %org.slug, route = %route.id, path = %route.path, "route created");
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
-#[utoipa::path(get, path = "/api/routes", tag = "routes", security(("orgKey" = [])), responses((status = 200, description = "The organisation's routes, newest first", body = Vec<crate::schema::RouteView>)))]
+#[utoipa::path(get, path = "/api/routes", tag = "routes", security(("orgKey" = [])), responses((status = 200, description = "The organisation's routes, newest first", body = Vec<RouteView>)))]
 pub async fn list(State(state): State<AppState>, auth: OrgAuth) -> Result<Response, ApiError> {
     let mut routes = state.store.list_routes(&auth.org.id).await?;
     routes.sort_by(|a, b| {
@@ -301,11 +352,11 @@ pub async fn list(State(state): State<AppState>, auth: OrgAuth) -> Result<Respon
             .cmp(&a.created_at_ns)
             .then_with(|| b.id.cmp(&a.id))
     });
-    let body: Vec<_> = routes.iter().map(Route::to_api_json).collect();
-    Ok(Json(body).into_response())
+    let out: Vec<_> = routes.iter().map(RouteView::from).collect();
+    Ok(Json(out).into_response())
 }
 
-#[utoipa::path(get, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The route", body = crate::schema::RouteView), (status = 404, description = "No such route in this organisation", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(get, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The route", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_shared::ErrorBody)))]
 pub async fn get_one(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -316,10 +367,10 @@ pub async fn get_one(
         .get_route(&auth.org.id, &id)
         .await?
         .ok_or_else(route_not_found)?;
-    Ok(Json(route.to_api_json()).into_response())
+    Ok(Json(RouteView::from(&route)).into_response())
 }
 
-#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = crate::schema::RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = crate::schema::RouteView), (status = 404, description = "No such route in this organisation", body = crate::schema::ErrorDoc), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_shared::ErrorBody), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = paygate_shared::ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -327,13 +378,13 @@ pub async fn update(
     method: Method,
     uri: Uri,
     key: IdempotencyKey,
-    body: Bytes,
+    body: JsonBody<RouteUpdate>,
 ) -> Result<Response, ApiError> {
     let org = auth.org;
-    let networks = state.networks();
-    // Validate once up front so a bad body changes nothing and names its fields.
-    check_target_address(&state, &parse_input(&body, networks, false)?).await?;
-    let idem = Idem::from_request(key, &method, &uri, &body);
+    let input = RouteInput::from(body.value);
+    check_network(&input, state.networks())?;
+    check_target_address(&state, &input).await?;
+    let idem = Idem::from_request(key, &method, &uri, &body.raw);
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);
     }
@@ -345,9 +396,9 @@ pub async fn update(
             .await?
             .ok_or_else(route_not_found)?;
         let mut new = old.clone();
-        parse_input(&body, networks, false)?.apply(&mut new);
+        input.clone().apply(&mut new);
         new.updated_at = now_rfc3339();
-        let out = new.to_api_json();
+        let out = RouteView::from(&new);
         let record = idem
             .as_ref()
             .map(|i| i.record(&org.id, StatusCode::OK, &out));
@@ -375,7 +426,7 @@ pub async fn update(
     ))
 }
 
-#[utoipa::path(delete, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 204, description = "Deleted"), (status = 404, description = "No such route in this organisation", body = crate::schema::ErrorDoc)))]
+#[utoipa::path(delete, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 204, description = "Deleted"), (status = 404, description = "No such route in this organisation", body = paygate_shared::ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
     auth: OrgAuth,

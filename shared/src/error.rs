@@ -132,7 +132,7 @@ impl ErrorCode {
 }
 
 /// One problem with one input field, listed in `details` of a `VALIDATION_ERROR`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct FieldProblem {
     pub field: String,
     pub problem: String,
@@ -147,14 +147,19 @@ impl FieldProblem {
     }
 }
 
-/// The JSON error body. Built only through [`ErrorBody::to_json`].
-#[derive(Debug, Serialize)]
+/// The JSON error body of every non-2xx answer. Built only through [`ErrorBody::to_json`].
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorBody<'a> {
+    /// Machine-readable code, e.g. `VALIDATION_ERROR`, `NOT_FOUND`.
     pub code: &'static str,
     pub message: &'a str,
+    /// Also sent as the `x-request-id` response header.
     pub request_id: &'a str,
+    /// One entry per field in error (validation errors only).
     #[serde(skip_serializing_if = "<[FieldProblem]>::is_empty")]
+    #[schema(required = false)]
     pub details: &'a [FieldProblem],
 }
 

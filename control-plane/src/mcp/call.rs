@@ -24,8 +24,25 @@ struct ToolInput {
     body: Option<Value>,
 }
 
+/// Why a tool call's arguments are refused (said to the assistant as a tool error).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum InputError {
+    #[error("method {0:?} is not one of {methods}", methods = super::tools::TOOL_METHODS.join(", "))]
+    Method(String),
+    #[error("method must be a string")]
+    MethodType,
+    #[error("query.{0} must be a string")]
+    QueryValue(String),
+    #[error("query must be an object of strings")]
+    QueryType,
+    #[error("unknown argument {0:?}: the tool takes method, query and body")]
+    Unknown(String),
+    #[error("a body needs a method other than GET")]
+    BodyWithGet,
+}
+
 impl ToolInput {
-    fn parse(args: Option<JsonObject>) -> Result<Self, String> {
+    fn parse(args: Option<JsonObject>) -> Result<Self, InputError> {
         let mut args = args.unwrap_or_default();
         let body = args.remove("body");
         let method = match args.remove("method") {
@@ -33,14 +50,14 @@ impl ToolInput {
             Some(Value::String(m)) => {
                 let upper = m.to_ascii_uppercase();
                 if !super::tools::TOOL_METHODS.contains(&upper.as_str()) {
-                    return Err(format!(
-                        "method {m:?} is not one of {}",
-                        super::tools::TOOL_METHODS.join(", ")
-                    ));
+                    return Err(InputError::Method(m));
                 }
-                Some(reqwest::Method::from_bytes(upper.as_bytes()).map_err(|e| e.to_string())?)
+                Some(
+                    reqwest::Method::from_bytes(upper.as_bytes())
+                        .map_err(|_| InputError::Method(m))?,
+                )
             }
-            Some(_) => return Err("method must be a string".into()),
+            Some(_) => return Err(InputError::MethodType),
         };
         let query = match args.remove("query") {
             None | Some(Value::Null) => Vec::new(),
@@ -49,17 +66,15 @@ impl ToolInput {
                 for (k, v) in q {
                     match v {
                         Value::String(s) => pairs.push((k, s)),
-                        _ => return Err(format!("query.{k} must be a string")),
+                        _ => return Err(InputError::QueryValue(k)),
                     }
                 }
                 pairs
             }
-            Some(_) => return Err("query must be an object of strings".into()),
+            Some(_) => return Err(InputError::QueryType),
         };
         if let Some(k) = args.keys().next() {
-            return Err(format!(
-                "unknown argument {k:?}: the tool takes method, query and body"
-            ));
+            return Err(InputError::Unknown(k.clone()));
         }
         let method = method.unwrap_or(if body.is_some() {
             reqwest::Method::POST
@@ -67,7 +82,7 @@ impl ToolInput {
             reqwest::Method::GET
         });
         if body.is_some() && method == reqwest::Method::GET {
-            return Err("a body needs a method other than GET".into());
+            return Err(InputError::BodyWithGet);
         }
         Ok(Self {
             method,
@@ -86,25 +101,37 @@ fn internal(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error("internal error", None)
 }
 
-/// The payer wallet's signer, or why there is none (said to the assistant as a tool error).
-fn payer(state: &AppState, org: &Org) -> Result<PrivateKeySigner, String> {
-    let Some(sealed) = &org.payer_key else {
-        return Err("this organisation has no payer wallet for MCP tool calls; \
-                    the operator sets one with PUT /admin/orgs/{slug}/payer-wallet"
-            .into());
-    };
+/// Why the payer wallet cannot sign (said to the assistant as a tool error).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum PayerError {
+    #[error(
+        "this organisation has no payer wallet for MCP tool calls; \
+         the operator sets one with PUT /admin/orgs/{{slug}}/payer-wallet"
+    )]
+    None,
+    #[error("paygate cannot open the payer wallet: its master key is not set")]
+    NoMasterKey,
+    #[error("paygate cannot open the payer wallet (master key changed?)")]
+    Sealed,
+    #[error("the stored payer wallet is unreadable")]
+    Unreadable,
+}
+
+/// The payer wallet's signer.
+fn payer(state: &AppState, org: &Org) -> Result<PrivateKeySigner, PayerError> {
+    let sealed = org.payer_key.as_ref().ok_or(PayerError::None)?;
     let env = &state.config.orgs.master_key_env;
     let master = match paygate_shared::secrets::MasterKey::from_env(env) {
         Some(Ok(m)) => m,
-        _ => return Err("paygate cannot open the payer wallet: its master key is not set".into()),
+        _ => return Err(PayerError::NoMasterKey),
     };
     let key = master
         .open(sealed, &org.id)
-        .map_err(|_| "paygate cannot open the payer wallet (master key changed?)".to_string())?;
-    let text = String::from_utf8(key).map_err(|_| "the stored payer wallet is unreadable")?;
+        .map_err(|_| PayerError::Sealed)?;
+    let text = String::from_utf8(key).map_err(|_| PayerError::Unreadable)?;
     text.trim()
         .parse::<PrivateKeySigner>()
-        .map_err(|_| "the stored payer wallet is unreadable".to_string())
+        .map_err(|_| PayerError::Unreadable)
 }
 
 fn usd(units: u64) -> String {
@@ -240,7 +267,7 @@ pub async fn call_tool(
 ) -> Result<CallToolResult, McpError> {
     let input = match ToolInput::parse(args) {
         Ok(i) => i,
-        Err(msg) => return Ok(tool_error(msg)),
+        Err(e) => return Ok(tool_error(e.to_string())),
     };
     let Some((req, _)) = &entry.payment else {
         return Ok(tool_error(
@@ -255,7 +282,7 @@ pub async fn call_tool(
         .ok_or_else(|| McpError::invalid_request("organisation no longer exists", None))?;
     let signer = match payer(state, &org) {
         Ok(s) => s,
-        Err(msg) => return Ok(tool_error(msg)),
+        Err(e) => return Ok(tool_error(e.to_string())),
     };
     let cap = org
         .mcp_daily_cap

@@ -3,7 +3,6 @@
 //! and hyphens removed first) within the country's length rule.
 
 use super::{Beneficiary, Currency};
-use serde_json::Value;
 
 /// The most characters accepted in a name or bank name.
 const MAX_TEXT: usize = 200;
@@ -33,17 +32,30 @@ pub fn account_digits(given: &str) -> Option<String> {
     Some(given.chars().filter(char::is_ascii_digit).collect())
 }
 
+/// The bank account of a pay request as sent: five strings, nothing else. Their rules (SPEC 8)
+/// are applied by `validate`, against the corridor's currency.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = Beneficiary)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BeneficiaryInput {
+    #[schema(max_length = 200)]
+    pub name: String,
+    #[schema(max_length = 200)]
+    pub bank_name: String,
+    /// Digits, spaces and hyphens; the digit count follows the country (NUBAN for NGN...).
+    #[schema(max_length = 64)]
+    pub account_number: String,
+    /// ISO 3166-1 alpha-2 code of the currency's country.
+    pub country: String,
+    /// The corridor's currency.
+    pub currency: String,
+}
+
 /// Why a beneficiary is refused (`INVALID_BENEFICIARY`); each names its field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BeneficiaryError {
-    #[error("beneficiary must be an object")]
-    NotAnObject,
-    #[error("beneficiary.{0} is not a known field")]
-    Unknown(String),
     #[error("beneficiary.{0} is required")]
     Missing(&'static str),
-    #[error("beneficiary.{0} must be a string")]
-    NotAString(&'static str),
     #[error("beneficiary.{0} must be at most {1} characters")]
     TooLong(&'static str, usize),
     #[error("beneficiary.currency must be the corridor's currency {0}")]
@@ -60,37 +72,26 @@ pub enum BeneficiaryError {
     },
 }
 
-fn text(
-    obj: &serde_json::Map<String, Value>,
-    field: &'static str,
-) -> Result<String, BeneficiaryError> {
-    match obj.get(field) {
-        Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= MAX_TEXT => {
-            Ok(s.trim().to_string())
-        }
-        Some(Value::String(s)) if !s.trim().is_empty() => {
-            Err(BeneficiaryError::TooLong(field, MAX_TEXT))
-        }
-        Some(Value::String(_)) | None | Some(Value::Null) => Err(BeneficiaryError::Missing(field)),
-        Some(_) => Err(BeneficiaryError::NotAString(field)),
+/// The text trimmed: not blank, at most [`MAX_TEXT`] characters.
+fn text(given: &str, field: &'static str) -> Result<String, BeneficiaryError> {
+    let t = given.trim();
+    if t.is_empty() {
+        Err(BeneficiaryError::Missing(field))
+    } else if t.chars().count() > MAX_TEXT {
+        Err(BeneficiaryError::TooLong(field, MAX_TEXT))
+    } else {
+        Ok(t.to_string())
     }
 }
 
-/// Validates the `beneficiary` object of a pay request for a corridor to `currency`.
-/// The error names the first problem (`INVALID_BENEFICIARY`).
-pub fn validate(v: &Value, currency: Currency) -> Result<Beneficiary, BeneficiaryError> {
-    let Some(obj) = v.as_object() else {
-        return Err(BeneficiaryError::NotAnObject);
-    };
-    const FIELDS: [&str; 5] = ["name", "bankName", "accountNumber", "country", "currency"];
-    if let Some(extra) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(BeneficiaryError::Unknown(extra.clone()));
-    }
-    let name = text(obj, "name")?;
-    let bank_name = text(obj, "bankName")?;
-    let account = text(obj, "accountNumber")?;
-    let country = text(obj, "country")?;
-    let cur = text(obj, "currency")?;
+/// Applies SPEC 8's rules to a beneficiary for a corridor to `currency`. The error names the
+/// first problem (`INVALID_BENEFICIARY`).
+pub fn validate(b: &BeneficiaryInput, currency: Currency) -> Result<Beneficiary, BeneficiaryError> {
+    let name = text(&b.name, "name")?;
+    let bank_name = text(&b.bank_name, "bankName")?;
+    let account = text(&b.account_number, "accountNumber")?;
+    let country = text(&b.country, "country")?;
+    let cur = text(&b.currency, "currency")?;
     if cur != currency.code() {
         return Err(BeneficiaryError::WrongCurrency(currency));
     }
@@ -128,11 +129,18 @@ pub fn validate(v: &Value, currency: Currency) -> Result<Beneficiary, Beneficiar
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn b(country: &str, currency: &str, account: &str) -> Value {
         json!({"name": "Ada Obi", "bankName": "First Bank", "accountNumber": account,
                "country": country, "currency": currency})
+    }
+
+    /// Read as a pay request's body reads it, then the rules.
+    fn check(v: &Value, currency: Currency) -> Result<Beneficiary, String> {
+        let input: BeneficiaryInput =
+            serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        validate(&input, currency).map_err(|e| e.to_string())
     }
 
     /// Every country's rule, at and around its limits, with spaces and hyphens.
@@ -165,7 +173,7 @@ mod tests {
             (Currency::Ngn, "０１２３４５６７８９", false),
         ];
         for (cur, acct, ok) in table {
-            let got = validate(&b(cur.country(), cur.code(), acct), *cur);
+            let got = check(&b(cur.country(), cur.code(), acct), *cur);
             assert_eq!(got.is_ok(), *ok, "{cur} {acct:?}: {got:?}");
             if let Ok(v) = got {
                 assert!(v.account_number.bytes().all(|c| c.is_ascii_digit()));
@@ -175,25 +183,25 @@ mod tests {
 
     #[test]
     fn fields_currency_and_country_are_checked() {
-        let ok = validate(&b("NG", "NGN", "0123456789"), Currency::Ngn).unwrap();
+        let ok = check(&b("NG", "NGN", "0123456789"), Currency::Ngn).unwrap();
         assert_eq!(ok.account_number, "0123456789");
         // Currency must be the corridor's; country must fit the currency.
-        assert!(validate(&b("NG", "KES", "0123456789"), Currency::Ngn).is_err());
-        assert!(validate(&b("KE", "NGN", "0123456789"), Currency::Ngn).is_err());
+        assert!(check(&b("NG", "KES", "0123456789"), Currency::Ngn).is_err());
+        assert!(check(&b("KE", "NGN", "0123456789"), Currency::Ngn).is_err());
         for field in ["name", "bankName", "accountNumber", "country", "currency"] {
             let mut v = b("NG", "NGN", "0123456789");
             v.as_object_mut().unwrap().remove(field);
-            let e = validate(&v, Currency::Ngn).unwrap_err().to_string();
+            let e = check(&v, Currency::Ngn).unwrap_err();
             assert!(e.contains(field), "{e}");
             let mut v = b("NG", "NGN", "0123456789");
             v[field] = json!("  ");
-            assert!(validate(&v, Currency::Ngn).is_err());
+            assert!(check(&v, Currency::Ngn).is_err());
             v[field] = json!(5);
-            assert!(validate(&v, Currency::Ngn).is_err());
+            assert!(check(&v, Currency::Ngn).is_err());
         }
         let mut v = b("NG", "NGN", "0123456789");
         v["iban"] = json!("x");
-        assert!(validate(&v, Currency::Ngn).is_err());
-        assert!(validate(&json!("x"), Currency::Ngn).is_err());
+        assert!(check(&v, Currency::Ngn).is_err());
+        assert!(check(&json!("x"), Currency::Ngn).is_err());
     }
 }

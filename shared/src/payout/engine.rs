@@ -234,7 +234,8 @@ impl PayoutEngine {
                 payout.cpn_payment_id = Some(pp.id.clone());
                 payout.status = PayoutStatus::Pending;
                 payout.updated_at = crate::now_rfc3339();
-                let body = payout.accepted_json().to_string();
+                let body = serde_json::to_string(&super::views::PayoutAccepted::from(&payout))
+                    .map_err(|_| PayoutError::Inconsistent)?;
                 self.store.accept_payout(&payout, &body).await?;
                 tracing::info!(payout = %payout.id, cpn = %pp.id, "payout accepted by the provider");
                 self.adopt_orphans().await;

@@ -12,12 +12,16 @@ pub mod beneficiary;
 pub mod engine;
 pub mod money;
 pub mod provider;
+pub mod views;
 pub mod webhook;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// A destination currency and the one bank country it pays into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 pub enum Currency {
     #[serde(rename = "BRL")]
     Brl,
@@ -94,19 +98,6 @@ pub struct Corridor {
     pub updated_at: String,
 }
 
-impl Corridor {
-    pub fn to_api_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "id": self.id,
-            "orgId": self.org_id,
-            "destCurrency": self.dest_currency,
-            "status": self.status.as_str(),
-            "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
-        })
-    }
-}
-
 /// A quote as given to the caller: single-use, valid until `expires_at_unix`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -128,20 +119,6 @@ impl Quote {
         time::OffsetDateTime::from_unix_timestamp(self.expires_at_unix)
             .map(crate::rfc3339)
             .unwrap_or_default()
-    }
-
-    pub fn to_api_json(&self) -> serde_json::Value {
-        let b = &self.breakdown;
-        serde_json::json!({
-            "quoteId": self.id,
-            "corridorId": self.corridor_id,
-            "amount": money::usdc_string(b.amount),
-            "fxRate": b.fx_rate.to_string(),
-            "destAmount": money::minor_string(b.dest_amount),
-            "destCurrency": self.dest_currency,
-            "fees": b.fees_json(),
-            "expiresAt": self.expires_at(),
-        })
     }
 }
 
@@ -202,7 +179,7 @@ pub struct Beneficiary {
 }
 
 /// A provider event applied to (or kept for) a payout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedEvent {
     pub event_type: String,
@@ -231,48 +208,6 @@ pub struct Payout {
     pub events: Vec<AppliedEvent>,
     pub created_at: String,
     pub updated_at: String,
-}
-
-impl Payout {
-    /// The `202` body of the pay endpoint.
-    pub fn accepted_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "paymentId": self.id,
-            "cpnPaymentId": self.cpn_payment_id,
-            "status": PayoutStatus::Pending.as_str(),
-        })
-    }
-
-    /// The record `GET /corridors/{id}/payments/{paymentId}` returns. The account number is
-    /// shown masked (last four digits).
-    pub fn to_api_json(&self) -> serde_json::Value {
-        let b = &self.breakdown;
-        let acct = &self.beneficiary.account_number;
-        let shown = acct.len().saturating_sub(4);
-        serde_json::json!({
-            "paymentId": self.id,
-            "corridorId": self.corridor_id,
-            "cpnPaymentId": self.cpn_payment_id,
-            "status": self.status.as_str(),
-            "quoteId": self.quote_id,
-            "fromAddress": self.from_address,
-            "amountUSDC": money::usdc_string(b.amount),
-            "fxRate": b.fx_rate.to_string(),
-            "destAmount": money::minor_string(b.dest_amount),
-            "destCurrency": self.dest_currency,
-            "fees": b.fees_json(),
-            "beneficiary": {
-                "name": self.beneficiary.name,
-                "bankName": self.beneficiary.bank_name,
-                "accountNumber": format!("{}{}", "*".repeat(shown), &acct[shown..]),
-                "country": self.beneficiary.country,
-                "currency": self.beneficiary.currency,
-            },
-            "lastEvent": self.events.last(),
-            "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
-        })
-    }
 }
 
 /// What an `Idempotency-Key` of the pay endpoint stands for.

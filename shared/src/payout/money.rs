@@ -117,18 +117,6 @@ impl QuoteBreakdown {
     pub fn provider_amount(&self) -> UsdcAmount {
         UsdcAmount(self.amount.0.saturating_sub(self.platform_fee.0))
     }
-
-    pub fn fees_json(&self) -> serde_json::Value {
-        let mut pct = Decimal::from(self.platform_fee_bps) / Decimal::from(100);
-        pct.rescale(2);
-        serde_json::json!({
-            "currency": "USDC",
-            "platformFeePercent": pct.to_string(),
-            "platformFee": usdc_string(self.platform_fee),
-            "railFee": usdc_string(self.rail_fee),
-            "total": usdc_string(self.total_fee),
-        })
-    }
 }
 
 #[cfg(test)]

@@ -2,15 +2,22 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The body of `/verify` and `/settle`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FacilitatorRequest {
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2))]
     pub x402_version: u8,
+    /// The client's payment payload (v1 or v2 shape). Any JSON is accepted here; one that is
+    /// not a valid payment is answered `200` with `isValid: false` / `success: false`.
     pub payment_payload: serde_json::Value,
+    /// The requirement the payment answers (same rule as `paymentPayload`).
     pub payment_requirements: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyResponse {
     pub is_valid: bool,
@@ -22,11 +29,13 @@ pub struct VerifyResponse {
 
 /// Also the receipt carried (base64) in `X-PAYMENT-RESPONSE` / `PAYMENT-RESPONSE`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SettleResponse {
     pub success: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_reason: Option<String>,
+    /// Transaction hash; empty when `success` is false.
     #[serde(default)]
     pub transaction: String,
     #[serde(default)]
@@ -36,6 +45,8 @@ pub struct SettleResponse {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = SupportedKind))]
 #[serde(rename_all = "camelCase")]
 pub struct SupportedKindWire {
     pub x402_version: u8,
@@ -44,6 +55,8 @@ pub struct SupportedKindWire {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Supported))]
 pub struct SupportedResponse {
     pub kinds: Vec<SupportedKindWire>,
 }

@@ -1,0 +1,225 @@
+//! Response bodies of the control plane: each is the type the handler serialises and the one
+//! the OpenAPI document describes (serde and utoipa derives on the same struct).
+
+use paygate_shared::model::{ApiKeyRecord, Org, Route};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// A route as the management API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Route)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteView {
+    id: String,
+    org_id: String,
+    path: String,
+    /// USD per request, a JSON number.
+    #[serde(rename = "priceUSD")]
+    #[schema(value_type = f64)]
+    price_usd: serde_json::Value,
+    target_url: String,
+    network: String,
+    active: bool,
+    streaming: bool,
+    discoverable: bool,
+    description: String,
+    #[schema(required)]
+    bazaar_category: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<&Route> for RouteView {
+    fn from(r: &Route) -> Self {
+        Self {
+            id: r.id.clone(),
+            org_id: r.org_id.clone(),
+            path: r.path.clone(),
+            price_usd: r.price.to_usd_json(),
+            target_url: r.target_url.clone(),
+            network: r.network.clone(),
+            active: r.active,
+            streaming: r.streaming,
+            discoverable: r.discoverable,
+            description: r.description.clone(),
+            bazaar_category: r.bazaar_category.clone(),
+            created_at: r.created_at.clone(),
+            updated_at: r.updated_at.clone(),
+        }
+    }
+}
+
+/// An organisation as the admin API shows it (never its sealed payer key).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Org)]
+#[serde(rename_all = "camelCase")]
+pub struct OrgView {
+    id: String,
+    slug: String,
+    name: String,
+    #[schema(required)]
+    receiver_wallet: Option<String>,
+    plan: String,
+    suspended: bool,
+    #[schema(required)]
+    payer_wallet: Option<String>,
+    /// `null`: the configured default (`[mcp] daily_spend_cap_usd`).
+    #[serde(rename = "mcpDailyCapUSD")]
+    #[schema(required, value_type = Option<f64>)]
+    mcp_daily_cap_usd: Option<serde_json::Value>,
+    /// `null`: the configured default (`[payout] platform_fee_bps`).
+    #[schema(required)]
+    platform_fee_bps: Option<u32>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<&Org> for OrgView {
+    fn from(o: &Org) -> Self {
+        Self {
+            id: o.id.clone(),
+            slug: o.slug.clone(),
+            name: o.name.clone(),
+            receiver_wallet: o.receiver_wallet.map(|a| a.to_checksum(None)),
+            plan: o.plan.clone(),
+            suspended: o.suspended,
+            payer_wallet: o.payer_wallet.map(|a| a.to_checksum(None)),
+            mcp_daily_cap_usd: o.mcp_daily_cap.map(|c| c.to_usd_json()),
+            platform_fee_bps: o.platform_fee_bps,
+            created_at: o.created_at.clone(),
+            updated_at: o.updated_at.clone(),
+        }
+    }
+}
+
+/// The new organisation and its first API key (shown only here).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrgCreated {
+    #[serde(flatten)]
+    pub org: OrgView,
+    pub api_key: String,
+    pub key_id: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyCreated {
+    pub key_id: String,
+    /// The key itself: shown only in this answer, stored only as its SHA-256.
+    pub api_key: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ApiKey)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyView {
+    key_id: String,
+    created_at: String,
+    #[schema(required)]
+    revoked_at: Option<String>,
+}
+
+impl From<&ApiKeyRecord> for KeyView {
+    fn from(k: &ApiKeyRecord) -> Self {
+        Self {
+            key_id: k.key_id.clone(),
+            created_at: k.created_at.clone(),
+            revoked_at: k.revoked_at.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub status: &'static str,
+    pub version: &'static str,
+}
+
+/// A page of the x402 bazaar discovery list.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryPage {
+    pub x402_version: u8,
+    pub items: Vec<DiscoveryItem>,
+    pub pagination: Pagination,
+}
+
+/// One discoverable resource, in the x402 discovery shape.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryItem {
+    pub resource: String,
+    /// Always `http`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub x402_version: u8,
+    /// x402 v1 payment requirements.
+    #[schema(value_type = Vec<Object>)]
+    pub accepts: Vec<paygate_x402::v1::PaymentRequirementsV1>,
+    pub last_updated: String,
+    pub metadata: DiscoveryMetadata,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryMetadata {
+    #[schema(required)]
+    pub category: Option<String>,
+    pub description: String,
+    /// The organisation's slug.
+    pub org: String,
+    pub network_caip2: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Pagination {
+    pub limit: usize,
+    pub offset: usize,
+    pub total: usize,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OrgMetrics {
+    pub metrics: MetricsWindow,
+    pub facilitator: FacilitatorHealthView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsWindow {
+    pub window: &'static str,
+    pub org_id: String,
+    pub total_requests: u64,
+    #[serde(rename = "unpaid402")]
+    pub unpaid_402: u64,
+    pub paid: u64,
+    pub errors: u64,
+    #[schema(required)]
+    pub avg_challenge_ms: Option<f64>,
+    #[schema(required)]
+    pub avg_settle_ms: Option<f64>,
+    pub error_rate: f64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = FacilitatorHealth)]
+#[serde(rename_all = "camelCase")]
+pub struct FacilitatorHealthView {
+    /// `up`, `degraded`, `down` or `unknown`.
+    pub status: &'static str,
+    pub latency_ms: u64,
+    pub checked_at: String,
+    pub facilitator_url: String,
+}
+
+/// What a provider webhook did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookAck {
+    /// `applied`, `ignored`, `duplicate` or `kept`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment_status: Option<&'static str>,
+}

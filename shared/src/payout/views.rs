@@ -1,0 +1,183 @@
+//! What the corridor API answers: each response body is one type, serialised by the handlers
+//! (and, for an accepted payout, stored by the engine as the key's answer) and described by
+//! the OpenAPI document from the same derives.
+
+use super::money::{minor_string, usdc_string, QuoteBreakdown};
+use super::{Corridor, Currency, Payout, PayoutStatus, Quote};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Corridor)]
+#[serde(rename_all = "camelCase")]
+pub struct CorridorView {
+    id: String,
+    org_id: String,
+    dest_currency: Currency,
+    /// `PENDING_KYC` or `ACTIVE`.
+    status: &'static str,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<&Corridor> for CorridorView {
+    fn from(c: &Corridor) -> Self {
+        Self {
+            id: c.id.clone(),
+            org_id: c.org_id.clone(),
+            dest_currency: c.dest_currency,
+            status: c.status.as_str(),
+            created_at: c.created_at.clone(),
+            updated_at: c.updated_at.clone(),
+        }
+    }
+}
+
+/// The fees of a quote, in USDC decimal strings.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Fees {
+    /// Always `USDC`.
+    currency: &'static str,
+    platform_fee_percent: String,
+    platform_fee: String,
+    rail_fee: String,
+    total: String,
+}
+
+impl From<&QuoteBreakdown> for Fees {
+    fn from(b: &QuoteBreakdown) -> Self {
+        let mut pct = Decimal::from(b.platform_fee_bps) / Decimal::from(100);
+        pct.rescale(2);
+        Self {
+            currency: "USDC",
+            platform_fee_percent: pct.to_string(),
+            platform_fee: usdc_string(b.platform_fee),
+            rail_fee: usdc_string(b.rail_fee),
+            total: usdc_string(b.total_fee),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Quote)]
+#[serde(rename_all = "camelCase")]
+pub struct QuoteView {
+    quote_id: String,
+    corridor_id: String,
+    /// USDC, decimal string.
+    amount: String,
+    fx_rate: String,
+    dest_amount: String,
+    dest_currency: Currency,
+    fees: Fees,
+    expires_at: String,
+}
+
+impl From<&Quote> for QuoteView {
+    fn from(q: &Quote) -> Self {
+        let b = &q.breakdown;
+        Self {
+            quote_id: q.id.clone(),
+            corridor_id: q.corridor_id.clone(),
+            amount: usdc_string(b.amount),
+            fx_rate: b.fx_rate.to_string(),
+            dest_amount: minor_string(b.dest_amount),
+            dest_currency: q.dest_currency,
+            fees: Fees::from(b),
+            expires_at: q.expires_at(),
+        }
+    }
+}
+
+/// The `202` body of the pay endpoint.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PayoutAccepted {
+    payment_id: String,
+    #[schema(required)]
+    cpn_payment_id: Option<String>,
+    /// Always `PENDING`: the provider confirms by webhook.
+    status: &'static str,
+}
+
+impl From<&Payout> for PayoutAccepted {
+    fn from(p: &Payout) -> Self {
+        Self {
+            payment_id: p.id.clone(),
+            cpn_payment_id: p.cpn_payment_id.clone(),
+            status: PayoutStatus::Pending.as_str(),
+        }
+    }
+}
+
+/// The bank account as shown: the account number masked but for its last four digits.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = BeneficiaryShown)]
+#[serde(rename_all = "camelCase")]
+pub struct BeneficiaryView {
+    name: String,
+    bank_name: String,
+    account_number: String,
+    country: String,
+    currency: Currency,
+}
+
+/// A payout as `GET /corridors/{id}/payments/{paymentId}` shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Payout)]
+#[serde(rename_all = "camelCase")]
+pub struct PayoutView {
+    payment_id: String,
+    corridor_id: String,
+    #[schema(required)]
+    cpn_payment_id: Option<String>,
+    /// `PENDING`, `COMPLIANCE_HOLD`, `SETTLED` or `FAILED`.
+    status: &'static str,
+    quote_id: String,
+    from_address: String,
+    #[serde(rename = "amountUSDC")]
+    amount_usdc: String,
+    fx_rate: String,
+    dest_amount: String,
+    dest_currency: Currency,
+    fees: Fees,
+    beneficiary: BeneficiaryView,
+    /// The last provider event applied, if any.
+    #[schema(required)]
+    last_event: Option<super::AppliedEvent>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<&Payout> for PayoutView {
+    fn from(p: &Payout) -> Self {
+        let b = &p.breakdown;
+        let acct = &p.beneficiary.account_number;
+        let shown = acct.len().saturating_sub(4);
+        Self {
+            payment_id: p.id.clone(),
+            corridor_id: p.corridor_id.clone(),
+            cpn_payment_id: p.cpn_payment_id.clone(),
+            status: p.status.as_str(),
+            quote_id: p.quote_id.clone(),
+            from_address: p.from_address.clone(),
+            amount_usdc: usdc_string(b.amount),
+            fx_rate: b.fx_rate.to_string(),
+            dest_amount: minor_string(b.dest_amount),
+            dest_currency: p.dest_currency,
+            fees: Fees::from(b),
+            beneficiary: BeneficiaryView {
+                name: p.beneficiary.name.clone(),
+                bank_name: p.beneficiary.bank_name.clone(),
+                account_number: format!("{}{}", "*".repeat(shown), &acct[shown..]),
+                country: p.beneficiary.country.clone(),
+                currency: p.beneficiary.currency,
+            },
+            last_event: p.events.last().cloned(),
+            created_at: p.created_at.clone(),
+            updated_at: p.updated_at.clone(),
+        }
+    }
+}
