@@ -147,7 +147,8 @@ impl FieldProblem {
     }
 }
 
-/// The JSON error body of every non-2xx answer. Built only through [`ErrorBody::to_json`].
+// Built only through `ErrorBody::to_json` / `to_value`.
+/// The JSON error body of every non-2xx answer.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(as = Error)]
 #[serde(rename_all = "camelCase")]
