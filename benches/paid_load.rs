@@ -100,7 +100,7 @@ async fn main() {
         .build()
         .unwrap_or_else(|e| fail(e.to_string()));
     let (req, offered) = requirement(&client, &args.url).await;
-    let now = paygate_shared::unix_now();
+    let now = paygate_domain::unix_now();
     let headers: Arc<Vec<String>> = Arc::new(
         (0..args.requests)
             .map(|_| sign::payment_header_echoing(&req, offered.clone(), &signer, now))

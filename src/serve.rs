@@ -4,13 +4,13 @@
 
 use anyhow::Context;
 use async_trait::async_trait;
+use paygate_config::{Config, FacilitatorKind};
 use paygate_control_plane::AppState;
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::{RenderContext, RouteTable};
 use paygate_gateway::target_policy::TargetPolicy;
 use paygate_proxy::{Gateway, GatewayParts, ProxySettings};
-use paygate_shared::config::{Config, FacilitatorKind};
-use paygate_shared::store::{SledStore, Store};
+use paygate_store::{SledStore, Store};
 use paygate_x402::facilitator::embedded::EmbeddedFacilitator;
 use paygate_x402::facilitator::remote::RemoteFacilitator;
 use paygate_x402::facilitator::Facilitator;
@@ -221,7 +221,7 @@ fn write_addresses(
 }
 
 type Payouts = (
-    Arc<dyn paygate_shared::payout::provider::PayoutProvider>,
+    Arc<dyn paygate_payouts::provider::PayoutProvider>,
     Vec<Vec<u8>>,
     Option<std::net::TcpListener>,
 );
@@ -229,11 +229,11 @@ type Payouts = (
 /// The payout provider's client, the webhook secrets and, for the built-in sandbox provider, its
 /// bound listener (the control plane runs it).
 fn build_payouts(cfg: &Config) -> anyhow::Result<Payouts> {
-    use paygate_shared::payout::provider::HttpProvider;
+    use paygate_payouts::provider::HttpProvider;
     let p = &cfg.payout;
     let timeout = std::time::Duration::from_secs(p.request_timeout_seconds.max(1));
     let mut secrets = std::env::var(&p.webhook_secrets_env)
-        .map(|v| paygate_shared::payout::webhook::parse_secrets(&v))
+        .map(|v| paygate_payouts::webhook::parse_secrets(&v))
         .unwrap_or_default();
     if p.provider == "sandbox" {
         let listener = std::net::TcpListener::bind(p.sandbox.listen)

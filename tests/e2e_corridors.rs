@@ -518,7 +518,7 @@ async fn webhooks_are_verified_deduplicated_and_ordered_by_the_state_machine() {
     let cpn_a = a["cpnPaymentId"].as_str().unwrap();
     let pid_a = a["paymentId"].as_str().unwrap();
     let completed = event("payments.payment_completed", cpn_a);
-    let now = paygate_shared::unix_now();
+    let now = paygate_domain::unix_now();
     let ts = |secret: &str, body: &[u8], t: u64| {
         let mut m = format!("{t}.").into_bytes();
         m.extend_from_slice(body);

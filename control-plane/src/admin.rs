@@ -11,11 +11,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paygate_shared::apikey;
-use paygate_shared::ids::new_id;
-use paygate_shared::model::{ApiKeyRecord, Org};
-use paygate_shared::store::StoreError;
-use paygate_shared::{now_rfc3339, ErrorCode, FieldProblem};
+use paygate_domain::apikey;
+use paygate_domain::ids::new_id;
+use paygate_domain::model::{ApiKeyRecord, Org};
+use paygate_domain::StoreError;
+use paygate_domain::{now_rfc3339, ErrorCode, FieldProblem};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -121,7 +121,7 @@ fn new_key(org_id: &str) -> (apikey::NewKey, ApiKeyRecord) {
     (k, rec)
 }
 
-#[utoipa::path(post, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), request_body = OrgCreate, responses((status = 201, description = "Created, with its first API key", body = OrgCreated), (status = 409, description = "Slug taken", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), request_body = OrgCreate, responses((status = 201, description = "Created, with its first API key", body = OrgCreated), (status = 409, description = "Slug taken", body = paygate_domain::ErrorBody)))]
 pub async fn create_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -180,7 +180,7 @@ pub async fn list_orgs(
     Ok(Json(orgs.iter().map(OrgView::from).collect::<Vec<_>>()).into_response())
 }
 
-#[utoipa::path(get, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation", body = OrgView), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(get, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation", body = OrgView), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
 pub async fn get_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -189,7 +189,7 @@ pub async fn get_org(
     Ok(Json(OrgView::from(&org_by_slug(&state, &slug).await?)).into_response())
 }
 
-#[utoipa::path(patch, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = OrgUpdate, responses((status = 200, description = "Updated", body = OrgView), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(patch, path = "/admin/orgs/{slug}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = OrgUpdate, responses((status = 200, description = "Updated", body = OrgView), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
 pub async fn update_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -228,7 +228,7 @@ pub async fn update_org(
 
 /// `PUT /admin/orgs/{slug}/payer-wallet {privateKey}`: stores the org's payer wallet for MCP
 /// tool calls, the key sealed under the master key. Answers the wallet's address only.
-#[utoipa::path(put, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = PayerWalletPut, responses((status = 200, description = "Stored, sealed under the master key", body = OrgView), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody), (status = 503, description = "No master key configured", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(put, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body = PayerWalletPut, responses((status = 200, description = "Stored, sealed under the master key", body = OrgView), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody), (status = 503, description = "No master key configured", body = paygate_domain::ErrorBody)))]
 pub async fn put_payer_wallet(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -236,14 +236,14 @@ pub async fn put_payer_wallet(
     JsonBody { value: body, .. }: JsonBody<PayerWalletPut>,
 ) -> Result<Response, ApiError> {
     let key = body.private_key.0;
-    let Some(address) = paygate_shared::secrets::address_of_key(&key) else {
+    let Some(address) = paygate_domain::secrets::address_of_key(&key) else {
         return Err(ApiError::validation(vec![FieldProblem::new(
             "privateKey",
             "must be a secp256k1 private key (64 hex characters)",
         )]));
     };
     let master =
-        match paygate_shared::secrets::MasterKey::from_env(&state.config.orgs.master_key_env) {
+        match paygate_domain::secrets::MasterKey::from_env(&state.config.orgs.master_key_env) {
             Some(Ok(m)) => m,
             Some(Err(_)) | None => {
                 return Err(ApiError::new(
@@ -265,7 +265,7 @@ pub async fn put_payer_wallet(
 }
 
 /// `DELETE /admin/orgs/{slug}/payer-wallet`: forgets the payer wallet.
-#[utoipa::path(delete, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 204, description = "Forgotten"), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(delete, path = "/admin/orgs/{slug}/payer-wallet", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 204, description = "Forgotten"), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
 pub async fn delete_payer_wallet(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -279,7 +279,7 @@ pub async fn delete_payer_wallet(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[utoipa::path(post, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 201, description = "A new API key (shown once)", body = KeyCreated), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 201, description = "A new API key (shown once)", body = KeyCreated), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
 pub async fn create_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -300,7 +300,7 @@ pub async fn create_key(
         .into_response())
 }
 
-#[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<KeyView>), (status = 404, description = "No such organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<KeyView>), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
 pub async fn list_keys(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -312,7 +312,7 @@ pub async fn list_keys(
     Ok(Json(out).into_response())
 }
 
-#[utoipa::path(delete, path = "/admin/orgs/{slug}/keys/{key_id}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path), ("key_id" = String, Path)), responses((status = 204, description = "Revoked: refused from the next request on"), (status = 404, description = "No such organisation or key", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(delete, path = "/admin/orgs/{slug}/keys/{key_id}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path), ("key_id" = String, Path)), responses((status = 204, description = "Revoked: refused from the next request on"), (status = 404, description = "No such organisation or key", body = paygate_domain::ErrorBody)))]
 pub async fn revoke_key(
     State(state): State<AppState>,
     _admin: AdminAuth,

@@ -5,9 +5,9 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use paygate_shared::apikey;
-use paygate_shared::model::Org;
-use paygate_shared::ErrorCode;
+use paygate_domain::apikey;
+use paygate_domain::model::Org;
+use paygate_domain::ErrorCode;
 
 /// The organisation an API key belongs to.
 pub struct OrgAuth {

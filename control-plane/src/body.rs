@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::response::{IntoResponse, Response};
-use paygate_shared::{ErrorCode, FieldProblem};
+use paygate_domain::{ErrorCode, FieldProblem};
 use serde::de::{DeserializeOwned, Deserializer, Error as _, Visitor};
 use serde_json::{Map, Value};
 use utoipa::openapi::schema::Schema;

@@ -1,5 +1,5 @@
 //! Corridor endpoints (SPEC.md 4.5): corridors, quotes, payouts and the provider's webhook.
-//! Handlers parse, call the payout engine (`paygate_shared::payout::engine`: exactly-once
+//! Handlers parse, call the payout engine (`paygate_payouts::engine`: exactly-once
 //! payouts, webhook events, reconciliation) and render.
 
 use crate::auth::{AdminAuth, OrgAuth};
@@ -14,18 +14,18 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paygate_shared::ids::new_id;
-use paygate_shared::model::Org;
-use paygate_shared::payout::beneficiary::{self, BeneficiaryInput};
-use paygate_shared::payout::engine::{Accepted, NewPayout};
-use paygate_shared::payout::money::{parse_amount, AmountError, QuoteBreakdown};
-use paygate_shared::payout::views::{CorridorView, PayoutAccepted, PayoutView, QuoteView};
-use paygate_shared::payout::webhook;
-use paygate_shared::payout::{
+use paygate_domain::ids::new_id;
+use paygate_domain::model::Org;
+use paygate_domain::{now_rfc3339, ErrorCode};
+use paygate_payouts::beneficiary::{self, BeneficiaryInput};
+use paygate_payouts::engine::{Accepted, NewPayout};
+use paygate_payouts::money::{parse_amount, AmountError, QuoteBreakdown};
+use paygate_payouts::store::EventOutcome;
+use paygate_payouts::views::{CorridorView, PayoutAccepted, PayoutView, QuoteView};
+use paygate_payouts::webhook;
+use paygate_payouts::{
     Corridor, CorridorStatus, Currency, PayIdempotency, Payout, PayoutStatus, Quote,
 };
-use paygate_shared::store::EventOutcome;
-use paygate_shared::{now_rfc3339, ErrorCode};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -144,7 +144,7 @@ pub async fn create(
     Ok((status, Json(CorridorView::from(&c))).into_response())
 }
 
-#[utoipa::path(get, path = "/corridors/{id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The corridor", body = CorridorView), (status = 404, description = "No such corridor in this organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(get, path = "/corridors/{id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The corridor", body = CorridorView), (status = 404, description = "No such corridor in this organisation", body = paygate_domain::ErrorBody)))]
 pub async fn get_one(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -161,7 +161,7 @@ pub struct QuoteQuery {
 }
 
 /// `GET /corridors/{id}/quote?amount=`: a fresh, single-use quote.
-#[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 200, description = "A single-use quote", body = QuoteView), (status = 404, description = "No such corridor in this organisation", body = paygate_shared::ErrorBody), (status = 409, description = "Corridor not ACTIVE", body = paygate_shared::ErrorBody), (status = 502, description = "The payout provider could not quote", body = paygate_shared::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 200, description = "A single-use quote", body = QuoteView), (status = 404, description = "No such corridor in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Corridor not ACTIVE", body = paygate_domain::ErrorBody), (status = 502, description = "The payout provider could not quote", body = paygate_domain::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_domain::ErrorBody)))]
 pub async fn quote(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -189,7 +189,7 @@ pub async fn quote(
     let breakdown = QuoteBreakdown::compute(amount, bps, pq.rail_fee, pq.fx_rate)
         .map_err(|e| amount_error("amount", &e))?;
     let ttl = i64::try_from(state.config.payout.quote_ttl_seconds).unwrap_or(i64::MAX);
-    let expires = (paygate_shared::unix_now() as i64)
+    let expires = (paygate_domain::unix_now() as i64)
         .saturating_add(ttl)
         .min(pq.expires_at_unix);
     let quote = Quote {
@@ -212,7 +212,7 @@ struct PayInput {
     quote_id: String,
     from_address: String,
     amount: paygate_x402::money::UsdcAmount,
-    beneficiary: paygate_shared::payout::Beneficiary,
+    beneficiary: paygate_payouts::Beneficiary,
 }
 
 fn pay_input(body: &[u8], currency: Currency) -> Result<PayInput, ApiError> {
@@ -242,7 +242,7 @@ fn accepted(a: Accepted) -> Response {
 }
 
 /// `POST /corridors/{id}/pay`: exactly one payout per `Idempotency-Key`.
-#[utoipa::path(post, path = "/corridors/{id}/pay", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = String, Header, description = "Required: one payout per key")), request_body = PayRequest, responses((status = 202, description = "Payout accepted (also a replay of the same key)", body = PayoutAccepted), (status = 404, description = "No such corridor in this organisation", body = paygate_shared::ErrorBody), (status = 409, description = "Corridor not ACTIVE, quote used, or key in flight / used with another request", body = paygate_shared::ErrorBody), (status = 502, description = "The provider refused or did not answer (kept and retried)", body = paygate_shared::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/corridors/{id}/pay", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = String, Header, description = "Required: one payout per key")), request_body = PayRequest, responses((status = 202, description = "Payout accepted (also a replay of the same key)", body = PayoutAccepted), (status = 404, description = "No such corridor in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Corridor not ACTIVE, quote used, or key in flight / used with another request", body = paygate_domain::ErrorBody), (status = 502, description = "The provider refused or did not answer (kept and retried)", body = paygate_domain::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_domain::ErrorBody)))]
 pub async fn pay(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -268,7 +268,7 @@ pub async fn pay(
             ))
         }
     };
-    if quote.expires_at_unix < paygate_shared::unix_now() as i64 {
+    if quote.expires_at_unix < paygate_domain::unix_now() as i64 {
         return Err(err(
             ErrorCode::QuoteExpired,
             "the quote has expired; fetch a fresh quote",
@@ -309,7 +309,7 @@ pub async fn pay(
         fingerprint: fp.clone(),
         payment_id: payout.id.clone(),
         response: None,
-        created_at_unix: paygate_shared::unix_now() as i64,
+        created_at_unix: paygate_domain::unix_now() as i64,
     };
     let new = NewPayout {
         key: record,
@@ -319,7 +319,7 @@ pub async fn pay(
 }
 
 /// `GET /corridors/{id}/payments/{paymentId}`.
-#[utoipa::path(get, path = "/corridors/{id}/payments/{payment_id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), responses((status = 200, description = "The payout", body = PayoutView), (status = 404, description = "No such payout in this corridor", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(get, path = "/corridors/{id}/payments/{payment_id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), responses((status = 200, description = "The payout", body = PayoutView), (status = 404, description = "No such payout in this corridor", body = paygate_domain::ErrorBody)))]
 pub async fn get_payment(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -338,7 +338,7 @@ pub async fn get_payment(
 }
 
 /// `POST /admin/corridors/{id}/approve-kyc`: `PENDING_KYC` -> `ACTIVE` (idempotent).
-#[utoipa::path(post, path = "/admin/corridors/{id}/approve-kyc", tag = "admin", security(("adminToken" = [])), params(("id" = String, Path)), responses((status = 200, description = "ACTIVE (idempotent)", body = CorridorView), (status = 404, description = "No such corridor", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/admin/corridors/{id}/approve-kyc", tag = "admin", security(("adminToken" = [])), params(("id" = String, Path)), responses((status = 200, description = "ACTIVE (idempotent)", body = CorridorView), (status = 404, description = "No such corridor", body = paygate_domain::ErrorBody)))]
 pub async fn approve_kyc(
     State(state): State<AppState>,
     _admin: AdminAuth,
@@ -366,7 +366,7 @@ fn ack(status: &'static str, payout: Option<PayoutStatus>) -> WebhookAck {
 }
 
 /// `POST /webhooks/provider`: the signature is checked over the raw body before anything else.
-#[utoipa::path(post, path = "/webhooks/provider", tag = "corridors", params(("Provider-Signature" = String, Header, description = "HMAC-SHA256 of the raw body: hex, or `t=<unix>,v1=<hex>`")), request_body = Object, responses((status = 200, description = "Applied, ignored or duplicate", body = WebhookAck), (status = 202, description = "Kept: for a payout not known yet", body = WebhookAck), (status = 401, description = "Signature missing, wrong or stale", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/webhooks/provider", tag = "corridors", params(("Provider-Signature" = String, Header, description = "HMAC-SHA256 of the raw body: hex, or `t=<unix>,v1=<hex>`")), request_body = Object, responses((status = 200, description = "Applied, ignored or duplicate", body = WebhookAck), (status = 202, description = "Kept: for a payout not known yet", body = WebhookAck), (status = 401, description = "Signature missing, wrong or stale", body = paygate_domain::ErrorBody)))]
 pub async fn webhook(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -383,7 +383,7 @@ pub async fn webhook(
         &body,
         &state.webhook_secrets,
         state.config.payout.webhook_tolerance_seconds,
-        paygate_shared::unix_now(),
+        paygate_domain::unix_now(),
     );
     if let Err(e) = verified {
         tracing::warn!(reason = %e, "webhook refused");

@@ -8,7 +8,7 @@ use crate::views::{DiscoveryItem, DiscoveryMetadata, DiscoveryPage, Pagination};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paygate_shared::FieldProblem;
+use paygate_domain::FieldProblem;
 
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;

@@ -6,11 +6,11 @@ use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use paygate_domain::ids::new_request_id;
+use paygate_domain::StoreError;
+use paygate_domain::{ErrorBody, ErrorCode, FieldProblem};
 use paygate_gateway::payments::Refusal;
-use paygate_shared::ids::new_request_id;
-use paygate_shared::payout::engine::PayoutError;
-use paygate_shared::store::StoreError;
-use paygate_shared::{ErrorBody, ErrorCode, FieldProblem};
+use paygate_payouts::engine::PayoutError;
 
 /// An error answer. Rendered to JSON by [`request_context`], the only place that does so.
 #[derive(Debug, Clone)]

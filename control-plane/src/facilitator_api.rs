@@ -13,8 +13,8 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
+use paygate_domain::{unix_now, ErrorCode};
 use paygate_gateway::payments::{Charge, Refusal, Verified};
-use paygate_shared::{unix_now, ErrorCode};
 use paygate_x402::facilitator::wire::{
     FacilitatorRequest, SettleResponse, SupportedKindWire, SupportedResponse, VerifyResponse,
 };
@@ -89,7 +89,7 @@ fn requested_network(req: &FacilitatorRequest) -> String {
         .to_string()
 }
 
-#[utoipa::path(post, path = "/facilitator/verify", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 200, description = "Verdict (an invalid payment is `isValid: false`)", body = VerifyResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/facilitator/verify", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 200, description = "Verdict (an invalid payment is `isValid: false`)", body = VerifyResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_domain::ErrorBody)))]
 pub async fn verify(
     State(state): State<AppState>,
     _org: OrgAuth,
@@ -119,7 +119,7 @@ pub async fn verify(
     }
 }
 
-#[utoipa::path(post, path = "/facilitator/settle", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 200, description = "Outcome (a refused payment is `success: false`)", body = SettleResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_shared::ErrorBody), (status = 504, description = "Sent, outcome not known yet; reconciled later", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/facilitator/settle", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 200, description = "Outcome (a refused payment is `success: false`)", body = SettleResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_domain::ErrorBody), (status = 504, description = "Sent, outcome not known yet; reconciled later", body = paygate_domain::ErrorBody)))]
 pub async fn settle(
     State(state): State<AppState>,
     OrgAuth { org }: OrgAuth,
@@ -165,7 +165,7 @@ pub async fn settle(
     }
 }
 
-#[utoipa::path(get, path = "/facilitator/supported", tag = "facilitator", responses((status = 200, description = "Supported (version, scheme, network) kinds", body = SupportedResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(get, path = "/facilitator/supported", tag = "facilitator", responses((status = 200, description = "Supported (version, scheme, network) kinds", body = SupportedResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_domain::ErrorBody)))]
 pub async fn supported(State(state): State<AppState>) -> Result<Json<SupportedResponse>, ApiError> {
     let f = facilitator(&state)?;
     let kinds = f.supported().await.map_err(|e| {

@@ -4,7 +4,7 @@
 use crate::error::ApiError;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use paygate_shared::{ErrorCode, FieldProblem};
+use paygate_domain::{ErrorCode, FieldProblem};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -53,7 +53,7 @@ pub fn fingerprint(method: &str, path: &str, body: &[u8]) -> String {
         .unwrap_or_else(|_| body.to_vec());
     let mut material = format!("{method} {path}\n").into_bytes();
     material.extend_from_slice(&canonical);
-    paygate_shared::apikey::sha256_hex(&material)
+    paygate_domain::apikey::sha256_hex(&material)
 }
 
 /// The query string read into `T`, the one way queries are read: a parameter given twice is a

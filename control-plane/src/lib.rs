@@ -92,12 +92,12 @@ pub fn app(state: AppState) -> Router {
 }
 
 async fn not_found() -> ApiError {
-    ApiError::new(paygate_shared::ErrorCode::NotFound, "no such endpoint")
+    ApiError::new(paygate_domain::ErrorCode::NotFound, "no such endpoint")
 }
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        paygate_shared::ErrorCode::MethodNotAllowed,
+        paygate_domain::ErrorCode::MethodNotAllowed,
         "method not allowed on this endpoint",
     )
 }

@@ -10,8 +10,8 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
+use paygate_domain::{now_rfc3339, unix_now, ErrorCode};
 use paygate_gateway::metrics::FacilitatorHealth;
-use paygate_shared::{now_rfc3339, unix_now, ErrorCode};
 use std::time::{Duration, Instant};
 
 /// `?window=24h|7d`; no other parameter.

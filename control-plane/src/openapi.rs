@@ -2,11 +2,11 @@
 //!
 //! Operations are declared with `#[utoipa::path]` on the handlers themselves, with the shapes in
 //! `schema.rs`; this module lists them. Error answers are the same everywhere
-//! ([`paygate_shared::ErrorBody`]); [`CommonErrors`] adds the ones every operation can give
+//! ([`paygate_domain::ErrorBody`]); [`CommonErrors`] adds the ones every operation can give
 //! (malformed request, missing credentials, oversized body, internal error) so the annotations
 //! list only what is particular to each operation.
 
-use paygate_shared::ErrorBody;
+use paygate_domain::ErrorBody;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Response, ResponseBuilder};

@@ -14,10 +14,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paygate_shared::ids::new_id;
-use paygate_shared::model::{IdempotencyRecord, Route};
-use paygate_shared::store::StoreError;
-use paygate_shared::{now_rfc3339, ErrorCode, FieldProblem};
+use paygate_domain::ids::new_id;
+use paygate_domain::model::{IdempotencyRecord, Route};
+use paygate_domain::StoreError;
+use paygate_domain::{now_rfc3339, ErrorCode, FieldProblem};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
 use serde::Deserialize;
@@ -288,7 +288,7 @@ fn route_not_found() -> ApiError {
     )
 }
 
-#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = paygate_domain::ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -306,7 +306,7 @@ pub async fn create(
         return Ok(r);
     }
     let now = time::OffsetDateTime::now_utc();
-    let stamp = paygate_shared::rfc3339(now);
+    let stamp = paygate_domain::rfc3339(now);
     let mut route = Route {
         id: new_id("rt"),
         org_id: org.id.clone(),
@@ -356,7 +356,7 @@ pub async fn list(State(state): State<AppState>, auth: OrgAuth) -> Result<Respon
     Ok(Json(out).into_response())
 }
 
-#[utoipa::path(get, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The route", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(get, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The route", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_domain::ErrorBody)))]
 pub async fn get_one(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -370,7 +370,7 @@ pub async fn get_one(
     Ok(Json(RouteView::from(&route)).into_response())
 }
 
-#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_shared::ErrorBody), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = paygate_domain::ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -426,7 +426,7 @@ pub async fn update(
     ))
 }
 
-#[utoipa::path(delete, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 204, description = "Deleted"), (status = 404, description = "No such route in this organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 204, description = "Deleted"), (status = 404, description = "No such route in this organisation", body = paygate_domain::ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
     auth: OrgAuth,

@@ -1,13 +1,13 @@
 //! The control plane's state: everything a handler can reach, built once by `serve.rs`.
 
 use crate::mcp::hub::McpHub;
+use paygate_config::Config;
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::RouteTable;
 use paygate_gateway::target_policy::TargetPolicy;
 use paygate_gateway::usage::PlanUsage;
-use paygate_shared::config::Config;
-use paygate_shared::payout::engine::PayoutEngine;
-use paygate_shared::store::Store;
+use paygate_payouts::engine::PayoutEngine;
+use paygate_store::Store;
 use paygate_x402::facilitator::Facilitator;
 use paygate_x402::network::Networks;
 use std::sync::Arc;
@@ -68,7 +68,7 @@ impl AppState {
     /// The payout provider and the webhook secrets.
     pub fn with_payouts(
         mut self,
-        provider: Arc<dyn paygate_shared::payout::provider::PayoutProvider>,
+        provider: Arc<dyn paygate_payouts::provider::PayoutProvider>,
         webhook_secrets: Vec<Vec<u8>>,
     ) -> Self {
         self.payouts = PayoutEngine::new(self.store.clone(), Some(provider));

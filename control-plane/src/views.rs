@@ -1,7 +1,7 @@
 //! Response bodies of the control plane: each is the type the handler serialises and the one
 //! the OpenAPI document describes (serde and utoipa derives on the same struct).
 
-use paygate_shared::model::{ApiKeyRecord, Org, Route};
+use paygate_domain::model::{ApiKeyRecord, Org, Route};
 use serde::Serialize;
 use utoipa::ToSchema;
 

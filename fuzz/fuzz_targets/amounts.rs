@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use paygate_x402::money::UsdcAmount;
-use paygate_shared::payout::money::{parse_amount, usdc_string};
+use paygate_payouts::money::{parse_amount, usdc_string};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use paygate_shared::payout::webhook::{parse_event, parse_secrets, verify};
+use paygate_payouts::webhook::{parse_event, parse_secrets, verify};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&split, rest)) = data.split_first() else {

@@ -5,7 +5,7 @@
 use crate::decide::{Answer, Stage};
 use crate::Ctx;
 use bytes::Bytes;
-use paygate_shared::{ErrorBody, ErrorCode};
+use paygate_domain::{ErrorBody, ErrorCode};
 use paygate_x402::Challenge;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;

@@ -3,11 +3,11 @@
 //! its payment is taken. [`Gateway::decide`] returns the decision; `request_filter` acts on it.
 
 use crate::{Ctx, Gateway};
+use paygate_domain::{unix_now, ErrorBody, ErrorCode};
 use paygate_gateway::metrics::Outcome;
 use paygate_gateway::payments::{Charge, Paid, Refusal};
 use paygate_gateway::route_path::lookup_key;
 use paygate_gateway::route_table::RouteEntry;
-use paygate_shared::{unix_now, ErrorBody, ErrorCode};
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::{Challenge, PaymentRequirements};
 use pingora::http::RequestHeader;

@@ -9,13 +9,13 @@ mod decide;
 use async_trait::async_trait;
 use bytes::Bytes;
 use decide::{Decision, Stage};
+use paygate_config::UpstreamConfig;
+use paygate_domain::ids::new_request_id;
+use paygate_domain::ErrorCode;
 use paygate_gateway::metrics::{Metrics, Outcome, RequestEvent};
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::RouteTable;
 use paygate_gateway::target_policy::TargetPolicy;
-use paygate_shared::config::UpstreamConfig;
-use paygate_shared::ids::new_request_id;
-use paygate_shared::ErrorCode;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
@@ -388,7 +388,7 @@ impl ProxyHttp for Gateway {
                 settle_ms: record.map(|r| r.settle_ms.unwrap_or(0) + r.verify_us / 1000),
                 revenue: record.map_or(0, |r| r.amount.0),
                 upstream_status: ctx.forwarding().and_then(|f| f.upstream_status),
-                at: paygate_shared::unix_now(),
+                at: paygate_domain::unix_now(),
             });
         }
         if let Some(p) = paid {

@@ -17,13 +17,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use paygate_shared::config::SandboxConfig;
-use paygate_shared::payout::money::{parse_amount, usdc_string};
-use paygate_shared::payout::provider::{
+use paygate_config::SandboxConfig;
+use paygate_payouts::money::{parse_amount, usdc_string};
+use paygate_payouts::provider::{
     ErrorWire, PayoutRequest, ProviderPayout, QuoteRequestWire, QuoteWire,
 };
-use paygate_shared::payout::webhook::{event_body, sign_timestamped, EventType};
-use paygate_shared::payout::Currency;
+use paygate_payouts::webhook::{event_body, sign_timestamped, EventType};
+use paygate_payouts::Currency;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
@@ -137,7 +137,7 @@ async fn create_quote(State(s): State<Shared>, body: Bytes) -> Response {
     let rail_fee = parse_amount(fee)
         .map(usdc_string)
         .unwrap_or_else(|_| "0".into());
-    let expires = paygate_shared::unix_now() as i64 + s.cfg.quote_ttl_seconds as i64;
+    let expires = paygate_domain::unix_now() as i64 + s.cfg.quote_ttl_seconds as i64;
     let q = SbQuote {
         id: format!("sbq_{}", uuid::Uuid::new_v4().simple()),
         currency: req.dest_currency,
@@ -162,7 +162,7 @@ async fn create_quote(State(s): State<Shared>, body: Bytes) -> Response {
         rate: rate.to_string(),
         rail_fee,
         expires_at: time::OffsetDateTime::from_unix_timestamp(expires)
-            .map(paygate_shared::rfc3339)
+            .map(paygate_domain::rfc3339)
             .unwrap_or_default(),
     };
     (StatusCode::CREATED, Json(wire)).into_response()
@@ -228,7 +228,7 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
         Ok(None) => return err(StatusCode::NOT_FOUND, "quote_not_found"),
         Err(e) => return internal(e),
     };
-    if quote.expires_at_unix < paygate_shared::unix_now() as i64 {
+    if quote.expires_at_unix < paygate_domain::unix_now() as i64 {
         return err(StatusCode::UNPROCESSABLE_ENTITY, "quote_expired");
     }
     if quote.used_by.is_some() || quote.currency != req.dest_currency {
@@ -246,7 +246,7 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
         status: "pending".into(),
         currency: req.dest_currency,
         dest_amount,
-        created_at: paygate_shared::now_rfc3339(),
+        created_at: paygate_domain::now_rfc3339(),
     };
     let recorded = record_payout(&s, &payout, quote, &req.beneficiary.name);
     if let Err(e) = recorded {
@@ -391,9 +391,9 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
         &o.status,
         payout.dest_amount,
         payout.currency.code(),
-        &paygate_shared::now_rfc3339(),
+        &paygate_domain::now_rfc3339(),
     );
-    let sig = sign_timestamped(&s.secret, &body, paygate_shared::unix_now());
+    let sig = sign_timestamped(&s.secret, &body, paygate_domain::unix_now());
     let sent = s
         .http
         .post(&s.webhook_url)

@@ -4,7 +4,7 @@
 use alloy_primitives::Address;
 use paygate_gateway::route_path;
 use paygate_gateway::route_table::SANDBOX_SLUG;
-use paygate_shared::payout::money::parse_amount;
+use paygate_payouts::money::parse_amount;
 use paygate_x402::money::{parse_usdc_units, UsdcAmount};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -319,7 +319,7 @@ impl<'de> Deserialize<'de> for FeeBps {
         Value::deserialize(d)?
             .as_u64()
             .and_then(|v| u32::try_from(v).ok())
-            .filter(|v| paygate_shared::payout::money::PLATFORM_FEE_BPS.contains(v))
+            .filter(|v| paygate_payouts::money::PLATFORM_FEE_BPS.contains(v))
             .map(Self)
             .ok_or_else(|| D::Error::custom("must be a whole number from 25 to 65"))
     }
@@ -327,7 +327,7 @@ impl<'de> Deserialize<'de> for FeeBps {
 
 impl PartialSchema for FeeBps {
     fn schema() -> RefOr<Schema> {
-        let bps = paygate_shared::payout::money::PLATFORM_FEE_BPS;
+        let bps = paygate_payouts::money::PLATFORM_FEE_BPS;
         ObjectBuilder::new()
             .schema_type(Type::Integer)
             .minimum(Some(*bps.start()))

@@ -5,9 +5,9 @@
 
 use crate::state::AppState;
 use alloy_signer_local::PrivateKeySigner;
+use paygate_domain::model::Org;
 use paygate_gateway::route_table::RouteEntry;
-use paygate_shared::model::Org;
-use paygate_shared::store::SpendReservation;
+use paygate_store::SpendReservation;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::sign::payment_header;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
@@ -121,7 +121,7 @@ enum PayerError {
 fn payer(state: &AppState, org: &Org) -> Result<PrivateKeySigner, PayerError> {
     let sealed = org.payer_key.as_ref().ok_or(PayerError::None)?;
     let env = &state.config.orgs.master_key_env;
-    let master = match paygate_shared::secrets::MasterKey::from_env(env) {
+    let master = match paygate_domain::secrets::MasterKey::from_env(env) {
         Some(Ok(m)) => m,
         _ => return Err(PayerError::NoMasterKey),
     };
@@ -312,7 +312,7 @@ pub async fn call_tool(
             tracing::warn!(error = %e, "MCP spend not released");
         }
     };
-    let header = match payment_header(req, &signer, paygate_shared::unix_now()) {
+    let header = match payment_header(req, &signer, paygate_domain::unix_now()) {
         Ok(h) => h,
         Err(e) => {
             release().await;

@@ -16,7 +16,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
-use paygate_shared::ErrorCode;
+use paygate_domain::ErrorCode;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::ServiceExt;
 use std::sync::Arc;
@@ -117,7 +117,7 @@ pub(crate) struct MessageQuery {
 
 /// `POST /mcp/message?sessionId=...`: one client message for an open session of the caller's
 /// organisation. `202` once handed to the session; the answer comes on the event stream.
-#[utoipa::path(post, path = "/mcp/message", tag = "mcp", security(("orgKey" = [])), params(("sessionId" = String, Query)), request_body(content = Object, description = "A JSON-RPC 2.0 message (MCP)"), responses((status = 202, description = "Handed to the session; the answer comes on its stream"), (status = 404, description = "No such session of this organisation", body = paygate_shared::ErrorBody)))]
+#[utoipa::path(post, path = "/mcp/message", tag = "mcp", security(("orgKey" = [])), params(("sessionId" = String, Query)), request_body(content = Object, description = "A JSON-RPC 2.0 message (MCP)"), responses((status = 202, description = "Handed to the session; the answer comes on its stream"), (status = 404, description = "No such session of this organisation", body = paygate_domain::ErrorBody)))]
 pub(crate) async fn post_message(
     State(state): State<AppState>,
     auth: OrgAuth,

@@ -5,8 +5,8 @@
 //! Prometheus families behind `GET /metrics`, and the facilitator's last health probe.
 
 use arc_swap::ArcSwap;
-use paygate_shared::model::MetricBucket;
-use paygate_shared::store::Store;
+use paygate_domain::model::MetricBucket;
+use paygate_store::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -300,7 +300,7 @@ impl Metrics {
             health: ArcSwap::from_pointee(FacilitatorHealth {
                 status: "down",
                 latency_ms: 0,
-                checked_at: paygate_shared::now_rfc3339(),
+                checked_at: paygate_domain::now_rfc3339(),
                 url: String::new(),
             }),
         })

@@ -6,9 +6,9 @@
 use crate::usage::{PlanUsage, Slot};
 use alloy_primitives::Address;
 use base64::Engine;
-use paygate_shared::error::ErrorCode;
-use paygate_shared::model::{GatewayPayment, PaymentStatus};
-use paygate_shared::store::{PaymentReservation, Store};
+use paygate_domain::error::ErrorCode;
+use paygate_domain::model::{GatewayPayment, PaymentStatus};
+use paygate_store::{PaymentReservation, Store};
 use paygate_x402::facilitator::wire::SettleResponse;
 use paygate_x402::facilitator::{Facilitator, FacilitatorError, PaymentRequest};
 use paygate_x402::payment::{DecodeError, PaymentPayload, ProtocolVersion, SignedAuthorization};
@@ -250,7 +250,7 @@ impl PaymentService {
         }
         let mut record = p.record;
         record.upstream_status = Some(upstream_status);
-        record.updated_at = paygate_shared::now_rfc3339();
+        record.updated_at = paygate_domain::now_rfc3339();
         let store = self.store.clone();
         tokio::spawn(async move {
             if let Err(e) = store.update_payment(&record).await {
@@ -286,7 +286,7 @@ impl PaymentService {
         if !held.redeemable_by(retry) {
             return Err(Refusal::Rejected(Rejection::NonceReplay));
         }
-        let now = paygate_shared::now_rfc3339();
+        let now = paygate_domain::now_rfc3339();
         match self.store.claim_redemption(&held.id, retry, &now).await {
             Ok(Some(claimed)) => {
                 tracing::info!(payment = %claimed.id, "reconciled payment redeemed by its retry");
@@ -315,7 +315,7 @@ impl PaymentService {
         let t = Instant::now();
         let result = facilitator.settle(req).await;
         record.settle_ms = Some(t.elapsed().as_millis() as u64);
-        record.updated_at = paygate_shared::now_rfc3339();
+        record.updated_at = paygate_domain::now_rfc3339();
         let store = self.store.as_ref();
         let saved = match &result {
             Ok(s) => {

@@ -4,9 +4,10 @@
 
 use alloy_primitives::Address;
 use arc_swap::{ArcSwap, Guard};
-use paygate_shared::config::Config;
-use paygate_shared::model::{Org, Route};
-use paygate_shared::store::{Store, StoreResult};
+use paygate_config::Config;
+use paygate_domain::model::{Org, Route};
+use paygate_domain::StoreResult;
+use paygate_store::Store;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
 use paygate_x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
@@ -229,7 +230,7 @@ impl RenderContext {
     }
 
     fn sandbox(&self) -> OrgRoutes {
-        let now = paygate_shared::now_rfc3339();
+        let now = paygate_domain::now_rfc3339();
         let route = Route {
             id: "rt_sandbox".into(),
             org_id: "org_sandbox".into(),

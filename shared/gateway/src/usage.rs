@@ -4,7 +4,8 @@
 //! survives restarts. Counters live in a sharded map; the store is read once per org and month.
 
 use dashmap::DashMap;
-use paygate_shared::store::{Store, StoreResult};
+use paygate_domain::StoreResult;
+use paygate_store::Store;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -98,7 +99,7 @@ impl Drop for Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paygate_shared::store::SledStore;
+    use paygate_store::SledStore;
 
     #[tokio::test]
     async fn limit_holds_and_counts_survive_reopen() {

@@ -4,8 +4,9 @@
 //! authorization's `validBefore` means it never can (`Failed`, the nonce stays reserved); false
 //! before it means a transaction may still land, so the payment waits for the next pass.
 
-use paygate_shared::model::{GatewayPayment, PaymentStatus};
-use paygate_shared::store::{Store, StoreError};
+use paygate_domain::model::{GatewayPayment, PaymentStatus};
+use paygate_domain::StoreError;
+use paygate_store::Store;
 use paygate_x402::network::Networks;
 use time::OffsetDateTime;
 
@@ -72,7 +73,7 @@ pub async fn reconcile_once(
                 continue;
             }
         };
-        p.updated_at = paygate_shared::now_rfc3339();
+        p.updated_at = paygate_domain::now_rfc3339();
         if used {
             p.status = PaymentStatus::Settled;
             p.settled_by_reconciliation = true;

@@ -6,7 +6,7 @@ use super::*;
 use alloy_primitives::B256;
 use alloy_signer_local::PrivateKeySigner;
 use async_trait::async_trait;
-use paygate_shared::store::SledStore;
+use paygate_store::SledStore;
 use paygate_x402::facilitator::{Settlement, SupportedKind};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::{builtin_networks, Networks};
@@ -118,7 +118,7 @@ impl Fixture {
         sign::payment_header(
             &self.req,
             &PrivateKeySigner::random(),
-            paygate_shared::unix_now(),
+            paygate_domain::unix_now(),
         )
         .unwrap()
     }
@@ -137,7 +137,7 @@ impl Fixture {
             header.as_bytes(),
             ProtocolVersion::V2,
             &self.req,
-            paygate_shared::unix_now(),
+            paygate_domain::unix_now(),
         )
     }
 
@@ -163,7 +163,7 @@ impl Fixture {
     /// The payment holding `header`'s nonce, if any.
     async fn holder(&self, header: &str) -> Option<GatewayPayment> {
         let p = PaymentPayload::decode(header.as_bytes(), ProtocolVersion::V2).unwrap();
-        let key = paygate_shared::model::nonce_key(
+        let key = paygate_domain::model::nonce_key(
             self.req.network.config.chain_id,
             self.req.network.config.asset,
             &p.authorization().unwrap(),
@@ -199,7 +199,7 @@ async fn a_payment_for_another_price_is_rejected_with_the_challenge_reason() {
         &cheaper,
         offered,
         &PrivateKeySigner::random(),
-        paygate_shared::unix_now(),
+        paygate_domain::unix_now(),
     )
     .unwrap();
     let r = f.pay(&header, Some(0)).await.err().unwrap();
@@ -227,7 +227,7 @@ async fn without_a_facilitator_a_valid_payment_is_503_before_anything_is_reserve
             header.as_bytes(),
             ProtocolVersion::V2,
             &f.req,
-            paygate_shared::unix_now(),
+            paygate_domain::unix_now(),
         )
         .err()
         .unwrap();

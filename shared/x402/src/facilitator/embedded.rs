@@ -2,7 +2,7 @@
 //! signed by a relayer key, after an `eth_call` simulation. Transaction nonces come from a small
 //! per-chain manager so concurrent settlements are pipelined without colliding.
 
-use super::{Facilitator, FacilitatorError, PaymentRequest, Settlement, SupportedKind};
+use super::{Facilitator, FacilitatorError, PaymentRequest, Settlement, SetupError, SupportedKind};
 use crate::network::{Network, Networks};
 use crate::verify::Rejection;
 use alloy_network::Ethereum;
@@ -83,11 +83,11 @@ impl EmbeddedFacilitator {
         relayer_key: &str,
         settle_timeout: Duration,
         rpc_timeout: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SetupError> {
         let signer: PrivateKeySigner = relayer_key
             .trim()
             .parse()
-            .map_err(|_| "relayer key is not a valid secp256k1 private key".to_string())?;
+            .map_err(|_| SetupError::RelayerKey)?;
         let relayer = signer.address();
         let mut chains = HashMap::new();
         for network in networks.all() {
@@ -98,11 +98,8 @@ impl EmbeddedFacilitator {
                 .config
                 .rpc_url
                 .parse()
-                .map_err(|_| format!("networks.{}.rpc_url is not a URL", network.v1_name))?;
-            let http = reqwest::Client::builder()
-                .timeout(rpc_timeout)
-                .build()
-                .map_err(|e| e.to_string())?;
+                .map_err(|_| SetupError::RpcUrl(network.v1_name.clone()))?;
+            let http = reqwest::Client::builder().timeout(rpc_timeout).build()?;
             let provider = ProviderBuilder::new()
                 .disable_recommended_fillers()
                 .with_gas_estimation()
@@ -195,13 +192,12 @@ impl EmbeddedFacilitator {
         &self,
         chain: &Chain,
         pending: PendingTransactionBuilder<Ethereum>,
-    ) -> Result<TransactionReceipt, String> {
+    ) -> Result<TransactionReceipt, ReceiptError> {
         let hash = *pending.tx_hash();
         let watch = pending
             .with_timeout(Some(self.settle_timeout))
             .register()
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         tokio::pin!(watch);
         let mut fallback = tokio::time::interval_at(
             tokio::time::Instant::now() + RECEIPT_FALLBACK,
@@ -209,17 +205,13 @@ impl EmbeddedFacilitator {
         );
         loop {
             let included = tokio::select! {
-                r = &mut watch => { r.map_err(|e| e.to_string())?; true }
+                r = &mut watch => { r?; true }
                 _ = fallback.tick() => false,
             };
-            let receipt = chain
-                .provider
-                .get_transaction_receipt(hash)
-                .await
-                .map_err(|e| e.to_string())?;
+            let receipt = chain.provider.get_transaction_receipt(hash).await?;
             match receipt {
                 Some(r) => return Ok(r),
-                None if included => return Err("included, but the node has no receipt".into()),
+                None if included => return Err(ReceiptError::Missing),
                 None => {}
             }
         }
@@ -311,29 +303,57 @@ impl Facilitator for EmbeddedFacilitator {
     }
 }
 
+/// Why a receipt could not be read after broadcasting (the settlement is then ambiguous).
+#[derive(Debug, thiserror::Error)]
+enum ReceiptError {
+    #[error("watching the transaction: {0}")]
+    Watch(#[from] alloy_provider::PendingTransactionError),
+    #[error("chain RPC: {0}")]
+    Rpc(#[from] alloy_provider::transport::TransportError),
+    #[error("included, but the node has no receipt")]
+    Missing,
+}
+
+/// Why a read-only call to the chain failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainReadError {
+    #[error("not an RPC URL: {0}")]
+    Url(String),
+    #[error("chain RPC: {0}")]
+    Rpc(#[from] alloy_provider::transport::TransportError),
+    #[error("unexpected answer: {0}")]
+    Decode(#[from] alloy_sol_types::Error),
+}
+
 /// A read-only `eth_call` of `data` on `token` through `rpc_url`.
 async fn call_view(
     rpc_url: &str,
     token: Address,
     data: Vec<u8>,
-) -> Result<alloy_primitives::Bytes, String> {
+) -> Result<alloy_primitives::Bytes, ChainReadError> {
+    let url = rpc_url
+        .parse()
+        .map_err(|_| ChainReadError::Url(rpc_url.to_string()))?;
     let provider = ProviderBuilder::new()
         .disable_recommended_fillers()
-        .connect_http(rpc_url.parse().map_err(|_| "bad url".to_string())?);
-    provider
+        .connect_http(url);
+    Ok(provider
         .call(
             TransactionRequest::default()
                 .with_to(token)
                 .with_input(data),
         )
-        .await
-        .map_err(|e| e.to_string())
+        .await?)
 }
 
 /// The token balance of `who` (used by tests and the dev environment).
-pub async fn balance_of(rpc_url: &str, token: Address, who: Address) -> Result<U256, String> {
+pub async fn balance_of(
+    rpc_url: &str,
+    token: Address,
+    who: Address,
+) -> Result<U256, ChainReadError> {
     let out = call_view(rpc_url, token, balanceOfCall { account: who }.abi_encode()).await?;
-    balanceOfCall::abi_decode_returns(&out).map_err(|e| e.to_string())
+    Ok(balanceOfCall::abi_decode_returns(&out)?)
 }
 
 /// `authorizationState(from, nonce)` of `token`: whether the EIP-3009 authorization was used.
@@ -342,12 +362,12 @@ pub async fn authorization_state(
     token: Address,
     from: Address,
     nonce: alloy_primitives::B256,
-) -> Result<bool, String> {
+) -> Result<bool, ChainReadError> {
     let data = authorizationStateCall {
         authorizer: from,
         nonce,
     }
     .abi_encode();
     let out = call_view(rpc_url, token, data).await?;
-    authorizationStateCall::abi_decode_returns(&out).map_err(|e| e.to_string())
+    Ok(authorizationStateCall::abi_decode_returns(&out)?)
 }

@@ -29,6 +29,17 @@ pub struct Settlement {
     pub payer: Address,
 }
 
+/// Why a facilitator could not be built from the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("relayer key is not a valid secp256k1 private key")]
+    RelayerKey,
+    #[error("networks.{0}.rpc_url is not a URL")]
+    RpcUrl(String),
+    #[error("HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
 /// How a facilitator call failed. The distinction decides the client's answer: a rejection is
 /// final (`402`); unavailability means nothing was broadcast (`503`); an ambiguous outcome means
 /// the transfer may still land (`504` and a reconciliation record, never `402`).

@@ -22,12 +22,15 @@ fn reason_to_rejection(reason: Option<&str>) -> Rejection {
 }
 
 impl RemoteFacilitator {
-    pub fn new(base: &str, bearer: Option<String>, timeout: Duration) -> Result<Self, String> {
+    pub fn new(
+        base: &str,
+        bearer: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, super::SetupError> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(5).min(timeout))
-            .build()
-            .map_err(|e| e.to_string())?;
+            .build()?;
         Ok(Self {
             base: base.trim_end_matches('/').to_string(),
             bearer,

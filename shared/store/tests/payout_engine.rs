@@ -1,18 +1,25 @@
-//! The payout engine's decisions on a real sled store in a temp dir. The provider is the
+//! The payout engine's decisions (`paygate_payouts::engine`) on a real sled store in a temp dir:
+//! here, beside the store, since the engine's crate sits below the store's. The provider is the
 //! trait's seam: a scripted one that, like a real provider, makes one payout per reference and
 //! answers a repeat with the payout it made (the HTTP provider against the sandbox is exercised
 //! end to end in `tests/e2e_corridors.rs`).
 
-use super::*;
-use crate::payout::money::QuoteBreakdown;
-use crate::payout::provider::{ProviderPayout, ProviderQuote};
-use crate::payout::{Beneficiary, Currency, Quote};
-use crate::store::SledStore;
 use async_trait::async_trait;
+use paygate_domain::ErrorCode;
+use paygate_payouts::engine::{Accepted, NewPayout, PayoutEngine, PayoutError};
+use paygate_payouts::money::QuoteBreakdown;
+use paygate_payouts::provider::{
+    PayoutProvider, PayoutRequest, ProviderError, ProviderPayout, ProviderQuote,
+};
+use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};
+use paygate_payouts::webhook;
+use paygate_payouts::{Beneficiary, Currency, PayIdempotency, Payout, PayoutStatus, Quote};
+use paygate_store::SledStore;
 use paygate_x402::money::UsdcAmount;
 use rust_decimal::Decimal;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 /// Answers `create_payout` with the scripted errors first, then by making (or finding) the
@@ -75,7 +82,7 @@ impl PayoutProvider for Scripted {
 
 struct Fixture {
     _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
+    store: Arc<dyn PayoutStore>,
     provider: Arc<Scripted>,
     engine: PayoutEngine,
 }
@@ -83,7 +90,7 @@ struct Fixture {
 impl Fixture {
     fn new(provider: Scripted) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
+        let store: Arc<dyn PayoutStore> = Arc::new(SledStore::open(dir.path()).unwrap());
         let provider = Arc::new(provider);
         let p: Arc<dyn PayoutProvider> = provider.clone();
         let engine = PayoutEngine::new(store.clone(), Some(p));
@@ -101,19 +108,19 @@ impl Fixture {
             QuoteBreakdown::compute(UsdcAmount(100_000_000), 100, UsdcAmount(0), Decimal::ONE)
                 .unwrap();
         let quote = Quote {
-            id: crate::ids::new_id("qt"),
+            id: paygate_domain::ids::new_id("qt"),
             org_id: "org_1".into(),
             corridor_id: "cor_1".into(),
             provider_quote_id: "pq_1".into(),
             dest_currency: Currency::Brl,
             breakdown: breakdown.clone(),
             expires_at_unix: i64::MAX,
-            created_at: crate::now_rfc3339(),
+            created_at: paygate_domain::now_rfc3339(),
             used_by: None,
         };
         self.store.put_quote(&quote).await.unwrap();
         let payout = Payout {
-            id: crate::ids::new_id("po"),
+            id: paygate_domain::ids::new_id("po"),
             org_id: "org_1".into(),
             corridor_id: "cor_1".into(),
             quote_id: quote.id.clone(),
@@ -132,8 +139,8 @@ impl Fixture {
             status: PayoutStatus::Initiating,
             cpn_payment_id: None,
             events: Vec::new(),
-            created_at: crate::now_rfc3339(),
-            updated_at: crate::now_rfc3339(),
+            created_at: paygate_domain::now_rfc3339(),
+            updated_at: paygate_domain::now_rfc3339(),
         };
         let key = PayIdempotency {
             org_id: "org_1".into(),
@@ -141,7 +148,7 @@ impl Fixture {
             fingerprint: fingerprint.into(),
             payment_id: payout.id.clone(),
             response: None,
-            created_at_unix: crate::unix_now() as i64,
+            created_at_unix: paygate_domain::unix_now() as i64,
         };
         NewPayout { key, payout }
     }

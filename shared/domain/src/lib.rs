@@ -1,16 +1,15 @@
-//! What every part of paygate builds on beyond the x402 protocol (`paygate-x402`):
-//! configuration, records, the store, API keys, sealed secrets, the error codes, and payouts.
+//! paygate's domain: the records kept (organisations, API keys, routes, gateway payments,
+//! metric buckets, idempotency records), ids and clocks, API keys, sealed secrets, and the
+//! error vocabulary every part answers with (`ErrorCode`, the one JSON error body,
+//! `StoreError`). It knows nothing of HTTP servers or of how records are stored.
 
 pub mod apikey;
-pub mod config;
 pub mod error;
 pub mod ids;
 pub mod model;
-pub mod payout;
 pub mod secrets;
-pub mod store;
 
-pub use error::{ErrorBody, ErrorCode, FieldProblem};
+pub use error::{ErrorBody, ErrorCode, FieldProblem, StoreError, StoreResult};
 
 /// Current time as an RFC 3339 UTC timestamp, the one format every API response uses.
 pub fn now_rfc3339() -> String {

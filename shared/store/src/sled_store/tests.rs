@@ -1,7 +1,7 @@
 //! The sled store on a real database in a temp dir.
 
 use super::*;
-use crate::model::PaymentStatus;
+use paygate_domain::model::PaymentStatus;
 use paygate_x402::money::UsdcAmount;
 
 fn route(org: &str, id: &str, path: &str) -> Route {

@@ -7,10 +7,11 @@ use super::{
     abort, backend, build_open_index, dec, enc, key2, open_records, prefix, put_tracked, tx_err,
     SledStore,
 };
-use crate::payout::webhook::ProviderEvent;
-use crate::payout::{AppliedEvent, Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
-use crate::store::{BeginPayout, EventOutcome, PayoutStore, StoreError, StoreResult};
 use async_trait::async_trait;
+use paygate_domain::{StoreError, StoreResult};
+use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};
+use paygate_payouts::webhook::ProviderEvent;
+use paygate_payouts::{AppliedEvent, Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
 use sled::transaction::Transactional;
 
 pub struct PayoutTrees {

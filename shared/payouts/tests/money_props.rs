@@ -1,7 +1,7 @@
 //! Property tests for money (issue 8): base-unit conversions round-trip exactly, and a quote's
 //! fees and destination amount never exceed the source or round in the payer's favour.
 
-use paygate_shared::payout::money::{
+use paygate_payouts::money::{
     parse_amount, platform_fee, usdc_string, QuoteBreakdown, MAX_PAYOUT_USDC, PLATFORM_FEE_BPS,
 };
 use paygate_x402::money::{UsdcAmount, MAX_PRICE_USD};

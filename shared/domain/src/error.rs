@@ -190,6 +190,31 @@ impl<'a> ErrorBody<'a> {
     }
 }
 
+/// Why a store operation failed; the business outcomes (a path or slug taken, a key used,
+/// a concurrent change) are variants callers answer, `Backend` is the storage itself.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another route of the organisation has this path.
+    #[error("path already used by another route")]
+    DuplicatePath,
+    /// An organisation with this slug exists.
+    #[error("slug already taken")]
+    DuplicateSlug,
+    /// The idempotency key was already used; the stored record is returned.
+    #[error("idempotency key already used")]
+    IdempotencyKeyUsed(Box<crate::model::IdempotencyRecord>),
+    /// The record changed since it was read (optimistic concurrency); retry.
+    #[error("record changed concurrently")]
+    Conflict,
+    /// The record does not exist.
+    #[error("not found")]
+    NotFound,
+    #[error("storage: {0}")]
+    Backend(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 //! cache is set to, when records arrive in random key order (idempotency keys, hashes, provider
 //! ids); in time-ordered key order it stays nearly flat.
 //!
-//! `cargo run --release -p paygate-shared --example sled_memory -- [records] [value bytes]
+//! `cargo run --release -p paygate-store --example sled_memory -- [records] [value bytes]
 //! [cache MiB] [random|sequential]` (defaults: 200000 400 1 random). Each record is one insert
 //! into each of two trees and a flush, as a store step is; RSS is printed eight times.
 

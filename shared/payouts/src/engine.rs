@@ -9,8 +9,9 @@
 use super::provider::{PayoutProvider, PayoutRequest, ProviderError};
 use super::webhook::{self, ProviderEvent};
 use super::{PayIdempotency, Payout, PayoutStatus};
-use crate::error::ErrorCode;
-use crate::store::{BeginPayout, EventOutcome, Store, StoreError};
+use crate::store::{BeginPayout, EventOutcome, PayoutStore};
+use paygate_domain::ErrorCode;
+use paygate_domain::StoreError;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -97,13 +98,13 @@ impl Drop for Claim {
 /// The engine: built once, shared by the corridor handlers and the reconciliation loop.
 #[derive(Clone)]
 pub struct PayoutEngine {
-    store: Arc<dyn Store>,
+    store: Arc<dyn PayoutStore>,
     provider: Option<Arc<dyn PayoutProvider>>,
     claims: Arc<Claims>,
 }
 
 impl PayoutEngine {
-    pub fn new(store: Arc<dyn Store>, provider: Option<Arc<dyn PayoutProvider>>) -> Self {
+    pub fn new(store: Arc<dyn PayoutStore>, provider: Option<Arc<dyn PayoutProvider>>) -> Self {
         Self {
             store,
             provider,
@@ -233,7 +234,7 @@ impl PayoutEngine {
             Ok(pp) => {
                 payout.cpn_payment_id = Some(pp.id.clone());
                 payout.status = PayoutStatus::Pending;
-                payout.updated_at = crate::now_rfc3339();
+                payout.updated_at = paygate_domain::now_rfc3339();
                 let body = serde_json::to_string(&super::views::PayoutAccepted::from(&payout))
                     .map_err(|_| PayoutError::Inconsistent)?;
                 self.store.accept_payout(&payout, &body).await?;
@@ -243,7 +244,7 @@ impl PayoutEngine {
             }
             Err(ProviderError::Rejected(why)) => {
                 payout.status = PayoutStatus::Failed;
-                payout.updated_at = crate::now_rfc3339();
+                payout.updated_at = paygate_domain::now_rfc3339();
                 self.store.refuse_payout(&payout).await?;
                 tracing::warn!(payout = %payout.id, reason = %why, "payout refused by the provider");
                 Err(PayoutError::Refused(why))
@@ -261,10 +262,10 @@ impl PayoutEngine {
         event: &ProviderEvent,
         raw: &[u8],
     ) -> Result<EventOutcome, StoreError> {
-        let key = crate::apikey::sha256_hex(raw);
+        let key = paygate_domain::apikey::sha256_hex(raw);
         let outcome = self
             .store
-            .apply_payout_event(&key, event, raw, &crate::now_rfc3339())
+            .apply_payout_event(&key, event, raw, &paygate_domain::now_rfc3339())
             .await?;
         tracing::info!(cpn = %event.payment_id, event = event.event_type.as_str(), outcome = ?outcome, "webhook");
         Ok(outcome)
@@ -327,6 +328,3 @@ impl PayoutEngine {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -80,7 +80,7 @@ pub struct StorageConfig {
 }
 
 impl StorageConfig {
-    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = 16;
+    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = paygate_store::SledStore::DEFAULT_CACHE_CAPACITY_MB;
 }
 
 impl Default for StorageConfig {

@@ -1,10 +1,10 @@
 //! The payout part of the store: corridors, quotes, payouts, their idempotency keys, webhook
 //! events and events that arrived before their payout was known.
 
-use super::StoreResult;
-use crate::payout::webhook::ProviderEvent;
-use crate::payout::{Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
+use crate::webhook::ProviderEvent;
+use crate::{Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
 use async_trait::async_trait;
+use paygate_domain::StoreResult;
 
 /// The outcome of [`PayoutStore::begin_payout`].
 #[derive(Debug, Clone, PartialEq, Eq)]

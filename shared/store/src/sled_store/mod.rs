@@ -2,9 +2,12 @@
 //! transactions where two trees change together, and a flush before a write is acknowledged.
 
 use super::prelude::*;
-use super::{PaymentReservation, SpendReservation, StoreError, StoreResult};
-use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route};
+use super::{PaymentReservation, SpendReservation};
 use async_trait::async_trait;
+use paygate_domain::model::{
+    ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route,
+};
+use paygate_domain::{StoreError, StoreResult};
 use serde::{de::DeserializeOwned, Serialize};
 use sled::transaction::{
     ConflictableTransactionError, TransactionError, Transactional, TransactionalTree,
@@ -143,12 +146,13 @@ pub(super) fn build_open_index<T: DeserializeOwned>(
 }
 
 impl SledStore {
+    /// sled's page cache by default, in MiB (`storage.cache_capacity_mb`; sled counts on-disk
+    /// bytes, so it takes a few times that in memory).
+    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = 16;
+
     /// Opens (or creates) the database in `dir` with the default page cache.
     pub fn open(dir: &Path) -> StoreResult<Self> {
-        Self::open_with_cache(
-            dir,
-            crate::config::StorageConfig::DEFAULT_CACHE_CAPACITY_MB << 20,
-        )
+        Self::open_with_cache(dir, Self::DEFAULT_CACHE_CAPACITY_MB << 20)
     }
 
     /// Opens (or creates) the database in `dir`; sled's page cache holds at most `cache_bytes`.

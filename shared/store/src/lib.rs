@@ -1,45 +1,27 @@
-//! The `Store` trait: every durable record goes through it. Writes return only once durable.
-//! Operations are whole business steps (insert a route with its path index and idempotency record)
-//! so a networked backend can implement them with its own transactions.
+//! The store: one trait per aggregate (orgs, keys, routes, payments, counters, metrics, and
+//! payouts, whose trait is `paygate_payouts::store::PayoutStore`), `Store` = all of them; every
+//! durable record goes through it. Writes return only once durable. Operations are whole
+//! business steps (insert a route with its path index and idempotency record) so a networked
+//! backend can implement them with its own transactions. `SledStore` is the embedded backend.
 
-mod payouts;
 mod sled_store;
 
-pub use payouts::{BeginPayout, EventOutcome, PayoutStore};
 pub use sled_store::SledStore;
 
-/// Every part of the store, for code that calls them on a concrete backend.
+/// The store's parts, for code that calls them on a concrete backend (with
+/// `paygate_payouts::store::PayoutStore` for the payout aggregate).
 pub mod prelude {
     pub use super::{
-        CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore, PayoutStore, RouteStore, Store,
+        CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore, RouteStore, Store,
     };
 }
 
-use crate::model::{ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route};
 use async_trait::async_trait;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// Another route of the organisation has this path.
-    #[error("path already used by another route")]
-    DuplicatePath,
-    /// An organisation with this slug exists.
-    #[error("slug already taken")]
-    DuplicateSlug,
-    /// The idempotency key was already used; the stored record is returned.
-    #[error("idempotency key already used")]
-    IdempotencyKeyUsed(Box<IdempotencyRecord>),
-    /// The record changed since it was read (optimistic concurrency); retry.
-    #[error("record changed concurrently")]
-    Conflict,
-    /// The record does not exist.
-    #[error("not found")]
-    NotFound,
-    #[error("storage: {0}")]
-    Backend(String),
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
+use paygate_domain::model::{
+    ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route,
+};
+use paygate_domain::StoreResult;
+use paygate_payouts::store::PayoutStore;
 
 /// The outcome of [`Store::reserve_payment`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,7 +102,7 @@ pub trait PaymentStore: Send + Sync {
     /// Frees a payment's nonce key (nothing was broadcast, so the authorization is unused).
     async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()>;
     async fn get_payment(&self, id: &str) -> StoreResult<Option<GatewayPayment>>;
-    /// The payment holding `nonce_key` (see [`crate::model::nonce_key`]), if any.
+    /// The payment holding `nonce_key` (see [`paygate_domain::model::nonce_key`]), if any.
     async fn payment_for_nonce(&self, nonce_key: &str) -> StoreResult<Option<GatewayPayment>>;
     /// Marks the payment `id` redeemed at `at` if it still is
     /// [`GatewayPayment::redeemable_by`] `retry`, atomically and durably: of concurrent

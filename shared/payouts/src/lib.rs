@@ -5,13 +5,17 @@
 //! - [`beneficiary`]: the bank account rules of SPEC.md section 8;
 //! - [`webhook`]: `Provider-Signature` checking and the strict event payload;
 //! - [`provider`]: the provider trait and its HTTP client;
+//! - [`store`]: what the payout store must do (`PayoutStore`; the sled implementation is in
+//!   `paygate-store`);
 //! - [`engine`]: exactly-once payouts, webhook events and reconciliation;
+//! - [`views`]: the corridor API's response bodies;
 //! - the records kept in the store are below.
 
 pub mod beneficiary;
 pub mod engine;
 pub mod money;
 pub mod provider;
+pub mod store;
 pub mod views;
 pub mod webhook;
 
@@ -117,7 +121,7 @@ pub struct Quote {
 impl Quote {
     pub fn expires_at(&self) -> String {
         time::OffsetDateTime::from_unix_timestamp(self.expires_at_unix)
-            .map(crate::rfc3339)
+            .map(paygate_domain::rfc3339)
             .unwrap_or_default()
     }
 }

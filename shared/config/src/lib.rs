@@ -60,7 +60,7 @@ impl Config {
     fn validate_payout(&self) -> Result<(), ConfigError> {
         let p = &self.payout;
         let bad = |m: String| Err(ConfigError::Invalid(m));
-        if !crate::payout::money::PLATFORM_FEE_BPS.contains(&p.platform_fee_bps) {
+        if !paygate_payouts::money::PLATFORM_FEE_BPS.contains(&p.platform_fee_bps) {
             return bad("payout.platform_fee_bps must be between 25 and 65".into());
         }
         match p.provider.as_str() {
@@ -69,7 +69,7 @@ impl Config {
             "http" => return bad("payout.provider_url must be an http(s) URL".into()),
             other => return bad(format!("payout.provider {other:?} is not sandbox or http")),
         }
-        for c in crate::payout::Currency::ALL {
+        for c in paygate_payouts::Currency::ALL {
             let rate = p.sandbox.rates.get(c.code()).map(|r| {
                 rust_decimal::Decimal::from_str_exact(r)
                     .ok()
@@ -84,7 +84,7 @@ impl Config {
                 .sandbox
                 .rail_fees_usd
                 .get(c.code())
-                .map(|f| f == "0" || crate::payout::money::parse_amount(f).is_ok());
+                .map(|f| f == "0" || paygate_payouts::money::parse_amount(f).is_ok());
             if fee != Some(true) {
                 return bad(format!(
                     "payout.sandbox.rail_fees_usd.{c} must be a decimal"
@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn documented_config_file_matches_embedded_defaults() {
-        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conf/paygate.toml");
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conf/paygate.toml");
         let from_file = Config::load(Some(&file)).unwrap();
         let a = serde_json::to_value(&from_file).unwrap();
         let b = serde_json::to_value(Config::embedded()).unwrap();
