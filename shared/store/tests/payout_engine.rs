@@ -1,5 +1,6 @@
-//! The payout engine's decisions (`paygate_payouts::engine`) on a real sled store in a temp dir:
-//! here, beside the store, since the engine's crate sits below the store's. The provider is the
+//! The payout engine's decisions (`paygate_payouts::engine`) on each real store: sled in a temp
+//! dir and a throwaway PostgreSQL cluster. Here, beside the stores, since the engine's crate
+//! sits below the store's. The provider is the
 //! trait's seam: a scripted one that, like a real provider, makes one payout per reference and
 //! answers a repeat with the payout it made (the HTTP provider against the sandbox is exercised
 //! end to end in `tests/e2e_corridors.rs`).
@@ -14,12 +15,15 @@ use paygate_payouts::provider::{
 use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};
 use paygate_payouts::webhook;
 use paygate_payouts::{Beneficiary, Currency, PayIdempotency, Payout, PayoutStatus, Quote};
+use paygate_store::postgres::{PgSettings, PgStore};
+use paygate_store::testing::PgCluster;
 use paygate_store::SledStore;
 use paygate_x402::money::UsdcAmount;
 use rust_decimal::Decimal;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Answers `create_payout` with the scripted errors first, then by making (or finding) the
@@ -80,22 +84,52 @@ impl PayoutProvider for Scripted {
     }
 }
 
+#[derive(Clone, Copy)]
+enum Kind {
+    Sled,
+    Postgres,
+}
+
+/// What keeps a store alive for the test (its temp dir, its cluster).
+type Keep = Box<dyn std::any::Any + Send + Sync>;
+
+async fn store(kind: Kind) -> (Arc<dyn PayoutStore>, Keep) {
+    match kind {
+        Kind::Sled => {
+            let dir = tempfile::tempdir().unwrap();
+            let s = SledStore::open(dir.path()).unwrap();
+            (Arc::new(s), Box::new(dir))
+        }
+        Kind::Postgres => {
+            let cluster = PgCluster::start();
+            let s = PgStore::connect_lazy(&PgSettings {
+                url: cluster.url(),
+                pool_size: 8,
+                statement_timeout: Duration::from_secs(5),
+                acquire_timeout: Duration::from_secs(5),
+            })
+            .unwrap();
+            s.migrate().await.unwrap();
+            (Arc::new(s), Box::new(cluster))
+        }
+    }
+}
+
 struct Fixture {
-    _dir: tempfile::TempDir,
+    _keep: Keep,
     store: Arc<dyn PayoutStore>,
     provider: Arc<Scripted>,
     engine: PayoutEngine,
 }
 
 impl Fixture {
-    fn new(provider: Scripted) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn PayoutStore> = Arc::new(SledStore::open(dir.path()).unwrap());
+    async fn new(kind: Kind, provider: Scripted) -> Self {
+        let (store, keep) = store(kind).await;
         let provider = Arc::new(provider);
         let p: Arc<dyn PayoutProvider> = provider.clone();
         let engine = PayoutEngine::new(store.clone(), Some(p));
         Self {
-            _dir: dir,
+            _keep: keep,
             store,
             provider,
             engine,
@@ -175,9 +209,8 @@ fn completed(cpn: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-#[tokio::test]
-async fn a_payout_is_made_once_and_its_key_answers_with_the_same_body() {
-    let f = Fixture::new(ok());
+async fn a_payout_is_made_once_and_its_key_answers_with_the_same_body(kind: Kind) {
+    let f = Fixture::new(kind, ok()).await;
     let new = f.request("k1", "fp").await;
     let id = new.payout.id.clone();
     let first = f.engine.start(new).await.unwrap();
@@ -207,10 +240,9 @@ async fn a_payout_is_made_once_and_its_key_answers_with_the_same_body() {
         .is_none());
 }
 
-#[tokio::test]
-async fn concurrent_requests_with_one_key_make_one_payout() {
+async fn concurrent_requests_with_one_key_make_one_payout(kind: Kind) {
     let gate = Arc::new(Semaphore::new(0));
-    let f = Arc::new(Fixture::new(Scripted::new(Vec::new(), Some(gate.clone()))));
+    let f = Arc::new(Fixture::new(kind, Scripted::new(Vec::new(), Some(gate.clone()))).await);
     let new = f.request("k1", "fp").await;
     let quote_id = new.payout.quote_id.clone();
     let first = {
@@ -235,9 +267,8 @@ async fn concurrent_requests_with_one_key_make_one_payout() {
     assert_eq!(f.provider.made(), 1);
 }
 
-#[tokio::test]
-async fn a_quote_used_by_another_key_is_refused() {
-    let f = Fixture::new(ok());
+async fn a_quote_used_by_another_key_is_refused(kind: Kind) {
+    let f = Fixture::new(kind, ok()).await;
     let new = f.request("k1", "fp").await;
     let quote_id = new.payout.quote_id.clone();
     f.engine.start(new).await.unwrap();
@@ -248,9 +279,10 @@ async fn a_quote_used_by_another_key_is_refused() {
     assert_eq!(f.provider.made(), 1);
 }
 
-#[tokio::test]
-async fn a_crash_between_the_reservation_and_the_provider_is_finished_by_reconciliation() {
-    let f = Fixture::new(ok());
+async fn a_crash_between_the_reservation_and_the_provider_is_finished_by_reconciliation(
+    kind: Kind,
+) {
+    let f = Fixture::new(kind, ok()).await;
     let new = f.request("k1", "fp").await;
     let id = new.payout.id.clone();
     // What a process killed right after the durable reservation leaves behind.
@@ -275,9 +307,8 @@ async fn a_crash_between_the_reservation_and_the_provider_is_finished_by_reconci
     assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn the_clients_retry_finishes_a_payout_left_in_flight() {
-    let f = Fixture::new(ok());
+async fn the_clients_retry_finishes_a_payout_left_in_flight(kind: Kind) {
+    let f = Fixture::new(kind, ok()).await;
     let new = f.request("k1", "fp").await;
     f.store.begin_payout(&new.key, &new.payout).await.unwrap();
     let a = f.engine.repeat("org_1", "k1", "fp").await.unwrap().unwrap();
@@ -286,12 +317,12 @@ async fn the_clients_retry_finishes_a_payout_left_in_flight() {
     assert_eq!(f.provider.made(), 1);
 }
 
-#[tokio::test]
-async fn an_unanswered_provider_keeps_the_payout_and_the_same_reference_is_retried() {
-    let f = Fixture::new(Scripted::new(
-        vec![ProviderError::Unavailable("timeout".into())],
-        None,
-    ));
+async fn an_unanswered_provider_keeps_the_payout_and_the_same_reference_is_retried(kind: Kind) {
+    let f = Fixture::new(
+        kind,
+        Scripted::new(vec![ProviderError::Unavailable("timeout".into())], None),
+    )
+    .await;
     let new = f.request("k1", "fp").await;
     let id = new.payout.id.clone();
     let r = f.engine.start(new).await;
@@ -304,12 +335,12 @@ async fn an_unanswered_provider_keeps_the_payout_and_the_same_reference_is_retri
     assert_eq!(f.provider.made(), 1, "one payout for the one reference");
 }
 
-#[tokio::test]
-async fn a_refused_payout_fails_and_frees_its_key() {
-    let f = Fixture::new(Scripted::new(
-        vec![ProviderError::Rejected("quote expired".into())],
-        None,
-    ));
+async fn a_refused_payout_fails_and_frees_its_key(kind: Kind) {
+    let f = Fixture::new(
+        kind,
+        Scripted::new(vec![ProviderError::Rejected("quote expired".into())], None),
+    )
+    .await;
     let new = f.request("k1", "fp").await;
     let id = new.payout.id.clone();
     let r = f.engine.start(new).await;
@@ -328,9 +359,8 @@ async fn a_refused_payout_fails_and_frees_its_key() {
     assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1, "never retried");
 }
 
-#[tokio::test]
-async fn an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known() {
-    let f = Fixture::new(ok());
+async fn an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known(kind: Kind) {
+    let f = Fixture::new(kind, ok()).await;
     let raw = completed("cpn_0");
     let event = webhook::parse_event(&raw).unwrap();
     assert_eq!(
@@ -351,9 +381,8 @@ async fn an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known
     );
 }
 
-#[tokio::test]
-async fn without_a_provider_nothing_is_reserved_or_driven() {
-    let f = Fixture::new(ok());
+async fn without_a_provider_nothing_is_reserved_or_driven(kind: Kind) {
+    let f = Fixture::new(kind, ok()).await;
     let engine = PayoutEngine::new(f.store.clone(), None);
     assert!(matches!(engine.provider(), Err(PayoutError::NoProvider)));
     let new = f.request("k1", "fp").await;
@@ -362,3 +391,31 @@ async fn without_a_provider_nothing_is_reserved_or_driven() {
     assert_eq!(f.status(&new.payout.id).await, PayoutStatus::Initiating);
     assert_eq!(f.provider.calls.load(Ordering::SeqCst), 0);
 }
+
+/// Each test above, once per store.
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sled() {
+                super::$name(super::Kind::Sled).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(super::Kind::Postgres).await
+            }
+        }
+    )*};
+}
+
+on_both_stores!(
+    a_payout_is_made_once_and_its_key_answers_with_the_same_body,
+    concurrent_requests_with_one_key_make_one_payout,
+    a_quote_used_by_another_key_is_refused,
+    a_crash_between_the_reservation_and_the_provider_is_finished_by_reconciliation,
+    the_clients_retry_finishes_a_payout_left_in_flight,
+    an_unanswered_provider_keeps_the_payout_and_the_same_reference_is_retried,
+    a_refused_payout_fails_and_frees_its_key,
+    an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known,
+    without_a_provider_nothing_is_reserved_or_driven,
+);

@@ -1,0 +1,158 @@
+//! Counters in PostgreSQL: plan usage per organisation and month, MCP spending per organisation
+//! and day (reserved by one conditional update, so the cap holds across nodes), and the
+//! per-minute metric buckets every node adds to.
+
+use super::{backend, to_i64, to_u64, PgStore};
+use crate::{CounterStore, MetricStore, SpendReservation};
+use async_trait::async_trait;
+use paygate_domain::model::MetricBucket;
+use paygate_domain::StoreResult;
+use sqlx::Row;
+
+#[async_trait]
+impl CounterStore for PgStore {
+    async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64> {
+        let count: Option<i64> =
+            sqlx::query_scalar("SELECT count FROM plan_usage WHERE org_id = $1 AND month = $2")
+                .bind(org_id)
+                .bind(month)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(backend)?;
+        Ok(count.map_or(0, to_u64))
+    }
+
+    async fn put_plan_usage(&self, org_id: &str, month: &str, count: u64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO plan_usage (org_id, month, count) VALUES ($1, $2, $3) \
+             ON CONFLICT (org_id, month) DO UPDATE \
+             SET count = GREATEST(plan_usage.count, EXCLUDED.count)",
+        )
+        .bind(org_id)
+        .bind(month)
+        .bind(to_i64(count)?)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn reserve_mcp_spend(
+        &self,
+        org_id: &str,
+        day: &str,
+        amount: u64,
+        cap: u64,
+    ) -> StoreResult<SpendReservation> {
+        let (amount, cap) = (to_i64(amount)?, to_i64(cap)?);
+        // One statement: the row lock serialises reservations of every node, and the `WHERE`
+        // keeps the total within the cap.
+        let row = sqlx::query(
+            "INSERT INTO mcp_spend AS s (org_id, day, total) \
+             SELECT $1, $2, $3 WHERE $3 <= $4 \
+             ON CONFLICT (org_id, day) DO UPDATE SET total = s.total + EXCLUDED.total \
+             WHERE s.total + EXCLUDED.total <= $4 \
+             RETURNING total",
+        )
+        .bind(org_id)
+        .bind(day)
+        .bind(amount)
+        .bind(cap)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend)?;
+        match row {
+            Some(r) => Ok(SpendReservation::Reserved {
+                total: to_u64(r.try_get("total").map_err(backend)?),
+            }),
+            None => Ok(SpendReservation::OverCap {
+                total: self.mcp_spent(org_id, day).await?,
+            }),
+        }
+    }
+
+    async fn release_mcp_spend(&self, org_id: &str, day: &str, amount: u64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE mcp_spend SET total = GREATEST(total - $3, 0) WHERE org_id = $1 AND day = $2",
+        )
+        .bind(org_id)
+        .bind(day)
+        .bind(to_i64(amount)?)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn mcp_spent(&self, org_id: &str, day: &str) -> StoreResult<u64> {
+        let total: Option<i64> =
+            sqlx::query_scalar("SELECT total FROM mcp_spend WHERE org_id = $1 AND day = $2")
+                .bind(org_id)
+                .bind(day)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(backend)?;
+        Ok(total.map_or(0, to_u64))
+    }
+}
+
+#[async_trait]
+impl MetricStore for PgStore {
+    async fn merge_metrics(&self, org_id: &str, minute: u64, b: &MetricBucket) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO metric_buckets AS m (org_id, minute, total, unpaid402, paid, errors, \
+             challenge_us_sum, challenge_count, settle_ms_sum, settle_count) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (org_id, minute) DO UPDATE SET \
+             total = m.total + EXCLUDED.total, unpaid402 = m.unpaid402 + EXCLUDED.unpaid402, \
+             paid = m.paid + EXCLUDED.paid, errors = m.errors + EXCLUDED.errors, \
+             challenge_us_sum = m.challenge_us_sum + EXCLUDED.challenge_us_sum, \
+             challenge_count = m.challenge_count + EXCLUDED.challenge_count, \
+             settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
+             settle_count = m.settle_count + EXCLUDED.settle_count",
+        )
+        .bind(org_id)
+        .bind(to_i64(minute)?)
+        .bind(to_i64(b.total)?)
+        .bind(to_i64(b.unpaid402)?)
+        .bind(to_i64(b.paid)?)
+        .bind(to_i64(b.errors)?)
+        .bind(to_i64(b.challenge_us_sum)?)
+        .bind(to_i64(b.challenge_count)?)
+        .bind(to_i64(b.settle_ms_sum)?)
+        .bind(to_i64(b.settle_count)?)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket> {
+        let r = sqlx::query(
+            "SELECT COALESCE(SUM(total), 0)::bigint AS total, \
+             COALESCE(SUM(unpaid402), 0)::bigint AS unpaid402, \
+             COALESCE(SUM(paid), 0)::bigint AS paid, COALESCE(SUM(errors), 0)::bigint AS errors, \
+             COALESCE(SUM(challenge_us_sum), 0)::bigint AS challenge_us_sum, \
+             COALESCE(SUM(challenge_count), 0)::bigint AS challenge_count, \
+             COALESCE(SUM(settle_ms_sum), 0)::bigint AS settle_ms_sum, \
+             COALESCE(SUM(settle_count), 0)::bigint AS settle_count \
+             FROM metric_buckets WHERE org_id = $1 AND minute >= $2",
+        )
+        .bind(org_id)
+        .bind(to_i64(from_minute)?)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(backend)?;
+        let get = |c: &str| r.try_get::<i64, _>(c).map(to_u64).map_err(backend);
+        Ok(MetricBucket {
+            total: get("total")?,
+            unpaid402: get("unpaid402")?,
+            paid: get("paid")?,
+            errors: get("errors")?,
+            challenge_us_sum: get("challenge_us_sum")?,
+            challenge_count: get("challenge_count")?,
+            settle_ms_sum: get("settle_ms_sum")?,
+            settle_count: get("settle_count")?,
+        })
+    }
+}

@@ -1,0 +1,142 @@
+//! Gateway payments in PostgreSQL: `payments` and the `nonces` replay guard. A nonce is taken
+//! by one insert; a concurrent one with the same key waits for the holder's transaction and
+//! then reads the holder, so every node answers a replay from the same record.
+
+use super::{backend, doc, PgStore};
+use crate::{PaymentReservation, PaymentStore};
+use async_trait::async_trait;
+use paygate_domain::model::GatewayPayment;
+use paygate_domain::StoreResult;
+use sqlx::types::Json;
+use sqlx::{Postgres, Transaction};
+
+/// Inside `tx`: stores `p` whole, with the columns queries use.
+async fn put(tx: &mut Transaction<'_, Postgres>, p: &GatewayPayment) -> StoreResult<()> {
+    let status = serde_json::to_value(p.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    sqlx::query(
+        "INSERT INTO payments (id, nonce_key, org_id, route_id, status, open, created_at, doc) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+         ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, open = EXCLUDED.open, \
+         doc = EXCLUDED.doc",
+    )
+    .bind(&p.id)
+    .bind(&p.nonce_key)
+    .bind(&p.org_id)
+    .bind(&p.route_id)
+    .bind(status)
+    .bind(p.status.is_open())
+    .bind(&p.created_at)
+    .bind(Json(p))
+    .execute(&mut **tx)
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+const HOLDER: &str =
+    "SELECT p.doc FROM nonces n JOIN payments p ON p.id = n.payment_id WHERE n.nonce_key = $1";
+
+#[async_trait]
+impl PaymentStore for PgStore {
+    async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<PaymentReservation> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        put(&mut tx, payment).await?;
+        let taken = sqlx::query(
+            "INSERT INTO nonces (nonce_key, payment_id) VALUES ($1, $2) \
+             ON CONFLICT (nonce_key) DO NOTHING",
+        )
+        .bind(&payment.nonce_key)
+        .bind(&payment.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        if taken.rows_affected() == 1 {
+            tx.commit().await.map_err(backend)?;
+            return Ok(PaymentReservation::Reserved);
+        }
+        // Held: nothing of this attempt is kept; the holder is read after its commit.
+        tx.rollback().await.map_err(backend)?;
+        let row = sqlx::query(HOLDER)
+            .bind(&payment.nonce_key)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(PaymentReservation::Held(Box::new(doc(&row)?)))
+    }
+
+    async fn update_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        put(&mut tx, payment).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        sqlx::query("DELETE FROM nonces WHERE nonce_key = $1 AND payment_id = $2")
+            .bind(&payment.nonce_key)
+            .bind(&payment.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        put(&mut tx, payment).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn get_payment(&self, id: &str) -> StoreResult<Option<GatewayPayment>> {
+        sqlx::query("SELECT doc FROM payments WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)?
+            .map(|r| doc(&r))
+            .transpose()
+    }
+
+    async fn payment_for_nonce(&self, nonce_key: &str) -> StoreResult<Option<GatewayPayment>> {
+        sqlx::query(HOLDER)
+            .bind(nonce_key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)?
+            .map(|r| doc(&r))
+            .transpose()
+    }
+
+    async fn claim_redemption(
+        &self,
+        id: &str,
+        retry: &GatewayPayment,
+        at: &str,
+    ) -> StoreResult<Option<GatewayPayment>> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        let Some(row) = sqlx::query("SELECT doc FROM payments WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let mut p: GatewayPayment = doc(&row)?;
+        if !p.redeemable_by(retry) {
+            return Ok(None);
+        }
+        p.redeemed_at = Some(at.to_string());
+        p.updated_at = at.to_string();
+        put(&mut tx, &p).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(p))
+    }
+
+    async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>> {
+        let rows = sqlx::query("SELECT doc FROM payments WHERE open ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
+        let all: Vec<GatewayPayment> = rows.iter().map(doc).collect::<StoreResult<_>>()?;
+        Ok(all.into_iter().filter(|p| p.status.is_open()).collect())
+    }
+}
