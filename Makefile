@@ -27,9 +27,11 @@ run: deps release
 	$(PY) scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
-## clients), then a short libFuzzer run of each parser target.
+## clients; the store's tests on sled and on a throwaway PostgreSQL), the end-to-end suite again
+## with every gateway on PostgreSQL, then a short libFuzzer run of each parser target.
 test: deps pg-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
+	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --no-fail-fast -E 'binary(/^e2e_/)'
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity

@@ -1,5 +1,6 @@
 //! The `paygate` binary: `serve` runs the gateway (Pingora proxy + axum control plane in one
-//! process); `admin` calls the admin API for operators.
+//! process); `migrate` prepares a PostgreSQL database; `admin` calls the admin API for
+//! operators.
 
 mod admin_cli;
 mod devchain;
@@ -29,6 +30,12 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Apply the database migrations this build knows (storage.backend = "postgres"), then
+    /// exit. `serve` applies them too; this is for deployments that migrate before rolling out.
+    Migrate {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
     /// Operator commands against a running gateway's admin API.
     Admin(admin_cli::AdminArgs),
     /// Development chain tools (local anvil only).
@@ -49,6 +56,10 @@ fn main() -> ExitCode {
         Command::Serve { config } => {
             init_tracing();
             serve::run(config.as_deref())
+        }
+        Command::Migrate { config } => {
+            init_tracing();
+            serve::migrate(config.as_deref())
         }
         Command::Admin(args) => admin_cli::run(args),
         Command::Devchain(DevchainCommand::Setup(args)) => devchain::run(args),

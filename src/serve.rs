@@ -4,12 +4,13 @@
 
 use anyhow::Context;
 use async_trait::async_trait;
-use paygate_config::{Config, FacilitatorKind};
+use paygate_config::{Config, FacilitatorKind, StorageBackend, StorageConfig};
 use paygate_control_plane::AppState;
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::{RenderContext, RouteTable};
 use paygate_gateway::target_policy::TargetPolicy;
 use paygate_proxy::{Gateway, GatewayParts, ProxySettings};
+use paygate_store::postgres::{PgSettings, PgStore};
 use paygate_store::{SledStore, Store};
 use paygate_x402::facilitator::embedded::EmbeddedFacilitator;
 use paygate_x402::facilitator::remote::RemoteFacilitator;
@@ -82,6 +83,21 @@ impl BackgroundService for Sandbox {
     }
 }
 
+/// `paygate migrate`: applies the PostgreSQL migrations and exits (waiting while the database
+/// is unreachable, like `serve`).
+pub fn migrate(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let cfg = Config::load(config_path)?;
+    if cfg.storage.backend != StorageBackend::Postgres {
+        anyhow::bail!("paygate migrate is for storage.backend = \"postgres\"");
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(open_store(&cfg.storage))?;
+    tracing::info!("database migrated");
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut cfg = Config::load(config_path)?;
     // Fail early and clearly if the public address is taken (Pingora would panic). Port 0 picks
@@ -95,19 +111,18 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
             "BENCHMARK BUILD: requests with x-paygate-bench-free skip payment; never deploy this binary"
         );
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // The startup runtime lives as long as the process and keeps a worker thread driving its
+    // I/O: the PostgreSQL pool's first connections are opened here and stay registered with
+    // this runtime's reactor when the proxy and control plane use them later (a current-thread
+    // runtime, driven only inside `block_on`, would leave them hanging).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("paygate-startup")
         .enable_all()
         .build()?;
     std::fs::create_dir_all(&cfg.storage.path)
         .with_context(|| format!("creating {}", cfg.storage.path.display()))?;
-    let store: Arc<SledStore> = Arc::new(
-        SledStore::open_with_cache(
-            &cfg.storage.path,
-            cfg.storage.cache_capacity_mb.saturating_mul(1 << 20),
-        )
-        .with_context(|| format!("opening store at {}", cfg.storage.path.display()))?,
-    );
-    let dyn_store: Arc<dyn Store> = store.clone();
+    let dyn_store = rt.block_on(open_store(&cfg.storage))?;
     let table = Arc::new(rt.block_on(RouteTable::load(
         RenderContext::from_config(&cfg),
         dyn_store.as_ref(),
@@ -303,6 +318,48 @@ fn build_facilitator(
             .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
             tracing::info!(relayer = %embedded.relayer(), "embedded facilitator");
             Ok(Some(Arc::new(embedded)))
+        }
+    }
+}
+
+/// The PostgreSQL settings of `storage`, the URL read from its environment variable.
+pub fn pg_settings(storage: &StorageConfig) -> anyhow::Result<PgSettings> {
+    let env = &storage.database_url_env;
+    let url = std::env::var(env)
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .with_context(|| {
+            format!("storage.backend = \"postgres\" needs the database URL in {env}")
+        })?;
+    Ok(PgSettings {
+        url,
+        pool_size: storage.pool_size,
+        statement_timeout: Duration::from_millis(storage.statement_timeout_ms.max(1)),
+        acquire_timeout: Duration::from_secs(5),
+    })
+}
+
+/// Opens the configured store. PostgreSQL is migrated first; while it is unreachable the node
+/// waits (a warning per attempt) instead of exiting.
+async fn open_store(storage: &StorageConfig) -> anyhow::Result<Arc<dyn Store>> {
+    match storage.backend {
+        StorageBackend::Sled => {
+            let store = SledStore::open_with_cache(
+                &storage.path,
+                storage.cache_capacity_mb.saturating_mul(1 << 20),
+            )
+            .with_context(|| format!("opening store at {}", storage.path.display()))?;
+            Ok(Arc::new(store))
+        }
+        StorageBackend::Postgres => {
+            let settings = pg_settings(storage)?;
+            let store = PgStore::open(&settings, |e| {
+                tracing::warn!(error = %e, "waiting for the database");
+            })
+            .await
+            .context("opening the PostgreSQL store")?;
+            tracing::info!("PostgreSQL store ready");
+            Ok(Arc::new(store))
         }
     }
 }

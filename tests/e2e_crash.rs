@@ -14,8 +14,6 @@ use common::chain::{address, now, Chain, PaymentSpec};
 use common::upstream::Upstream;
 use common::*;
 use paygate_domain::model::{nonce_key, PaymentStatus};
-use paygate_store::prelude::*;
-use paygate_store::SledStore;
 use rand::Rng;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -196,7 +194,7 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
     let wait = last_valid_before.saturating_sub(now()) + 3;
     tokio::time::sleep(Duration::from_secs(wait)).await;
     assert!(gw.stop(), "paygate did not stop:\n{}", gw.log());
-    let store = SledStore::open(&gw.dir.path().join("data")).expect("open the store");
+    let store = gw.store().await;
     tally.stuck = store.unfinished_payments().await.unwrap().len();
     for (key, moved, served) in &payments {
         let record = store.payment_for_nonce(key).await.unwrap();

@@ -275,7 +275,7 @@ async fn a_retry_is_served_once_on_a_payment_reconciliation_found_settled() {
     let never_sent = PaymentSpec::new(4, seller, PRICE);
     assert!(gw.stop());
     {
-        let store = SledStore::open(&gw.dir.path().join("data")).unwrap();
+        let store = gw.store().await;
         let req = local_requirements(&chain, seller);
         for spec in [&landed, &never_sent] {
             let org_id = org["id"].as_str().unwrap();

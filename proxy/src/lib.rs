@@ -159,7 +159,12 @@ impl ProxyHttp for Gateway {
     /// goes on in.
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         match self.decide(session.req_header(), ctx).await {
-            Decision::PassThrough => Ok(false),
+            Decision::PassThrough => {
+                // Keep the (small) body, so a request that meets a pooled connection the control
+                // plane has just closed can be sent again (`error_while_proxy`).
+                session.as_mut().enable_retry_buffering();
+                Ok(false)
+            }
             Decision::Forward(f) => {
                 (ctx.outcome, ctx.kind) = match f.paid {
                     Some(_) => (Some("PAID"), Outcome::Paid),
@@ -326,6 +331,36 @@ impl ProxyHttp for Gateway {
             answer::add_cors(resp)?;
         }
         Ok(())
+    }
+
+    /// Pingora retries only idempotent methods on a reused connection. A pass-through to the
+    /// control plane (in this process, on loopback) that fails on a reused connection before
+    /// any answer came back met a connection the control plane had closed while it sat in the
+    /// pool, so the request was never handled: it is sent again on a new connection, whatever
+    /// its method, as long as its body is still buffered. Forwarding to upstreams keeps
+    /// Pingora's rule (a paid request must not reach an origin twice).
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut Ctx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let stale = matches!(
+            e.etype(),
+            ErrorType::ConnectionClosed | ErrorType::WriteError | ErrorType::ReadError
+        );
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        let buffered = !session.as_ref().retry_buffer_truncated();
+        if matches!(ctx.stage, Stage::ControlPlane) && stale && client_reused && buffered {
+            e.retry.decide_reuse(true);
+        } else if !session.req_header().method.is_idempotent() || !buffered {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        e
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {

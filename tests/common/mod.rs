@@ -36,6 +36,15 @@ pub struct Gateway {
     pub http: Client,
     extra_env: Vec<(String, String)>,
     child: Option<Child>,
+    /// The gateway's PostgreSQL cluster when the suite runs on that backend
+    /// (`PAYGATE_TEST_BACKEND=postgres`); it outlives restarts of the gateway.
+    pg: Option<paygate_store::testing::PgCluster>,
+}
+
+/// Whether this run of the suite puts gateways on PostgreSQL (`make test` runs the end-to-end
+/// suite on each backend).
+pub fn on_postgres() -> bool {
+    std::env::var("PAYGATE_TEST_BACKEND").as_deref() == Ok("postgres")
 }
 
 impl Gateway {
@@ -64,9 +73,37 @@ impl Gateway {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             child: None,
+            pg: on_postgres().then(paygate_store::testing::PgCluster::start),
         };
         g.spawn().await;
         g
+    }
+
+    /// The gateway's store opened by the test itself, on whichever backend the gateway uses.
+    /// Stop a sled gateway first: sled locks its directory (polled until the stopped process
+    /// has let go of it).
+    pub async fn store(&self) -> std::sync::Arc<dyn paygate_store::Store> {
+        if let Some(pg) = &self.pg {
+            let s = paygate_store::postgres::PgStore::connect_lazy(
+                &paygate_store::postgres::PgSettings {
+                    url: pg.url(),
+                    pool_size: 4,
+                    statement_timeout: Duration::from_secs(10),
+                    acquire_timeout: Duration::from_secs(10),
+                },
+            )
+            .expect("the gateway's database");
+            return std::sync::Arc::new(s);
+        }
+        let dir = self.dir.path().join("data");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match paygate_store::SledStore::open(&dir) {
+                Ok(s) => return std::sync::Arc::new(s),
+                Err(e) if Instant::now() > deadline => panic!("opening the store: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
     }
 
     pub fn log_path(&self) -> PathBuf {
@@ -129,6 +166,10 @@ impl Gateway {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
+        if let Some(pg) = &self.pg {
+            cmd.env("PAYGATE__STORAGE__BACKEND", "postgres")
+                .env("PAYGATE_DATABASE_URL", pg.url());
+        }
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }

@@ -68,15 +68,33 @@ impl ServerConfig {
     }
 }
 
+/// Where records are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackend {
+    /// Embedded, one node (the default).
+    Sled,
+    /// A cluster of nodes sharing one PostgreSQL database.
+    Postgres,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
-    /// Directory of the sled database.
+    pub backend: StorageBackend,
+    /// The node's own directory: the sled database, and for every backend the pid file, the
+    /// `paygate.addr` file and the sandbox provider's database.
     pub path: PathBuf,
     /// sled's page cache in MiB (sled's own default is 1 GiB). sled counts it in on-disk bytes,
     /// so the memory it takes is a few times this; and sled keeps some memory per stored record
     /// beyond it (RELIABILITY.md, soak).
     pub cache_capacity_mb: u64,
+    /// Environment variable holding the PostgreSQL URL (a credential: never in the file).
+    pub database_url_env: String,
+    /// Connections in the node's PostgreSQL pool.
+    pub pool_size: u32,
+    /// PostgreSQL `statement_timeout` for every statement, in milliseconds.
+    pub statement_timeout_ms: u64,
 }
 
 impl StorageConfig {
@@ -86,8 +104,12 @@ impl StorageConfig {
 impl Default for StorageConfig {
     fn default() -> Self {
         Self {
+            backend: StorageBackend::Sled,
             path: PathBuf::from("./data"),
             cache_capacity_mb: Self::DEFAULT_CACHE_CAPACITY_MB,
+            database_url_env: "PAYGATE_DATABASE_URL".into(),
+            pool_size: 16,
+            statement_timeout_ms: 5000,
         }
     }
 }

@@ -47,11 +47,43 @@ pub struct PgStore {
     pool: PgPool,
 }
 
+/// Why the database could not be made ready for this node.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the database URL is not usable: {0}")]
+    Url(String),
+    #[error("the database is unreachable: {0}")]
+    Unreachable(String),
+    #[error(
+        "the database has schema version {0}, newer than this build knows: \
+         run the newer paygate, or a database of this version"
+    )]
+    NewerSchema(i64),
+    #[error("migrating the database: {0}")]
+    Migration(String),
+}
+
+impl StartError {
+    /// Whether waiting may help (the database is down or starting), as opposed to a mistake
+    /// only the operator can fix.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unreachable(_))
+    }
+}
+
+/// A connection failure: the database is away, not wrong.
+fn unreachable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_)
+    )
+}
+
 impl PgStore {
-    /// Connects (lazily: the first statement opens the first connection) without migrating.
-    pub fn connect_lazy(s: &PgSettings) -> StoreResult<Self> {
+    /// A pool for `s` (lazily: the first statement opens the first connection); no migration.
+    pub fn connect_lazy(s: &PgSettings) -> Result<Self, StartError> {
         let options = PgConnectOptions::from_str(&s.url)
-            .map_err(|e| StoreError::Backend(format!("PAYGATE_DATABASE_URL: {e}")))?
+            .map_err(|e| StartError::Url(e.to_string()))?
             .options([(
                 "statement_timeout",
                 format!("{}ms", s.statement_timeout.as_millis()),
@@ -65,14 +97,35 @@ impl PgStore {
 
     /// Applies the migrations this build knows that the database lacks. A database migrated by
     /// a newer build (a version this one does not know) is refused.
-    pub async fn migrate(&self) -> StoreResult<()> {
+    pub async fn migrate(&self) -> Result<(), StartError> {
+        use sqlx::migrate::MigrateError;
         MIGRATOR.run(&self.pool).await.map_err(|e| match e {
-            sqlx::migrate::MigrateError::VersionMissing(v) => StoreError::Backend(format!(
-                "the database has schema version {v}, newer than this build knows: \
-                 run the newer paygate, or a database of this version"
-            )),
-            other => StoreError::Backend(format!("migration: {other}")),
+            MigrateError::VersionMissing(v) => StartError::NewerSchema(v),
+            MigrateError::Execute(e) if unreachable(&e) => StartError::Unreachable(e.to_string()),
+            other => StartError::Migration(other.to_string()),
         })
+    }
+
+    /// Connects and migrates, waiting while the database is unreachable (a node may start
+    /// before its database); `waiting` hears each failed attempt. A mistake (bad URL, newer
+    /// schema, failed migration) is returned at once.
+    pub async fn open(
+        s: &PgSettings,
+        mut waiting: impl FnMut(&StartError),
+    ) -> Result<Self, StartError> {
+        let store = Self::connect_lazy(s)?;
+        let mut pause = Duration::from_millis(200);
+        loop {
+            match store.migrate().await {
+                Ok(()) => return Ok(store),
+                Err(e) if e.is_transient() => {
+                    waiting(&e);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The pool, for the parts that listen or lock on their own connection.
