@@ -31,7 +31,7 @@ run: deps release
 ## with every gateway on PostgreSQL, then a short libFuzzer run of each parser target.
 test: deps pg-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
-	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --no-fail-fast -E 'binary(/^e2e_/)'
+	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --no-fail-fast -E 'binary(/^e2e_/) - binary(e2e_cluster)'
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity

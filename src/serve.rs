@@ -52,6 +52,30 @@ impl BackgroundService for ControlPlane {
     }
 }
 
+/// On PostgreSQL: the other nodes' route and organisation changes, into this node's table.
+struct Follower {
+    table: Arc<RouteTable>,
+    store: Arc<dyn Store>,
+    pg: PgStore,
+    every: Duration,
+}
+
+#[async_trait]
+impl BackgroundService for Follower {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let follow = paygate_gateway::follow::follow(
+            self.table.clone(),
+            self.store.clone(),
+            self.pg.clone(),
+            self.every,
+        );
+        tokio::select! {
+            _ = follow => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
 /// The built-in sandbox payout provider (`payout.provider = "sandbox"`) on its own listener,
 /// posting its webhooks to this gateway.
 struct Sandbox {
@@ -122,7 +146,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         .build()?;
     std::fs::create_dir_all(&cfg.storage.path)
         .with_context(|| format!("creating {}", cfg.storage.path.display()))?;
-    let dyn_store = rt.block_on(open_store(&cfg.storage))?;
+    let (dyn_store, pg) = rt.block_on(open_store(&cfg.storage))?;
     let table = Arc::new(rt.block_on(RouteTable::load(
         RenderContext::from_config(&cfg),
         dyn_store.as_ref(),
@@ -189,6 +213,17 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
             secret: secrets.first().cloned().unwrap_or_default(),
         };
         server.add_service(background_service("sandbox payout provider", sandbox));
+    }
+    if let Some(pg) = pg {
+        server.add_service(background_service(
+            "cluster follower",
+            Follower {
+                table: table.clone(),
+                store: dyn_store.clone(),
+                pg,
+                every: Duration::from_secs(cfg.storage.resync_interval_seconds),
+            },
+        ));
     }
     let state = AppState::new(dyn_store.clone(), table, cfg.clone(), policy)
         .with_payments(payments)
@@ -339,9 +374,10 @@ pub fn pg_settings(storage: &StorageConfig) -> anyhow::Result<PgSettings> {
     })
 }
 
-/// Opens the configured store. PostgreSQL is migrated first; while it is unreachable the node
-/// waits (a warning per attempt) instead of exiting.
-async fn open_store(storage: &StorageConfig) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the configured store (and, on PostgreSQL, the handle the cluster follower listens
+/// with). PostgreSQL is migrated first; while it is unreachable the node waits (a warning per
+/// attempt) instead of exiting.
+async fn open_store(storage: &StorageConfig) -> anyhow::Result<(Arc<dyn Store>, Option<PgStore>)> {
     match storage.backend {
         StorageBackend::Sled => {
             let store = SledStore::open_with_cache(
@@ -349,7 +385,7 @@ async fn open_store(storage: &StorageConfig) -> anyhow::Result<Arc<dyn Store>> {
                 storage.cache_capacity_mb.saturating_mul(1 << 20),
             )
             .with_context(|| format!("opening store at {}", storage.path.display()))?;
-            Ok(Arc::new(store))
+            Ok((Arc::new(store), None))
         }
         StorageBackend::Postgres => {
             let settings = pg_settings(storage)?;
@@ -359,7 +395,7 @@ async fn open_store(storage: &StorageConfig) -> anyhow::Result<Arc<dyn Store>> {
             .await
             .context("opening the PostgreSQL store")?;
             tracing::info!("PostgreSQL store ready");
-            Ok(Arc::new(store))
+            Ok((Arc::new(store.clone()), Some(store)))
         }
     }
 }

@@ -36,9 +36,11 @@ pub struct Gateway {
     pub http: Client,
     extra_env: Vec<(String, String)>,
     child: Option<Child>,
-    /// The gateway's PostgreSQL cluster when the suite runs on that backend
+    /// The gateway's own PostgreSQL cluster when the suite runs on that backend
     /// (`PAYGATE_TEST_BACKEND=postgres`); it outlives restarts of the gateway.
-    pg: Option<paygate_store::testing::PgCluster>,
+    _pg: Option<paygate_store::testing::PgCluster>,
+    /// The database the gateway uses, when on PostgreSQL (its own, or a cluster's shared one).
+    database_url: Option<String>,
 }
 
 /// Whether this run of the suite puts gateways on PostgreSQL (`make test` runs the end-to-end
@@ -58,6 +60,21 @@ impl Gateway {
     }
 
     pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        let pg = on_postgres().then(paygate_store::testing::PgCluster::start);
+        let url = pg.as_ref().map(|c| c.url());
+        Self::start_inner(env, pg, url).await
+    }
+
+    /// A node of a cluster: a gateway on the shared PostgreSQL database `url`.
+    pub async fn start_on(url: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_inner(env, None, Some(url.to_string())).await
+    }
+
+    async fn start_inner(
+        env: &[(&str, &str)],
+        pg: Option<paygate_store::testing::PgCluster>,
+        database_url: Option<String>,
+    ) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut g = Self {
             base: String::new(),
@@ -73,7 +90,8 @@ impl Gateway {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             child: None,
-            pg: on_postgres().then(paygate_store::testing::PgCluster::start),
+            _pg: pg,
+            database_url,
         };
         g.spawn().await;
         g
@@ -83,10 +101,10 @@ impl Gateway {
     /// Stop a sled gateway first: sled locks its directory (polled until the stopped process
     /// has let go of it).
     pub async fn store(&self) -> std::sync::Arc<dyn paygate_store::Store> {
-        if let Some(pg) = &self.pg {
+        if let Some(url) = &self.database_url {
             let s = paygate_store::postgres::PgStore::connect_lazy(
                 &paygate_store::postgres::PgSettings {
-                    url: pg.url(),
+                    url: url.clone(),
                     pool_size: 4,
                     statement_timeout: Duration::from_secs(10),
                     acquire_timeout: Duration::from_secs(10),
@@ -166,9 +184,9 @@ impl Gateway {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
-        if let Some(pg) = &self.pg {
+        if let Some(url) = &self.database_url {
             cmd.env("PAYGATE__STORAGE__BACKEND", "postgres")
-                .env("PAYGATE_DATABASE_URL", pg.url());
+                .env("PAYGATE_DATABASE_URL", url);
         }
         for (k, v) in &self.extra_env {
             cmd.env(k, v);

@@ -95,6 +95,9 @@ pub struct StorageConfig {
     pub pool_size: u32,
     /// PostgreSQL `statement_timeout` for every statement, in milliseconds.
     pub statement_timeout_ms: u64,
+    /// PostgreSQL: seconds between full rereads of the route table (other nodes' changes
+    /// arrive at once by notification; this heals a lost one).
+    pub resync_interval_seconds: u64,
 }
 
 impl StorageConfig {
@@ -110,6 +113,7 @@ impl Default for StorageConfig {
             database_url_env: "PAYGATE_DATABASE_URL".into(),
             pool_size: 16,
             statement_timeout_ms: 5000,
+            resync_interval_seconds: 30,
         }
     }
 }

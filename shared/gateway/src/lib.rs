@@ -1,7 +1,9 @@
 //! The gateway core, apart from Pingora and axum: the in-memory route table the proxy reads,
 //! route paths, the SSRF policy for upstreams, plan usage, request metrics, and the payment
-//! service (the paid step and payment reconciliation).
+//! service (the paid step and payment reconciliation); on a cluster, following the other nodes'
+//! route changes.
 
+pub mod follow;
 pub mod metrics;
 pub mod payments;
 pub mod route_path;

@@ -99,6 +99,9 @@ pub struct OrgRoutes {
     pub plan_limit: u64,
     pub receiver_wallet: Option<Address>,
     pub routes: HashMap<String, Arc<RouteEntry>>,
+    /// A digest of the stored records this was built from (the organisation and all its
+    /// routes); `None` after a one-route refresh. A resync republishes only what differs.
+    source: Option<u64>,
 }
 
 /// An immutable view of every organisation's active routes.
@@ -210,6 +213,7 @@ impl RenderContext {
     }
 
     fn org_routes(&self, org: &Org, routes: Vec<Route>) -> OrgRoutes {
+        let source = Some(digest(org, &routes));
         let routes = routes
             .into_iter()
             .filter(|r| r.active)
@@ -226,6 +230,7 @@ impl RenderContext {
                 .unwrap_or(self.default_plan_limit),
             receiver_wallet: org.receiver_wallet,
             routes,
+            source,
         }
     }
 
@@ -257,6 +262,7 @@ impl RenderContext {
             plan_limit: 0,
             receiver_wallet: Some(self.sandbox_pay_to),
             routes: HashMap::from([(SANDBOX_PATH.to_string(), Arc::new(entry))]),
+            source: None,
         }
     }
 }
@@ -331,6 +337,7 @@ impl RouteTable {
         };
         let route = store.get_route(org_id, route_id).await?;
         let mut fresh = self.ctx.org_routes(&org, Vec::new());
+        fresh.source = None;
         fresh.routes = existing.routes.clone();
         fresh.routes.retain(|_, e| &*e.id != route_id);
         if let Some(r) = route.filter(|r| r.active) {
@@ -339,6 +346,43 @@ impl RouteTable {
         }
         self.publish(&old, org_id, Some((org.slug, Arc::new(fresh))));
         Ok(())
+    }
+
+    /// Re-reads one organisation and republishes it if its records changed since the table
+    /// last read them (another node's change); `true` when it did.
+    pub async fn resync_org(&self, store: &dyn Store, org_id: &str) -> StoreResult<bool> {
+        let _guard = self.writer.lock().await;
+        let org = store.get_org(org_id).await?;
+        let current = self.current.load_full();
+        let held = current.by_slug.values().find(|o| &*o.org_id == org_id);
+        let fresh = match org {
+            Some(org) => {
+                let routes = store.list_routes(&org.id).await?;
+                if held.and_then(|h| h.source) == Some(digest(&org, &routes)) {
+                    return Ok(false);
+                }
+                Some((
+                    org.slug.clone(),
+                    Arc::new(self.ctx.org_routes(&org, routes)),
+                ))
+            }
+            None if held.is_none() => return Ok(false),
+            None => None,
+        };
+        self.publish(&current, org_id, fresh);
+        Ok(true)
+    }
+
+    /// Resyncs every organisation in the store (a cluster node's periodic pass, which heals a
+    /// change whose notification was lost); the number republished.
+    pub async fn resync(&self, store: &dyn Store) -> StoreResult<usize> {
+        let mut republished = 0;
+        for org in store.list_orgs().await? {
+            if self.resync_org(store, &org.id).await? {
+                republished += 1;
+            }
+        }
+        Ok(republished)
     }
 
     async fn reload_org(&self, store: &dyn Store, org_id: &str) -> StoreResult<()> {
@@ -369,6 +413,17 @@ impl RouteTable {
         // No receiver is fine: nobody is listening.
         let _ = self.changes.send(Arc::from(org_id));
     }
+}
+
+/// The digest of an organisation's stored records, as `OrgRoutes::source`.
+fn digest(org: &Org, routes: &[Route]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut ids: Vec<&Route> = routes.iter().collect();
+    ids.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(org).unwrap_or_default().hash(&mut h);
+    serde_json::to_string(&ids).unwrap_or_default().hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]

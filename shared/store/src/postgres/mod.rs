@@ -45,6 +45,8 @@ pub struct PgSettings {
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// This process among the nodes: its announcements carry it, so it skips its own.
+    node: String,
 }
 
 /// Why the database could not be made ready for this node.
@@ -92,7 +94,10 @@ impl PgStore {
             .max_connections(s.pool_size.max(1))
             .acquire_timeout(s.acquire_timeout)
             .connect_lazy_with(options);
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            node: paygate_domain::ids::new_id("node"),
+        })
     }
 
     /// Applies the migrations this build knows that the database lacks. A database migrated by
@@ -128,10 +133,81 @@ impl PgStore {
         }
     }
 
+    /// Subscribes to the changes other nodes commit.
+    pub async fn changes(&self) -> StoreResult<Changes> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
+            .await
+            .map_err(backend)?;
+        listener.listen(CHANGES).await.map_err(backend)?;
+        Ok(Changes {
+            listener,
+            node: self.node.clone(),
+        })
+    }
+
     /// The pool, for the parts that listen or lock on their own connection.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+}
+
+/// The channel on which every committed change of an organisation (its settings, a route) is
+/// announced to the nodes sharing the database: `node org-id [route-id]`, space-separated (ids
+/// hold no blanks; PostgreSQL text cannot carry a NUL).
+pub const CHANGES: &str = "paygate_changes";
+
+/// A change another node committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub org_id: String,
+    pub route_id: Option<String>,
+}
+
+/// This node's subscription to [`CHANGES`] (its own announcements are left out).
+pub struct Changes {
+    listener: sqlx::postgres::PgListener,
+    node: String,
+}
+
+impl Changes {
+    /// The next change of another node; `Ok(None)` when the connection was lost and has been
+    /// re-established: announcements made meanwhile are gone, so the caller resyncs.
+    pub async fn next(&mut self) -> StoreResult<Option<Change>> {
+        loop {
+            let Some(n) = self.listener.try_recv().await.map_err(backend)? else {
+                return Ok(None);
+            };
+            let mut parts = n.payload().split(' ');
+            let (Some(node), Some(org)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            if node == self.node {
+                continue;
+            }
+            let route = parts.next().filter(|r| !r.is_empty());
+            return Ok(Some(Change {
+                org_id: org.to_string(),
+                route_id: route.map(str::to_string),
+            }));
+        }
+    }
+}
+
+/// Inside a write's transaction: announces the change when the transaction commits.
+async fn announce(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    node: &str,
+    org_id: &str,
+    route_id: Option<&str>,
+) -> StoreResult<()> {
+    let payload = format!("{node} {org_id} {}", route_id.unwrap_or_default());
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANGES)
+        .bind(payload)
+        .execute(&mut **tx)
+        .await
+        .map_err(backend)?;
+    Ok(())
 }
 
 /// A driver error as a store error (constraint violations are mapped where they mean

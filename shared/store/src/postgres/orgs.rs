@@ -1,6 +1,6 @@
 //! Organisations and API keys in PostgreSQL: `orgs` (unique slug) and `api_keys`.
 
-use super::{backend, doc, violates, PgStore};
+use super::{announce, backend, doc, violates, PgStore};
 use crate::{KeyStore, OrgStore};
 use async_trait::async_trait;
 use paygate_domain::model::{ApiKeyRecord, Org};
@@ -31,6 +31,7 @@ impl OrgStore for PgStore {
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
+        announce(&mut tx, &self.node, &org.id, None).await?;
         tx.commit().await.map_err(backend)
     }
 
@@ -65,16 +66,18 @@ impl OrgStore for PgStore {
     }
 
     async fn update_org(&self, org: &Org) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
         let done = sqlx::query("UPDATE orgs SET doc = $2 WHERE id = $1")
             .bind(&org.id)
             .bind(Json(org))
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(backend)?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
-        Ok(())
+        announce(&mut tx, &self.node, &org.id, None).await?;
+        tx.commit().await.map_err(backend)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Routes in PostgreSQL: `routes` (unique path per organisation) and the `idempotency` records,
 //! written in one transaction.
 
-use super::{backend, doc, violates, PgStore};
+use super::{announce, backend, doc, violates, PgStore};
 use crate::RouteStore;
 use async_trait::async_trait;
 use paygate_domain::model::{IdempotencyRecord, Route};
@@ -86,6 +86,7 @@ impl RouteStore for PgStore {
             .execute(&mut *tx)
             .await
             .map_err(path_taken)?;
+        announce(&mut tx, &self.node, &route.org_id, Some(&route.id)).await?;
         tx.commit().await.map_err(backend)
     }
 
@@ -116,20 +117,23 @@ impl RouteStore for PgStore {
             .execute(&mut *tx)
             .await
             .map_err(path_taken)?;
+        announce(&mut tx, &self.node, &old.org_id, Some(&old.id)).await?;
         tx.commit().await.map_err(backend)
     }
 
     async fn delete_route(&self, org_id: &str, route_id: &str) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
         let done = sqlx::query("DELETE FROM routes WHERE org_id = $1 AND id = $2")
             .bind(org_id)
             .bind(route_id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(backend)?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
-        Ok(())
+        announce(&mut tx, &self.node, org_id, Some(route_id)).await?;
+        tx.commit().await.map_err(backend)
     }
 
     async fn get_idempotency(

@@ -1,0 +1,173 @@
+//! Three gateway nodes on one PostgreSQL database (issue 17): what one node changes, every node
+//! serves; one `Idempotency-Key` sent to every node at once has one effect. Each propagation
+//! time is printed (the bound README reports); the test fails only past a generous deadline.
+
+mod common;
+
+use common::*;
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// The most a change may take to reach another node before the test fails.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+async fn nodes(url: &str) -> Vec<Gateway> {
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        out.push(Gateway::start_on(url, &[]).await);
+    }
+    out
+}
+
+/// Polls `path` on `node` until `check` holds for the answer; the time it took.
+async fn until<F>(node: &Gateway, path: &str, what: &str, check: F) -> Duration
+where
+    F: Fn(u16, &Value) -> bool,
+{
+    let start = Instant::now();
+    loop {
+        let r = node.get(path).await;
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        if check(status, &body) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{what}: still {status} {body} after {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn price(body: &Value) -> Option<&str> {
+    body["accepts"][0]["maxAmountRequired"].as_str()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_on_one_node_is_served_by_every_node() {
+    let pg = paygate_store::testing::PgCluster::start();
+    let n = nodes(&pg.url()).await;
+    let (org, key) = n[0].create_org("acme", Some(WALLET_A)).await;
+    let route = n[0].create_route(&key, route_body("weather")).await;
+    let id = route["id"].as_str().unwrap();
+    let path = "/gateway/acme/weather";
+    // The node that made the change serves it at once.
+    assert_eq!(n[0].get(path).await.status(), 402);
+    let mut seen = Vec::new();
+    for node in &n[1..] {
+        seen.push(until(node, path, "created", |s, _| s == 402).await);
+    }
+    // A price change.
+    let r = n[1]
+        .api(
+            &key,
+            Method::PATCH,
+            &format!("/api/routes/{id}"),
+            Some(json!({"priceUSD": 0.02})),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    for node in [&n[0], &n[2]] {
+        seen.push(
+            until(node, path, "repriced", |s, b| {
+                s == 402 && price(b) == Some("20000")
+            })
+            .await,
+        );
+    }
+    // Suspension of the organisation (an admin change on a third node).
+    let slug = org["slug"].as_str().unwrap();
+    let r = n[2]
+        .admin(
+            Method::PATCH,
+            &format!("/admin/orgs/{slug}"),
+            Some(json!({"suspended": true})),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    for node in [&n[0], &n[1]] {
+        seen.push(until(node, path, "suspended", |s, _| s == 403).await);
+    }
+    let r = n[2]
+        .admin(
+            Method::PATCH,
+            &format!("/admin/orgs/{slug}"),
+            Some(json!({"suspended": false})),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    // Deletion.
+    let r = n[0]
+        .api(&key, Method::DELETE, &format!("/api/routes/{id}"), None)
+        .await;
+    assert_eq!(r.status(), 204);
+    for node in [&n[1], &n[2]] {
+        seen.push(until(node, path, "deleted", |s, _| s == 404).await);
+    }
+    seen.sort();
+    println!(
+        "cluster propagation over {} changes: median {:?}, max {:?}",
+        seen.len(),
+        seen[seen.len() / 2],
+        seen[seen.len() - 1]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_was_down_catches_up_when_it_starts() {
+    let pg = paygate_store::testing::PgCluster::start();
+    let mut n = nodes(&pg.url()).await;
+    let (_, key) = n[0].create_org("acme", Some(WALLET_A)).await;
+    assert!(n[2].stop());
+    n[0].create_route(&key, route_body("late")).await;
+    n[2].restart().await;
+    assert_eq!(n[2].get("/gateway/acme/late").await.status(), 402);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_idempotency_key_sent_to_every_node_at_once_has_one_effect() {
+    let pg = paygate_store::testing::PgCluster::start();
+    let n = nodes(&pg.url()).await;
+    let (_, key) = n[0].create_org("acme", Some(WALLET_A)).await;
+    let body = route_body("once");
+    let mut sends = Vec::new();
+    for i in 0..12 {
+        let node = &n[i % 3];
+        let req = node
+            .http
+            .post(node.url("/api/routes"))
+            .bearer_auth(&key)
+            .header("idempotency-key", "one-key")
+            .json(&body);
+        sends.push(req.send());
+    }
+    let answers = futures_util::future::join_all(sends).await;
+    let mut ids = std::collections::HashSet::new();
+    for a in answers {
+        let a = a.unwrap();
+        assert_eq!(a.status(), 201, "every copy answers the one result");
+        let v: Value = a.json().await.unwrap();
+        ids.insert(v["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ids.len(), 1, "one route: {ids:?}");
+    let listed: Value = n[2]
+        .api(&key, Method::GET, "/api/routes", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    // The same key with another body, on any node: 409.
+    let r = n[1]
+        .http
+        .post(n[1].url("/api/routes"))
+        .bearer_auth(&key)
+        .header("idempotency-key", "one-key")
+        .json(&route_body("other"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(r).await.1, "DUPLICATE_REQUEST");
+}
