@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::chain::{address, Chain, PaymentSpec};
+use common::upstream::Upstream;
 use common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -13,9 +15,13 @@ use std::time::{Duration, Instant};
 const DEADLINE: Duration = Duration::from_secs(10);
 
 async fn nodes(url: &str) -> Vec<Gateway> {
+    nodes_with(url, &[]).await
+}
+
+async fn nodes_with(url: &str, env: &[(&str, &str)]) -> Vec<Gateway> {
     let mut out = Vec::new();
     for _ in 0..3 {
-        out.push(Gateway::start_on(url, &[]).await);
+        out.push(Gateway::start_on(url, env).await);
     }
     out
 }
@@ -170,4 +176,79 @@ async fn one_idempotency_key_sent_to_every_node_at_once_has_one_effect() {
         .await
         .unwrap();
     assert_eq!(error_of(r).await.1, "DUPLICATE_REQUEST");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_payment_sent_to_every_node_at_once_is_settled_and_served_once() {
+    let chain = Chain::start();
+    let pg = paygate_store::testing::PgCluster::start();
+    let env = chain.gateway_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let n = nodes_with(&pg.url(), &env).await;
+    let upstream = Upstream::start().await;
+    let receiver = address(9);
+    let (_, key) = n[0]
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    n[0].create_route(
+        &key,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia"}),
+    )
+    .await;
+    for node in &n[1..] {
+        until(node, "/gateway/acme/echo", "route", |s, _| s == 402).await;
+    }
+    let payer = address(2);
+    let before = chain.balance(payer).await;
+    let spec = PaymentSpec::new(2, receiver, 10_000);
+    let header = spec.v1_header();
+    let sends = (0..30).map(|i| {
+        let node = &n[i % 3];
+        node.http
+            .get(node.url("/gateway/acme/echo"))
+            .header("X-PAYMENT", header.clone())
+            .send()
+    });
+    let results = futures_util::future::join_all(sends).await;
+    let mut served = 0;
+    let mut answers = Vec::new();
+    for r in results {
+        let r = r.unwrap();
+        if r.status() == 200 {
+            served += 1;
+            continue;
+        }
+        let (status, code, _) = error_of(r).await;
+        answers.push((status, code));
+    }
+    assert_eq!(served, 1, "{answers:?}");
+    for (status, code) in &answers {
+        assert!(
+            matches!(
+                (*status, code.as_str()),
+                (504, "SETTLEMENT_PENDING") | (402, "NONCE_REPLAY")
+            ),
+            "{status} {code}"
+        );
+    }
+    assert_eq!(upstream.hits(), 1, "one upstream request");
+    assert_eq!(
+        chain.balance(payer).await,
+        before - 10_000,
+        "one settlement"
+    );
+    // The same payment later, on any node: NONCE_REPLAY.
+    for node in &n {
+        let r = node
+            .http
+            .get(node.url("/gateway/acme/echo"))
+            .header("X-PAYMENT", header.clone())
+            .send()
+            .await
+            .unwrap();
+        let (status, code, _) = error_of(r).await;
+        assert_eq!((status, code.as_str()), (402, "NONCE_REPLAY"));
+    }
+    assert_eq!(upstream.hits(), 1);
 }
