@@ -252,3 +252,59 @@ async fn one_payment_sent_to_every_node_at_once_is_settled_and_served_once() {
     }
     assert_eq!(upstream.hits(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn org_metrics_count_every_nodes_requests() {
+    let pg = paygate_store::testing::PgCluster::start();
+    let n = nodes(&pg.url()).await;
+    let (_, key) = n[0].create_org("acme", Some(WALLET_A)).await;
+    n[0].create_route(&key, route_body("weather")).await;
+    for node in &n[1..] {
+        until(node, "/gateway/acme/weather", "route", |s, _| s == 402).await;
+    }
+    // Counted from here: what the polls above sent is in the counters already or soon; read
+    // the baseline once every node has flushed it, then send a known number per node.
+    let read = |node: &Gateway| {
+        let key = key.clone();
+        let req = node
+            .http
+            .get(node.url("/api/gateway/metrics?window=24h"))
+            .bearer_auth(key);
+        async move {
+            let v: Value = req.send().await.unwrap().json().await.unwrap();
+            v["metrics"]["unpaid402"].as_u64().unwrap()
+        }
+    };
+    let settle = || async {
+        let mut last = read(&n[0]).await;
+        loop {
+            // Flushes happen every second (test config): two equal reads 1.5 s apart.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let now = read(&n[0]).await;
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    };
+    let base = settle().await;
+    for node in &n {
+        for _ in 0..5 {
+            assert_eq!(node.get("/gateway/acme/weather").await.status(), 402);
+        }
+    }
+    let start = Instant::now();
+    loop {
+        // Read on each node: every node sees the whole cluster's count.
+        let counts = [read(&n[0]).await, read(&n[1]).await, read(&n[2]).await];
+        if counts.iter().all(|c| *c == base + 15) {
+            break;
+        }
+        assert!(
+            counts.iter().all(|c| *c <= base + 15),
+            "{counts:?} over {base} + 15"
+        );
+        assert!(start.elapsed() < DEADLINE, "{counts:?}, want {base} + 15");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
