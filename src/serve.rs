@@ -179,7 +179,11 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         cfg.upstream.allow_private_networks.clone(),
     ));
     let metrics = paygate_gateway::metrics::Metrics::new();
-    let usage = Arc::new(paygate_gateway::usage::PlanUsage::new(dyn_store.clone()));
+    // One node counts plan slots in memory; nodes sharing a database take them in it.
+    let usage = Arc::new(match cfg.storage.backend {
+        StorageBackend::Sled => paygate_gateway::usage::PlanUsage::new(dyn_store.clone()),
+        StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(dyn_store.clone()),
+    });
     let payments = Arc::new(PaymentService::new(dyn_store.clone(), facilitator, usage));
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::chain::{address, Chain, PaymentSpec};
+use common::chain::{address, Chain, PaymentSpec, KEYS};
 use common::upstream::Upstream;
 use common::*;
 use reqwest::Method;
@@ -307,4 +307,69 @@ async fn org_metrics_count_every_nodes_requests() {
         assert!(start.elapsed() < DEADLINE, "{counts:?}, want {base} + 15");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_limit_holds_exactly_across_nodes() {
+    const LIMIT: usize = 3;
+    let chain = Chain::start();
+    let pg = paygate_store::testing::PgCluster::start();
+    let limit = LIMIT.to_string();
+    let mut n = Vec::new();
+    // One relayer account per node: the nodes never share a chain nonce.
+    for relayer in &KEYS[5..8] {
+        let mut env = chain.gateway_env();
+        env.retain(|(k, _)| k != "PAYGATE_RELAYER_KEY");
+        env.push(("PAYGATE_RELAYER_KEY".into(), relayer.to_string()));
+        env.push((
+            "PAYGATE__PLANS__FREE__MONTHLY_REQUESTS".into(),
+            limit.clone(),
+        ));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        n.push(Gateway::start_on(&pg.url(), &env).await);
+    }
+    let upstream = Upstream::start().await;
+    let receiver = address(9);
+    let (_, key) = n[0]
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    n[0].create_route(
+        &key,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia"}),
+    )
+    .await;
+    for node in &n[1..] {
+        until(node, "/gateway/acme/echo", "route", |s, _| s == 402).await;
+    }
+    let before = chain.balance(receiver).await;
+    // Nine different payments at once, three per node.
+    let specs: Vec<PaymentSpec> = (0..9)
+        .map(|i| PaymentSpec::new(1 + i % 3, receiver, 10_000))
+        .collect();
+    let sends = specs.iter().enumerate().map(|(i, spec)| {
+        let node = &n[i % 3];
+        node.http
+            .get(node.url("/gateway/acme/echo"))
+            .header("X-PAYMENT", spec.v1_header())
+            .send()
+    });
+    let results = futures_util::future::join_all(sends).await;
+    let mut served = 0;
+    for r in results {
+        let r = r.unwrap();
+        if r.status() == 200 {
+            served += 1;
+            continue;
+        }
+        let (status, code, _) = error_of(r).await;
+        assert_eq!((status, code.as_str()), (402, "PLAN_LIMIT_EXCEEDED"));
+    }
+    assert_eq!(served, LIMIT, "exactly the limit served across nodes");
+    assert_eq!(upstream.hits(), LIMIT);
+    assert_eq!(
+        chain.balance(receiver).await,
+        before + 10_000 * LIMIT as u64,
+        "only the served requests were charged"
+    );
 }

@@ -1,7 +1,10 @@
 //! Plan limits: paid requests per organisation per calendar month (UTC). Each paid request takes
-//! a slot *before* its payment is taken (so a request over the limit never pays), gives it back
-//! if the payment does not go through, and the count is stored after each settled request, so it
-//! survives restarts. Counters live in a sharded map; the store is read once per org and month.
+//! a slot *before* its payment is taken (so a request over the limit never pays) and gives it
+//! back if the payment does not go through. One node (sled) counts in a sharded map, reads the
+//! store once per org and month and stores the count after each settled request, so it survives
+//! restarts. A cluster (PostgreSQL) takes every slot in the store itself, so the limit holds
+//! across nodes exactly; a node killed between taking a slot and its outcome leaves that slot
+//! counted (the organisation may be refused one request early that month).
 
 use dashmap::DashMap;
 use paygate_domain::StoreResult;
@@ -9,17 +12,27 @@ use paygate_store::Store;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// This node's counters, by organisation and month.
+type Counters = DashMap<(Arc<str>, String), Arc<AtomicU64>>;
+
 pub struct PlanUsage {
     store: Arc<dyn Store>,
-    counters: DashMap<(Arc<str>, String), Arc<AtomicU64>>,
+    /// `None`: the slots are taken in the store (shared by a cluster's nodes).
+    counters: Option<Counters>,
 }
 
-/// A slot taken for one paid request. Dropped without [`Slot::commit`], it is given back.
+/// A slot taken for one paid request. Dropped without [`PlanUsage::commit`], it is given back.
 pub struct Slot {
-    counter: Arc<AtomicU64>,
+    taken: Taken,
     org_id: Arc<str>,
     month: String,
     committed: bool,
+}
+
+/// Where a slot was taken.
+enum Taken {
+    Counter(Arc<AtomicU64>),
+    Store(Arc<dyn Store>),
 }
 
 /// The current month as `YYYY-MM` (UTC).
@@ -29,21 +42,34 @@ pub fn current_month() -> String {
 }
 
 impl PlanUsage {
+    /// One node: counts in memory, stored after each paid request.
     pub fn new(store: Arc<dyn Store>) -> Self {
         Self {
             store,
-            counters: DashMap::new(),
+            counters: Some(DashMap::new()),
         }
     }
 
-    async fn counter(&self, org_id: &Arc<str>, month: &str) -> StoreResult<Arc<AtomicU64>> {
+    /// A cluster's node: every slot taken in the store, shared with the other nodes.
+    pub fn shared(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            counters: None,
+        }
+    }
+
+    async fn counter(
+        &self,
+        counters: &Counters,
+        org_id: &Arc<str>,
+        month: &str,
+    ) -> StoreResult<Arc<AtomicU64>> {
         let key = (org_id.clone(), month.to_string());
-        if let Some(c) = self.counters.get(&key) {
+        if let Some(c) = counters.get(&key) {
             return Ok(c.clone());
         }
         let stored = self.store.plan_usage(org_id, month).await?;
-        Ok(self
-            .counters
+        Ok(counters
             .entry(key)
             .or_insert_with(|| Arc::new(AtomicU64::new(stored)))
             .clone())
@@ -52,32 +78,50 @@ impl PlanUsage {
     /// Takes a slot unless the org has used `limit` this month (`limit` 0 = unlimited).
     pub async fn try_take(&self, org_id: &Arc<str>, limit: u64) -> StoreResult<Option<Slot>> {
         let month = current_month();
-        let counter = self.counter(org_id, &month).await?;
-        let before = counter.fetch_add(1, Ordering::SeqCst);
-        if limit > 0 && before >= limit {
-            counter.fetch_sub(1, Ordering::SeqCst);
-            return Ok(None);
-        }
+        let taken = match &self.counters {
+            Some(counters) => {
+                let counter = self.counter(counters, org_id, &month).await?;
+                let before = counter.fetch_add(1, Ordering::SeqCst);
+                if limit > 0 && before >= limit {
+                    counter.fetch_sub(1, Ordering::SeqCst);
+                    return Ok(None);
+                }
+                Taken::Counter(counter)
+            }
+            None => {
+                if !self.store.take_plan_slot(org_id, &month, limit).await? {
+                    return Ok(None);
+                }
+                Taken::Store(self.store.clone())
+            }
+        };
         Ok(Some(Slot {
-            counter,
+            taken,
             org_id: org_id.clone(),
             month,
             committed: false,
         }))
     }
 
-    /// Used this month, as the counters see it.
+    /// Used this month, as the counters (or the store) see it.
     pub async fn used(&self, org_id: &Arc<str>) -> StoreResult<u64> {
-        Ok(self
-            .counter(org_id, &current_month())
-            .await?
-            .load(Ordering::SeqCst))
+        let month = current_month();
+        match &self.counters {
+            Some(counters) => Ok(self
+                .counter(counters, org_id, &month)
+                .await?
+                .load(Ordering::SeqCst)),
+            None => self.store.plan_usage(org_id, &month).await,
+        }
     }
 
-    /// Keeps the slot (the request was paid) and stores the count.
+    /// Keeps the slot (the request was paid); one node stores its count.
     pub async fn commit(&self, mut slot: Slot) {
         slot.committed = true;
-        let count = slot.counter.load(Ordering::SeqCst);
+        let Taken::Counter(counter) = &slot.taken else {
+            return;
+        };
+        let count = counter.load(Ordering::SeqCst);
         if let Err(e) = self
             .store
             .put_plan_usage(&slot.org_id, &slot.month, count)
@@ -90,8 +134,24 @@ impl PlanUsage {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if !self.committed {
-            self.counter.fetch_sub(1, Ordering::SeqCst);
+        if self.committed {
+            return;
+        }
+        match &self.taken {
+            Taken::Counter(counter) => {
+                counter.fetch_sub(1, Ordering::SeqCst);
+            }
+            Taken::Store(store) => {
+                let (store, org, month) = (store.clone(), self.org_id.clone(), self.month.clone());
+                // A slot is dropped on the request's task; giving it back is a store write.
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move {
+                        if let Err(e) = store.release_plan_slot(&org, &month).await {
+                            tracing::warn!(error = %e, org = %org, "could not give back a plan slot");
+                        }
+                    });
+                }
+            }
         }
     }
 }
@@ -127,5 +187,34 @@ mod tests {
             usage.try_take(&org, 0).await.unwrap().is_some(),
             "0 = unlimited"
         );
+    }
+
+    #[tokio::test]
+    async fn shared_slots_are_taken_and_given_back_in_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let org: Arc<str> = Arc::from("org_1");
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
+        // Two processes sharing one store.
+        let (a, b) = (
+            PlanUsage::shared(store.clone()),
+            PlanUsage::shared(store.clone()),
+        );
+        let one = a.try_take(&org, 2).await.unwrap().unwrap();
+        let two = b.try_take(&org, 2).await.unwrap().unwrap();
+        assert!(a.try_take(&org, 2).await.unwrap().is_none());
+        assert!(b.try_take(&org, 2).await.unwrap().is_none());
+        a.commit(one).await;
+        drop(two); // not paid: given back (a store write on a task of its own)
+        let month = current_month();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while store.plan_usage(&org, &month).await.unwrap() != 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the slot was not given back"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        assert_eq!(b.used(&org).await.unwrap(), 1);
+        assert!(b.try_take(&org, 2).await.unwrap().is_some());
     }
 }

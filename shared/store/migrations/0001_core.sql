@@ -1,18 +1,19 @@
 -- paygate's store on PostgreSQL, first part: organisations, API keys, routes with their path
 -- index and idempotency records, counters (plan usage, MCP spending) and metric buckets.
--- Each record is kept whole as JSONB (`doc`, the same serde form the sled store writes); the
--- columns beside it are what constraints and queries need.
+-- Each record is kept whole as JSON text (`doc`, the same serde form the sled store writes; text,
+-- not jsonb, which refuses the `\u0000` a client may put in a name); the columns beside it are
+-- what constraints and queries need.
 
 CREATE TABLE orgs (
     id   text PRIMARY KEY,
     slug text NOT NULL UNIQUE,
-    doc  jsonb NOT NULL
+    doc  text NOT NULL
 );
 
 CREATE TABLE api_keys (
     key_id text PRIMARY KEY,
     org_id text NOT NULL,
-    doc    jsonb NOT NULL
+    doc    text NOT NULL
 );
 CREATE INDEX api_keys_by_org ON api_keys (org_id);
 
@@ -20,7 +21,7 @@ CREATE TABLE routes (
     org_id text NOT NULL,
     id     text NOT NULL,
     path   text NOT NULL,
-    doc    jsonb NOT NULL,
+    doc    text NOT NULL,
     PRIMARY KEY (org_id, id),
     CONSTRAINT routes_path_unique UNIQUE (org_id, path)
 );
@@ -29,7 +30,7 @@ CREATE TABLE idempotency (
     org_id          text NOT NULL,
     key             text NOT NULL,
     created_at_unix bigint NOT NULL,
-    doc             jsonb NOT NULL,
+    doc             text NOT NULL,
     PRIMARY KEY (org_id, key)
 );
 CREATE INDEX idempotency_by_age ON idempotency (created_at_unix);

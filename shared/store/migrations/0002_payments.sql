@@ -10,7 +10,7 @@ CREATE TABLE payments (
     status     text NOT NULL,
     open       boolean NOT NULL,
     created_at text NOT NULL,
-    doc        jsonb NOT NULL
+    doc        text NOT NULL
 );
 CREATE INDEX payments_open ON payments (id) WHERE open;
 CREATE INDEX payments_by_org ON payments (org_id, created_at);

@@ -7,14 +7,14 @@ CREATE TABLE corridors (
     id            text PRIMARY KEY,
     org_id        text NOT NULL,
     dest_currency text NOT NULL,
-    doc           jsonb NOT NULL,
+    doc           text NOT NULL,
     CONSTRAINT corridors_one_per_currency UNIQUE (org_id, dest_currency)
 );
 
 CREATE TABLE quotes (
     id     text PRIMARY KEY,
     org_id text NOT NULL,
-    doc    jsonb NOT NULL
+    doc    text NOT NULL
 );
 
 CREATE TABLE payouts (
@@ -24,7 +24,7 @@ CREATE TABLE payouts (
     cpn_payment_id text UNIQUE,
     initiating     boolean NOT NULL,
     created_at     text NOT NULL,
-    doc            jsonb NOT NULL
+    doc            text NOT NULL
 );
 CREATE INDEX payouts_initiating ON payouts (id) WHERE initiating;
 CREATE INDEX payouts_by_corridor ON payouts (corridor_id, created_at);
@@ -32,7 +32,7 @@ CREATE INDEX payouts_by_corridor ON payouts (corridor_id, created_at);
 CREATE TABLE pay_keys (
     org_id text NOT NULL,
     key    text NOT NULL,
-    doc    jsonb NOT NULL,
+    doc    text NOT NULL,
     PRIMARY KEY (org_id, key)
 );
 

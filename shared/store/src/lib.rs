@@ -128,6 +128,12 @@ pub trait CounterStore: Send + Sync {
     async fn plan_usage(&self, org_id: &str, month: &str) -> StoreResult<u64>;
     /// Records the count, never lowering it (writes may arrive out of order).
     async fn put_plan_usage(&self, org_id: &str, month: &str, count: u64) -> StoreResult<()>;
+    /// Takes one of the month's `limit` paid-request slots in the store itself (0 = unlimited),
+    /// atomically for every process sharing the store; `false` when all are used. For a
+    /// cluster: one node counts in memory instead ([`CounterStore::put_plan_usage`]).
+    async fn take_plan_slot(&self, org_id: &str, month: &str, limit: u64) -> StoreResult<bool>;
+    /// Gives back a slot taken by [`CounterStore::take_plan_slot`] whose request was not paid.
+    async fn release_plan_slot(&self, org_id: &str, month: &str) -> StoreResult<()>;
     /// Adds `amount` to what `org_id`'s MCP tool calls spent on `day` (`YYYY-MM-DD`, UTC) if the
     /// total stays within `cap`. Returns the outcome with the day's total after the attempt.
     async fn reserve_mcp_spend(

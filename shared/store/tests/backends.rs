@@ -137,8 +137,12 @@ async fn organisations_have_unique_slugs_and_their_keys() {
         );
         let mut o = s.get_org_by_slug("acme").await.unwrap().unwrap();
         o.suspended = true;
+        // Any text a client may send is kept as sent, NUL included (jsonb would refuse it).
+        o.name = "a\u{0}b \u{1F980}".into();
         s.update_org(&o).await.unwrap();
-        assert!(s.get_org("o1").await.unwrap().unwrap().suspended, "{name}");
+        let stored = s.get_org("o1").await.unwrap().unwrap();
+        assert!(stored.suspended, "{name}");
+        assert_eq!(stored.name, "a\u{0}b \u{1F980}", "{name}");
         assert!(
             matches!(
                 s.update_org(&org("nope", "x")).await,
@@ -583,5 +587,42 @@ async fn unfinished_payments_follow_every_write() {
             Some(settled),
             "{name}"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_slots_taken_concurrently_never_pass_the_limit() {
+    let both = Both::new().await;
+    for (name, s) in both.each() {
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let s = s.clone();
+                tokio::spawn(async move { s.take_plan_slot("o1", "2026-11", 5).await.unwrap() })
+            })
+            .collect();
+        let mut taken = 0;
+        for t in tasks {
+            if t.await.unwrap() {
+                taken += 1;
+            }
+        }
+        assert_eq!(taken, 5, "{name}");
+        assert_eq!(s.plan_usage("o1", "2026-11").await.unwrap(), 5, "{name}");
+        assert!(
+            !s.take_plan_slot("o1", "2026-11", 5).await.unwrap(),
+            "{name}"
+        );
+        // A slot given back (the request was not paid) can be taken again.
+        s.release_plan_slot("o1", "2026-11").await.unwrap();
+        assert!(
+            s.take_plan_slot("o1", "2026-11", 5).await.unwrap(),
+            "{name}"
+        );
+        // 0 = unlimited, still counted.
+        assert!(
+            s.take_plan_slot("o2", "2026-11", 0).await.unwrap(),
+            "{name}"
+        );
+        assert_eq!(s.plan_usage("o2", "2026-11").await.unwrap(), 1, "{name}");
     }
 }

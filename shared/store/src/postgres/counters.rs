@@ -37,6 +37,35 @@ impl CounterStore for PgStore {
         Ok(())
     }
 
+    async fn take_plan_slot(&self, org_id: &str, month: &str, limit: u64) -> StoreResult<bool> {
+        // One statement, so the row lock orders every node's takes; 0 = unlimited.
+        let taken = sqlx::query(
+            "INSERT INTO plan_usage AS u (org_id, month, count) \
+             SELECT $1, $2, 1 WHERE $3 = 0 OR $3 >= 1 \
+             ON CONFLICT (org_id, month) DO UPDATE SET count = u.count + 1 \
+             WHERE $3 = 0 OR u.count < $3",
+        )
+        .bind(org_id)
+        .bind(month)
+        .bind(to_i64(limit)?)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(taken.rows_affected() == 1)
+    }
+
+    async fn release_plan_slot(&self, org_id: &str, month: &str) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE plan_usage SET count = GREATEST(count - 1, 0) WHERE org_id = $1 AND month = $2",
+        )
+        .bind(org_id)
+        .bind(month)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
     async fn reserve_mcp_spend(
         &self,
         org_id: &str,

@@ -2,7 +2,7 @@
 //! the schema as versioned migrations embedded from `migrations/` (sqlx applies them under an
 //! advisory lock, so nodes starting together migrate once), one file per aggregate. Each write
 //! is one transaction, committed (so durable) before the call returns. Records are kept whole
-//! as JSONB in the serde form the sled store writes; the columns beside them carry the
+//! as JSON text in the serde form the sled store writes; the columns beside them carry the
 //! constraints (unique slug, unique path per organisation) and what queries filter on.
 
 mod counters;
@@ -223,10 +223,13 @@ fn violates(e: &sqlx::Error, constraint: &str) -> bool {
 
 /// The `doc` column of `row` as a record.
 fn doc<T: DeserializeOwned>(row: &PgRow) -> StoreResult<T> {
-    let sqlx::types::Json(v) = row
-        .try_get::<sqlx::types::Json<T>, _>("doc")
-        .map_err(backend)?;
-    Ok(v)
+    let text: String = row.try_get("doc").map_err(backend)?;
+    serde_json::from_str(&text).map_err(|e| StoreError::Backend(format!("stored record: {e}")))
+}
+
+/// A record as its `doc` column.
+fn json<T: serde::Serialize + ?Sized>(record: &T) -> StoreResult<String> {
+    serde_json::to_string(record).map_err(|e| StoreError::Backend(e.to_string()))
 }
 
 /// A counter as PostgreSQL's `bigint`.

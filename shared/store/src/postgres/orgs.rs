@@ -1,11 +1,10 @@
 //! Organisations and API keys in PostgreSQL: `orgs` (unique slug) and `api_keys`.
 
-use super::{announce, backend, doc, violates, PgStore};
+use super::{announce, backend, doc, json, violates, PgStore};
 use crate::{KeyStore, OrgStore};
 use async_trait::async_trait;
 use paygate_domain::model::{ApiKeyRecord, Org};
 use paygate_domain::{StoreError, StoreResult};
-use sqlx::types::Json;
 
 #[async_trait]
 impl OrgStore for PgStore {
@@ -14,7 +13,7 @@ impl OrgStore for PgStore {
         sqlx::query("INSERT INTO orgs (id, slug, doc) VALUES ($1, $2, $3)")
             .bind(&org.id)
             .bind(&org.slug)
-            .bind(Json(org))
+            .bind(json(org)?)
             .execute(&mut *tx)
             .await
             .map_err(|e| {
@@ -27,7 +26,7 @@ impl OrgStore for PgStore {
         sqlx::query("INSERT INTO api_keys (key_id, org_id, doc) VALUES ($1, $2, $3)")
             .bind(&key.key_id)
             .bind(&key.org_id)
-            .bind(Json(key))
+            .bind(json(key)?)
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
@@ -69,7 +68,7 @@ impl OrgStore for PgStore {
         let mut tx = self.pool.begin().await.map_err(backend)?;
         let done = sqlx::query("UPDATE orgs SET doc = $2 WHERE id = $1")
             .bind(&org.id)
-            .bind(Json(org))
+            .bind(json(org)?)
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
@@ -90,7 +89,7 @@ impl KeyStore for PgStore {
         )
         .bind(&key.key_id)
         .bind(&key.org_id)
-        .bind(Json(key))
+        .bind(json(key)?)
         .execute(&self.pool)
         .await
         .map_err(backend)?;
@@ -108,13 +107,15 @@ impl KeyStore for PgStore {
     }
 
     async fn list_api_keys(&self, org_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {
-        sqlx::query("SELECT doc FROM api_keys WHERE org_id = $1 ORDER BY doc->>'createdAt', key_id")
-            .bind(org_id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(backend)?
-            .iter()
-            .map(doc)
-            .collect()
+        sqlx::query(
+            "SELECT doc FROM api_keys WHERE org_id = $1 ORDER BY (doc::json)->>'createdAt', key_id",
+        )
+        .bind(org_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .iter()
+        .map(doc)
+        .collect()
     }
 }

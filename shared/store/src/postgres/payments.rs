@@ -2,12 +2,11 @@
 //! by one insert; a concurrent one with the same key waits for the holder's transaction and
 //! then reads the holder, so every node answers a replay from the same record.
 
-use super::{backend, doc, PgStore};
+use super::{backend, doc, json, PgStore};
 use crate::{PaymentReservation, PaymentStore};
 use async_trait::async_trait;
 use paygate_domain::model::GatewayPayment;
 use paygate_domain::StoreResult;
-use sqlx::types::Json;
 use sqlx::{Postgres, Transaction};
 
 /// Inside `tx`: stores `p` whole, with the columns queries use.
@@ -29,7 +28,7 @@ async fn put(tx: &mut Transaction<'_, Postgres>, p: &GatewayPayment) -> StoreRes
     .bind(status)
     .bind(p.status.is_open())
     .bind(&p.created_at)
-    .bind(Json(p))
+    .bind(json(p)?)
     .execute(&mut **tx)
     .await
     .map_err(backend)?;

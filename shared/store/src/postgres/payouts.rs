@@ -2,13 +2,12 @@
 //! decides on are locked (`FOR UPDATE`) or claimed by an insert that waits for a concurrent
 //! holder, so nodes sharing the database take each decision once.
 
-use super::{backend, doc, PgStore};
+use super::{backend, doc, json, PgStore};
 use async_trait::async_trait;
 use paygate_domain::{StoreError, StoreResult};
 use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};
 use paygate_payouts::webhook::ProviderEvent;
 use paygate_payouts::{AppliedEvent, Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
-use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 
 /// Inside `tx`: stores a payout whole, with the columns reconciliation and lookups use.
@@ -25,7 +24,7 @@ async fn put_payout(tx: &mut Transaction<'_, Postgres>, p: &Payout) -> StoreResu
     .bind(&p.cpn_payment_id)
     .bind(p.status == PayoutStatus::Initiating)
     .bind(&p.created_at)
-    .bind(Json(p))
+    .bind(json(p)?)
     .execute(&mut **tx)
     .await
     .map_err(backend)?;
@@ -58,7 +57,7 @@ impl PayoutStore for PgStore {
         .bind(&c.id)
         .bind(&c.org_id)
         .bind(c.dest_currency.code())
-        .bind(Json(c))
+        .bind(json(c)?)
         .execute(&self.pool)
         .await
         .map_err(backend)?;
@@ -87,7 +86,7 @@ impl PayoutStore for PgStore {
     async fn update_corridor(&self, c: &Corridor) -> StoreResult<()> {
         sqlx::query("UPDATE corridors SET doc = $2 WHERE id = $1")
             .bind(&c.id)
-            .bind(Json(c))
+            .bind(json(c)?)
             .execute(&self.pool)
             .await
             .map_err(backend)?;
@@ -101,7 +100,7 @@ impl PayoutStore for PgStore {
         )
         .bind(&q.id)
         .bind(&q.org_id)
-        .bind(Json(q))
+        .bind(json(q)?)
         .execute(&self.pool)
         .await
         .map_err(backend)?;
@@ -141,7 +140,7 @@ impl PayoutStore for PgStore {
         )
         .bind(&key.org_id)
         .bind(&key.key)
-        .bind(Json(key))
+        .bind(json(key)?)
         .execute(&mut *tx)
         .await
         .map_err(backend)?;
@@ -168,7 +167,7 @@ impl PayoutStore for PgStore {
         quote.used_by = Some(payout.id.clone());
         sqlx::query("UPDATE quotes SET doc = $2 WHERE id = $1")
             .bind(&quote.id)
-            .bind(Json(&quote))
+            .bind(json(&quote)?)
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
@@ -192,7 +191,7 @@ impl PayoutStore for PgStore {
                 sqlx::query("UPDATE pay_keys SET doc = $3 WHERE org_id = $1 AND key = $2")
                     .bind(&k.org_id)
                     .bind(&k.key)
-                    .bind(Json(&k))
+                    .bind(json(&k)?)
                     .execute(&mut *tx)
                     .await
                     .map_err(backend)?;

@@ -1,12 +1,11 @@
 //! Routes in PostgreSQL: `routes` (unique path per organisation) and the `idempotency` records,
 //! written in one transaction.
 
-use super::{announce, backend, doc, violates, PgStore};
+use super::{announce, backend, doc, json, violates, PgStore};
 use crate::RouteStore;
 use async_trait::async_trait;
 use paygate_domain::model::{IdempotencyRecord, Route};
 use paygate_domain::{StoreError, StoreResult};
-use sqlx::types::Json;
 use sqlx::{Postgres, Transaction};
 
 fn path_taken(e: sqlx::Error) -> StoreError {
@@ -31,7 +30,7 @@ async fn claim_idempotency(
     .bind(&rec.org_id)
     .bind(&rec.key)
     .bind(rec.created_at_unix)
-    .bind(Json(rec))
+    .bind(json(rec)?)
     .execute(&mut **tx)
     .await
     .map_err(backend)?;
@@ -82,7 +81,7 @@ impl RouteStore for PgStore {
             .bind(&route.org_id)
             .bind(&route.id)
             .bind(&route.path)
-            .bind(Json(route))
+            .bind(json(route)?)
             .execute(&mut *tx)
             .await
             .map_err(path_taken)?;
@@ -113,7 +112,7 @@ impl RouteStore for PgStore {
             .bind(&old.org_id)
             .bind(&old.id)
             .bind(&new.path)
-            .bind(Json(new))
+            .bind(json(new)?)
             .execute(&mut *tx)
             .await
             .map_err(path_taken)?;

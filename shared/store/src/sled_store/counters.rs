@@ -21,6 +21,36 @@ impl CounterStore for SledStore {
         Ok(())
     }
 
+    async fn take_plan_slot(&self, org_id: &str, month: &str, limit: u64) -> StoreResult<bool> {
+        let mut taken = false;
+        self.plan_usage
+            .fetch_and_update(key2(org_id, month), |old| {
+                let used: u64 = old
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(0);
+                taken = limit == 0 || used < limit;
+                let next = if taken { used + 1 } else { used };
+                serde_json::to_vec(&next).ok()
+            })
+            .map_err(backend)?;
+        if taken {
+            self.durable().await?;
+        }
+        Ok(taken)
+    }
+
+    async fn release_plan_slot(&self, org_id: &str, month: &str) -> StoreResult<()> {
+        self.plan_usage
+            .fetch_and_update(key2(org_id, month), |old| {
+                let used: u64 = old
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(0);
+                serde_json::to_vec(&used.saturating_sub(1)).ok()
+            })
+            .map_err(backend)?;
+        self.durable().await
+    }
+
     async fn reserve_mcp_spend(
         &self,
         org_id: &str,
