@@ -112,6 +112,21 @@ async fn a_change_on_one_node_is_served_by_every_node() {
     for node in [&n[1], &n[2]] {
         seen.push(until(node, path, "deleted", |s, _| s == 404).await);
     }
+    // A key revoked on one node is refused by every node from the next request on (keys are
+    // read from the database on every request).
+    let key_id = org["keyId"].as_str().unwrap();
+    let r = n[1]
+        .admin(
+            Method::DELETE,
+            &format!("/admin/orgs/{slug}/keys/{key_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), 204);
+    for node in &n {
+        let r = node.api(&key, Method::GET, "/api/routes", None).await;
+        assert_eq!(r.status(), 401);
+    }
     seen.sort();
     println!(
         "cluster propagation over {} changes: median {:?}, max {:?}",

@@ -6,7 +6,7 @@ use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
 };
 use paygate_domain::StoreError;
-use paygate_store::postgres::{PgSettings, PgStore};
+use paygate_store::postgres::{PgSettings, PgStore, StartError};
 use paygate_store::testing::PgCluster;
 use paygate_store::{
     CounterStore, KeyStore, MetricStore, OrgStore, PaymentReservation, PaymentStore, RouteStore,
@@ -625,4 +625,38 @@ async fn plan_slots_taken_concurrently_never_pass_the_limit() {
         );
         assert_eq!(s.plan_usage("o2", "2026-11").await.unwrap(), 1, "{name}");
     }
+}
+
+#[tokio::test]
+async fn a_bad_url_an_absent_database_and_a_newer_schema_are_told_apart() {
+    // A mistake in the URL: stop at once.
+    let e = PgStore::connect_lazy(&settings("postgres://paygate@localhost:notaport/db".into()))
+        .err()
+        .expect("refused");
+    assert!(matches!(e, StartError::Url(_)) && !e.is_transient(), "{e}");
+    // No server on the socket: the node waits and tries again.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "postgres://paygate@localhost/paygate?host={}",
+        dir.path().display()
+    );
+    let e = PgStore::connect_lazy(&settings(url))
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap_err();
+    assert!(e.is_transient(), "{e}");
+    // A database a newer build migrated: refused with the version it has.
+    let cluster = PgCluster::start();
+    let s = PgStore::connect_lazy(&settings(cluster.url())).unwrap();
+    s.migrate().await.unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'from a newer build', true, '\\x00', 0)",
+    )
+    .execute(s.pool())
+    .await
+    .unwrap();
+    let e = s.migrate().await.unwrap_err();
+    assert!(matches!(e, StartError::NewerSchema(9999)), "{e}");
 }

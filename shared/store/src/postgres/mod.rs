@@ -18,6 +18,9 @@ use sqlx::Row;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// A statement with its arguments bound.
+type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
 /// The schema, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -143,6 +146,25 @@ impl PgStore {
             listener,
             node: self.node.clone(),
         })
+    }
+
+    /// The record `q` selects (its `doc` column), if any.
+    async fn one<T: DeserializeOwned>(&self, q: Query<'_>) -> StoreResult<Option<T>> {
+        q.fetch_optional(&self.pool)
+            .await
+            .map_err(backend)?
+            .map(|r| doc(&r))
+            .transpose()
+    }
+
+    /// Every record `q` selects (its `doc` column).
+    async fn all<T: DeserializeOwned>(&self, q: Query<'_>) -> StoreResult<Vec<T>> {
+        q.fetch_all(&self.pool)
+            .await
+            .map_err(backend)?
+            .iter()
+            .map(doc)
+            .collect()
     }
 
     /// The pool, for the parts that listen or lock on their own connection.

@@ -35,33 +35,18 @@ impl OrgStore for PgStore {
     }
 
     async fn get_org(&self, id: &str) -> StoreResult<Option<Org>> {
-        sqlx::query("SELECT doc FROM orgs WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
+        self.one(sqlx::query("SELECT doc FROM orgs WHERE id = $1").bind(id))
             .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
     }
 
     async fn get_org_by_slug(&self, slug: &str) -> StoreResult<Option<Org>> {
-        sqlx::query("SELECT doc FROM orgs WHERE slug = $1")
-            .bind(slug)
-            .fetch_optional(&self.pool)
+        self.one(sqlx::query("SELECT doc FROM orgs WHERE slug = $1").bind(slug))
             .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
     }
 
     async fn list_orgs(&self) -> StoreResult<Vec<Org>> {
-        sqlx::query("SELECT doc FROM orgs ORDER BY id")
-            .fetch_all(&self.pool)
+        self.all(sqlx::query("SELECT doc FROM orgs ORDER BY id"))
             .await
-            .map_err(backend)?
-            .iter()
-            .map(doc)
-            .collect()
     }
 
     async fn update_org(&self, org: &Org) -> StoreResult<()> {
@@ -97,13 +82,8 @@ impl KeyStore for PgStore {
     }
 
     async fn get_api_key(&self, key_id: &str) -> StoreResult<Option<ApiKeyRecord>> {
-        sqlx::query("SELECT doc FROM api_keys WHERE key_id = $1")
-            .bind(key_id)
-            .fetch_optional(&self.pool)
+        self.one(sqlx::query("SELECT doc FROM api_keys WHERE key_id = $1").bind(key_id))
             .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
     }
 
     async fn list_api_keys(&self, org_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {

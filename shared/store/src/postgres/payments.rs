@@ -85,23 +85,12 @@ impl PaymentStore for PgStore {
     }
 
     async fn get_payment(&self, id: &str) -> StoreResult<Option<GatewayPayment>> {
-        sqlx::query("SELECT doc FROM payments WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
+        self.one(sqlx::query("SELECT doc FROM payments WHERE id = $1").bind(id))
             .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
     }
 
     async fn payment_for_nonce(&self, nonce_key: &str) -> StoreResult<Option<GatewayPayment>> {
-        sqlx::query(HOLDER)
-            .bind(nonce_key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
+        self.one(sqlx::query(HOLDER).bind(nonce_key)).await
     }
 
     async fn claim_redemption(

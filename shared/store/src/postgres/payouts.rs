@@ -74,13 +74,8 @@ impl PayoutStore for PgStore {
     }
 
     async fn get_corridor(&self, id: &str) -> StoreResult<Option<Corridor>> {
-        sqlx::query("SELECT doc FROM corridors WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
+        self.one(sqlx::query("SELECT doc FROM corridors WHERE id = $1").bind(id))
             .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
     }
 
     async fn update_corridor(&self, c: &Corridor) -> StoreResult<()> {
@@ -108,24 +103,17 @@ impl PayoutStore for PgStore {
     }
 
     async fn get_quote(&self, id: &str) -> StoreResult<Option<Quote>> {
-        sqlx::query("SELECT doc FROM quotes WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
+        self.one(sqlx::query("SELECT doc FROM quotes WHERE id = $1").bind(id))
             .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
     }
 
     async fn get_pay_key(&self, org_id: &str, key: &str) -> StoreResult<Option<PayIdempotency>> {
-        sqlx::query("SELECT doc FROM pay_keys WHERE org_id = $1 AND key = $2")
-            .bind(org_id)
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
+        self.one(
+            sqlx::query("SELECT doc FROM pay_keys WHERE org_id = $1 AND key = $2")
+                .bind(org_id)
+                .bind(key),
+        )
+        .await
     }
 
     async fn begin_payout(
@@ -220,13 +208,8 @@ impl PayoutStore for PgStore {
     }
 
     async fn get_payout(&self, id: &str) -> StoreResult<Option<Payout>> {
-        sqlx::query("SELECT doc FROM payouts WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
+        self.one(sqlx::query("SELECT doc FROM payouts WHERE id = $1").bind(id))
             .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
     }
 
     async fn initiating_payouts(&self) -> StoreResult<Vec<Payout>> {

@@ -49,25 +49,17 @@ async fn claim_idempotency(
 #[async_trait]
 impl RouteStore for PgStore {
     async fn list_routes(&self, org_id: &str) -> StoreResult<Vec<Route>> {
-        sqlx::query("SELECT doc FROM routes WHERE org_id = $1 ORDER BY id")
-            .bind(org_id)
-            .fetch_all(&self.pool)
+        self.all(sqlx::query("SELECT doc FROM routes WHERE org_id = $1 ORDER BY id").bind(org_id))
             .await
-            .map_err(backend)?
-            .iter()
-            .map(doc)
-            .collect()
     }
 
     async fn get_route(&self, org_id: &str, route_id: &str) -> StoreResult<Option<Route>> {
-        sqlx::query("SELECT doc FROM routes WHERE org_id = $1 AND id = $2")
-            .bind(org_id)
-            .bind(route_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
+        self.one(
+            sqlx::query("SELECT doc FROM routes WHERE org_id = $1 AND id = $2")
+                .bind(org_id)
+                .bind(route_id),
+        )
+        .await
     }
 
     async fn insert_route(
@@ -140,14 +132,12 @@ impl RouteStore for PgStore {
         org_id: &str,
         key: &str,
     ) -> StoreResult<Option<IdempotencyRecord>> {
-        sqlx::query("SELECT doc FROM idempotency WHERE org_id = $1 AND key = $2")
-            .bind(org_id)
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(backend)?
-            .map(|r| doc(&r))
-            .transpose()
+        self.one(
+            sqlx::query("SELECT doc FROM idempotency WHERE org_id = $1 AND key = $2")
+                .bind(org_id)
+                .bind(key),
+        )
+        .await
     }
 
     async fn purge_idempotency(&self, before_unix: i64) -> StoreResult<usize> {
