@@ -103,12 +103,7 @@ impl Gateway {
     pub async fn store(&self) -> std::sync::Arc<dyn paygate_store::Store> {
         if let Some(url) = &self.database_url {
             let s = paygate_store::postgres::PgStore::connect_lazy(
-                &paygate_store::postgres::PgSettings {
-                    url: url.clone(),
-                    pool_size: 4,
-                    statement_timeout: Duration::from_secs(10),
-                    acquire_timeout: Duration::from_secs(10),
-                },
+                &paygate_store::testing::PgCluster::settings(url),
             )
             .expect("the gateway's database");
             return std::sync::Arc::new(s);

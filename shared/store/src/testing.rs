@@ -65,6 +65,16 @@ impl PgCluster {
         )
     }
 
+    /// Pool settings for `url` (a database of a cluster like this one) as tests use them.
+    pub fn settings(url: &str) -> crate::postgres::PgSettings {
+        crate::postgres::PgSettings {
+            url: url.to_string(),
+            pool_size: 8,
+            statement_timeout: std::time::Duration::from_secs(10),
+            acquire_timeout: std::time::Duration::from_secs(10),
+        }
+    }
+
     /// A new empty database of the cluster, for a test that wants its own.
     pub fn new_database(&self, name: &str) -> String {
         let socket = self.dir.path().display().to_string();

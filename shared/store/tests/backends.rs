@@ -14,7 +14,6 @@ use paygate_store::{
 };
 use paygate_x402::money::UsdcAmount;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The aggregates both backends implement.
 trait Backend: OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore {}
@@ -32,12 +31,7 @@ struct Both {
 }
 
 fn settings(url: String) -> PgSettings {
-    PgSettings {
-        url,
-        pool_size: 8,
-        statement_timeout: Duration::from_secs(5),
-        acquire_timeout: Duration::from_secs(5),
-    }
+    PgCluster::settings(&url)
 }
 
 impl Both {

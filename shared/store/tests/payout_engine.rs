@@ -15,7 +15,7 @@ use paygate_payouts::provider::{
 use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};
 use paygate_payouts::webhook;
 use paygate_payouts::{Beneficiary, Currency, PayIdempotency, Payout, PayoutStatus, Quote};
-use paygate_store::postgres::{PgSettings, PgStore};
+use paygate_store::postgres::PgStore;
 use paygate_store::testing::PgCluster;
 use paygate_store::SledStore;
 use paygate_x402::money::UsdcAmount;
@@ -23,7 +23,6 @@ use rust_decimal::Decimal;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Answers `create_payout` with the scripted errors first, then by making (or finding) the
@@ -102,13 +101,7 @@ async fn store(kind: Kind) -> (Arc<dyn PayoutStore>, Keep) {
         }
         Kind::Postgres => {
             let cluster = PgCluster::start();
-            let s = PgStore::connect_lazy(&PgSettings {
-                url: cluster.url(),
-                pool_size: 8,
-                statement_timeout: Duration::from_secs(5),
-                acquire_timeout: Duration::from_secs(5),
-            })
-            .unwrap();
+            let s = PgStore::connect_lazy(&PgCluster::settings(&cluster.url())).unwrap();
             s.migrate().await.unwrap();
             (Arc::new(s), Box::new(cluster))
         }
