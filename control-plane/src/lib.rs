@@ -16,6 +16,8 @@ pub mod openapi;
 mod routes_api;
 mod state;
 mod views;
+mod waiting;
+pub use waiting::{waiting_room, WaitReason};
 
 use axum::routing::{get, patch, post};
 use axum::Router;
@@ -112,8 +114,7 @@ pub async fn serve(
     let maint = tokio::spawn(maintenance(state.clone()));
     let recon = tokio::spawn(reconciliation(state.clone()));
     let probe = tokio::spawn(metrics_api::probe_facilitator(state.clone()));
-    let every = Duration::from_secs(state.config.payout.reconcile_interval_seconds.max(1));
-    let payouts = tokio::spawn(state.payouts.clone().reconciliation(every));
+    let payouts = tokio::spawn(payout_reconciliation(state.clone()));
     let aggregator = tokio::spawn(state.metrics.clone().run_aggregator(
         state.store.clone(),
         Duration::from_secs(state.config.metrics.flush_interval_seconds.max(1)),
@@ -132,8 +133,38 @@ pub async fn serve(
     res
 }
 
+/// The lease of payment reconciliation: among the nodes sharing a store, one runs it at a time.
+pub const PAYMENT_RECONCILIATION: &str = "payment-reconciliation";
+/// The lease of payout reconciliation.
+pub const PAYOUT_RECONCILIATION: &str = "payout-reconciliation";
+
+/// Whether this node does `duty` now (holds its lease; on sled, always).
+async fn leads(state: &AppState, duty: &str) -> bool {
+    match state.store.hold_lease(duty).await {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::warn!(duty, error = %e, "lease unavailable; duty skipped this time");
+            false
+        }
+    }
+}
+
+/// Drives payouts the provider has not confirmed and applies kept webhook events, every
+/// `payout.reconcile_interval_seconds`, on the node holding [`PAYOUT_RECONCILIATION`].
+async fn payout_reconciliation(state: AppState) {
+    let every = Duration::from_secs(state.config.payout.reconcile_interval_seconds.max(1));
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if leads(&state, PAYOUT_RECONCILIATION).await {
+            state.payouts.reconcile().await;
+        }
+    }
+}
+
 /// Reconciles payments with an unrecorded outcome: once at start (those a crash left behind),
-/// then every `facilitator.reconcile_interval_seconds`.
+/// then every `facilitator.reconcile_interval_seconds`, on the node holding
+/// [`PAYMENT_RECONCILIATION`].
 async fn reconciliation(state: AppState) {
     let started = time::OffsetDateTime::now_utc();
     let f = &state.config.facilitator;
@@ -146,6 +177,9 @@ async fn reconciliation(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(f.reconcile_interval_seconds.max(1)));
     loop {
         tick.tick().await;
+        if !leads(&state, PAYMENT_RECONCILIATION).await {
+            continue;
+        }
         match paygate_gateway::payments::reconcile::reconcile_once(
             state.store.as_ref(),
             state.networks(),
@@ -179,6 +213,11 @@ async fn maintenance(state: AppState) {
             Ok(n) if n > 0 => tracing::info!(removed = n, "expired idempotency keys purged"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
+        }
+        match state.store.purge_mcp_sessions(cutoff).await {
+            Ok(n) if n > 0 => tracing::info!(removed = n, "expired MCP sessions purged"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "MCP session purge failed"),
         }
     }
 }

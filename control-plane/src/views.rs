@@ -135,6 +135,9 @@ impl From<&ApiKeyRecord> for KeyView {
 pub struct Health {
     pub status: &'static str,
     pub version: &'static str,
+    /// The cluster duties this node does now (the leases it holds, such as
+    /// `payment-reconciliation`); on a single node, every duty once it has run.
+    pub duties: Vec<String>,
 }
 
 /// A page of the x402 bazaar discovery list.

@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod chain;
+pub mod cluster;
+pub mod crash;
 pub mod upstream;
 
 use reqwest::{Client, Response};
@@ -70,13 +72,29 @@ impl Gateway {
         Self::start_inner(env, None, Some(url.to_string())).await
     }
 
+    /// A node that is expected to refuse to start: its log once it exited (`Ok` if it served).
+    pub async fn start_on_or_exit(url: &str, env: &[(&str, &str)]) -> Result<Self, String> {
+        let mut g = Self::unstarted(env, None, Some(url.to_string()));
+        g.spawn_or_exit().await.map(|()| g)
+    }
+
     async fn start_inner(
         env: &[(&str, &str)],
         pg: Option<paygate_store::testing::PgCluster>,
         database_url: Option<String>,
     ) -> Self {
+        let mut g = Self::unstarted(env, pg, database_url);
+        g.spawn().await;
+        g
+    }
+
+    fn unstarted(
+        env: &[(&str, &str)],
+        pg: Option<paygate_store::testing::PgCluster>,
+        database_url: Option<String>,
+    ) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut g = Self {
+        Self {
             base: String::new(),
             port: 0,
             sandbox: None,
@@ -92,9 +110,7 @@ impl Gateway {
             child: None,
             _pg: pg,
             database_url,
-        };
-        g.spawn().await;
-        g
+        }
     }
 
     /// The gateway's store opened by the test itself, on whichever backend the gateway uses.
@@ -126,16 +142,25 @@ impl Gateway {
     /// Starts the binary and waits until it serves. At first start it binds port 0; should
     /// that port be taken before Pingora binds it (another process in between), it starts again.
     async fn spawn(&mut self) {
-        for attempt in 1..=3 {
-            if self.try_spawn().await {
-                return;
-            }
-            assert!(attempt < 3, "paygate could not bind:\n{}", self.log());
+        if let Err(log) = self.spawn_or_exit().await {
+            panic!("paygate exited early:\n{log}");
         }
     }
 
-    /// `false`: the process exited early because its address was taken.
-    async fn try_spawn(&mut self) -> bool {
+    /// As [`Self::spawn`], but a process that exits before serving is an answer (its log).
+    async fn spawn_or_exit(&mut self) -> Result<(), String> {
+        for attempt in 1..=3 {
+            if self.try_spawn().await? {
+                return Ok(());
+            }
+            assert!(attempt < 3, "paygate could not bind:\n{}", self.log());
+        }
+        Ok(())
+    }
+
+    /// `Ok(false)`: the process exited early because its address was taken; `Err`: it exited
+    /// early for another reason (its log).
+    async fn try_spawn(&mut self) -> Result<bool, String> {
         let first = self.port == 0;
         let addr_file = self.dir.path().join("data").join("paygate.addr");
         let _ = std::fs::remove_file(&addr_file);
@@ -195,7 +220,7 @@ impl Gateway {
             if !self.base.is_empty() {
                 if let Ok(r) = self.http.get(self.url("/healthz")).send().await {
                     if r.status().is_success() {
-                        return true;
+                        return Ok(true);
                     }
                 }
             }
@@ -203,9 +228,9 @@ impl Gateway {
                 self.child = None;
                 if first && self.log().contains("Address already in use") {
                     (self.port, self.base, self.sandbox) = (0, String::new(), None);
-                    return false;
+                    return Ok(false);
                 }
-                panic!("paygate exited early ({status}):\n{}", self.log());
+                return Err(format!("({status})\n{}", self.log()));
             }
             assert!(
                 Instant::now() < deadline,

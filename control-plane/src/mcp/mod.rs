@@ -3,7 +3,8 @@
 //! One handler ([`PaygateMcp`], built on `rmcp`) serves two transports:
 //! - the legacy HTTP+SSE transport of SPEC.md 4.4 (`GET /mcp/sse`, `POST /mcp/message`), bridged
 //!   to rmcp through channels ([`sse`]);
-//! - the Streamable HTTP transport at `/mcp`, rmcp's own tower service.
+//! - the Streamable HTTP transport at `/mcp`, rmcp's own tower service, its sessions kept in
+//!   the store ([`sessions`]) so any node of a cluster serves them.
 //!
 //! Both authenticate with the organisation's API key before anything else (`401` JSON, no
 //! stream). A session belongs to the organisation that opened it; every request in it must carry
@@ -11,6 +12,7 @@
 
 mod call;
 pub(crate) mod hub;
+mod sessions;
 pub(crate) mod sse;
 mod tools;
 
@@ -216,12 +218,13 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
 /// The Streamable HTTP endpoint (`/mcp`), authenticated.
 pub(crate) fn streamable_service(state: &AppState) -> axum::routing::MethodRouter<AppState> {
     let cfg = &state.config;
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         // Callers authenticate with an API key, which a DNS-rebinding page cannot supply; the
         // public Host is the operator's to choose.
         .disable_allowed_hosts()
         .with_sse_keep_alive(Some(Duration::from_secs(cfg.mcp.keep_alive_seconds)))
         .with_max_request_body_bytes(cfg.server.max_body_bytes);
+    config.session_store = Some(Arc::new(sessions::StoredSessions(state.store.clone())));
     let factory_state = state.clone();
     let service: StreamableHttpService<PaygateMcp, LocalSessionManager> =
         StreamableHttpService::new(

@@ -133,7 +133,15 @@ pub(crate) async fn post_message(
             "sessionId query parameter is required",
         )
     })?;
-    let no_session = || ApiError::new(ErrorCode::NotFound, "no such MCP session");
+    // A legacy SSE session lives in the process holding its stream: in a cluster, the load
+    // balancer keeps a client's requests on one node (README, "Running a cluster").
+    let no_session = || {
+        ApiError::new(
+            ErrorCode::NotFound,
+            "no such MCP session on this node (a legacy SSE session's messages must reach the \
+             node holding its stream)",
+        )
+    };
     let mut sender = {
         let sessions = state.mcp.sessions.lock();
         let s = sessions.get(&session_id).ok_or_else(no_session)?;

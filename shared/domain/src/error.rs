@@ -37,6 +37,7 @@ pub enum ErrorCode {
     MissingIdempotencyKey,
     CorridorNotActive,
     UpstreamError,
+    StoreUnavailable,
     InternalError,
 }
 
@@ -75,6 +76,7 @@ impl ErrorCode {
             Self::MissingIdempotencyKey => "MISSING_IDEMPOTENCY_KEY",
             Self::CorridorNotActive => "CORRIDOR_NOT_ACTIVE",
             Self::UpstreamError => "UPSTREAM_ERROR",
+            Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -106,7 +108,10 @@ impl ErrorCode {
             Self::HeadersTooLarge => 431,
             Self::InternalError => 500,
             Self::UpstreamError => 502,
-            Self::Misconfigured | Self::UpstreamUnavailable | Self::FacilitatorUnavailable => 503,
+            Self::Misconfigured
+            | Self::UpstreamUnavailable
+            | Self::FacilitatorUnavailable
+            | Self::StoreUnavailable => 503,
             Self::UpstreamTimeout | Self::SettlementPending => 504,
         }
     }
@@ -209,6 +214,9 @@ pub enum StoreError {
     /// The record does not exist.
     #[error("not found")]
     NotFound,
+    /// The storage cannot be reached now (a database restarting): worth retrying.
+    #[error("storage unreachable: {0}")]
+    Unavailable(String),
     #[error("storage: {0}")]
     Backend(String),
 }

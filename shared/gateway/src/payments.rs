@@ -8,6 +8,7 @@ use alloy_primitives::Address;
 use base64::Engine;
 use paygate_domain::error::ErrorCode;
 use paygate_domain::model::{GatewayPayment, PaymentStatus};
+use paygate_domain::StoreError;
 use paygate_store::{PaymentReservation, Store};
 use paygate_x402::facilitator::wire::SettleResponse;
 use paygate_x402::facilitator::{Facilitator, FacilitatorError, PaymentRequest};
@@ -45,8 +46,25 @@ pub enum Refusal {
     /// or a timeout left open).
     #[error("this payment is still being settled; do not pay again, retry it later")]
     StillSettling,
+    /// The store cannot be reached (a database restarting): nothing was reserved or charged.
+    #[error("payments cannot be taken now (the database is unreachable); nothing was charged, retry later")]
+    StoreDown,
     #[error("internal error")]
     Internal,
+}
+
+impl Refusal {
+    /// A store failure: `StoreDown` (a warning: it heals by itself) when the store is
+    /// unreachable, else `Internal` (an error an operator must look at).
+    fn store(e: &StoreError, doing: &str) -> Self {
+        if matches!(e, StoreError::Unavailable(_)) {
+            tracing::warn!(error = %e, "{doing}: database unreachable");
+            Self::StoreDown
+        } else {
+            tracing::error!(error = %e, "{doing}");
+            Self::Internal
+        }
+    }
 }
 
 impl Refusal {
@@ -60,6 +78,7 @@ impl Refusal {
             Self::UpstreamUnavailable(_) => ErrorCode::UpstreamUnavailable,
             Self::PlanLimit => ErrorCode::PlanLimitExceeded,
             Self::Pending | Self::StillSettling => ErrorCode::SettlementPending,
+            Self::StoreDown => ErrorCode::StoreUnavailable,
             Self::Internal => ErrorCode::InternalError,
         }
     }
@@ -99,6 +118,9 @@ pub struct Verified {
     payment: PaymentPayload,
     auth: SignedAuthorization,
     verify_us: u64,
+    /// Well signed but too close to its expiry (or past it) to be settled now: only a retry of a
+    /// payment already taken (its nonce held) goes on, answered by that payment's record.
+    expiring: bool,
 }
 
 impl Verified {
@@ -150,7 +172,11 @@ impl PaymentService {
         self.facilitator.as_ref()
     }
 
-    /// Decodes a payment header (`version` is the header's own) and verifies it locally.
+    /// Decodes a payment header (`version` is the header's own) and verifies it locally, for
+    /// the proxy: a payment too close to its expiry passes as `expiring`, so that a retry of a
+    /// payment already taken (on this node or another, before a crash) is answered by its record
+    /// in [`Self::take`] instead of being refused as expired (a payment reconciliation found
+    /// settled is still owed its request).
     pub fn verify_header(
         &self,
         raw: &[u8],
@@ -158,7 +184,12 @@ impl PaymentService {
         requirements: &PaymentRequirements,
         now: u64,
     ) -> Result<Verified, Refusal> {
-        self.verify(PaymentPayload::decode(raw, version)?, requirements, now)
+        self.check(
+            PaymentPayload::decode(raw, version)?,
+            requirements,
+            now,
+            true,
+        )
     }
 
     /// Verifies a decoded payment against `requirements` at `now` (unix seconds): signature,
@@ -169,9 +200,23 @@ impl PaymentService {
         requirements: &PaymentRequirements,
         now: u64,
     ) -> Result<Verified, Refusal> {
+        self.check(payment, requirements, now, false)
+    }
+
+    fn check(
+        &self,
+        payment: PaymentPayload,
+        requirements: &PaymentRequirements,
+        now: u64,
+        retry_may_expire: bool,
+    ) -> Result<Verified, Refusal> {
         let auth = payment.authorization()?;
         let t0 = Instant::now();
-        verify::verify(&payment, &auth, requirements, now).map_err(Refusal::Rejected)?;
+        let expiring = match verify::verify(&payment, &auth, requirements, now) {
+            Ok(_) => false,
+            Err(Rejection::Expired) if retry_may_expire => true,
+            Err(r) => return Err(Refusal::Rejected(r)),
+        };
         let verify_us = t0.elapsed().as_micros() as u64;
         if self.facilitator.is_none() {
             return Err(Refusal::NoFacilitator);
@@ -180,6 +225,7 @@ impl PaymentService {
             payment,
             auth,
             verify_us,
+            expiring,
         })
     }
 
@@ -212,6 +258,9 @@ impl PaymentService {
     /// nonce already held answers by the holder's state (see [`Self::retried`]).
     pub async fn take(&self, v: Verified, charge: &Charge<'_>) -> Result<Paid, Refusal> {
         let facilitator = self.facilitator.as_ref().ok_or(Refusal::NoFacilitator)?;
+        if v.expiring {
+            return self.expiring_retry(v, charge).await;
+        }
         let slot = match charge.plan_limit {
             Some(limit) => Some(self.plan_slot(charge.org_id, limit).await?),
             None => None,
@@ -225,10 +274,8 @@ impl PaymentService {
                 let redeemed = self.retried(&record, *held).await?;
                 return Ok(paid(v.payment.version(), req, redeemed, slot));
             }
-            Err(e) => {
-                tracing::error!(error = %e, "could not reserve payment nonce");
-                return Err(Refusal::Internal);
-            }
+            // The slot, dropped, is given back.
+            Err(e) => return Err(Refusal::store(&e, "could not reserve payment nonce")),
         }
         let preq = PaymentRequest {
             payment: &v.payment,
@@ -239,6 +286,23 @@ impl PaymentService {
             .await?;
         tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
         Ok(paid(v.payment.version(), req, record, slot))
+    }
+
+    /// A payment too close to its expiry to settle: a retry of one already taken is answered
+    /// by that payment's state (no new plan slot: the first attempt took it); any other is
+    /// refused as expired.
+    async fn expiring_retry(&self, v: Verified, charge: &Charge<'_>) -> Result<Paid, Refusal> {
+        let req = charge.requirements;
+        let record =
+            GatewayPayment::reserved(charge.org_id, charge.route_id, req, &v.auth, v.verify_us);
+        match self.store.payment_for_nonce(&record.nonce_key).await {
+            Ok(Some(held)) => {
+                let redeemed = self.retried(&record, held).await?;
+                Ok(paid(v.payment.version(), req, redeemed, None))
+            }
+            Ok(None) => Err(Refusal::Rejected(Rejection::Expired)),
+            Err(e) => Err(Refusal::store(&e, "could not read a retried payment")),
+        }
     }
 
     /// The request a payment was taken for has been answered with `upstream_status`: the plan
@@ -263,10 +327,7 @@ impl PaymentService {
         match self.usage.try_take(org_id, limit).await {
             Ok(Some(slot)) => Ok(slot),
             Ok(None) => Err(Refusal::PlanLimit),
-            Err(e) => {
-                tracing::error!(error = %e, "plan usage unavailable");
-                Err(Refusal::Internal)
-            }
+            Err(e) => Err(Refusal::store(&e, "plan usage unavailable")),
         }
     }
 
@@ -293,10 +354,7 @@ impl PaymentService {
                 Ok(claimed)
             }
             Ok(None) => Err(Refusal::Rejected(Rejection::NonceReplay)),
-            Err(e) => {
-                tracing::error!(error = %e, "could not claim a reconciled payment");
-                Err(Refusal::Internal)
-            }
+            Err(e) => Err(Refusal::store(&e, "could not claim a reconciled payment")),
         }
     }
 

@@ -318,13 +318,4 @@ impl PayoutEngine {
         }
         self.adopt_orphans().await;
     }
-
-    /// [`Self::reconcile`] once at start, then every `every`.
-    pub async fn reconciliation(self, every: std::time::Duration) {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            self.reconcile().await;
-        }
-    }
 }

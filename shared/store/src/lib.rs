@@ -16,7 +16,8 @@ pub use sled_store::SledStore;
 /// `paygate_payouts::store::PayoutStore` for the payout aggregate).
 pub mod prelude {
     pub use super::{
-        CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore, RouteStore, Store,
+        ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore, RouteStore,
+        Store,
     };
 }
 
@@ -163,6 +164,25 @@ pub trait MetricStore: Send + Sync {
     async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket>;
 }
 
+/// What the processes sharing a store coordinate through: leases (a duty done by one process at
+/// a time, such as reconciliation) and MCP Streamable HTTP sessions (so a session opened on one
+/// node is served by every node).
+#[async_trait]
+pub trait ClusterStore: Send + Sync {
+    /// Whether this process holds the lease `name` now: taken when free, kept while held, lost
+    /// with this process (or its connection to the store). On a store only one process opens,
+    /// every lease is this process's.
+    async fn hold_lease(&self, name: &str) -> StoreResult<bool>;
+    /// The leases this process held when last asked, by name.
+    fn leases_held(&self) -> Vec<String>;
+    /// Keeps an MCP session's state (JSON) under its id.
+    async fn put_mcp_session(&self, id: &str, state: &str, created_unix: i64) -> StoreResult<()>;
+    async fn get_mcp_session(&self, id: &str) -> StoreResult<Option<String>>;
+    async fn delete_mcp_session(&self, id: &str) -> StoreResult<()>;
+    /// Forgets sessions created before `before_unix`; returns how many.
+    async fn purge_mcp_sessions(&self, before_unix: i64) -> StoreResult<usize>;
+}
+
 /// Every durable record, by aggregate. A backend implements each part; callers hold an
 /// `Arc<dyn Store>` (the parts' methods are callable on it without importing them).
 #[async_trait]
@@ -174,6 +194,7 @@ pub trait Store:
     + CounterStore
     + MetricStore
     + PayoutStore
+    + ClusterStore
     + Send
     + Sync
     + 'static

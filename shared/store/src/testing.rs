@@ -39,18 +39,8 @@ impl PgCluster {
             .arg(&data)
             .args(["-U", "paygate", "--auth=trust", "-E", "UTF8", "--no-sync"])
             .status_ok();
+        c.start_server();
         let socket = c.dir.path().display().to_string();
-        c.pg("pg_ctl")
-            .arg("-D")
-            .arg(&data)
-            .arg("-l")
-            .arg(c.dir.path().join("log"))
-            .arg("-o")
-            .arg(format!(
-                "-k {socket} -c listen_addresses='' -c fsync=off -c max_connections=200"
-            ))
-            .args(["-w", "start"])
-            .status_ok();
         c.pg("createdb")
             .args(["-h", &socket, "-U", "paygate", "paygate"])
             .status_ok();
@@ -84,6 +74,31 @@ impl PgCluster {
         format!("postgres://paygate@localhost/{name}?host={socket}")
     }
 
+    /// Starts the server on the cluster's data (again, after [`Self::crash`]).
+    pub fn start_server(&self) {
+        let socket = self.dir.path().display().to_string();
+        self.pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.dir.path().join("log"))
+            .arg("-o")
+            .arg(format!(
+                "-k {socket} -c listen_addresses='' -c fsync=off -c max_connections=200"
+            ))
+            .args(["-w", "start"])
+            .status_ok();
+    }
+
+    /// Stops the server at once, as a crash would (every connection cut, no checkpoint).
+    pub fn crash(&self) {
+        self.pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "immediate", "-w", "stop"])
+            .status_ok();
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
@@ -107,6 +122,7 @@ impl PgCluster {
 
 impl Drop for PgCluster {
     fn drop(&mut self) {
+        // Quietly: the server may be stopped already.
         let _ = self
             .pg("pg_ctl")
             .arg("-D")

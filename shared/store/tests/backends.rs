@@ -9,16 +9,20 @@ use paygate_domain::StoreError;
 use paygate_store::postgres::{PgSettings, PgStore, StartError};
 use paygate_store::testing::PgCluster;
 use paygate_store::{
-    CounterStore, KeyStore, MetricStore, OrgStore, PaymentReservation, PaymentStore, RouteStore,
-    SledStore, SpendReservation,
+    ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentReservation, PaymentStore,
+    RouteStore, SledStore, SpendReservation,
 };
 use paygate_x402::money::UsdcAmount;
 use std::sync::Arc;
 
 /// The aggregates both backends implement.
-trait Backend: OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore {}
-impl<T: OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore> Backend
-    for T
+trait Backend:
+    OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore + ClusterStore
+{
+}
+impl<
+        T: OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore + ClusterStore,
+    > Backend for T
 {
 }
 
@@ -653,4 +657,53 @@ async fn a_bad_url_an_absent_database_and_a_newer_schema_are_told_apart() {
     .unwrap();
     let e = s.migrate().await.unwrap_err();
     assert!(matches!(e, StartError::NewerSchema(9999)), "{e}");
+}
+
+#[tokio::test]
+async fn mcp_sessions_are_kept_read_forgotten_and_purged() {
+    let both = Both::new().await;
+    for (name, s) in both.each() {
+        assert_eq!(s.get_mcp_session("s1").await.unwrap(), None, "{name}");
+        s.put_mcp_session("s1", r#"{"a":1}"#, 100).await.unwrap();
+        s.put_mcp_session("s2", r#"{"b":2}"#, 200).await.unwrap();
+        assert_eq!(
+            s.get_mcp_session("s1").await.unwrap().as_deref(),
+            Some(r#"{"a":1}"#),
+            "{name}"
+        );
+        s.delete_mcp_session("s1").await.unwrap();
+        assert_eq!(s.get_mcp_session("s1").await.unwrap(), None, "{name}");
+        assert_eq!(s.purge_mcp_sessions(150).await.unwrap(), 0, "{name}");
+        assert_eq!(s.purge_mcp_sessions(201).await.unwrap(), 1, "{name}");
+        assert_eq!(s.get_mcp_session("s2").await.unwrap(), None, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_has_one_holder_among_the_nodes_and_passes_on_when_it_goes() {
+    let both = Both::new().await;
+    // One process opens a sled database: it holds every lease.
+    assert!(both.sled.hold_lease("duty").await.unwrap());
+    assert_eq!(both.sled.leases_held(), vec!["duty".to_string()]);
+    // Nodes on one database: the first to ask holds it, and keeps it while it asks again.
+    let url = both._cluster.url();
+    let a = PgStore::connect_lazy(&settings(url.clone())).unwrap();
+    let b = PgStore::connect_lazy(&settings(url)).unwrap();
+    assert!(a.hold_lease("duty").await.unwrap());
+    assert!(!b.hold_lease("duty").await.unwrap());
+    assert!(a.hold_lease("duty").await.unwrap());
+    assert!(b.hold_lease("other").await.unwrap(), "leases are by name");
+    assert_eq!(a.leases_held(), vec!["duty".to_string()]);
+    assert_eq!(b.leases_held(), vec!["other".to_string()]);
+    // The holder goes (its connections close): the next node to ask takes it.
+    drop(a);
+    let start = std::time::Instant::now();
+    while !b.hold_lease("duty").await.unwrap() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        b.leases_held(),
+        vec!["duty".to_string(), "other".to_string()]
+    );
 }

@@ -187,10 +187,13 @@ pub fn verify(
     if auth.valid_after > U256::from(now) {
         return Err(Rejection::NotYetValid);
     }
+    // The signature before the expiry, so `Expired` means "well signed, too late to settle":
+    // a retry of a payment already taken may still be answered by its record.
+    let signed = check_signature(auth, &token_domain(req))?;
     if auth.valid_before < U256::from(now.saturating_add(MIN_VALIDITY_SECONDS)) {
         return Err(Rejection::Expired);
     }
-    check_signature(auth, &token_domain(req))
+    Ok(signed)
 }
 
 #[cfg(test)]

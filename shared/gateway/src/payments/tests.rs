@@ -478,3 +478,36 @@ async fn verify_on_chain_maps_the_facilitator_outcome() {
         "verification changes nothing"
     );
 }
+
+#[tokio::test]
+async fn an_expired_retry_of_a_payment_taken_is_answered_by_its_record_and_nothing_else_passes() {
+    let f = Fixture::new(Scripted::with(vec![Err(FacilitatorError::Ambiguous(
+        "lost receipt".into(),
+    ))]));
+    let late = paygate_domain::unix_now() + 3600;
+    let verify_late = |header: &str| {
+        f.service
+            .verify_header(header.as_bytes(), ProtocolVersion::V2, &f.req, late)
+    };
+    // A payment reconciliation found settled, retried after its authorization expired (the
+    // node that took it died; reconciliation decided it late): still owed its request.
+    let header = f.header();
+    let held = f.reconciled_as_settled(&header).await;
+    let v = verify_late(&header).unwrap();
+    let paid = f.service.take(v, &f.charge(Some(0))).await.unwrap();
+    assert_eq!(paid.record.id, held.id);
+    let v = verify_late(&header).unwrap();
+    let r = f.service.take(v, &f.charge(Some(0))).await.err();
+    assert_eq!(r, Some(Refusal::Rejected(Rejection::NonceReplay)));
+    // A new payment that late is refused as expired, and nothing is stored.
+    let fresh = f.header();
+    let v = verify_late(&fresh).unwrap();
+    let r = f.service.take(v, &f.charge(Some(0))).await.err();
+    assert_eq!(r, Some(Refusal::Rejected(Rejection::Expired)));
+    assert!(f.holder(&fresh).await.is_none());
+    // The facilitator API's verification keeps refusing it outright.
+    let payload = PaymentPayload::decode(fresh.as_bytes(), ProtocolVersion::V2).unwrap();
+    let r = f.service.verify(payload, &f.req, late).err();
+    assert_eq!(r, Some(Refusal::Rejected(Rejection::Expired)));
+    assert_eq!(f.facilitator.settles.load(Ordering::SeqCst), 1);
+}

@@ -5,6 +5,7 @@
 //! as JSON text in the serde form the sled store writes; the columns beside them carry the
 //! constraints (unique slug, unique path per organisation) and what queries filter on.
 
+mod cluster;
 mod counters;
 mod orgs;
 mod payments;
@@ -50,6 +51,7 @@ pub struct PgStore {
     pool: PgPool,
     /// This process among the nodes: its announcements carry it, so it skips its own.
     node: String,
+    leases: std::sync::Arc<cluster::Leases>,
 }
 
 /// Why the database could not be made ready for this node.
@@ -78,10 +80,17 @@ impl StartError {
 
 /// A connection failure: the database is away, not wrong.
 fn unreachable(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_)
-    )
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        // The server shutting down or restarting (class 57P: operator intervention), or not
+        // accepting connections yet (57P03).
+        sqlx::Error::Database(d) => d.code().is_some_and(|c| c.starts_with("57P")),
+        _ => false,
+    }
 }
 
 impl PgStore {
@@ -100,6 +109,7 @@ impl PgStore {
         Ok(Self {
             pool,
             node: paygate_domain::ids::new_id("node"),
+            leases: Default::default(),
         })
     }
 
@@ -235,7 +245,11 @@ async fn announce(
 /// A driver error as a store error (constraint violations are mapped where they mean
 /// something).
 fn backend(e: sqlx::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+    if unreachable(&e) {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Backend(e.to_string())
+    }
 }
 
 /// Whether `e` violates the named unique constraint.

@@ -14,6 +14,7 @@ use sled::transaction::{
 };
 use std::path::Path;
 
+mod cluster;
 mod counters;
 mod orgs;
 mod payments;
@@ -39,6 +40,9 @@ pub struct SledStore {
     plan_usage: sled::Tree,
     metrics: sled::Tree,
     mcp_spend: sled::Tree,
+    mcp_sessions: sled::Tree,
+    /// The leases asked for (all held: one process opens a sled database).
+    leases: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 pub(super) fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -177,6 +181,8 @@ impl SledStore {
             plan_usage: tree("plan_usage")?,
             metrics: tree("metrics")?,
             mcp_spend: tree("mcp_spend")?,
+            mcp_sessions: tree("mcp_sessions")?,
+            leases: Default::default(),
             corridors: payouts::PayoutTrees::open(&db)?,
             db,
         }

@@ -52,6 +52,12 @@ fn unavailable(e: impl std::fmt::Display) -> FacilitatorError {
 }
 
 /// Maps a revert message of FiatTokenV2 (or a node's error text) to a rejection.
+/// Whether a node refused a transaction because the relayer (the sender) cannot pay its gas.
+fn relayer_unfunded(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    m.contains("insufficient funds for gas")
+}
+
 fn revert_reason(msg: &str) -> Rejection {
     let m = msg.to_ascii_lowercase();
     if m.contains("authorization is used") || m.contains("used or canceled") {
@@ -160,11 +166,22 @@ impl EmbeddedFacilitator {
     ) -> Result<(), FacilitatorError> {
         match chain.provider.call(tx.clone()).await {
             Ok(_) => Ok(()),
+            Err(e) if relayer_unfunded(&e.to_string()) => Err(self.unfunded()),
             Err(e) if is_revert(&e) => {
+                tracing::debug!(error = %e, "transfer simulation reverted");
                 Err(FacilitatorError::Rejected(revert_reason(&e.to_string())))
             }
             Err(e) => Err(unavailable(e)),
         }
+    }
+
+    /// The relayer cannot pay for gas: an operator's problem (an ERROR line), never the payer's.
+    fn unfunded(&self) -> FacilitatorError {
+        tracing::error!(
+            relayer = %self.relayer,
+            "the relayer cannot pay for gas: fund it with the chain's native token"
+        );
+        FacilitatorError::Unavailable("the relayer cannot pay for gas".into())
     }
 
     async fn take_nonce(&self, chain: &Chain) -> Result<u64, FacilitatorError> {
@@ -241,6 +258,11 @@ impl Facilitator for EmbeddedFacilitator {
             Err(e) => {
                 // The nonce may not have been used; re-read it before the next settlement.
                 self.resync_nonce(chain).await;
+                tracing::debug!(error = %e, nonce, "transfer not sent");
+                if relayer_unfunded(&e.to_string()) {
+                    // The operator's problem, not the payer's: nothing was sent or charged.
+                    return Err(self.unfunded());
+                }
                 return Err(if is_revert(&e) {
                     FacilitatorError::Rejected(revert_reason(&e.to_string()))
                 } else {

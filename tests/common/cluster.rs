@@ -1,0 +1,126 @@
+//! Three nodes on one PostgreSQL database: starting them, polling them, a paid route they all
+//! serve.
+
+use super::chain::{address, Chain, KEYS};
+use super::upstream::Upstream;
+use super::Gateway;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// The most a change may take to reach another node before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+pub async fn nodes(url: &str) -> Vec<Gateway> {
+    nodes_with(url, &[]).await
+}
+
+pub async fn nodes_with(url: &str, env: &[(&str, &str)]) -> Vec<Gateway> {
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        out.push(Gateway::start_on(url, env).await);
+    }
+    out
+}
+
+/// Three nodes settling on `chain`, each with its own relayer account (a node refuses to start
+/// with a relayer another live node holds), plus `extra` environment.
+pub async fn paid_nodes(chain: &Chain, url: &str, extra: &[(&str, &str)]) -> Vec<Gateway> {
+    let mut n = Vec::new();
+    for relayer in &KEYS[5..8] {
+        let mut env = chain.gateway_env();
+        env.retain(|(k, _)| k != "PAYGATE_RELAYER_KEY");
+        env.push(("PAYGATE_RELAYER_KEY".into(), relayer.to_string()));
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        n.push(Gateway::start_on(url, &env).await);
+    }
+    n
+}
+
+/// Org `acme` (receiver account 9) with a $0.01 route `echo` to `upstream`, served by every
+/// node; its API key and the receiver.
+pub async fn echo_route(n: &[Gateway], upstream: &Upstream) -> (String, alloy_primitives::Address) {
+    let receiver = address(9);
+    let (_, key) = n[0]
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    n[0].create_route(
+        &key,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia"}),
+    )
+    .await;
+    for node in &n[1..] {
+        until(node, "/gateway/acme/echo", "route", |s, _| s == 402).await;
+    }
+    (key, receiver)
+}
+
+/// Polls `path` on `node` until `check` holds for the answer; the time it took.
+pub async fn until<F>(node: &Gateway, path: &str, what: &str, check: F) -> Duration
+where
+    F: Fn(u16, &Value) -> bool,
+{
+    let start = Instant::now();
+    loop {
+        let r = node.get(path).await;
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        if check(status, &body) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{what}: still {status} {body} after {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The cluster duties `node` does now (its `/healthz`).
+pub async fn duties(node: &Gateway) -> Vec<String> {
+    let v: Value = match node.get("/healthz").await.json().await {
+        Ok(v) => v,
+        Err(_) => return Vec::new(),
+    };
+    v["duties"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The index of the one node doing `duty`, once exactly one does.
+pub async fn leader(n: &[Gateway], duty: &str) -> usize {
+    let start = Instant::now();
+    loop {
+        let mut holders = Vec::new();
+        for (i, node) in n.iter().enumerate() {
+            if node.pid() != 0 && duties(node).await.iter().any(|d| d == duty) {
+                holders.push(i);
+            }
+        }
+        if holders.len() == 1 {
+            return holders[0];
+        }
+        assert!(
+            holders.len() < 2,
+            "{duty} done by nodes {holders:?} at once"
+        );
+        assert!(start.elapsed() < DEADLINE, "no node took {duty}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `node`'s answer to a payment (an `X-PAYMENT` header) for the echo route of [`echo_route`].
+pub async fn pay(node: &Gateway, header: &str) -> reqwest::Response {
+    node.http
+        .get(node.url("/gateway/acme/echo"))
+        .header("X-PAYMENT", header)
+        .send()
+        .await
+        .unwrap()
+}
