@@ -493,3 +493,92 @@ async fn a_legacy_sse_session_answers_on_its_own_node_and_says_so_elsewhere() {
         "{body}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_corridor_pay_key_sent_to_every_node_at_once_pays_once() {
+    let pg = paygate_store::testing::PgCluster::start();
+    // One payout provider for the cluster: node 0's sandbox; the others reach it over HTTP,
+    // and its webhooks come back through node 0 into the shared database.
+    let secret = ("PAYGATE_WEBHOOK_SECRETS", "cluster-webhook-secret");
+    let mut n = vec![Gateway::start_on(&pg.url(), &[secret]).await];
+    let provider = format!(
+        "http://{}",
+        n[0].sandbox.clone().expect("the sandbox provider")
+    );
+    for _ in 1..3 {
+        let env = [
+            secret,
+            ("PAYGATE__PAYOUT__PROVIDER", "http"),
+            ("PAYGATE__PAYOUT__PROVIDER_URL", provider.as_str()),
+        ];
+        n.push(Gateway::start_on(&pg.url(), &env).await);
+    }
+    let (_, key) = n[0].create_org("acme", Some(WALLET_A)).await;
+    let corridor = n[1].active_corridor(&key, "BRL").await;
+    let quote: Value = n[2]
+        .api(
+            &key,
+            Method::GET,
+            &format!("/corridors/{corridor}/quote?amount=50"),
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let body = json!({
+        "quoteId": quote["quoteId"], "fromAddress": WALLET_A, "amountUSDC": quote["amount"],
+        "beneficiary": {"name": "Ana Souza", "bankName": "Banco Teste",
+                        "accountNumber": "0001-23456-7", "country": "BR", "currency": "BRL"}});
+    let sends = (0..12).map(|i| {
+        let node = &n[i % 3];
+        node.http
+            .post(node.url(&format!("/corridors/{corridor}/pay")))
+            .bearer_auth(&key)
+            .header("Idempotency-Key", "one-pay")
+            .json(&body)
+            .send()
+    });
+    let mut ids = std::collections::HashSet::new();
+    for r in futures_util::future::join_all(sends).await {
+        let r = r.unwrap();
+        let status = r.status().as_u16();
+        let v: Value = r.json().await.unwrap();
+        match status {
+            202 => {
+                ids.insert(v["paymentId"].as_str().unwrap().to_string());
+            }
+            // The key in flight on another request, as on one node.
+            409 => assert_eq!(v["code"], "DUPLICATE_REQUEST", "{v}"),
+            other => panic!("unexpected {other}: {v}"),
+        }
+    }
+    assert!(ids.len() <= 1, "{ids:?}");
+    let payouts: Vec<Value> = n[0]
+        .http
+        .get(format!("{provider}/v1/payouts"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(payouts.len(), 1, "one payout at the provider: {payouts:?}");
+    // A replay on any node: the stored answer, the one payment.
+    for node in &n {
+        let r = node
+            .http
+            .post(node.url(&format!("/corridors/{corridor}/pay")))
+            .bearer_auth(&key)
+            .header("Idempotency-Key", "one-pay")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+        assert_eq!(r.headers()["idempotent-replayed"], "true");
+        let v: Value = r.json().await.unwrap();
+        let id = v["paymentId"].as_str().unwrap();
+        assert!(ids.is_empty() || ids.contains(id), "{id} {ids:?}");
+    }
+}
