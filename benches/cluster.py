@@ -79,7 +79,8 @@ def finished(proc, url, requests):
 
 
 def node(a, work, name, database_url=None, relayer=None, rpc=None):
-    env = {"PAYGATE_LOG": "warn"}
+    # Unlimited plan: the runs pay for more requests than the free plan's month holds.
+    env = {"PAYGATE_LOG": "warn", "PAYGATE__PLANS__FREE__MONTHLY_REQUESTS": "0"}
     if database_url:
         env.update({"PAYGATE__STORAGE__BACKEND": "postgres", "PAYGATE_DATABASE_URL": database_url})
     if relayer:
@@ -108,6 +109,24 @@ def unpaid(a, work, procs, database_url, up):
     return runs
 
 
+def postgres_cpu():
+    """CPU seconds used so far by every PostgreSQL server process (the database's share of a
+    paid request on a node that stores in it)."""
+    total = 0.0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        if "(postgres)" not in stat:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def paid_cpu(a, work, procs, database_url, rpc, up):
     sled = node(a, work, "sled-paid", relayer=RELAYERS[0], rpc=rpc)
     pgn = node(a, work, "pg-paid", database_url, relayer=RELAYERS[1], rpc=rpc)
@@ -123,11 +142,16 @@ def paid_cpu(a, work, procs, database_url, rpc, up):
     for rep in range(a.reps):
         order = list(urls.items()) if rep % 2 == 0 else list(reversed(urls.items()))
         for name, (gw, url) in order:
-            cpu0 = cpu_seconds(gw.proc)
+            cpu0, db0 = cpu_seconds(gw.proc), postgres_cpu()
             res = finished(paid_load(a, url, a.paid_requests, a.paid_conns, PAYERS[0][1]), url, a.paid_requests)
             cpu = 1000 * (cpu_seconds(gw.proc) - cpu0) / a.paid_requests
-            runs[name].append({"cpu_ms": cpu, "rps": res["rps"]})
-            print(f"rep {rep + 1} paid {name:9s} {res['rps']:>7,.1f} req/s  gateway CPU {cpu:.3f} ms/req", flush=True)
+            db = 1000 * (postgres_cpu() - db0) / a.paid_requests
+            runs[name].append({"cpu_ms": cpu, "db_ms": db, "rps": res["rps"]})
+            print(
+                f"rep {rep + 1} paid {name:9s} {res['rps']:>7,.1f} req/s  gateway CPU {cpu:.3f} ms/req  "
+                f"PostgreSQL CPU {db:.3f} ms/req",
+                flush=True,
+            )
     for gw in (sled, pgn):
         gw.stop()
         procs.remove(gw)
@@ -169,6 +193,13 @@ def propagation(a, nodes):
     return seen
 
 
+def busy():
+    """The machine's (busy, total) CPU ticks so far, from /proc/stat."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = f[3] + f[4]
+    return sum(f) - idle, sum(f)
+
+
 def scale(a, nodes, up):
     """Paid throughput with 1, 2 and 3 nodes, each offered the same load."""
     key = nodes[0].org("scale")
@@ -180,22 +211,27 @@ def scale(a, nodes, up):
         while not get_price(conn, "/gateway/scale/r"):
             time.sleep(0.01)
     runs = {k: [] for k in (1, 2, 3)}
+    used = {k: [] for k in (1, 2, 3)}
     for rep in range(a.reps):
         for k in ((1, 2, 3) if rep % 2 == 0 else (3, 2, 1)):
-            t0 = time.perf_counter()
+            t0, b0 = time.perf_counter(), busy()
             loads = [paid_load(a, urls[i], a.paid_requests, a.paid_conns, PAYERS[i][1]) for i in range(k)]
             for i, p in enumerate(loads):
                 finished(p, urls[i], a.paid_requests)
             rps = k * a.paid_requests / (time.perf_counter() - t0)
+            b1 = busy()
+            share = (b1[0] - b0[0]) / max(1, b1[1] - b0[1])
             runs[k].append(rps)
-            print(f"rep {rep + 1} paid with {k} node(s) {rps:>7,.1f} req/s", flush=True)
-    return runs
+            used[k].append(share)
+            print(f"rep {rep + 1} paid with {k} node(s) {rps:>7,.1f} req/s  machine CPU busy {share:.0%}", flush=True)
+    return runs, used
 
 
 def report(a, r):
-    u, p, seen, sc = r["unpaid"], r["paid"], r["propagation"], r["scale"]
+    u, p, seen, (sc, used) = r["unpaid"], r["paid"], r["propagation"], r["scale"]
     unpaid_ratio = [x / y for x, y in zip(u["postgres"], u["sled"])]
     cpu_ratio = [x["cpu_ms"] / y["cpu_ms"] for x, y in zip(p["postgres"], p["sled"])]
+    with_db = [(x["cpu_ms"] + x["db_ms"]) / y["cpu_ms"] for x, y in zip(p["postgres"], p["sled"])]
     lines = [
         BEGIN,
         "## Cluster on PostgreSQL (issue 17)",
@@ -214,6 +250,9 @@ def report(a, r):
         f"| gateway CPU per paid request, ms ({a.paid_requests} payments, {a.paid_conns} in flight, anvil "
         f"mining every {a.block_time} s) | {fmt(spread([x['cpu_ms'] for x in p['sled']]), 3)} | "
         f"{fmt(spread([x['cpu_ms'] for x in p['postgres']]), 3)} | {fmt(spread(cpu_ratio))} | ≤ 1.2 |",
+        f"| the same, PostgreSQL's server processes added (the database's share, on this machine) "
+        f"| {fmt(spread([x['cpu_ms'] for x in p['sled']]), 3)} | "
+        f"{fmt(spread([x['cpu_ms'] + x['db_ms'] for x in p['postgres']]), 3)} | {fmt(spread(with_db))} | |",
         "",
         f"Cross-node propagation of a route change (PATCH on node A, then node B polled over one "
         f"keep-alive connection until its `402` carries the new price), {len(seen)} changes: "
@@ -225,12 +264,15 @@ def report(a, r):
         f"nodes are pinned to CPU 0 like every server here (one proxy thread each); PostgreSQL, anvil "
         "and the load generators are not pinned:",
         "",
-        "| nodes | paid req/s (min / median / max) | ratio to 1 node (median) |",
-        "|---|---|---|",
+        "| nodes | paid req/s (min / median / max) | ratio to 1 node (median) | machine CPU busy (median) |",
+        "|---|---|---|---|",
     ]
     base = statistics.median(sc[1])
     for k in (1, 2, 3):
-        lines.append(f"| {k} | {fmt(spread(sc[k]), 1)} | {statistics.median(sc[k]) / base:.2f} |")
+        lines.append(
+            f"| {k} | {fmt(spread(sc[k]), 1)} | {statistics.median(sc[k]) / base:.2f} | "
+            f"{statistics.median(used[k]):.0%} |"
+        )
     lines += ["", END]
     section = "\n".join(lines)
     text = open(a.out).read() if os.path.exists(a.out) else ""
@@ -248,8 +290,8 @@ def main():
     ap.add_argument("--paid-load", required=True)
     ap.add_argument("--anvil", required=True)
     ap.add_argument("--artifacts", required=True)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--duration", type=int, default=8)
     ap.add_argument("--conns", type=int, default=32)
     ap.add_argument("--paid-requests", type=int, default=600)
     ap.add_argument("--paid-conns", type=int, default=64)

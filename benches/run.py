@@ -54,6 +54,19 @@ def wait_http(url, timeout=30):
     sys.exit(f"{url} did not come up")
 
 
+def wait_healthy(url, timeout=60):
+    """Until `url` answers 200 (a node waiting for its database answers 503)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url, timeout=1).status == 200:
+                return
+        except Exception:
+            pass
+        time.sleep(0.05)
+    sys.exit(f"{url} did not become healthy")
+
+
 def call(base, method, path, token, body=None, headers=None):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(base + path, data=data, method=method)
@@ -143,7 +156,7 @@ class Paygate:
             stdout=open(os.path.join(self.dir, "log"), "w"),
             stderr=subprocess.STDOUT,
         )
-        wait_http(self.base + "/healthz")
+        wait_healthy(self.base + "/healthz")
 
     def org(self, slug):
         s, body, _ = call(self.base, "POST", "/admin/orgs", ADMIN, {"slug": slug, "receiverWallet": RECEIVER})

@@ -3,7 +3,8 @@
 //! durable record goes through it. Writes return only once durable. Operations are whole
 //! business steps (insert a route with its path index and idempotency record) so a networked
 //! backend can implement them with its own transactions. `SledStore` is the embedded backend;
-//! `postgres::PgStore` the one a cluster of nodes shares (issue 17, in progress).
+//! `postgres::PgStore` the one a cluster of nodes shares; `ClusterStore` what the nodes
+//! coordinate through (leases, MCP sessions).
 
 pub mod postgres;
 mod sled_store;

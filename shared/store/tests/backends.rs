@@ -1,6 +1,7 @@
 //! What every store backend must do, checked on the sled store (temp dir) and on PostgreSQL (a
-//! throwaway cluster) alike: the same calls, the same answers. The PostgreSQL store implements
-//! the aggregates below so far (issue 17 adds the payouts').
+//! throwaway cluster) alike: the same calls, the same answers. Checked here: every aggregate but
+//! the payouts' (the payout engine's tests run on both stores in `payout_engine.rs`), and the
+//! cluster's leases and MCP sessions.
 
 use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
