@@ -119,6 +119,10 @@ pub trait PaymentStore: Send + Sync {
         retry: &GatewayPayment,
         at: &str,
     ) -> StoreResult<Option<GatewayPayment>>;
+    /// Writes reconciliation's decision on a payment only if the stored payment is still open
+    /// (`Reserved`/`Unknown`); `false` when another writer (the request that took it, on any
+    /// node) recorded its outcome first, which is then kept.
+    async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool>;
     /// Payments not yet `Settled` or `Failed`, for reconciliation.
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>>;
 }

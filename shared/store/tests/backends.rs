@@ -708,3 +708,43 @@ async fn a_lease_has_one_holder_among_the_nodes_and_passes_on_when_it_goes() {
         vec!["duty".to_string(), "other".to_string()]
     );
 }
+
+#[tokio::test]
+async fn reconciliation_decides_only_a_payment_still_open() {
+    let both = Both::new().await;
+    for (name, s) in both.each() {
+        let (a, b) = (payment("pay_a", "n_a"), payment("pay_b", "n_b"));
+        s.reserve_payment(&a).await.unwrap();
+        s.reserve_payment(&b).await.unwrap();
+        // The request that took `a` recorded its outcome first, with its transaction.
+        let mut by_request = a.clone();
+        by_request.status = PaymentStatus::Settled;
+        by_request.transaction = Some("0xabc".into());
+        s.update_payment(&by_request).await.unwrap();
+        let mut by_reconciliation = a.clone();
+        by_reconciliation.status = PaymentStatus::Settled;
+        by_reconciliation.settled_by_reconciliation = true;
+        assert!(
+            !s.decide_open_payment(&by_reconciliation).await.unwrap(),
+            "{name}"
+        );
+        let kept = s.get_payment("pay_a").await.unwrap().unwrap();
+        assert_eq!(kept.transaction.as_deref(), Some("0xabc"), "{name}");
+        assert!(!kept.settled_by_reconciliation, "{name}");
+        // `b` is still open: the decision is written, and it leaves the unfinished list.
+        let mut decided = b.clone();
+        decided.status = PaymentStatus::Failed;
+        assert!(s.decide_open_payment(&decided).await.unwrap(), "{name}");
+        let stored = s.get_payment("pay_b").await.unwrap().unwrap();
+        assert_eq!(stored.status, PaymentStatus::Failed, "{name}");
+        assert!(s.unfinished_payments().await.unwrap().is_empty(), "{name}");
+        // An unknown payment is not created by a decision.
+        assert!(
+            !s.decide_open_payment(&payment("pay_x", "n_x"))
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        assert!(s.get_payment("pay_x").await.unwrap().is_none(), "{name}");
+    }
+}

@@ -87,8 +87,11 @@ pub async fn reconcile_once(
             report.waiting += 1;
             continue;
         }
-        tracing::info!(payment = %p.id, status = ?p.status, "payment reconciled from chain state");
-        store.update_payment(&p).await?;
+        // Only over a record still open: the request that took the payment (on any node) may
+        // have recorded its outcome meanwhile, with more than the chain tells (the transaction).
+        if store.decide_open_payment(&p).await? {
+            tracing::info!(payment = %p.id, status = ?p.status, "payment reconciled from chain state");
+        }
     }
     Ok(report)
 }

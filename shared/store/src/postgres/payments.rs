@@ -72,6 +72,24 @@ impl PaymentStore for PgStore {
         tx.commit().await.map_err(backend)
     }
 
+    async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
+        let status = serde_json::to_value(payment.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let done = sqlx::query(
+            "UPDATE payments SET status = $2, open = $3, doc = $4 WHERE id = $1 AND open",
+        )
+        .bind(&payment.id)
+        .bind(status)
+        .bind(payment.status.is_open())
+        .bind(json(payment)?)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
         let mut tx = self.pool.begin().await.map_err(backend)?;
         sqlx::query("DELETE FROM nonces WHERE nonce_key = $1 AND payment_id = $2")

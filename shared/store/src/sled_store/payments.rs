@@ -47,6 +47,30 @@ impl PaymentStore for SledStore {
         self.durable().await
     }
 
+    async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
+        let bytes = enc(payment)?;
+        let id = payment.id.as_bytes();
+        let written = (&self.payments, &self.payments_open)
+            .transaction(|(payments, open)| {
+                let still_open = match payments.get(id)? {
+                    Some(v) => dec::<GatewayPayment>(&v)
+                        .map(|p| p.status.is_open())
+                        .or_else(abort)?,
+                    None => false,
+                };
+                if !still_open {
+                    return Ok(false);
+                }
+                put_tracked(payments, open, id, &bytes, payment.status.is_open())?;
+                Ok(true)
+            })
+            .map_err(tx_err)?;
+        if written {
+            self.durable().await?;
+        }
+        Ok(written)
+    }
+
     async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
         let bytes = enc(payment)?;
         let id = payment.id.as_bytes();
