@@ -88,7 +88,7 @@ async fn postgres_restarted_under_load_charges_nothing_and_every_node_recovers()
     let pg = paygate_store::testing::PgCluster::start();
     let n = paid_nodes(&chain, &pg.url(), &[]).await;
     let upstream = Upstream::start().await;
-    let (_, receiver) = echo_route(&n, &upstream).await;
+    let (key, receiver) = echo_route(&n, &upstream).await;
     let n = Arc::new(n);
 
     // Unpaid load on every node for the whole test: each answer must be the 402 challenge.
@@ -124,6 +124,12 @@ async fn postgres_restarted_under_load_charges_nothing_and_every_node_recovers()
         );
     }
     assert_eq!(chain.balance(payer).await, before, "nothing charged");
+    // The management API says so too (the key cannot be checked), and changes nothing.
+    let r = n[1]
+        .api(&key, reqwest::Method::DELETE, "/api/routes/none", None)
+        .await;
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (503, "STORE_UNAVAILABLE"));
     assert_eq!(upstream.hits(), 0);
     let during = sent.load(Ordering::Relaxed);
 

@@ -71,15 +71,7 @@ impl Env {
     }
 
     async fn pay(&self, corridor: &str, key: &str, body: &Value) -> reqwest::Response {
-        self.gw
-            .http
-            .post(self.gw.url(&format!("/corridors/{corridor}/pay")))
-            .bearer_auth(&self.key)
-            .header("Idempotency-Key", key)
-            .json(body)
-            .send()
-            .await
-            .unwrap()
+        self.gw.pay_corridor(&self.key, corridor, key, body).await
     }
 
     async fn payment(&self, corridor: &str, id: &str) -> Value {
@@ -106,15 +98,7 @@ impl Env {
 
     /// Every payout the sandbox provider holds.
     async fn provider_payouts(&self) -> Vec<Value> {
-        self.gw
-            .http
-            .get(format!("{}/v1/payouts", self.sandbox))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.gw.provider_payouts().await
     }
 }
 

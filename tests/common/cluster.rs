@@ -10,14 +10,11 @@ use std::time::{Duration, Instant};
 /// The most a change may take to reach another node before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// Three nodes on the database `url`.
 pub async fn nodes(url: &str) -> Vec<Gateway> {
-    nodes_with(url, &[]).await
-}
-
-pub async fn nodes_with(url: &str, env: &[(&str, &str)]) -> Vec<Gateway> {
     let mut out = Vec::new();
     for _ in 0..3 {
-        out.push(Gateway::start_on(url, env).await);
+        out.push(Gateway::start_on(url, &[]).await);
     }
     out
 }

@@ -406,6 +406,37 @@ impl Gateway {
         id
     }
 
+    /// `POST /corridors/{corridor}/pay` with `body` under `idempotency_key`.
+    pub async fn pay_corridor(
+        &self,
+        key: &str,
+        corridor: &str,
+        idempotency_key: &str,
+        body: &Value,
+    ) -> Response {
+        self.http
+            .post(self.url(&format!("/corridors/{corridor}/pay")))
+            .bearer_auth(key)
+            .header("Idempotency-Key", idempotency_key)
+            .json(body)
+            .send()
+            .await
+            .expect("pay")
+    }
+
+    /// Every payout this gateway's sandbox provider holds.
+    pub async fn provider_payouts(&self) -> Vec<Value> {
+        let sandbox = self.sandbox.as_deref().expect("a sandbox provider");
+        self.http
+            .get(format!("http://{sandbox}/v1/payouts"))
+            .send()
+            .await
+            .expect("provider")
+            .json()
+            .await
+            .expect("payouts")
+    }
+
     /// Polls the corridor's payouts `ids` until each is `SETTLED` or `within` has passed;
     /// returns those that are not.
     pub async fn unsettled_payouts(

@@ -177,7 +177,7 @@ impl PgStore {
             .collect()
     }
 
-    /// The pool, for the parts that listen or lock on their own connection.
+    /// The pool, for tests that read the schema itself.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
