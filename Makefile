@@ -36,7 +36,7 @@ cluster: deps pg-deps release
 ## with every gateway on PostgreSQL, then a short libFuzzer run of each parser target.
 test: deps pg-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
-	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --no-fail-fast -E 'binary(/^e2e_/) - binary(/^e2e_cluster/)'
+	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --workspace --no-fail-fast -E 'binary(/^e2e_/) - binary(/^e2e_cluster/)'
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity
@@ -76,7 +76,7 @@ fuzz-deps: sys-deps
 ## cluster); prints the tallies RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
 crash: deps pg-deps
-	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --profile long --no-capture -E 'binary(e2e_crash) | test(cluster_sigkill)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
+	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e_crash) | test(cluster_sigkill)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps pg-deps
