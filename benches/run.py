@@ -143,6 +143,9 @@ class Paygate:
             "PATH": os.environ.get("PATH", ""),
             "PAYGATE__SERVER__LISTEN": f"127.0.0.1:{self.port}",
             "PAYGATE__SERVER__THREADS": "1",
+            # One load generator is one client address: the limits would be what is measured.
+            "PAYGATE__LIMITS__CLIENT__PER_SECOND": "0",
+            "PAYGATE__LIMITS__PAYER__PER_SECOND": "0",
             "PAYGATE__STORAGE__PATH": os.path.join(self.dir, "data"),
             "PAYGATE_ADMIN_TOKEN": ADMIN,
             "PAYGATE_LOG": "warn",

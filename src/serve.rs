@@ -235,6 +235,11 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(dyn_store.clone()),
     });
     let payments = Arc::new(PaymentService::new(dyn_store.clone(), facilitator, usage));
+    let limits = Arc::new(paygate_proxy::limits::Limits::from_config(&cfg.limits));
+    server.add_service(background_service(
+        "rate limit housekeeping",
+        paygate_proxy::limits::LimitsHousekeeping(limits.clone()),
+    ));
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,
         Gateway::new(GatewayParts {
@@ -243,6 +248,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
             payments: payments.clone(),
             settings: ProxySettings::from_config(&cfg.upstream, policy.clone()),
             metrics: metrics.clone(),
+            limits,
         }),
         "paygate proxy",
     );

@@ -15,7 +15,7 @@ use pingora::proxy::Session;
 const CORS_ALLOW_HEADERS: &str =
     "X-PAYMENT, PAYMENT-SIGNATURE, Payment-Retry, Content-Type, Authorization, Accept";
 const CORS_EXPOSE_HEADERS: &str = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, \
-                                   X-Payment-Requirements, X-Request-Id";
+                                   X-Payment-Requirements, X-Request-Id, Retry-After";
 const CORS_ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS";
 
 /// Writes `answer` and names its outcome on `ctx`.
@@ -30,14 +30,34 @@ pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) 
     match answer {
         Answer::Preflight => preflight(session, ctx).await,
         Answer::Challenge { challenge, .. } => payment_required(session, ctx, challenge).await,
-        Answer::Error(code, message) => error(session, ctx, code, &message).await,
+        Answer::Error(code, message) => error(session, ctx, code, &message, None).await,
+        Answer::Limited(r) => {
+            let code = ErrorCode::TooManyRequests;
+            error(
+                session,
+                ctx,
+                code,
+                r.limit.message(),
+                Some(r.retry_after_secs),
+            )
+            .await
+        }
     }
 }
 
-/// A JSON error; a settled payment's receipt header goes with it.
-async fn error(session: &mut Session, ctx: &Ctx, code: ErrorCode, message: &str) -> Result<()> {
+/// A JSON error (`Retry-After` when given); a settled payment's receipt header goes with it.
+async fn error(
+    session: &mut Session,
+    ctx: &Ctx,
+    code: ErrorCode,
+    message: &str,
+    retry_after: Option<u64>,
+) -> Result<()> {
     let body = Bytes::from(ErrorBody::new(code, message, &ctx.request_id).to_json());
-    let mut resp = ResponseHeader::build(code.status(), Some(5))?;
+    let mut resp = ResponseHeader::build(code.status(), Some(6))?;
+    if let Some(secs) = retry_after {
+        resp.insert_header("retry-after", secs)?;
+    }
     resp.insert_header("content-type", "application/json")?;
     resp.insert_header("content-length", body.len())?;
     resp.insert_header("x-request-id", ctx.request_id.as_str())?;

@@ -2,6 +2,7 @@
 //! control plane, answer it here (challenge, refusal, preflight), or forward it upstream once
 //! its payment is taken. [`Gateway::decide`] returns the decision; `request_filter` acts on it.
 
+use crate::limits::Refused;
 use crate::{Ctx, Gateway};
 use paygate_domain::{unix_now, ErrorBody, ErrorCode};
 use paygate_gateway::metrics::Outcome;
@@ -12,7 +13,7 @@ use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::{Challenge, PaymentRequirements};
 use pingora::http::RequestHeader;
 use std::borrow::Cow;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -74,6 +75,8 @@ pub enum Answer {
     },
     /// A JSON error.
     Error(ErrorCode, Cow<'static, str>),
+    /// `429` from a rate limit, with `Retry-After`.
+    Limited(Refused),
 }
 
 impl Answer {
@@ -109,6 +112,7 @@ impl Answer {
     pub fn outcome(&self) -> (&'static str, Outcome) {
         match self {
             Self::Preflight => ("PREFLIGHT", Outcome::Other),
+            Self::Limited(_) => (ErrorCode::TooManyRequests.as_str(), Outcome::Other),
             Self::Challenge { refused: None, .. } => ("PAYMENT_REQUIRED", Outcome::Challenge),
             Self::Challenge {
                 refused: Some(code),
@@ -133,8 +137,24 @@ enum Lookup {
 }
 
 impl Gateway {
-    /// Decides what to do with a request. Sets the metrics labels (org, route) on `ctx`.
-    pub(crate) async fn decide(&self, req: &RequestHeader, ctx: &mut Ctx) -> Decision {
+    /// Decides what to do with a request from `client` (the connection's peer). Sets the
+    /// metrics labels (org, route) on `ctx`.
+    pub(crate) async fn decide(
+        &self,
+        req: &RequestHeader,
+        client: Option<IpAddr>,
+        ctx: &mut Ctx,
+    ) -> Decision {
+        if let Some(peer) = client {
+            let forwarded = req
+                .headers
+                .get("x-forwarded-for")
+                .and_then(|v| v.to_str().ok());
+            let key = self.limits.client_key(peer, forwarded);
+            if let Err(r) = self.limits.check_client(key) {
+                return Decision::Answer(Answer::Limited(r));
+            }
+        }
         if header_bytes(req) > self.settings.max_header_bytes {
             return error(ErrorCode::HeadersTooLarge, "request headers are too large");
         }
@@ -227,6 +247,9 @@ impl Gateway {
                 refused: None,
             });
         };
+        self.limits
+            .check_route(&entry.id)
+            .map_err(Answer::Limited)?;
         let declared = req
             .headers
             .get("content-length")
@@ -242,6 +265,9 @@ impl Gateway {
             .payments
             .verify_header(raw, version, requirements, unix_now())
             .map_err(refused)?;
+        self.limits
+            .check_payer(&verified.payer().0 .0)
+            .map_err(Answer::Limited)?;
         let addr = self.upstream_address(&entry).await.map_err(refused)?;
         let charge = Charge {
             org_id,

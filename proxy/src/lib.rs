@@ -5,6 +5,7 @@
 
 mod answer;
 mod decide;
+pub mod limits;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -82,6 +83,7 @@ pub struct Gateway {
     payments: Arc<PaymentService>,
     settings: ProxySettings,
     metrics: Arc<Metrics>,
+    limits: Arc<limits::Limits>,
 }
 
 /// What the gateway is built from.
@@ -91,6 +93,7 @@ pub struct GatewayParts {
     pub payments: Arc<PaymentService>,
     pub settings: ProxySettings,
     pub metrics: Arc<Metrics>,
+    pub limits: Arc<limits::Limits>,
 }
 
 impl Gateway {
@@ -101,6 +104,7 @@ impl Gateway {
             payments: p.payments,
             settings: p.settings,
             metrics: p.metrics,
+            limits: p.limits,
         }
     }
 }
@@ -158,7 +162,11 @@ impl ProxyHttp for Gateway {
     /// Decides, then writes once: an answer of the gateway's own, or the stage the request
     /// goes on in.
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        match self.decide(session.req_header(), ctx).await {
+        let client = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip());
+        match self.decide(session.req_header(), client, ctx).await {
             Decision::PassThrough => {
                 // Keep the (small) body, so a request that meets a pooled connection the control
                 // plane has just closed can be sent again (`error_while_proxy`).

@@ -201,6 +201,10 @@ impl Gateway {
             .env("PAYGATE__NETWORKS__BASE__RPC_URL", "")
             .env("PAYGATE__METRICS__FLUSH_INTERVAL_SECONDS", "1")
             .env("PAYGATE__METRICS__PROBE_INTERVAL_SECONDS", "1")
+            // Every test client is 127.0.0.1 and many pay one payer's way: the rate limits'
+            // own test turns them on.
+            .env("PAYGATE__LIMITS__CLIENT__PER_SECOND", "0")
+            .env("PAYGATE__LIMITS__PAYER__PER_SECOND", "0")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);

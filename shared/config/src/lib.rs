@@ -24,6 +24,7 @@ pub struct Config {
     pub idempotency: IdempotencyConfig,
     pub facilitator: FacilitatorConfig,
     pub upstream: UpstreamConfig,
+    pub limits: LimitsConfig,
     pub metrics: MetricsConfig,
     pub mcp: McpConfig,
     pub payout: PayoutConfig,
@@ -151,6 +152,7 @@ impl Config {
         paygate_x402::money::UsdcAmount::from_usd_str(&self.mcp.daily_spend_cap_usd)
             .map_err(|e| ConfigError::Invalid(format!("mcp.daily_spend_cap_usd {e}")))?;
         self.validate_payout()?;
+        self.limits.validate().map_err(ConfigError::Invalid)?;
         if self.mcp.keep_alive_seconds == 0 || self.mcp.tool_timeout_seconds == 0 {
             return Err(ConfigError::Invalid(
                 "mcp.keep_alive_seconds and mcp.tool_timeout_seconds must be at least 1".into(),

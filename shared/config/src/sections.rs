@@ -451,3 +451,73 @@ impl Default for MetricsConfig {
         }
     }
 }
+
+/// One rate: a steady number of requests per second, and the burst that may be spent at once
+/// (`0`: as many as `per_second`). `per_second = 0` turns the limit off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Rate {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+impl Default for Rate {
+    fn default() -> Self {
+        Self::OFF
+    }
+}
+
+impl Rate {
+    pub const OFF: Self = Self {
+        per_second: 0,
+        burst: 0,
+    };
+
+    pub const fn new(per_second: u32, burst: u32) -> Self {
+        Self { per_second, burst }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.per_second > 0
+    }
+}
+
+/// Rate limits on the public listener, applied in the proxy before any signature work
+/// (`429 TOO_MANY_REQUESTS` with `Retry-After`). Each is kept per node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Every request of one client address, on every public path.
+    pub client: Rate,
+    /// Paid calls carrying one payer's payments, counted once the signature is checked (so a
+    /// forged `from` cannot spend another payer's allowance).
+    pub payer: Rate,
+    /// Calls carrying a payment to one route, whoever sends them (spares the route's origin).
+    pub route: Rate,
+    /// Load balancers or proxies in front of paygate: a request from one of these networks is
+    /// counted against the last address of its `X-Forwarded-For` that is not one of them.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// IPv6 clients are counted per prefix of this length (one host usually holds a /64).
+    pub ipv6_prefix: u8,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            client: Rate::new(1000, 2000),
+            payer: Rate::new(100, 200),
+            route: Rate::OFF,
+            trusted_proxies: Vec::new(),
+            ipv6_prefix: 64,
+        }
+    }
+}
+
+impl LimitsConfig {
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.ipv6_prefix == 0 || self.ipv6_prefix > 128 {
+            return Err("limits.ipv6_prefix must be between 1 and 128".into());
+        }
+        Ok(())
+    }
+}

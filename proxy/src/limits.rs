@@ -1,0 +1,257 @@
+//! Rate limits on the public listener (issue 18): per client address on every request, per
+//! route on calls carrying a payment (both before any signature work), and per payer once a
+//! payment's signature is checked. Each is a keyed GCRA limiter (`governor`): one key's flood
+//! spends only that key's allowance, so a flooding client never starves another.
+
+use async_trait::async_trait;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota};
+use ipnet::IpNet;
+use paygate_config::{LimitsConfig, Rate};
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use std::hash::Hash;
+use std::net::{IpAddr, Ipv6Addr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often keys whose allowance is full again are forgotten, so the maps hold only the
+/// clients seen lately.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(10);
+
+/// Which limit refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limited {
+    Client,
+    Payer,
+    Route,
+}
+
+impl Limited {
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::Client => {
+                "too many requests from this client address; retry after the delay given"
+            }
+            Self::Payer => "too many paid calls from this payer; retry after the delay given",
+            Self::Route => "too many paid calls to this route; retry after the delay given",
+        }
+    }
+}
+
+/// A refusal: which limit, and the whole seconds until a request would pass (`Retry-After`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    pub limit: Limited,
+    pub retry_after_secs: u64,
+}
+
+struct Keyed<K: Hash + Eq + Clone> {
+    limiter: DefaultKeyedRateLimiter<K>,
+    clock: DefaultClock,
+}
+
+impl<K: Hash + Eq + Clone> Keyed<K> {
+    fn new(rate: Rate) -> Option<Self> {
+        let per_second = NonZeroU32::new(rate.per_second)?;
+        let burst = NonZeroU32::new(rate.burst).unwrap_or(per_second);
+        let quota = Quota::per_second(per_second).allow_burst(burst);
+        Some(Self {
+            limiter: DefaultKeyedRateLimiter::dashmap(quota),
+            clock: DefaultClock::default(),
+        })
+    }
+
+    fn check(&self, key: &K, limit: Limited) -> Result<(), Refused> {
+        self.limiter.check_key(key).map_err(|not_until| {
+            let wait = not_until.wait_time_from(self.clock.now());
+            Refused {
+                limit,
+                retry_after_secs: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+            }
+            .at_least_one()
+        })
+    }
+
+    fn housekeeping(&self) {
+        self.limiter.retain_recent();
+        self.limiter.shrink_to_fit();
+    }
+}
+
+impl Refused {
+    fn at_least_one(mut self) -> Self {
+        self.retry_after_secs = self.retry_after_secs.max(1);
+        self
+    }
+}
+
+/// The limits of one node.
+pub struct Limits {
+    client: Option<Keyed<IpAddr>>,
+    payer: Option<Keyed<[u8; 20]>>,
+    route: Option<Keyed<Arc<str>>>,
+    trusted_proxies: Vec<IpNet>,
+    ipv6_prefix: u8,
+}
+
+impl Limits {
+    pub fn from_config(c: &LimitsConfig) -> Self {
+        Self {
+            client: Keyed::new(c.client),
+            payer: Keyed::new(c.payer),
+            route: Keyed::new(c.route),
+            trusted_proxies: c.trusted_proxies.clone(),
+            ipv6_prefix: c.ipv6_prefix,
+        }
+    }
+
+    /// The client a request is counted against: the connection's peer, or behind trusted
+    /// proxies the last `X-Forwarded-For` address that is not one of them.
+    pub fn client_key(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
+        let mut client = canonical(peer);
+        if self.trusted(client) {
+            if let Some(list) = forwarded_for {
+                for hop in list.rsplit(',') {
+                    let Ok(ip) = hop.trim().parse::<IpAddr>() else {
+                        break;
+                    };
+                    client = canonical(ip);
+                    if !self.trusted(client) {
+                        break;
+                    }
+                }
+            }
+        }
+        match client {
+            IpAddr::V6(v6) => IpAddr::V6(mask_v6(v6, self.ipv6_prefix)),
+            v4 => v4,
+        }
+    }
+
+    fn trusted(&self, ip: IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|n| n.contains(&ip))
+    }
+
+    pub fn check_client(&self, key: IpAddr) -> Result<(), Refused> {
+        self.client
+            .as_ref()
+            .map_or(Ok(()), |l| l.check(&key, Limited::Client))
+    }
+
+    pub fn check_route(&self, route_id: &Arc<str>) -> Result<(), Refused> {
+        self.route
+            .as_ref()
+            .map_or(Ok(()), |l| l.check(route_id, Limited::Route))
+    }
+
+    pub fn check_payer(&self, payer: &[u8; 20]) -> Result<(), Refused> {
+        self.payer
+            .as_ref()
+            .map_or(Ok(()), |l| l.check(payer, Limited::Payer))
+    }
+
+    fn housekeeping(&self) {
+        if let Some(l) = &self.client {
+            l.housekeeping();
+        }
+        if let Some(l) = &self.payer {
+            l.housekeeping();
+        }
+        if let Some(l) = &self.route {
+            l.housekeeping();
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 addresses count as the IPv4 client they are.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn mask_v6(ip: Ipv6Addr, prefix: u8) -> Ipv6Addr {
+    let bits = u128::from(ip);
+    let mask = u128::MAX
+        .checked_shl(128 - u32::from(prefix.min(128)))
+        .unwrap_or(0);
+    Ipv6Addr::from(bits & mask)
+}
+
+/// Forgets, every few seconds, the keys whose allowance is whole again.
+pub struct LimitsHousekeeping(pub Arc<Limits>);
+
+#[async_trait]
+impl BackgroundService for LimitsHousekeeping {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut every = tokio::time::interval(HOUSEKEEPING_EVERY);
+        loop {
+            tokio::select! {
+                _ = every.tick() => self.0.housekeeping(),
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(client: Rate, trusted: &[&str]) -> Limits {
+        Limits::from_config(&LimitsConfig {
+            client,
+            payer: Rate::OFF,
+            route: Rate::new(1, 2),
+            trusted_proxies: trusted.iter().map(|n| n.parse().unwrap()).collect(),
+            ipv6_prefix: 64,
+        })
+    }
+
+    #[test]
+    fn a_client_spends_its_burst_then_waits_and_others_are_untouched() {
+        let l = limits(Rate::new(1, 3), &[]);
+        let a: IpAddr = "203.0.113.7".parse().unwrap();
+        let b: IpAddr = "203.0.113.8".parse().unwrap();
+        for _ in 0..3 {
+            l.check_client(a).unwrap();
+        }
+        let refused = l.check_client(a).unwrap_err();
+        assert_eq!(refused.limit, Limited::Client);
+        assert_eq!(refused.retry_after_secs, 1);
+        l.check_client(b).unwrap();
+        // Payer limit off: never refuses.
+        for _ in 0..100 {
+            l.check_payer(&[7; 20]).unwrap();
+        }
+        let r: Arc<str> = Arc::from("route");
+        l.check_route(&r).unwrap();
+        l.check_route(&r).unwrap();
+        assert_eq!(l.check_route(&r).unwrap_err().limit, Limited::Route);
+    }
+
+    #[test]
+    fn clients_behind_trusted_proxies_are_told_apart_and_ipv6_hosts_grouped() {
+        let l = limits(Rate::OFF, &["10.0.0.0/8"]);
+        let lb: IpAddr = "10.1.2.3".parse().unwrap();
+        let direct: IpAddr = "198.51.100.1".parse().unwrap();
+        let xff = Some("192.0.2.9, 198.51.100.4, 10.0.0.5");
+        // Behind the load balancer: the last untrusted hop (earlier ones are the client's word).
+        assert_eq!(
+            l.client_key(lb, xff),
+            "198.51.100.4".parse::<IpAddr>().unwrap()
+        );
+        // A peer that is not trusted is its own address, whatever it claims.
+        assert_eq!(l.client_key(direct, xff), direct);
+        // Garbage in the header stops the walk at the last good hop.
+        assert_eq!(l.client_key(lb, Some("nonsense")), lb);
+        let v6a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let v6b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        assert_eq!(l.client_key(v6a, None), l.client_key(v6b, None));
+        let mapped: IpAddr = "::ffff:198.51.100.1".parse().unwrap();
+        assert_eq!(l.client_key(mapped, None), direct);
+    }
+}

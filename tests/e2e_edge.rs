@@ -1,0 +1,232 @@
+//! The edge essentials (issue 18) through the real binary: rate limits that refuse floods
+//! before any signature work without starving other clients, and the proof of payment an
+//! origin checks.
+
+mod common;
+
+use common::chain::{address, Chain, PaymentSpec};
+use common::upstream::Upstream;
+use common::*;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PRICE: u64 = 10_000;
+
+/// A client whose connections come from `ip` (any 127/8 address reaches loopback).
+fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(ip.parse::<IpAddr>().unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// An organisation `acme` with a receiver wallet and a paid route `/gateway/acme/echo`.
+async fn org_with_route(gw: &Gateway, target: &str) -> String {
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    gw.create_paid_route(&key, "echo", target, false).await;
+    key
+}
+
+/// A payment for the route signed with another key than its `from`'s: refused at signature
+/// verification, so every one that is not rate limited costs the gateway a signature check.
+fn forged_payment() -> String {
+    let mut spec = PaymentSpec::new(1, address(9), PRICE);
+    spec.signer = Some(2);
+    spec.v1_header()
+}
+
+#[tokio::test]
+async fn a_flood_of_bogus_payments_is_refused_before_signature_work_and_starves_no_one() {
+    const RATE: usize = 40;
+    let gw = Gateway::start_with(&[
+        ("PAYGATE__LIMITS__CLIENT__PER_SECOND", "40"),
+        ("PAYGATE__LIMITS__CLIENT__BURST", "40"),
+    ])
+    .await;
+    org_with_route(&gw, "https://api.example.com/v1").await;
+    let url = gw.url("/gateway/acme/echo");
+    // Signed once: the test's own signing must not be what loads the machine.
+    let forged = forged_payment();
+
+    // One client floods from 127.0.0.1 with 8 connections for 2 s; another asks politely from
+    // 127.0.0.2 ten times a second.
+    let verified = Arc::new(AtomicUsize::new(0));
+    let limited = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let run_for = Duration::from_secs(2);
+    let mut flood = Vec::new();
+    for _ in 0..8 {
+        let (url, verified, limited) = (url.clone(), verified.clone(), limited.clone());
+        let forged = forged.clone();
+        let http = client_from("127.0.0.1");
+        flood.push(tokio::spawn(async move {
+            let mut sample = None;
+            while started.elapsed() < run_for {
+                let r = http
+                    .get(&url)
+                    .header("X-PAYMENT", &forged)
+                    .send()
+                    .await
+                    .unwrap();
+                match r.status().as_u16() {
+                    402 => {
+                        verified.fetch_add(1, Ordering::SeqCst);
+                    }
+                    429 => {
+                        limited.fetch_add(1, Ordering::SeqCst);
+                        if sample.is_none() {
+                            let retry_after: u64 = r.headers()["retry-after"]
+                                .to_str()
+                                .unwrap()
+                                .parse()
+                                .unwrap();
+                            sample = Some((retry_after, error_of(r).await));
+                        }
+                    }
+                    s => panic!("unexpected status {s}"),
+                }
+            }
+            sample
+        }));
+    }
+    let polite = client_from("127.0.0.2");
+    let mut polite_answers = Vec::new();
+    while started.elapsed() < run_for {
+        let r = polite
+            .get(&url)
+            .header("X-PAYMENT", &forged)
+            .send()
+            .await
+            .unwrap();
+        polite_answers.push(r.status().as_u16());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut sample = None;
+    for f in flood {
+        sample = sample.or(f.await.unwrap());
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+
+    // The polite client was never refused: its payments were all checked (and found forged).
+    assert!(polite_answers.len() >= 10, "{polite_answers:?}");
+    assert!(
+        polite_answers.iter().all(|s| *s == 402),
+        "{polite_answers:?}"
+    );
+    // The flood: only the burst and the steady rate reached signature verification.
+    let (verified, limited) = (
+        verified.load(Ordering::SeqCst),
+        limited.load(Ordering::SeqCst),
+    );
+    let allowance = RATE + (RATE as f64 * elapsed).ceil() as usize;
+    assert!(
+        verified <= allowance,
+        "{verified} payments checked, allowance {allowance}"
+    );
+    assert!(
+        limited > verified,
+        "flood {limited} limited, {verified} checked"
+    );
+    let (retry_after, (status, code, _)) = sample.expect("a 429 sample");
+    assert_eq!((status, code.as_str()), (429, "TOO_MANY_REQUESTS"));
+    assert!((1..=2).contains(&retry_after), "Retry-After {retry_after}");
+
+    // The client limit covers every public path, the management API included.
+    let (status, code, _) = send_error(client_from("127.0.0.1").get(gw.url("/api/routes"))).await;
+    assert!(
+        (status, code.as_str()) == (429, "TOO_MANY_REQUESTS") || status == 401,
+        "{status} {code}"
+    );
+}
+
+#[tokio::test]
+async fn a_route_limit_counts_calls_carrying_a_payment_from_every_client() {
+    let gw = Gateway::start_with(&[
+        ("PAYGATE__LIMITS__ROUTE__PER_SECOND", "1"),
+        ("PAYGATE__LIMITS__ROUTE__BURST", "3"),
+    ])
+    .await;
+    org_with_route(&gw, "https://api.example.com/v1").await;
+
+    // Unpaid challenges are not counted against the route.
+    for _ in 0..10 {
+        let r = gw.get("/gateway/acme/echo").await;
+        assert_eq!(r.status(), 402);
+    }
+    // Calls carrying a payment are, from whichever client: the burst passes (to be found
+    // forged), the rest is refused.
+    let mut statuses = Vec::new();
+    for ip in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+        for _ in 0..2 {
+            let r = client_from(ip)
+                .get(gw.url("/gateway/acme/echo"))
+                .header("X-PAYMENT", forged_payment())
+                .send()
+                .await
+                .unwrap();
+            statuses.push(r.status().as_u16());
+        }
+    }
+    let passed = statuses.iter().filter(|s| **s == 402).count();
+    assert!((3..=4).contains(&passed), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 402 || *s == 429),
+        "{statuses:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_payer_limit_refuses_before_any_money_moves_and_ignores_forged_payments() {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.extend(
+        [
+            ("PAYGATE__LIMITS__PAYER__PER_SECOND", "1"),
+            ("PAYGATE__LIMITS__PAYER__BURST", "2"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let gw = Gateway::start_with_owned(env).await;
+    let up = Upstream::start().await;
+    org_with_route(&gw, &up.url).await;
+    let call = |header: String| {
+        gw.http
+            .get(gw.url("/gateway/acme/echo"))
+            .header("X-PAYMENT", header)
+            .send()
+    };
+
+    // The payer limit counts only payments whose signature holds: forged ones in the payer's
+    // name spend nothing of its allowance.
+    for _ in 0..5 {
+        assert_eq!(call(forged_payment()).await.unwrap().status(), 402);
+    }
+    let before = chain.balance(address(1)).await;
+    for _ in 0..2 {
+        let r = call(PaymentSpec::new(1, address(9), PRICE).v1_header())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", gw.log());
+    }
+    let third = PaymentSpec::new(1, address(9), PRICE).v1_header();
+    let r = call(third.clone()).await.unwrap();
+    let retry_after: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (429, "TOO_MANY_REQUESTS"));
+    // Refused before anything was taken: two payments moved, and the refused one is still good.
+    assert_eq!(chain.balance(address(1)).await, before - 2 * PRICE);
+    tokio::time::sleep(Duration::from_secs(retry_after)).await;
+    let r = call(third).await.unwrap();
+    assert_eq!(r.status(), 200, "{}", gw.log());
+    assert_eq!(chain.balance(address(1)).await, before - 3 * PRICE);
+    assert_eq!(up.hits(), 3);
+}
