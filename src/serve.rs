@@ -173,13 +173,19 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut cfg = Config::load(config_path)?;
     // Fail early and clearly if the public address is taken (Pingora would panic). Port 0 picks
     // a free port here; the chosen address is used everywhere and written to `paygate.addr`.
-    let public = std::net::TcpListener::bind(cfg.server.listen)
-        .with_context(|| format!("binding {}", cfg.server.listen))?;
+    let public =
+        bind_public(cfg.server.listen).with_context(|| format!("binding {}", cfg.server.listen))?;
     cfg.server.listen = public.local_addr()?;
     let cfg = Arc::new(cfg);
     if cfg!(feature = "bench") {
         tracing::warn!(
             "BENCHMARK BUILD: requests with x-paygate-bench-free skip payment; never deploy this binary"
+        );
+    }
+    if paygate_domain::origin_proof::OriginProofKey::from_env(&cfg.orgs.master_key_env).is_none() {
+        tracing::warn!(
+            master_key_env = %cfg.orgs.master_key_env,
+            "no master key: paid requests are forwarded without X-Paygate-Signature (origin proof)"
         );
     }
     // The startup runtime lives as long as the process and keeps a worker thread driving its
@@ -310,6 +316,33 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     rt.block_on(dyn_store.flush())?;
     tracing::info!("paygate stopped; store flushed");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Binds the public address. The listener is let go before Pingora binds it again, so port 0
+/// is resolved to a free port *below* the kernel's ephemeral range: in between, an outgoing
+/// connection of any process could otherwise take the port as its source port and keep Pingora
+/// from binding it.
+fn bind_public(addr: std::net::SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    if addr.port() != 0 {
+        return std::net::TcpListener::bind(addr);
+    }
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let range = 10_000..ephemeral_from;
+    if range.len() < 1000 {
+        return std::net::TcpListener::bind(addr);
+    }
+    for _ in 0..200 {
+        let port = rand::Rng::gen_range(&mut rand::thread_rng(), range.clone());
+        match std::net::TcpListener::bind(std::net::SocketAddr::new(addr.ip(), port)) {
+            Ok(l) => return Ok(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    std::net::TcpListener::bind(addr)
 }
 
 /// Writes `{storage}/paygate.addr`: the addresses this process listens on, so whoever started

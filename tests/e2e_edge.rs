@@ -230,3 +230,227 @@ async fn a_payer_limit_refuses_before_any_money_moves_and_ignores_forged_payment
     assert_eq!(chain.balance(address(1)).await, before - 3 * PRICE);
     assert_eq!(up.hits(), 3);
 }
+
+const MASTER_KEY: &str = "8f1d3c5b7a9e2f4d6c8b0a1e3f5d7c9b2a4e6f8d0c1b3a5e7f9d2c4b6a8e0f1d";
+
+/// The origin of README's "Proof of payment for the origin", in Python: it checks the
+/// signature with the secrets in `secrets` and deduplicates by payment id.
+struct Origin {
+    url: String,
+    secrets: std::path::PathBuf,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Origin {
+    fn start(secret: &str) -> Self {
+        use std::io::BufRead;
+        let python = std::env::var("PAYGATE_TEST_PYTHON")
+            .expect("PAYGATE_TEST_PYTHON must name the venv's python (run via `make test`)");
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("secrets");
+        std::fs::write(&secrets, secret).unwrap();
+        let mut child = std::process::Command::new(python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/interop/origin.py"
+            ))
+            .arg(&secrets)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut port = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut port)
+            .unwrap();
+        Self {
+            url: format!("http://127.0.0.1:{}", port.trim()),
+            secrets,
+            child,
+            _dir: dir,
+        }
+    }
+
+    fn accept_only(&self, secret: &str) {
+        std::fs::write(&self.secrets, secret).unwrap();
+    }
+
+    async fn stats(&self) -> serde_json::Value {
+        reqwest::get(format!("{}/_stats", self.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Origin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn origin_secret(gw: &Gateway, key: &str, rotate: bool) -> serde_json::Value {
+    let (method, path) = if rotate {
+        (reqwest::Method::POST, "/api/origin-secret/rotate")
+    } else {
+        (reqwest::Method::GET, "/api/origin-secret")
+    };
+    let r = gw.api(key, method, path, None).await;
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_origin_checks_each_paid_request_and_a_rotation_leaves_no_gap() {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
+    let gw = Gateway::start_with_owned(env).await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    let secret = origin_secret(&gw, &key, false).await;
+    let s0 = secret["secret"].as_str().unwrap().to_string();
+    assert!(s0.starts_with("pgos_"), "{secret}");
+    let origin = Origin::start(&s0);
+    gw.create_paid_route(
+        &key,
+        "echo",
+        &format!("{}/v1/echo?fixed=1", origin.url),
+        false,
+    )
+    .await;
+    let call = || {
+        gw.http
+            .post(gw.url("/gateway/acme/echo?q=2"))
+            .header(
+                "X-PAYMENT",
+                PaymentSpec::new(1, address(9), PRICE).v1_header(),
+            )
+            // A client cannot pass its own proof off as paygate's.
+            .header("X-Paygate-Payment-Id", "pay_forged")
+            .header("X-Paygate-Signature", "t=1,v1=00")
+            .body("{}")
+            .send()
+    };
+
+    let r = call().await.unwrap();
+    assert_eq!(r.status(), 200, "{}", gw.log());
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["path"], "/v1/echo?fixed=1&q=2");
+    let first = body["paymentId"].as_str().unwrap().to_string();
+    assert!(first.starts_with("pay_") && first != "pay_forged", "{body}");
+    // The same request straight to the origin, without paygate's proof, is refused there.
+    let direct = reqwest::Client::new()
+        .post(format!("{}/v1/echo?fixed=1&q=2", origin.url))
+        .header("X-Paygate-Payment-Id", &first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(direct.status(), 401);
+
+    // Rotated: the origin still knowing only the old secret keeps accepting, then switches.
+    let rotated = origin_secret(&gw, &key, true).await;
+    let s1 = rotated["secret"].as_str().unwrap().to_string();
+    assert_ne!(s1, s0);
+    assert_eq!(rotated["previousSecret"], s0.as_str());
+    assert_eq!(rotated["generation"], 1);
+    assert_eq!(call().await.unwrap().status(), 200);
+    origin.accept_only(&s1);
+    assert_eq!(call().await.unwrap().status(), 200);
+    let stats = origin.stats().await;
+    assert_eq!(stats["effects"], 3, "{stats}");
+    // Rotating again ends the first secret's grace at once.
+    let again = origin_secret(&gw, &key, true).await;
+    assert_eq!(again["previousSecret"], s1.as_str());
+    origin.accept_only(&s0);
+    let refused = call().await.unwrap();
+    assert_eq!(
+        refused.status(),
+        401,
+        "the origin refuses a request signed only with newer secrets"
+    );
+}
+
+#[tokio::test]
+async fn a_payment_settled_before_a_crash_is_forwarded_again_only_to_a_deduplicating_origin() {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
+    let mut gw = Gateway::start_with_owned(env).await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    let secret = origin_secret(&gw, &key, false).await;
+    let origin = Origin::start(secret["secret"].as_str().unwrap());
+    let route = |path: &str, dedup: bool| {
+        serde_json::json!({"path": path, "priceUSD": 0.01, "network": "base-sepolia",
+            "targetUrl": format!("{}/{path}/slow", origin.url), "originDeduplicates": dedup})
+    };
+    let view = gw.create_route(&key, route("dedup", true)).await;
+    assert_eq!(view["originDeduplicates"], true);
+    gw.create_route(&key, route("plain", false)).await;
+
+    for (path, dedup) in [("dedup", true), ("plain", false)] {
+        let before = chain.balance(address(1)).await;
+        let payment = PaymentSpec::new(1, address(9), PRICE).v1_header();
+        // The origin holds the first request; the gateway is SIGKILLed meanwhile, after the
+        // payment was recorded SETTLED and before any answer came back.
+        let first = {
+            let http = gw.http.clone();
+            let (url, payment) = (gw.url(&format!("/gateway/acme/{path}")), payment.clone());
+            tokio::spawn(async move { http.get(url).header("X-PAYMENT", payment).send().await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while origin.stats().await["seen"].as_object().unwrap().len() < 1 + usize::from(!dedup) {
+            assert!(
+                Instant::now() < deadline,
+                "the origin never got the request"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        gw.kill();
+        assert!(first.await.unwrap().is_err());
+        gw.restart().await;
+
+        let retry = gw
+            .http
+            .get(gw.url(&format!("/gateway/acme/{path}")))
+            .header("X-PAYMENT", &payment)
+            .send()
+            .await
+            .unwrap();
+        if dedup {
+            assert_eq!(retry.status(), 200, "{}", gw.log());
+            assert!(retry.headers().contains_key("x-payment-response"));
+            let body: serde_json::Value = retry.json().await.unwrap();
+            let id = body["paymentId"].as_str().unwrap();
+            // One payment id, forwarded twice, one effect at the origin.
+            assert_eq!(origin.stats().await["seen"][id], 2);
+            assert_eq!(body["effect"], 1);
+        } else {
+            let (status, code, _) = error_of(retry).await;
+            assert_eq!((status, code.as_str()), (402, "NONCE_REPLAY"));
+        }
+        // Paid once either way.
+        assert_eq!(chain.balance(address(1)).await, before - PRICE);
+    }
+}
+
+#[test]
+fn the_readme_shows_the_origin_check_the_tests_run() {
+    let readme = include_str!("../README.md");
+    let origin = include_str!("interop/origin.py");
+    let start = readme.find("def verify(").expect("README shows verify()");
+    let block = &readme[start..readme[start..].find("```").unwrap() + start];
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            origin.contains(line),
+            "origin.py lacks README's line {line:?}"
+        );
+    }
+}

@@ -72,6 +72,11 @@ async fn schemathesis_finds_no_5xx_and_no_schema_violation() {
     let chain = Chain::start();
     let mut env = chain.gateway_env();
     env.push(("PAYGATE_LOG".into(), "warn".into()));
+    // Fully configured: without a master key, payer wallets and origin secrets answer 503.
+    env.push((
+        "PAYGATE_MASTER_KEY".into(),
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff".into(),
+    ));
     let gw = Gateway::start_with_owned(env).await;
 
     let doc: Value = gw.get("/openapi.json").await.json().await.expect("json");

@@ -143,6 +143,8 @@ pub async fn create_org(
         payer_key: None,
         mcp_daily_cap: None,
         platform_fee_bps: None,
+        origin_secret_generation: 0,
+        origin_secret_rotated_at: None,
         created_at: now.clone(),
         updated_at: now,
     };
@@ -217,11 +219,7 @@ pub async fn update_org(
         org.platform_fee_bps = v.map(|b| b.0);
     }
     org.updated_at = now_rfc3339();
-    state.store.update_org(&org).await?;
-    state
-        .table
-        .refresh_org(state.store.as_ref(), &org.id)
-        .await?;
+    state.save_org(&org).await?;
     tracing::info!(org = %org.slug, suspended = org.suspended, "organisation updated");
     Ok(Json(OrgView::from(&org)).into_response())
 }

@@ -149,6 +149,7 @@ pub async fn settle(
         route_id: FACILITATOR_API_ROUTE,
         requirements: &requirements,
         plan_limit: None,
+        redeliver: false,
     };
     match state.payments.take(v, &charge).await {
         Ok(paid) => Ok(Json(SettleResponse {

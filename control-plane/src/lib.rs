@@ -13,6 +13,7 @@ mod mcp;
 mod meta;
 mod metrics_api;
 pub mod openapi;
+mod origin_api;
 mod routes_api;
 mod state;
 mod views;
@@ -44,6 +45,8 @@ pub fn app(state: AppState) -> Router {
                 .get(routes_api::get_one)
                 .delete(routes_api::delete),
         )
+        .route("/api/origin-secret", get(origin_api::get))
+        .route("/api/origin-secret/rotate", post(origin_api::rotate))
         .route("/admin/orgs", post(admin::create_org).get(admin::list_orgs))
         .route(
             "/admin/orgs/{slug}",

@@ -27,6 +27,8 @@ use utoipa::{Modify, OpenApi};
         crate::routes_api::get_one,
         crate::routes_api::update,
         crate::routes_api::delete,
+        crate::origin_api::get,
+        crate::origin_api::rotate,
         crate::admin::create_org,
         crate::admin::list_orgs,
         crate::admin::get_org,

@@ -50,6 +50,12 @@ pub struct RouteCreate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     discoverable: Option<bool>,
+    /// The origin deduplicates requests by `X-Paygate-Payment-Id` (default false): a retry of
+    /// a settled payment the origin never answered (a crash or an upstream failure between
+    /// settlement and the origin's answer) is forwarded again instead of refused as a replay.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    origin_deduplicates: Option<bool>,
     #[serde(default)]
     #[schema(schema_with = nullable::<Text<2000>>)]
     description: Nullable<Text<2000>>,
@@ -87,6 +93,9 @@ pub struct RouteUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     discoverable: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    origin_deduplicates: Option<bool>,
     #[serde(default)]
     #[schema(schema_with = nullable::<Text<2000>>)]
     description: Nullable<Text<2000>>,
@@ -109,6 +118,7 @@ struct RouteInput {
     active: Option<bool>,
     streaming: Option<bool>,
     discoverable: Option<bool>,
+    origin_deduplicates: Option<bool>,
     description: Option<Option<String>>,
     bazaar_category: Option<Option<String>>,
 }
@@ -123,6 +133,7 @@ impl From<RouteCreate> for RouteInput {
             active: b.active,
             streaming: b.streaming,
             discoverable: b.discoverable,
+            origin_deduplicates: b.origin_deduplicates,
             description: b.description.patch().map(|d| d.map(|t| t.0)),
             bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
         }
@@ -139,6 +150,7 @@ impl From<RouteUpdate> for RouteInput {
             active: b.active,
             streaming: b.streaming,
             discoverable: b.discoverable,
+            origin_deduplicates: b.origin_deduplicates,
             description: b.description.patch().map(|d| d.map(|t| t.0)),
             bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
         }
@@ -198,6 +210,9 @@ impl RouteInput {
         }
         if let Some(v) = self.discoverable {
             r.discoverable = v;
+        }
+        if let Some(v) = self.origin_deduplicates {
+            r.origin_deduplicates = v;
         }
         if let Some(v) = self.description {
             r.description = v.unwrap_or_default();
@@ -317,6 +332,7 @@ pub async fn create(
         active: true,
         streaming: false,
         discoverable: false,
+        origin_deduplicates: false,
         description: String::new(),
         bazaar_category: None,
         created_at_ns: now.unix_timestamp_nanos(),

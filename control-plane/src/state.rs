@@ -36,6 +36,16 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Stores a changed organisation and puts it in this node's route table at once (other
+    /// nodes hear of it through the store).
+    pub async fn save_org(
+        &self,
+        org: &paygate_domain::model::Org,
+    ) -> paygate_domain::StoreResult<()> {
+        self.store.update_org(org).await?;
+        self.table.refresh_org(self.store.as_ref(), &org.id).await
+    }
+
     pub fn new(
         store: Arc<dyn Store>,
         table: Arc<RouteTable>,

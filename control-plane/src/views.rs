@@ -22,6 +22,7 @@ pub struct RouteView {
     active: bool,
     streaming: bool,
     discoverable: bool,
+    origin_deduplicates: bool,
     description: String,
     #[schema(required)]
     bazaar_category: Option<String>,
@@ -41,6 +42,7 @@ impl From<&Route> for RouteView {
             active: r.active,
             streaming: r.streaming,
             discoverable: r.discoverable,
+            origin_deduplicates: r.origin_deduplicates,
             description: r.description.clone(),
             bazaar_category: r.bazaar_category.clone(),
             created_at: r.created_at.clone(),

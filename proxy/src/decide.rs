@@ -4,6 +4,7 @@
 
 use crate::limits::Refused;
 use crate::{Ctx, Gateway};
+use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::{unix_now, ErrorBody, ErrorCode};
 use paygate_gateway::metrics::Outcome;
 use paygate_gateway::payments::{Charge, Paid, Refusal};
@@ -37,6 +38,8 @@ pub struct Forwarding {
     pub addr: SocketAddr,
     /// The payment taken for it (`None` only for the benchmark build's free pass).
     pub paid: Option<Paid>,
+    /// Signs the forwarded request for the origin (`None` without a master key).
+    pub origin: Option<Arc<OriginSigner>>,
     /// Non-streaming routes: when the whole upstream response must have arrived.
     pub deadline: Option<Instant>,
     pub upstream_status: Option<u16>,
@@ -44,11 +47,17 @@ pub struct Forwarding {
 }
 
 impl Forwarding {
-    fn new(route: Arc<RouteEntry>, addr: SocketAddr, paid: Option<Paid>) -> Box<Self> {
+    fn new(
+        route: Arc<RouteEntry>,
+        addr: SocketAddr,
+        paid: Option<Paid>,
+        origin: Option<Arc<OriginSigner>>,
+    ) -> Box<Self> {
         Box::new(Self {
             route,
             addr,
             paid,
+            origin,
             deadline: None,
             upstream_status: None,
             body_bytes: 0,
@@ -130,9 +139,17 @@ impl Answer {
     }
 }
 
-/// What a `/gateway/` lookup found.
+/// What a `/gateway/` lookup found: the route, and of its organisation the id, plan limit
+/// and origin signer.
+struct Found {
+    org_id: Arc<str>,
+    entry: Arc<RouteEntry>,
+    plan_limit: u64,
+    origin: Option<Arc<OriginSigner>>,
+}
+
 enum Lookup {
-    Route(Arc<str>, Arc<RouteEntry>, u64),
+    Route(Found),
     Refuse(Option<Arc<str>>, ErrorCode, &'static str),
 }
 
@@ -172,11 +189,10 @@ impl Gateway {
                 ctx.org_id = org_id;
                 error(code, msg)
             }
-            Lookup::Route(org_id, entry, plan_limit) => {
-                ctx.route_id = Some(entry.id.clone());
-                let decision = self
-                    .paid_step(req, &ctx.request_id, &org_id, entry, plan_limit)
-                    .await;
+            Lookup::Route(found) => {
+                ctx.route_id = Some(found.entry.id.clone());
+                let org_id = found.org_id.clone();
+                let decision = self.paid_step(req, &ctx.request_id, found).await;
                 ctx.org_id = Some(org_id);
                 match decision {
                     Ok(f) => Decision::Forward(f),
@@ -213,7 +229,12 @@ impl Gateway {
                 "this organisation has no receiver wallet configured",
             );
         }
-        Lookup::Route(org.org_id.clone(), entry.clone(), org.plan_limit)
+        Lookup::Route(Found {
+            org_id: org.org_id.clone(),
+            entry: entry.clone(),
+            plan_limit: org.plan_limit,
+            origin: org.origin.clone(),
+        })
     }
 
     /// The paid step and everything before it: the challenge when no payment came, the body
@@ -223,10 +244,14 @@ impl Gateway {
         &self,
         req: &RequestHeader,
         request_id: &str,
-        org_id: &Arc<str>,
-        entry: Arc<RouteEntry>,
-        plan_limit: u64,
+        found: Found,
     ) -> Result<Box<Forwarding>, Answer> {
+        let Found {
+            org_id,
+            entry,
+            plan_limit,
+            origin,
+        } = found;
         let Some((requirements, challenge)) = &entry.payment else {
             return Err(Answer::Error(
                 ErrorCode::Misconfigured,
@@ -237,7 +262,7 @@ impl Gateway {
         #[cfg(feature = "bench-free-pass")]
         if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
             let addr = self.upstream_address(&entry).await.map_err(refused)?;
-            return Ok(Forwarding::new(entry, addr, None));
+            return Ok(Forwarding::new(entry, addr, None, origin));
         }
         // The sandbox never takes a payment.
         let header = (!entry.sandbox).then(|| payment_header(req)).flatten();
@@ -270,17 +295,18 @@ impl Gateway {
             .map_err(Answer::Limited)?;
         let addr = self.upstream_address(&entry).await.map_err(refused)?;
         let charge = Charge {
-            org_id,
+            org_id: &org_id,
             route_id: &entry.route.id,
             requirements,
             plan_limit: Some(plan_limit),
+            redeliver: entry.route.origin_deduplicates,
         };
         let paid = self
             .payments
             .take(verified, &charge)
             .await
             .map_err(refused)?;
-        Ok(Forwarding::new(entry, addr, Some(paid)))
+        Ok(Forwarding::new(entry, addr, Some(paid), origin))
     }
 
     /// Resolves the route's upstream and checks it against the SSRF policy, before any payment

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use decide::{Decision, Stage};
 use paygate_config::UpstreamConfig;
 use paygate_domain::ids::new_request_id;
+use paygate_domain::origin_proof::{PAYMENT_ID_HEADER, SIGNATURE_HEADER};
 use paygate_domain::ErrorCode;
 use paygate_gateway::metrics::{Metrics, Outcome, RequestEvent};
 use paygate_gateway::payments::PaymentService;
@@ -243,6 +244,7 @@ impl ProxyHttp for Gateway {
             .client_addr()
             .and_then(|a| a.as_inet())
             .map(|a| a.ip().to_string());
+        let mut forwarded_path = None;
         if let Some(target) = ctx.forwarding().and_then(|f| f.route.upstream.as_ref()) {
             // Headers named by `Connection` are hop-by-hop too.
             let listed: Vec<String> = upstream
@@ -273,6 +275,7 @@ impl ProxyHttp for Gateway {
                 .map_err(|_| Error::explain(ErrorType::InternalError, "bad upstream path"))?;
             upstream.set_uri(uri);
             upstream.insert_header("host", target.host_header.as_str())?;
+            forwarded_path = Some(pq);
             if let Some(h) = original_host {
                 upstream.insert_header("x-forwarded-host", h)?;
             }
@@ -287,6 +290,9 @@ impl ProxyHttp for Gateway {
                 _ => ip,
             };
             upstream.insert_header("x-forwarded-for", xff)?;
+        }
+        if let Some(pq) = forwarded_path {
+            prove_payment(upstream, ctx, &pq)?;
         }
         upstream.insert_header("x-forwarded-proto", "http")?;
         upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
@@ -419,6 +425,7 @@ impl ProxyHttp for Gateway {
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let paid = ctx.forwarding().and_then(|f| f.paid.take());
+        let upstream_status = ctx.forwarding().and_then(|f| f.upstream_status);
         if let Some(org_id) = ctx.org_id.take() {
             let elapsed_us = ctx.start.elapsed().as_micros() as u64;
             let record = paid.as_ref().map(|p| &p.record);
@@ -430,12 +437,12 @@ impl ProxyHttp for Gateway {
                 challenge_us: (ctx.kind == Outcome::Challenge).then_some(elapsed_us),
                 settle_ms: record.map(|r| r.settle_ms.unwrap_or(0) + r.verify_us / 1000),
                 revenue: record.map_or(0, |r| r.amount.0),
-                upstream_status: ctx.forwarding().and_then(|f| f.upstream_status),
+                upstream_status,
                 at: paygate_domain::unix_now(),
             });
         }
         if let Some(p) = paid {
-            self.payments.delivered(p, status);
+            self.payments.delivered(p, upstream_status);
         }
         let req = session.req_header();
         tracing::info!(
@@ -449,6 +456,32 @@ impl ProxyHttp for Gateway {
             error = e.map(|e| e.to_string()),
         );
     }
+}
+
+/// Headers only paygate sets on a forwarded request: whatever a client sent under these names
+/// is dropped, so an origin can trust them.
+const PROOF_HEADERS: &[&str] = &[PAYMENT_ID_HEADER, SIGNATURE_HEADER];
+
+/// The proof of payment for the origin: the payment id (the same on every forward of one
+/// payment, for deduplication) and the signature over method, path, payment id and time.
+fn prove_payment(upstream: &mut RequestHeader, ctx: &mut Ctx, path_and_query: &str) -> Result<()> {
+    for h in PROOF_HEADERS {
+        upstream.remove_header(*h);
+    }
+    let Some(f) = ctx.forwarding() else {
+        return Ok(());
+    };
+    let Some(paid) = &f.paid else {
+        return Ok(());
+    };
+    let id = paid.record.id.as_str();
+    upstream.insert_header(PAYMENT_ID_HEADER, id)?;
+    if let Some(signer) = &f.origin {
+        let t = paygate_domain::unix_now();
+        let sig = signer.header(t, upstream.method.as_str(), path_and_query, id);
+        upstream.insert_header(SIGNATURE_HEADER, sig)?;
+    }
+    Ok(())
 }
 
 /// Resolves an upstream host without blocking (IP literals need no lookup).

@@ -7,6 +7,7 @@ pub mod apikey;
 pub mod error;
 pub mod ids;
 pub mod model;
+pub mod origin_proof;
 pub mod secrets;
 
 pub use error::{ErrorBody, ErrorCode, FieldProblem, StoreError, StoreResult};

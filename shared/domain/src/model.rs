@@ -27,6 +27,13 @@ pub struct Org {
     /// Corridor platform fee in basis points set by the operator; `None` = the configured default.
     #[serde(default)]
     pub platform_fee_bps: Option<u32>,
+    /// The generation of the org's origin secret (derived, never stored: `origin_proof`).
+    #[serde(default)]
+    pub origin_secret_generation: u32,
+    /// When the origin secret was last rotated (unix seconds): the previous one keeps signing
+    /// next to it for a grace period.
+    #[serde(default)]
+    pub origin_secret_rotated_at: Option<u64>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -58,33 +65,16 @@ pub struct Route {
     pub active: bool,
     pub streaming: bool,
     pub discoverable: bool,
+    /// The origin deduplicates by `X-Paygate-Payment-Id`: a retry of a settled payment the
+    /// origin never answered may be forwarded again (closing the at-most-once window).
+    #[serde(default)]
+    pub origin_deduplicates: bool,
     pub description: String,
     pub bazaar_category: Option<String>,
     /// Nanoseconds since the epoch; orders the list newest first.
     pub created_at_ns: i128,
     pub created_at: String,
     pub updated_at: String,
-}
-
-impl Route {
-    /// The JSON object the management API returns.
-    pub fn to_api_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "id": self.id,
-            "orgId": self.org_id,
-            "path": self.path,
-            "priceUSD": self.price.to_usd_json(),
-            "targetUrl": self.target_url,
-            "network": self.network,
-            "active": self.active,
-            "streaming": self.streaming,
-            "discoverable": self.discoverable,
-            "description": self.description,
-            "bazaarCategory": self.bazaar_category,
-            "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
-        })
-    }
 }
 
 /// A remembered response to an `Idempotency-Key`, scoped to one organisation.
@@ -192,6 +182,23 @@ impl GatewayPayment {
         }
     }
 
+    /// Whether a retry presenting `retry` may be forwarded again on this payment, for a route
+    /// whose origin deduplicates by payment id: settled, its origin never answered (a crash or
+    /// an upstream failure came between), for the same route, payer, payee and amount.
+    pub fn redeliverable_by(&self, retry: &GatewayPayment) -> bool {
+        self.status == PaymentStatus::Settled
+            && self.upstream_status.is_none()
+            && self.same_authorization(retry)
+    }
+
+    fn same_authorization(&self, retry: &GatewayPayment) -> bool {
+        self.nonce_key == retry.nonce_key
+            && self.route_id == retry.route_id
+            && self.payer == retry.payer
+            && self.pay_to == retry.pay_to
+            && self.amount == retry.amount
+    }
+
     /// Whether a retry presenting `retry` (the same authorization, verified again) may be
     /// served on this payment: settled by reconciliation, never redeemed, for the same route,
     /// payer, payee and amount.
@@ -199,11 +206,7 @@ impl GatewayPayment {
         self.status == PaymentStatus::Settled
             && self.settled_by_reconciliation
             && self.redeemed_at.is_none()
-            && self.nonce_key == retry.nonce_key
-            && self.route_id == retry.route_id
-            && self.payer == retry.payer
-            && self.pay_to == retry.pay_to
-            && self.amount == retry.amount
+            && self.same_authorization(retry)
     }
 
     /// The authorization nonce, read back from the nonce key.

@@ -137,6 +137,9 @@ pub struct Charge<'a> {
     /// The org's monthly paid-request limit (0 = unlimited); `None` when the payment serves no
     /// gateway request (the facilitator API), so no plan slot is taken.
     pub plan_limit: Option<u64>,
+    /// The route's origin deduplicates by payment id: a retry of a settled payment its origin
+    /// never answered is forwarded again ([`GatewayPayment::redeliverable_by`]).
+    pub redeliver: bool,
 }
 
 /// A settled payment: its record, the receipt for the answer and the plan slot it holds until
@@ -271,7 +274,7 @@ impl PaymentService {
         match self.store.reserve_payment(&record).await {
             Ok(PaymentReservation::Reserved) => {}
             Ok(PaymentReservation::Held(held)) => {
-                let redeemed = self.retried(&record, *held).await?;
+                let redeemed = self.retried(&record, *held, charge.redeliver).await?;
                 return Ok(paid(v.payment.version(), req, redeemed, slot));
             }
             // The slot, dropped, is given back.
@@ -297,7 +300,7 @@ impl PaymentService {
             GatewayPayment::reserved(charge.org_id, charge.route_id, req, &v.auth, v.verify_us);
         match self.store.payment_for_nonce(&record.nonce_key).await {
             Ok(Some(held)) => {
-                let redeemed = self.retried(&record, held).await?;
+                let redeemed = self.retried(&record, held, charge.redeliver).await?;
                 Ok(paid(v.payment.version(), req, redeemed, None))
             }
             Ok(None) => Err(Refusal::Rejected(Rejection::Expired)),
@@ -305,15 +308,16 @@ impl PaymentService {
         }
     }
 
-    /// The request a payment was taken for has been answered with `upstream_status`: the plan
-    /// slot is kept and stored, and the status recorded on the payment, off the response path.
-    pub fn delivered(&self, p: Paid, upstream_status: u16) {
+    /// The request a payment was taken for has been answered: the plan slot is kept and
+    /// stored, and the origin's status (`None`: the origin never answered) recorded on the
+    /// payment, off the response path.
+    pub fn delivered(&self, p: Paid, upstream_status: Option<u16>) {
         if let Some(slot) = p.slot {
             let usage = self.usage.clone();
             tokio::spawn(async move { usage.commit(slot).await });
         }
         let mut record = p.record;
-        record.upstream_status = Some(upstream_status);
+        record.upstream_status = upstream_status;
         record.updated_at = paygate_domain::now_rfc3339();
         let store = self.store.clone();
         tokio::spawn(async move {
@@ -334,15 +338,21 @@ impl PaymentService {
     /// A verified payment whose nonce `held` already reserved: the same signed payment again.
     /// Still open (being settled, or left `RESERVED`/`UNKNOWN` by a crash or a timeout):
     /// [`Refusal::StillSettling`], so the client retries later instead of paying twice. Settled
-    /// by reconciliation, so never served: this retry claims it (at most one does). Anything
-    /// else is a replay.
+    /// by reconciliation, so never served: this retry claims it (at most one does). Settled and
+    /// never answered by an origin that deduplicates (`redeliver`): forwarded again under the
+    /// same payment id. Anything else is a replay.
     async fn retried(
         &self,
         retry: &GatewayPayment,
         held: GatewayPayment,
+        redeliver: bool,
     ) -> Result<GatewayPayment, Refusal> {
         if held.status.is_open() {
             return Err(Refusal::StillSettling);
+        }
+        if redeliver && held.redeliverable_by(retry) {
+            tracing::info!(payment = %held.id, "settled payment forwarded again to a deduplicating origin");
+            return Ok(held);
         }
         if !held.redeemable_by(retry) {
             return Err(Refusal::Rejected(Rejection::NonceReplay));

@@ -6,6 +6,7 @@ use alloy_primitives::Address;
 use arc_swap::{ArcSwap, Guard};
 use paygate_config::Config;
 use paygate_domain::model::{Org, Route};
+use paygate_domain::origin_proof::{OriginProofKey, OriginSigner};
 use paygate_domain::StoreResult;
 use paygate_store::Store;
 use paygate_x402::money::UsdcAmount;
@@ -98,6 +99,8 @@ pub struct OrgRoutes {
     /// Paid requests allowed per calendar month (UTC) by the org's plan; 0 = unlimited.
     pub plan_limit: u64,
     pub receiver_wallet: Option<Address>,
+    /// Signs the requests forwarded for this organisation (`X-Paygate-Signature`).
+    pub origin: Option<Arc<OriginSigner>>,
     pub routes: HashMap<String, Arc<RouteEntry>>,
     /// A digest of the stored records this was built from (the organisation and all its
     /// routes); `None` after a one-route refresh. A resync republishes only what differs.
@@ -132,6 +135,9 @@ pub struct RenderContext {
     pub plan_limits: HashMap<String, u64>,
     /// The limit of the default plan (for orgs whose plan is no longer configured).
     pub default_plan_limit: u64,
+    /// Derives each organisation's origin secret; `None` without a master key (forwarded
+    /// requests then carry no proof, and the start log says so).
+    pub origin_key: Option<OriginProofKey>,
 }
 
 impl RenderContext {
@@ -153,6 +159,7 @@ impl RenderContext {
                 .plans
                 .get(&cfg.orgs.default_plan)
                 .map_or(0, |p| p.monthly_requests),
+            origin_key: OriginProofKey::from_env(&cfg.orgs.master_key_env),
         }
     }
 
@@ -229,6 +236,14 @@ impl RenderContext {
                 .copied()
                 .unwrap_or(self.default_plan_limit),
             receiver_wallet: org.receiver_wallet,
+            origin: self.origin_key.as_ref().map(|k| {
+                Arc::new(k.signer(
+                    &org.id,
+                    org.origin_secret_generation,
+                    org.origin_secret_rotated_at,
+                    paygate_domain::unix_now(),
+                ))
+            }),
             routes,
             source,
         }
@@ -246,6 +261,7 @@ impl RenderContext {
             active: true,
             streaming: false,
             discoverable: false,
+            origin_deduplicates: false,
             description: "paygate public sandbox: always answers 402 on Base Sepolia; \
                           never proxied, never settled"
                 .into(),
@@ -261,6 +277,7 @@ impl RenderContext {
             suspended: false,
             plan_limit: 0,
             receiver_wallet: Some(self.sandbox_pay_to),
+            origin: None,
             routes: HashMap::from([(SANDBOX_PATH.to_string(), Arc::new(entry))]),
             source: None,
         }

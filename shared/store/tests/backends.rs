@@ -70,6 +70,8 @@ fn org(id: &str, slug: &str) -> Org {
         payer_key: None,
         mcp_daily_cap: None,
         platform_fee_bps: None,
+        origin_secret_generation: 0,
+        origin_secret_rotated_at: None,
         created_at: "t".into(),
         updated_at: "t".into(),
     }
@@ -96,6 +98,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         active: true,
         streaming: false,
         discoverable: false,
+        origin_deduplicates: false,
         description: String::new(),
         bazaar_category: None,
         created_at_ns: 1,

@@ -129,6 +129,7 @@ impl Fixture {
             route_id: "rt_1",
             requirements: &self.req,
             plan_limit,
+            redeliver: false,
         }
     }
 
@@ -289,7 +290,7 @@ async fn over_the_plan_limit_nothing_is_reserved_and_a_refused_payment_gives_its
     assert_eq!(f.facilitator.settles.load(Ordering::SeqCst), 2);
 
     // Delivered: the slot is kept and its count stored.
-    f.service.delivered(first, 200);
+    f.service.delivered(first, Some(200));
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
     let month = crate::usage::current_month();
     while f.store.plan_usage(&f.org, &month).await.unwrap() != 1 {
@@ -303,7 +304,7 @@ async fn delivered_records_the_upstream_status_on_the_payment() {
     let f = Fixture::new(settled());
     let paid = f.pay(&f.header(), Some(0)).await.unwrap();
     let id = paid.record.id.clone();
-    f.service.delivered(paid, 201);
+    f.service.delivered(paid, Some(201));
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let p = f.store.get_payment(&id).await.unwrap().unwrap();

@@ -15,6 +15,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         active: true,
         streaming: false,
         discoverable: false,
+        origin_deduplicates: false,
         description: String::new(),
         bazaar_category: None,
         created_at_ns: 1,
