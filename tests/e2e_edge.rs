@@ -306,16 +306,8 @@ async fn origin_secret(gw: &Gateway, key: &str, rotate: bool) -> serde_json::Val
 
 #[tokio::test]
 async fn the_origin_checks_each_paid_request_and_a_rotation_leaves_no_gap() {
-    let chain = Chain::start();
-    let mut env = chain.gateway_env();
-    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
-    let gw = Gateway::start_with_owned(env).await;
-    let (_, key) = gw
-        .create_org("acme", Some(&address(9).to_checksum(None)))
-        .await;
-    let secret = origin_secret(&gw, &key, false).await;
-    let s0 = secret["secret"].as_str().unwrap().to_string();
-    assert!(s0.starts_with("pgos_"), "{secret}");
+    let (_chain, gw, key, s0) = proved_gateway().await;
+    assert!(s0.starts_with("pgos_") && s0.len() == 69, "{s0}");
     let origin = Origin::start(&s0);
     gw.create_paid_route(
         &key,
@@ -378,15 +370,8 @@ async fn the_origin_checks_each_paid_request_and_a_rotation_leaves_no_gap() {
 
 #[tokio::test]
 async fn a_payment_settled_before_a_crash_is_forwarded_again_only_to_a_deduplicating_origin() {
-    let chain = Chain::start();
-    let mut env = chain.gateway_env();
-    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
-    let mut gw = Gateway::start_with_owned(env).await;
-    let (_, key) = gw
-        .create_org("acme", Some(&address(9).to_checksum(None)))
-        .await;
-    let secret = origin_secret(&gw, &key, false).await;
-    let origin = Origin::start(secret["secret"].as_str().unwrap());
+    let (chain, mut gw, key, secret) = proved_gateway().await;
+    let origin = Origin::start(&secret);
     let route = |path: &str, dedup: bool| {
         serde_json::json!({"path": path, "priceUSD": 0.01, "network": "base-sepolia",
             "targetUrl": format!("{}/{path}/slow", origin.url), "originDeduplicates": dedup})
@@ -453,4 +438,254 @@ fn the_readme_shows_the_origin_check_the_tests_run() {
             "origin.py lacks README's line {line:?}"
         );
     }
+}
+
+/// A gateway with a master key on a chain, the org `acme`, and its origin secret.
+async fn proved_gateway() -> (Chain, Gateway, String, String) {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
+    let gw = Gateway::start_with_owned(env).await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    let secret = origin_secret(&gw, &key, false).await["secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (chain, gw, key, secret)
+}
+
+async fn route_view(gw: &Gateway, key: &str, id: &str) -> serde_json::Value {
+    let r = gw
+        .api(
+            key,
+            reqwest::Method::GET,
+            &format!("/api/routes/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+/// A paid GET of `/gateway/acme/{path}` (with `x-user` when given).
+async fn paid_get(gw: &Gateway, path: &str, user: Option<&str>) -> reqwest::Response {
+    let mut rb = gw
+        .http
+        .get(gw.url(&format!("/gateway/acme/{path}")))
+        .header(
+            "X-PAYMENT",
+            PaymentSpec::new(1, address(9), PRICE).v1_header(),
+        );
+    if let Some(u) = user {
+        rb = rb.header("x-user", u);
+    }
+    rb.send().await.unwrap()
+}
+
+/// Waits until the route's view shows `want` as its targets' health.
+async fn wait_health(gw: &Gateway, key: &str, id: &str, want: &[Option<bool>]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while healthy(&route_view(gw, key, id).await) != want {
+        let view = route_view(gw, key, id).await;
+        assert!(Instant::now() < deadline, "{view}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn healthy(view: &serde_json::Value) -> Vec<Option<bool>> {
+    view["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["healthy"].as_bool())
+        .collect()
+}
+
+#[tokio::test]
+async fn several_upstreams_share_the_load_and_a_killed_one_costs_no_request() {
+    let (chain, gw, key, secret) = proved_gateway().await;
+    let mut origins: Vec<Origin> = (0..3).map(|_| Origin::start(&secret)).collect();
+    let created = gw
+        .create_route(
+            &key,
+            serde_json::json!({"path": "lb", "priceUSD": 0.01, "network": "base-sepolia",
+                "targets": [{"url": format!("{}/a", origins[0].url)},
+                            {"url": format!("{}/b", origins[1].url)},
+                            {"url": format!("{}/c", origins[2].url), "weight": 2}],
+                "healthCheck": {"path": "/health", "intervalSeconds": 1,
+                                "healthyThreshold": 1, "unhealthyThreshold": 1}}),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap().to_string();
+    assert_eq!(created["targetUrl"], format!("{}/a", origins[0].url));
+    assert_eq!(created["targets"][2]["weight"], 2);
+    assert_eq!(created["loadBalancing"]["strategy"], "round_robin");
+    let paid_call = || async {
+        let r = paid_get(&gw, "lb", None).await;
+        let receipts = r.headers().get_all("x-payment-response").iter().count();
+        (r.status().as_u16(), receipts)
+    };
+
+    // Weighted round robin: the weight-2 target serves twice as often.
+    for _ in 0..8 {
+        assert_eq!(paid_call().await, (200, 1), "{}", gw.log());
+    }
+    let mut served = Vec::new();
+    for o in &origins {
+        served.push(o.stats().await["effects"].as_u64().unwrap());
+    }
+    assert_eq!(served, [2, 2, 4]);
+    assert_eq!(healthy(&route_view(&gw, &key, &id).await), [Some(true); 3]);
+
+    // Consistent hashing on a header: one user keeps one target.
+    gw.create_route(
+        &key,
+        serde_json::json!({"path": "sticky", "priceUSD": 0.01, "network": "base-sepolia",
+            "targets": [{"url": format!("{}/a", origins[0].url)},
+                        {"url": format!("{}/c", origins[2].url)}],
+            "loadBalancing": {"strategy": "hash", "header": "x-user"}}),
+    )
+    .await;
+    for _ in 0..4 {
+        assert_eq!(paid_get(&gw, "sticky", Some("alice")).await.status(), 200);
+    }
+    let a = origins[0].stats().await["effects"].as_u64().unwrap() - 2;
+    let c = origins[2].stats().await["effects"].as_u64().unwrap() - 4;
+    assert!(
+        (a, c) == (4, 0) || (a, c) == (0, 4),
+        "alice went to both: {a} and {c}"
+    );
+
+    // One target dies: the requests picked for it go to the next one, each paid once.
+    let before = chain.balance(address(1)).await;
+    drop(origins.remove(1));
+    for _ in 0..6 {
+        assert_eq!(paid_call().await, (200, 1), "{}", gw.log());
+    }
+    assert_eq!(chain.balance(address(1)).await, before - 6 * PRICE);
+    // Its health checks fail: the route's view and the metrics say so.
+    wait_health(&gw, &key, &id, &[Some(true), Some(false), Some(true)]).await;
+    let metrics = gw.get("/metrics").await.text().await.unwrap();
+    let dead = metrics
+        .lines()
+        .find(|l| l.starts_with("paygate_upstream_target_healthy{") && l.contains("/b\""))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(dead.ends_with(" 0"), "{dead}");
+
+    // None left: 503 before any payment is taken.
+    origins.clear();
+    wait_health(&gw, &key, &id, &[Some(false); 3]).await;
+    let before = chain.balance(address(1)).await;
+    let r = paid_get(&gw, "lb", None).await;
+    assert!(!r.headers().contains_key("x-payment-response"));
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (503, "UPSTREAM_UNAVAILABLE"));
+    assert_eq!(chain.balance(address(1)).await, before);
+}
+
+#[tokio::test]
+async fn target_lists_are_validated_and_shown_in_both_forms() {
+    let gw = Gateway::start().await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    let base = serde_json::json!({"path": "t", "priceUSD": 0.01, "network": "base-sepolia"});
+    let with = |extra: serde_json::Value| {
+        let mut b = base.clone();
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        b
+    };
+    for (body, field) in [
+        (with(serde_json::json!({"targets": []})), "targets"),
+        (
+            with(serde_json::json!({"targets": [{"url": "not a url"}]})),
+            "targets[0].url",
+        ),
+        (
+            with(serde_json::json!({"targets": [{"url": "https://a.example"},
+                                                 {"url": "https://a.example/other"}]})),
+            "targets[1].url",
+        ),
+        (
+            with(serde_json::json!({"targets": [{"url": "https://a.example", "weight": 0}]})),
+            "targets[0].weight",
+        ),
+        (
+            with(serde_json::json!({"targetUrl": "https://a.example",
+                                    "targets": [{"url": "https://b.example"}]})),
+            "targets",
+        ),
+        (base.clone(), "targetUrl"),
+        (
+            with(serde_json::json!({"targetUrl": "https://a.example",
+                                    "loadBalancing": {"strategy": "hash"}})),
+            "loadBalancing.header",
+        ),
+        (
+            with(serde_json::json!({"targetUrl": "https://a.example",
+                                    "healthCheck": {"path": "health"}})),
+            "healthCheck.path",
+        ),
+    ] {
+        let (status, code, err) = send_error(
+            gw.http
+                .post(gw.url("/api/routes"))
+                .bearer_auth(&key)
+                .json(&body),
+        )
+        .await;
+        assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"), "{body}");
+        let fields: Vec<&str> = err["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["field"].as_str())
+            .collect();
+        assert!(fields.contains(&field), "{body} -> {err}");
+    }
+    // Nothing was created by any of them.
+    let r = gw
+        .api(&key, reqwest::Method::GET, "/api/routes", None)
+        .await;
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap(),
+        serde_json::json!([])
+    );
+
+    // The one-target form reads back as a list of one; targets replace it.
+    let one = gw
+        .create_route(
+            &key,
+            with(serde_json::json!({"targetUrl": "https://a.example/x"})),
+        )
+        .await;
+    assert_eq!(
+        one["targets"],
+        serde_json::json!([{"url": "https://a.example/x", "weight": 1, "healthy": null, "ejected": null}])
+    );
+    let id = one["id"].as_str().unwrap();
+    let r = gw
+        .api(
+            &key,
+            reqwest::Method::PATCH,
+            &format!("/api/routes/{id}"),
+            Some(
+                serde_json::json!({"targets": [{"url": "https://b.example/y", "weight": 3},
+                                                {"url": "https://c.example/z"}],
+                                    "loadBalancing": {"strategy": "hash", "header": "X-User"}}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["targetUrl"], "https://b.example/y");
+    assert_eq!(
+        v["loadBalancing"],
+        serde_json::json!({"strategy": "hash", "header": "x-user"})
+    );
+    assert_eq!(v["targets"][0]["weight"], 3);
 }

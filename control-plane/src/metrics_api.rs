@@ -84,6 +84,23 @@ pub async fn org_metrics(
 
 #[utoipa::path(get, path = "/metrics", tag = "metrics", responses((status = 200, description = "Prometheus text exposition (no per-org data)", content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
 pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
+    let snapshot = state.table.snapshot();
+    let health: Vec<_> = snapshot
+        .orgs()
+        .flat_map(|org| {
+            org.routes.values().filter_map(move |e| {
+                let b = e.balancer.as_ref()?;
+                Some((org.org_id.clone(), e.id.clone(), b.health()))
+            })
+        })
+        .collect();
+    state
+        .metrics
+        .set_target_health(health.iter().flat_map(|(org, route, targets)| {
+            targets
+                .iter()
+                .map(move |t| (&**org, &**route, t.url.clone(), t.healthy && !t.ejected))
+        }));
     (
         [(
             header::CONTENT_TYPE,

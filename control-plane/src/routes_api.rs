@@ -3,7 +3,8 @@
 
 use crate::auth::OrgAuth;
 use crate::body::fields::{
-    nullable, present, Nullable, PriceUsd, RoutePath, TargetUrl, Text, Word,
+    nullable, present, Bounded, HeaderField, Nullable, PriceUsd, ProbePath, RoutePath, TargetUrl,
+    Text, Word,
 };
 use crate::body::{JsonBody, RequestBody};
 use crate::error::ApiError;
@@ -15,7 +16,7 @@ use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_domain::ids::new_id;
-use paygate_domain::model::{IdempotencyRecord, Route};
+use paygate_domain::model::{Balancing, HealthCheck, IdempotencyRecord, Route, RouteTarget};
 use paygate_domain::StoreError;
 use paygate_domain::{now_rfc3339, ErrorCode, FieldProblem};
 use paygate_x402::money::UsdcAmount;
@@ -35,8 +36,22 @@ pub struct RouteCreate {
     #[serde(rename = "priceUSD")]
     #[schema(inline)]
     price_usd: PriceUsd,
-    #[schema(inline)]
-    target_url: TargetUrl,
+    /// The one upstream; or give `targets` (exactly one of the two).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    target_url: Option<TargetUrl>,
+    /// Several upstreams (1 to 16, distinct host and port); or give `targetUrl`.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    targets: Option<Vec<TargetSpec>>,
+    /// How requests are spread over `targets` (default weighted round robin).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    load_balancing: Option<BalancingSpec>,
+    /// Active health checks of the targets (default none: passive ejection only).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    health_check: Option<HealthCheckSpec>,
     // A configured network, e.g. `base-sepolia` or `eip155:84532`.
     #[schema(inline)]
     network: Text<64>,
@@ -82,6 +97,17 @@ pub struct RouteUpdate {
     #[schema(inline, nullable = false)]
     target_url: Option<TargetUrl>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    targets: Option<Vec<TargetSpec>>,
+    /// `null`: back to weighted round robin.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<BalancingSpec>)]
+    load_balancing: Nullable<BalancingSpec>,
+    /// `null`: no active health checks.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<HealthCheckSpec>)]
+    health_check: Nullable<HealthCheckSpec>,
+    #[serde(default, deserialize_with = "present")]
     #[schema(inline, nullable = false)]
     network: Option<Text<64>>,
     #[serde(default, deserialize_with = "present")]
@@ -108,12 +134,109 @@ impl RequestBody for RouteUpdate {
     const READ_ONLY: &'static [&'static str] = READ_ONLY;
 }
 
+/// One upstream of a route.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TargetSpec {
+    #[schema(inline)]
+    url: TargetUrl,
+    /// Relative share of the requests (default 1).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    weight: Option<Bounded<1, 1000>>,
+}
+
+/// `round_robin` (weighted), or `hash`: consistent hashing on `header`'s value.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    RoundRobin,
+    Hash,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BalancingSpec {
+    strategy: Strategy,
+    /// `hash` only: the request header whose value picks the target.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    header: Option<HeaderField>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthCheckSpec {
+    #[schema(inline)]
+    path: ProbePath,
+    /// Seconds between checks (default 10).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    interval_seconds: Option<Bounded<1, 3600>>,
+    /// 2xx answers in a row that make a target healthy again (default 2).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    healthy_threshold: Option<Bounded<1, 10>>,
+    /// Failures in a row that make a target unhealthy (default 3).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    unhealthy_threshold: Option<Bounded<1, 10>>,
+}
+
+/// Most targets a route may have.
+const MAX_TARGETS: usize = 16;
+
+fn targets_of(v: Vec<TargetSpec>) -> Vec<RouteTarget> {
+    v.into_iter()
+        .map(|t| RouteTarget {
+            url: t.url.0,
+            weight: t.weight.map_or(1, |w| w.0),
+        })
+        .collect()
+}
+
+impl BalancingSpec {
+    /// `Err` when the strategy and the header disagree.
+    fn into_balancing(self) -> Result<Balancing, FieldProblem> {
+        match (self.strategy, self.header) {
+            (Strategy::RoundRobin, None) => Ok(Balancing::RoundRobin),
+            (Strategy::Hash, Some(h)) => Ok(Balancing::Hash { header: h.0 }),
+            (Strategy::RoundRobin, Some(_)) => Err(FieldProblem::new(
+                "loadBalancing.header",
+                "only the hash strategy reads a header",
+            )),
+            (Strategy::Hash, None) => Err(FieldProblem::new(
+                "loadBalancing.header",
+                "the hash strategy needs the header to hash",
+            )),
+        }
+    }
+}
+
+impl From<HealthCheckSpec> for HealthCheck {
+    fn from(h: HealthCheckSpec) -> Self {
+        Self {
+            path: h.path.0,
+            interval_seconds: h.interval_seconds.map_or(10, |v| v.0),
+            healthy_threshold: h.healthy_threshold.map_or(2, |v| v.0),
+            unhealthy_threshold: h.unhealthy_threshold.map_or(3, |v| v.0),
+        }
+    }
+}
+
 /// The route fields a request sets; `None` = not given.
 #[derive(Default, Clone)]
 struct RouteInput {
     path: Option<String>,
     price: Option<UsdcAmount>,
-    target_url: Option<String>,
+    /// `targetUrl` or `targets` (the one-target form is a list of one).
+    targets: Option<Vec<RouteTarget>>,
+    /// Where the targets came from, for field names in problems.
+    targets_field: &'static str,
+    balancing: Option<Balancing>,
+    health_check: Option<Option<HealthCheck>>,
+    /// Problems found while reading the body's target fields.
+    problems: Vec<FieldProblem>,
     network: Option<String>,
     active: Option<bool>,
     streaming: Option<bool>,
@@ -123,12 +246,71 @@ struct RouteInput {
     bazaar_category: Option<Option<String>>,
 }
 
+impl RouteInput {
+    /// Reads `targetUrl` / `targets` (at most one of them; `required` on create).
+    fn read_targets(
+        &mut self,
+        target_url: Option<TargetUrl>,
+        targets: Option<Vec<TargetSpec>>,
+        required: bool,
+    ) {
+        match (target_url, targets) {
+            (Some(_), Some(_)) => self.problems.push(FieldProblem::new(
+                "targets",
+                "give targetUrl or targets, not both",
+            )),
+            (Some(u), None) => {
+                self.targets_field = "targetUrl";
+                self.targets = Some(vec![RouteTarget {
+                    url: u.0,
+                    weight: 1,
+                }]);
+            }
+            (None, Some(list)) => {
+                self.targets_field = "targets";
+                if list.is_empty() || list.len() > MAX_TARGETS {
+                    self.problems.push(FieldProblem::new(
+                        "targets",
+                        format!("must list 1 to {MAX_TARGETS} targets"),
+                    ));
+                }
+                let list = targets_of(list);
+                let mut origins = std::collections::HashSet::new();
+                for (i, t) in list.iter().enumerate() {
+                    let origin = paygate_gateway::route_table::UpstreamTarget::parse(&t.url)
+                        .map(|u| (u.host, u.port));
+                    if !origins.insert(origin) {
+                        self.problems.push(FieldProblem::new(
+                            format!("targets[{i}].url"),
+                            "names the same host and port as an earlier target",
+                        ));
+                    }
+                }
+                self.targets = Some(list);
+            }
+            (None, None) if required => self.problems.push(FieldProblem::new(
+                "targetUrl",
+                "is required (or give targets)",
+            )),
+            (None, None) => {}
+        }
+    }
+
+    fn read_balancing(&mut self, spec: Option<BalancingSpec>) {
+        match spec.map(BalancingSpec::into_balancing) {
+            Some(Ok(b)) => self.balancing = Some(b),
+            Some(Err(p)) => self.problems.push(p),
+            None => {}
+        }
+    }
+}
+
 impl From<RouteCreate> for RouteInput {
     fn from(b: RouteCreate) -> Self {
-        Self {
+        let mut input = Self {
             path: Some(b.path.0),
             price: Some(b.price_usd.0),
-            target_url: Some(b.target_url.0),
+            health_check: b.health_check.map(|h| Some(h.into())),
             network: Some(b.network.0),
             active: b.active,
             streaming: b.streaming,
@@ -136,16 +318,20 @@ impl From<RouteCreate> for RouteInput {
             origin_deduplicates: b.origin_deduplicates,
             description: b.description.patch().map(|d| d.map(|t| t.0)),
             bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
-        }
+            ..Self::default()
+        };
+        input.read_targets(b.target_url, b.targets, true);
+        input.read_balancing(b.load_balancing);
+        input
     }
 }
 
 impl From<RouteUpdate> for RouteInput {
     fn from(b: RouteUpdate) -> Self {
-        Self {
+        let mut input = Self {
             path: b.path.map(|p| p.0),
             price: b.price_usd.map(|p| p.0),
-            target_url: b.target_url.map(|u| u.0),
+            health_check: b.health_check.patch().map(|h| h.map(Into::into)),
             network: b.network.map(|n| n.0),
             active: b.active,
             streaming: b.streaming,
@@ -153,39 +339,56 @@ impl From<RouteUpdate> for RouteInput {
             origin_deduplicates: b.origin_deduplicates,
             description: b.description.patch().map(|d| d.map(|t| t.0)),
             bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
+            ..Self::default()
+        };
+        input.read_targets(b.target_url, b.targets, false);
+        match b.load_balancing {
+            Nullable::Null => input.balancing = Some(Balancing::RoundRobin),
+            Nullable::Set(spec) => input.read_balancing(Some(spec)),
+            Nullable::Absent => {}
         }
+        input
     }
 }
 
-/// The deployment's rules on a well-formed body: the network is a configured one.
-fn check_network(input: &RouteInput, networks: &Networks) -> Result<(), ApiError> {
+/// The deployment's rule on a well-formed body: the network is a configured one.
+fn network_problem(input: &RouteInput, networks: &Networks) -> Option<FieldProblem> {
     match &input.network {
-        Some(n) if networks.resolve(n).is_none() => {
-            Err(ApiError::validation(vec![FieldProblem::new(
-                "network",
-                format!("must be one of {}", networks.spellings().join(", ")),
-            )]))
-        }
-        _ => Ok(()),
+        Some(n) if networks.resolve(n).is_none() => Some(FieldProblem::new(
+            "network",
+            format!("must be one of {}", networks.spellings().join(", ")),
+        )),
+        _ => None,
     }
 }
 
-/// Refuses a target that resolves to an internal address (SSRF), unless allow-listed.
-async fn check_target_address(state: &AppState, input: &RouteInput) -> Result<(), ApiError> {
-    let Some(target) = input
-        .target_url
-        .as_deref()
-        .and_then(paygate_gateway::route_table::UpstreamTarget::parse)
-    else {
-        return Ok(());
-    };
-    state
-        .target_policy
-        .check_host(&target.host, target.port)
-        .await
-        .map_err(|problem| {
-            ApiError::validation(vec![FieldProblem::new("targetUrl", problem.to_string())])
-        })
+/// Refuses the body's own problems with its target fields, and a target that resolves to an
+/// internal address (SSRF), unless allow-listed: every problem in `details`.
+/// Also refuses a network this deployment does not know.
+async fn check_input(state: &AppState, input: &RouteInput) -> Result<(), ApiError> {
+    let mut problems = input.problems.clone();
+    problems.extend(network_problem(input, state.networks()));
+    for (i, t) in input.targets.iter().flatten().enumerate() {
+        let Some(target) = paygate_gateway::route_table::UpstreamTarget::parse(&t.url) else {
+            continue;
+        };
+        if let Err(problem) = state
+            .target_policy
+            .check_host(&target.host, target.port)
+            .await
+        {
+            let field = match input.targets_field {
+                "targets" => format!("targets[{i}].url"),
+                other => other.to_string(),
+            };
+            problems.push(FieldProblem::new(field, problem.to_string()));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::validation(problems))
+    }
 }
 
 impl RouteInput {
@@ -196,8 +399,14 @@ impl RouteInput {
         if let Some(v) = self.price {
             r.price = v;
         }
-        if let Some(v) = self.target_url {
-            r.target_url = v;
+        if let Some(v) = self.targets {
+            r.set_targets(v);
+        }
+        if let Some(v) = self.balancing {
+            r.balancing = v;
+        }
+        if let Some(v) = self.health_check {
+            r.health_check = v;
         }
         if let Some(v) = self.network {
             r.network = v;
@@ -289,6 +498,18 @@ async fn remembered(
     Ok(None)
 }
 
+/// The health of `route`'s targets as this node's balancer sees them, if it has one.
+fn target_health(
+    state: &AppState,
+    slug: &str,
+    route: &Route,
+) -> Option<Vec<paygate_gateway::balancer::TargetHealth>> {
+    let snapshot = state.table.snapshot();
+    let entry = snapshot.org(slug)?.routes.get(&route.path)?.clone();
+    let balancer = entry.balancer.as_ref().filter(|_| *entry.id == route.id)?;
+    Some(balancer.health())
+}
+
 fn duplicate_path(path: &str) -> ApiError {
     ApiError::new(
         ErrorCode::DuplicatePath,
@@ -314,8 +535,7 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let org = auth.org;
     let input = RouteInput::from(body.value);
-    check_network(&input, state.networks())?;
-    check_target_address(&state, &input).await?;
+    check_input(&state, &input).await?;
     let idem = Idem::from_request(key, &method, &uri, &body.raw);
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);
@@ -333,6 +553,9 @@ pub async fn create(
         streaming: false,
         discoverable: false,
         origin_deduplicates: false,
+        targets: Vec::new(),
+        balancing: Default::default(),
+        health_check: None,
         description: String::new(),
         bazaar_category: None,
         created_at_ns: now.unix_timestamp_nanos(),
@@ -368,7 +591,10 @@ pub async fn list(State(state): State<AppState>, auth: OrgAuth) -> Result<Respon
             .cmp(&a.created_at_ns)
             .then_with(|| b.id.cmp(&a.id))
     });
-    let out: Vec<_> = routes.iter().map(RouteView::from).collect();
+    let out: Vec<_> = routes
+        .iter()
+        .map(|r| RouteView::from(r).with_health(target_health(&state, &auth.org.slug, r)))
+        .collect();
     Ok(Json(out).into_response())
 }
 
@@ -383,7 +609,8 @@ pub async fn get_one(
         .get_route(&auth.org.id, &id)
         .await?
         .ok_or_else(route_not_found)?;
-    Ok(Json(RouteView::from(&route)).into_response())
+    let health = target_health(&state, &auth.org.slug, &route);
+    Ok(Json(RouteView::from(&route).with_health(health)).into_response())
 }
 
 #[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = paygate_domain::ErrorBody)))]
@@ -398,8 +625,7 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     let org = auth.org;
     let input = RouteInput::from(body.value);
-    check_network(&input, state.networks())?;
-    check_target_address(&state, &input).await?;
+    check_input(&state, &input).await?;
     let idem = Idem::from_request(key, &method, &uri, &body.raw);
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);

@@ -1,7 +1,8 @@
 //! Response bodies of the control plane: each is the type the handler serialises and the one
 //! the OpenAPI document describes (serde and utoipa derives on the same struct).
 
-use paygate_domain::model::{ApiKeyRecord, Org, Route};
+use paygate_domain::model::{ApiKeyRecord, Balancing, Org, Route};
+use paygate_gateway::balancer::TargetHealth;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -17,7 +18,14 @@ pub struct RouteView {
     #[serde(rename = "priceUSD")]
     #[schema(value_type = f64)]
     price_usd: serde_json::Value,
+    /// The first target's URL (the one-target form).
     target_url: String,
+    /// Every upstream; `healthy` as this node sees it (`null`: not tracked, i.e. one target
+    /// without health checks, or the answer to a change).
+    targets: Vec<TargetView>,
+    load_balancing: BalancingView,
+    #[schema(required)]
+    health_check: Option<HealthCheckView>,
     network: String,
     active: bool,
     streaming: bool,
@@ -38,6 +46,32 @@ impl From<&Route> for RouteView {
             path: r.path.clone(),
             price_usd: r.price.to_usd_json(),
             target_url: r.target_url.clone(),
+            targets: r
+                .targets()
+                .into_iter()
+                .map(|t| TargetView {
+                    url: t.url,
+                    weight: t.weight,
+                    healthy: None,
+                    ejected: None,
+                })
+                .collect(),
+            load_balancing: match &r.balancing {
+                Balancing::RoundRobin => BalancingView {
+                    strategy: "round_robin",
+                    header: None,
+                },
+                Balancing::Hash { header } => BalancingView {
+                    strategy: "hash",
+                    header: Some(header.clone()),
+                },
+            },
+            health_check: r.health_check.as_ref().map(|h| HealthCheckView {
+                path: h.path.clone(),
+                interval_seconds: h.interval_seconds,
+                healthy_threshold: h.healthy_threshold,
+                unhealthy_threshold: h.unhealthy_threshold,
+            }),
             network: r.network.clone(),
             active: r.active,
             streaming: r.streaming,
@@ -48,6 +82,50 @@ impl From<&Route> for RouteView {
             created_at: r.created_at.clone(),
             updated_at: r.updated_at.clone(),
         }
+    }
+}
+
+/// One upstream of a route.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetView {
+    url: String,
+    weight: u32,
+    /// Passing its health checks and not ejected, on this node.
+    #[schema(required)]
+    healthy: Option<bool>,
+    /// Left out for a while after connection failures in a row, on this node.
+    #[schema(required)]
+    ejected: Option<bool>,
+}
+
+/// How requests are spread over a route's targets.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BalancingView {
+    /// `round_robin` (weighted) or `hash`.
+    strategy: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    header: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckView {
+    path: String,
+    interval_seconds: u32,
+    healthy_threshold: u32,
+    unhealthy_threshold: u32,
+}
+
+impl RouteView {
+    /// With the health of its targets as this node's balancer sees them.
+    pub fn with_health(mut self, health: Option<Vec<TargetHealth>>) -> Self {
+        for (view, h) in self.targets.iter_mut().zip(health.into_iter().flatten()) {
+            view.healthy = Some(h.healthy && !h.ejected);
+            view.ejected = Some(h.ejected);
+        }
+        self
     }
 }
 

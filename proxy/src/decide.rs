@@ -6,10 +6,11 @@ use crate::limits::Refused;
 use crate::{Ctx, Gateway};
 use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::{unix_now, ErrorBody, ErrorCode};
+use paygate_gateway::balancer::Picked;
 use paygate_gateway::metrics::Outcome;
 use paygate_gateway::payments::{Charge, Paid, Refusal};
 use paygate_gateway::route_path::lookup_key;
-use paygate_gateway::route_table::RouteEntry;
+use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::{Challenge, PaymentRequirements};
 use pingora::http::RequestHeader;
@@ -36,6 +37,12 @@ pub struct Forwarding {
     pub route: Arc<RouteEntry>,
     /// The upstream's address, resolved and checked against the SSRF policy before payment.
     pub addr: SocketAddr,
+    /// The target picked among the route's several (`None`: the route's one target).
+    pub picked: Option<Picked>,
+    /// Targets whose connection failed for this request (not tried again for it).
+    pub tried: Vec<usize>,
+    /// A connection failed and another target is to be picked by `upstream_peer`.
+    pub repick: bool,
     /// The payment taken for it (`None` only for the benchmark build's free pass).
     pub paid: Option<Paid>,
     /// Signs the forwarded request for the origin (`None` without a master key).
@@ -49,19 +56,32 @@ pub struct Forwarding {
 impl Forwarding {
     fn new(
         route: Arc<RouteEntry>,
-        addr: SocketAddr,
+        (addr, picked): (SocketAddr, Option<Picked>),
         paid: Option<Paid>,
         origin: Option<Arc<OriginSigner>>,
     ) -> Box<Self> {
         Box::new(Self {
             route,
             addr,
+            picked,
+            tried: Vec::new(),
+            repick: false,
             paid,
             origin,
             deadline: None,
             upstream_status: None,
             body_bytes: 0,
         })
+    }
+}
+
+impl Forwarding {
+    /// Where the request goes: the picked target, or the route's one.
+    pub fn target(&self) -> Option<&UpstreamTarget> {
+        match (self.picked, &self.route.balancer) {
+            (Some(p), Some(b)) => Some(b.target(p)),
+            _ => self.route.upstream.as_ref(),
+        }
     }
 }
 
@@ -261,8 +281,11 @@ impl Gateway {
         let refused = |r: Refusal| Answer::refused(r, requirements, challenge, request_id);
         #[cfg(feature = "bench-free-pass")]
         if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
-            let addr = self.upstream_address(&entry).await.map_err(refused)?;
-            return Ok(Forwarding::new(entry, addr, None, origin));
+            let to = self
+                .upstream_address(&entry, &req.headers, &[])
+                .await
+                .map_err(refused)?;
+            return Ok(Forwarding::new(entry, to, None, origin));
         }
         // The sandbox never takes a payment.
         let header = (!entry.sandbox).then(|| payment_header(req)).flatten();
@@ -293,7 +316,10 @@ impl Gateway {
         self.limits
             .check_payer(&verified.payer().0 .0)
             .map_err(Answer::Limited)?;
-        let addr = self.upstream_address(&entry).await.map_err(refused)?;
+        let to = self
+            .upstream_address(&entry, &req.headers, &[])
+            .await
+            .map_err(refused)?;
         let charge = Charge {
             org_id: &org_id,
             route_id: &entry.route.id,
@@ -306,29 +332,47 @@ impl Gateway {
             .take(verified, &charge)
             .await
             .map_err(refused)?;
-        Ok(Forwarding::new(entry, addr, Some(paid), origin))
+        Ok(Forwarding::new(entry, to, Some(paid), origin))
     }
 
-    /// Resolves the route's upstream and checks it against the SSRF policy, before any payment
-    /// is taken (and so again on every request: DNS answers may change).
-    async fn upstream_address(&self, entry: &RouteEntry) -> Result<SocketAddr, Refusal> {
+    /// Resolves the route's upstream (a healthy one of its targets, other than `tried`) and
+    /// checks it against the SSRF policy, before any payment is taken (and so again on every
+    /// request: DNS answers may change).
+    pub(crate) async fn upstream_address(
+        &self,
+        entry: &RouteEntry,
+        headers: &http::HeaderMap,
+        tried: &[usize],
+    ) -> Result<(SocketAddr, Option<Picked>), Refusal> {
         let refuse = |msg: String| {
             tracing::warn!(route = %entry.id, error = %msg, "upstream refused before payment");
             Refusal::UpstreamUnavailable(msg)
         };
-        let target = entry
-            .upstream
-            .as_ref()
-            .ok_or_else(|| refuse("route has no upstream".into()))?;
-        let addr = crate::resolve(&target.host, target.port)
-            .await
-            .map_err(|e| refuse(format!("cannot resolve the upstream host: {e}")))?;
-        if !self.settings.policy.allows(addr.ip()) {
-            return Err(refuse(
-                "the upstream resolves to an internal address, which is not allowed".into(),
-            ));
+        let policy = &self.settings.policy;
+        let Some(balancer) = &entry.balancer else {
+            let target = entry
+                .upstream
+                .as_ref()
+                .ok_or_else(|| refuse("route has no upstream".into()))?;
+            let addr = policy
+                .resolve(&target.host, target.port)
+                .await
+                .map_err(refuse)?;
+            return Ok((addr, None));
+        };
+        let mut skipped = tried.to_vec();
+        let mut last = "no healthy upstream target".to_string();
+        while let Some(p) = balancer.pick(headers, &skipped) {
+            let t = balancer.target(p);
+            match policy.resolve(&t.host, t.port).await {
+                Ok(addr) => return Ok((addr, Some(p))),
+                Err(e) => {
+                    last = e;
+                    skipped.push(p.index);
+                }
+            }
         }
-        Ok(addr)
+        Err(refuse(last))
     }
 }
 

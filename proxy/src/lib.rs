@@ -206,7 +206,7 @@ impl ProxyHttp for Gateway {
         Ok(())
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         let Some(f) = ctx.forwarding() else {
             return Ok(Box::new(HttpPeer::new(
                 self.control_plane,
@@ -214,11 +214,24 @@ impl ProxyHttp for Gateway {
                 String::new(),
             )));
         };
-        let Some(target) = &f.route.upstream else {
+        if f.repick {
+            // The last target's connection failed: the next healthy one, if any is left.
+            let next = self
+                .upstream_address(&f.route, &session.req_header().headers, &f.tried)
+                .await;
+            let Ok((addr, picked)) = next else {
+                return Error::e_explain(ErrorType::ConnectNoRoute, "no upstream target left");
+            };
+            (f.addr, f.picked, f.repick) = (addr, picked, false);
+        }
+        let Some(target) = f.target() else {
             return Error::e_explain(ErrorType::ConnectNoRoute, "route has no upstream");
         };
         let s = &self.settings;
         let mut peer = HttpPeer::new(f.addr, target.tls, target.host.clone());
+        let verify = !s.insecure_tls_hosts.contains(&target.host);
+        peer.options.verify_cert = verify;
+        peer.options.verify_hostname = verify;
         peer.options.connection_timeout = Some(s.connect_timeout);
         peer.options.total_connection_timeout = Some(s.connect_timeout);
         if f.route.route.streaming {
@@ -228,9 +241,6 @@ impl ProxyHttp for Gateway {
             f.deadline = Some(Instant::now() + s.total_timeout);
         }
         peer.options.write_timeout = Some(s.total_timeout.max(s.stream_idle_timeout));
-        let verify = !s.insecure_tls_hosts.contains(&target.host);
-        peer.options.verify_cert = verify;
-        peer.options.verify_hostname = verify;
         Ok(Box::new(peer))
     }
 
@@ -245,7 +255,7 @@ impl ProxyHttp for Gateway {
             .and_then(|a| a.as_inet())
             .map(|a| a.ip().to_string());
         let mut forwarded_path = None;
-        if let Some(target) = ctx.forwarding().and_then(|f| f.route.upstream.as_ref()) {
+        if let Some(target) = ctx.forwarding().and_then(|f| f.target()) {
             // Headers named by `Connection` are hop-by-hop too.
             let listed: Vec<String> = upstream
                 .headers
@@ -307,6 +317,9 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         if let Some(f) = ctx.forwarding() {
             f.upstream_status = Some(resp.status.as_u16());
+            if let (Some(p), Some(b)) = (f.picked, &f.route.balancer) {
+                b.succeeded(p);
+            }
             for h in RESPONSE_HOP_HEADERS {
                 resp.remove_header(*h);
             }
@@ -345,6 +358,29 @@ impl ProxyHttp for Gateway {
             answer::add_cors(resp)?;
         }
         Ok(())
+    }
+
+    /// A connection to a route's target failed: nothing was sent, so the request goes to the
+    /// next healthy target (the payment was taken once, before; one receipt). The target
+    /// counts the failure towards its ejection.
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut Ctx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(f) = ctx.forwarding() {
+            if let (Some(p), Some(b)) = (f.picked, &f.route.balancer) {
+                b.failed(p);
+                f.tried.push(p.index);
+                if f.tried.len() < b.len() {
+                    f.repick = true;
+                    e.set_retry(true);
+                }
+            }
+        }
+        e
     }
 
     /// Pingora retries only idempotent methods on a reused connection. A pass-through to the
@@ -482,17 +518,4 @@ fn prove_payment(upstream: &mut RequestHeader, ctx: &mut Ctx, path_and_query: &s
         upstream.insert_header(SIGNATURE_HEADER, sig)?;
     }
     Ok(())
-}
-
-/// Resolves an upstream host without blocking (IP literals need no lookup).
-async fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-        return Ok(SocketAddr::new(ip, port));
-    }
-    let mut addrs = tokio::net::lookup_host((host, port))
-        .await
-        .map_err(|e| Error::because(ErrorType::ConnectNoRoute, "resolving upstream", e))?;
-    addrs
-        .next()
-        .ok_or_else(|| Error::explain(ErrorType::ConnectNoRoute, "upstream host has no address"))
 }

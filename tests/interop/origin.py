@@ -3,7 +3,8 @@ checks X-Paygate-Signature with the organisation's origin secret and deduplicate
 X-Paygate-Payment-Id, so a payment forwarded again after a crash has its effect once.
 
 Usage: origin.py SECRETS_FILE  (one accepted secret per line, reread on every request; prints
-the port it listens on). GET /_stats (unsigned) answers what it saw. A path ending in /slow
+the port it listens on). GET /_stats (unsigned) answers what it saw, GET /health (unsigned)
+answers 200. A path ending in /slow
 holds a payment's first request for HOLD_SECONDS before answering.
 """
 
@@ -60,6 +61,8 @@ class Origin(http.server.BaseHTTPRequestHandler):
         if self.path == "/_stats":
             with lock:
                 return self.answer(200, {"effects": effects, "seen": seen})
+        if self.path == "/health":
+            return self.answer(200, {"status": "ok"})
         with open(secrets_file) as f:
             secrets = [s.strip() for s in f if s.strip()]
         pid = next(

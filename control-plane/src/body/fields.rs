@@ -338,6 +338,60 @@ impl PartialSchema for FeeBps {
 
 impl ToSchema for FeeBps {}
 
+/// A whole number from `MIN` to `MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounded<const MIN: u32, const MAX: u32>(pub u32);
+
+impl<'de, const MIN: u32, const MAX: u32> Deserialize<'de> for Bounded<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d)?
+            .as_u64()
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|v| (MIN..=MAX).contains(v))
+            .map(Self)
+            .ok_or_else(|| D::Error::custom(format!("must be a whole number from {MIN} to {MAX}")))
+    }
+}
+
+impl<const MIN: u32, const MAX: u32> PartialSchema for Bounded<MIN, MAX> {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(MIN))
+            .maximum(Some(MAX))
+            .into()
+    }
+}
+
+impl<const MIN: u32, const MAX: u32> ToSchema for Bounded<MIN, MAX> {}
+
+string_field!(
+    /// An HTTP header name (consistent hashing reads its value).
+    HeaderField(String),
+    max = 64,
+    doc = "An HTTP header name, e.g. x-user-id.",
+    check = |s| {
+        let s = at_most(s, 64)?;
+        http::HeaderName::from_bytes(s.as_bytes())
+            .map(|h| h.as_str().to_string())
+            .map_err(|_| "must be an HTTP header name".to_string())
+    }
+);
+
+string_field!(
+    /// The path a health check requests, from `/`.
+    ProbePath(String),
+    max = 512,
+    doc = "An absolute path (with an optional query) the health check GETs, e.g. /health.",
+    check = |s| {
+        let s = at_most(s, 512)?;
+        if !s.starts_with('/') || s.chars().any(|c| c.is_whitespace() || c.is_control() || c == '#') {
+            return Err("must be a path starting with / without spaces or a fragment".to_string());
+        }
+        Ok(s)
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

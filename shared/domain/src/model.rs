@@ -59,7 +59,18 @@ pub struct Route {
     /// Stored form: exactly one leading `/`, no trailing `/`.
     pub path: String,
     pub price: UsdcAmount,
+    /// The first target's URL: the one-target form the API has always shown.
     pub target_url: String,
+    /// Every upstream, with its weight (empty in records written before issue 18: then the one
+    /// target is `target_url` with weight 1, see [`Route::targets`]).
+    #[serde(default)]
+    pub targets: Vec<RouteTarget>,
+    /// How a request picks among several targets.
+    #[serde(default)]
+    pub balancing: Balancing,
+    /// Active health checks of the targets; `None`: passive ejection only.
+    #[serde(default)]
+    pub health_check: Option<HealthCheck>,
     /// As given by the client (`base` or `eip155:8453` style).
     pub network: String,
     pub active: bool,
@@ -75,6 +86,63 @@ pub struct Route {
     pub created_at_ns: i128,
     pub created_at: String,
     pub updated_at: String,
+}
+
+impl Route {
+    /// The route's upstreams: `targets`, or for a record that has none, `target_url` alone.
+    pub fn targets(&self) -> Vec<RouteTarget> {
+        if self.targets.is_empty() {
+            vec![RouteTarget {
+                url: self.target_url.clone(),
+                weight: 1,
+            }]
+        } else {
+            self.targets.clone()
+        }
+    }
+
+    /// Sets the upstreams (and `target_url`, the first one's URL).
+    pub fn set_targets(&mut self, targets: Vec<RouteTarget>) {
+        if let Some(first) = targets.first() {
+            self.target_url = first.url.clone();
+        }
+        self.targets = targets;
+    }
+}
+
+/// One upstream of a route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteTarget {
+    pub url: String,
+    /// Relative share of the requests (1 to 1000).
+    pub weight: u32,
+}
+
+/// How a request picks among a route's targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "strategy")]
+pub enum Balancing {
+    /// Weighted round robin.
+    #[default]
+    #[serde(rename = "round_robin")]
+    RoundRobin,
+    /// Consistent hashing on a request header's value: one client (by that header) keeps its
+    /// target while the targets stay the same.
+    #[serde(rename = "hash")]
+    Hash { header: String },
+}
+
+/// Active health checks of a route's targets: `GET path` every `interval_seconds`, healthy
+/// after `healthy_threshold` answers of 2xx in a row, unhealthy after `unhealthy_threshold`
+/// failures in a row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheck {
+    pub path: String,
+    pub interval_seconds: u32,
+    pub healthy_threshold: u32,
+    pub unhealthy_threshold: u32,
 }
 
 /// A remembered response to an `Idempotency-Key`, scoped to one organisation.

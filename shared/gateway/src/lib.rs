@@ -3,6 +3,7 @@
 //! service (the paid step and payment reconciliation); on a cluster, following the other nodes'
 //! route changes.
 
+pub mod balancer;
 pub mod follow;
 pub mod metrics;
 pub mod payments;

@@ -77,6 +77,13 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabels {
+    org: String,
+    route: String,
+    target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     org: String,
     route: String,
@@ -97,6 +104,7 @@ struct Prom {
     settle_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
     revenue: Family<RouteLabels, Counter>,
     upstream: Family<UpstreamLabels, Counter>,
+    target_healthy: Family<TargetLabels, Gauge>,
     facilitator_up: Gauge,
     facilitator_latency_ms: Gauge,
 }
@@ -115,6 +123,7 @@ impl Prom {
             );
         let revenue = Family::<RouteLabels, Counter>::default();
         let upstream = Family::<UpstreamLabels, Counter>::default();
+        let target_healthy = Family::<TargetLabels, Gauge>::default();
         let facilitator_up = Gauge::default();
         let facilitator_latency_ms = Gauge::default();
         registry.register(
@@ -143,6 +152,11 @@ impl Prom {
             upstream.clone(),
         );
         registry.register(
+            "upstream_target_healthy",
+            "Targets of routes with several upstreams or health checks: 1 healthy, 0 not (this node)",
+            target_healthy.clone(),
+        );
+        registry.register(
             "facilitator_up",
             "Facilitator health: 2 up, 1 degraded, 0 down",
             facilitator_up.clone(),
@@ -159,6 +173,7 @@ impl Prom {
             settle_seconds,
             revenue,
             upstream,
+            target_healthy,
             facilitator_up,
             facilitator_latency_ms,
         }
@@ -368,6 +383,24 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every family.
+    /// Replaces the upstream target health series: `(org, route, target url, healthy)`.
+    pub fn set_target_health<'a>(
+        &self,
+        rows: impl Iterator<Item = (&'a str, &'a str, String, bool)>,
+    ) {
+        let family = &self.prom.target_healthy;
+        family.clear();
+        for (org, route, target, healthy) in rows {
+            family
+                .get_or_create(&TargetLabels {
+                    org: org.to_string(),
+                    route: route.to_string(),
+                    target,
+                })
+                .set(i64::from(healthy));
+        }
+    }
+
     pub fn prometheus_text(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.prom.registry).is_err() {

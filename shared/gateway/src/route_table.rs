@@ -2,6 +2,8 @@
 //! (`arc-swap`) whenever the control plane changes an organisation or its routes. Challenges are
 //! rendered here, once per change, so serving a `402` copies pre-built bytes.
 
+use crate::balancer::Balancer;
+use crate::target_policy::TargetPolicy;
 use alloy_primitives::Address;
 use arc_swap::{ArcSwap, Guard};
 use paygate_config::Config;
@@ -13,7 +15,7 @@ use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
 use paygate_x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Slug and path of the public sandbox route; no organisation can take the slug.
 pub const SANDBOX_SLUG: &str = "demo";
@@ -82,8 +84,10 @@ pub struct RouteEntry {
     pub route: Route,
     /// The route id, shared cheaply with per-request records (metrics).
     pub id: Arc<str>,
-    /// Parsed `targetUrl`; `None` for the sandbox route.
+    /// Parsed `targetUrl` (the first target); `None` for the sandbox route.
     pub upstream: Option<UpstreamTarget>,
+    /// Several targets or health checks: the target is picked per request.
+    pub balancer: Option<Arc<Balancer>>,
     /// The requirements and their rendered challenge; `None` when the org has no receiver wallet.
     pub payment: Option<(PaymentRequirements, Challenge)>,
     /// The sandbox route: always answers `402`, never reaches an upstream.
@@ -123,6 +127,9 @@ impl Snapshot {
     }
 }
 
+/// Route id -> (fingerprint of its targets and checks, its balancer while some entry holds it).
+type KeptBalancers = HashMap<String, (u64, Weak<Balancer>)>;
+
 /// What challenges are built from: networks, the public base URL and timeouts.
 #[derive(Debug, Clone)]
 pub struct RenderContext {
@@ -138,6 +145,12 @@ pub struct RenderContext {
     /// Derives each organisation's origin secret; `None` without a master key (forwarded
     /// requests then carry no proof, and the start log says so).
     pub origin_key: Option<OriginProofKey>,
+    /// The SSRF policy health checks resolve targets under.
+    pub policy: Arc<TargetPolicy>,
+    pub insecure_tls_hosts: Vec<String>,
+    /// The balancers of routes with several targets or health checks, kept across rebuilds of
+    /// their entries while their targets stay the same (so is their targets' health).
+    balancers: Arc<std::sync::Mutex<KeptBalancers>>,
 }
 
 impl RenderContext {
@@ -160,7 +173,47 @@ impl RenderContext {
                 .get(&cfg.orgs.default_plan)
                 .map_or(0, |p| p.monthly_requests),
             origin_key: OriginProofKey::from_env(&cfg.orgs.master_key_env),
+            policy: Arc::new(TargetPolicy::new(
+                cfg.upstream.allow_private_networks.clone(),
+            )),
+            insecure_tls_hosts: cfg.upstream.insecure_tls_hosts.clone(),
+            balancers: Default::default(),
         }
+    }
+
+    /// The balancer of a route that has several targets or health checks (`None` for one
+    /// target without checks: it is forwarded to directly).
+    fn balancer(&self, route: &Route) -> Option<Arc<Balancer>> {
+        let targets = route.targets();
+        if targets.len() < 2 && route.health_check.is_none() {
+            return None;
+        }
+        let fingerprint = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(&(&targets, &route.balancing, &route.health_check))
+                .unwrap_or_default()
+                .hash(&mut h);
+            h.finish()
+        };
+        let mut kept = self.balancers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = kept
+            .get(&route.id)
+            .filter(|(f, _)| *f == fingerprint)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            return Some(b);
+        }
+        kept.retain(|_, (_, w)| w.strong_count() > 0);
+        let b = Balancer::start(
+            &targets,
+            &route.balancing,
+            route.health_check.as_ref(),
+            self.policy.clone(),
+            &self.insecure_tls_hosts,
+        )?;
+        kept.insert(route.id.clone(), (fingerprint, Arc::downgrade(&b)));
+        Some(b)
     }
 
     /// Absolute URL of a route: `{public_base_url}/gateway/{slug}{path}`.
@@ -198,15 +251,19 @@ impl RenderContext {
             let challenge = Challenge::render(&req, NO_PAYMENT_ERROR);
             (req, challenge)
         });
-        let upstream = if sandbox {
-            None
+        let (upstream, balancer) = if sandbox {
+            (None, None)
         } else {
-            UpstreamTarget::parse(&route.target_url)
+            (
+                UpstreamTarget::parse(&route.target_url),
+                self.balancer(&route),
+            )
         };
         RouteEntry {
             id: Arc::from(route.id.as_str()),
             route,
             upstream,
+            balancer,
             payment,
             sandbox,
         }
@@ -262,6 +319,9 @@ impl RenderContext {
             streaming: false,
             discoverable: false,
             origin_deduplicates: false,
+            targets: Vec::new(),
+            balancing: Default::default(),
+            health_check: None,
             description: "paygate public sandbox: always answers 402 on Base Sepolia; \
                           never proxied, never settled"
                 .into(),

@@ -67,6 +67,25 @@ impl TargetPolicy {
     /// Checks a target host when a route is saved: an IP literal must be allowed; a name must
     /// not resolve to a refused address. A name that does not resolve (yet) is accepted: the
     /// connect-time check still applies.
+    /// Resolves `host` without blocking (IP literals need no lookup) and checks the address
+    /// against the policy: the address to connect to, or why not (for logs and answers).
+    pub async fn resolve(&self, host: &str, port: u16) -> Result<std::net::SocketAddr, String> {
+        let addr = match host.parse::<IpAddr>() {
+            Ok(ip) => std::net::SocketAddr::new(ip, port),
+            Err(_) => tokio::net::lookup_host((host, port))
+                .await
+                .map_err(|e| format!("cannot resolve the upstream host: {e}"))?
+                .next()
+                .ok_or_else(|| "cannot resolve the upstream host: no address".to_string())?,
+        };
+        if !self.allows(addr.ip()) {
+            return Err(
+                "the upstream resolves to an internal address, which is not allowed".to_string(),
+            );
+        }
+        Ok(addr)
+    }
+
     pub async fn check_host(&self, host: &str, port: u16) -> Result<(), Refused> {
         if let Ok(ip) = host.parse::<IpAddr>() {
             return if self.allows(ip) {
