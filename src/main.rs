@@ -5,6 +5,7 @@
 mod admin_cli;
 mod devchain;
 mod serve;
+mod tls;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

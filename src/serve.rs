@@ -176,6 +176,19 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let public =
         bind_public(cfg.server.listen).with_context(|| format!("binding {}", cfg.server.listen))?;
     cfg.server.listen = public.local_addr()?;
+    // The TLS listener: its address now (port 0 resolved like the plain one's), its
+    // certificates loaded now (a missing or unreadable one ends the start here, one line).
+    let tls = match cfg.server.tls.enabled() {
+        false => None,
+        true => {
+            let addr: std::net::SocketAddr = cfg.server.tls.listen.trim().parse()?;
+            let listener =
+                bind_public(addr).with_context(|| format!("binding {addr} (server.tls)"))?;
+            cfg.server.tls.listen = listener.local_addr()?.to_string();
+            let resolver = crate::tls::CertResolver::load(&cfg.server.tls)?;
+            Some((listener, resolver))
+        }
+    };
     let cfg = Arc::new(cfg);
     if cfg!(feature = "bench") {
         tracing::warn!(
@@ -260,10 +273,37 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     );
     // Pingora's default 1460-byte write buffer splits a 402 (about 1.6 KB with its two
     // requirement headers) into two sends; 16 KiB sends header and body in one.
+    let l4_buffer = pingora::listeners::L4BufferSettings::default().write(16 * 1024);
     proxy.add_listener(
         pingora::listeners::ListenerConfig::tcp(cfg.server.listen.to_string())
-            .l4_buffer(pingora::listeners::L4BufferSettings::default().write(16 * 1024)),
+            .l4_buffer(l4_buffer),
     );
+    if let Some((_, resolver)) = &tls {
+        let mut settings = pingora::listeners::tls::TlsSettings::intermediate("", "")?;
+        settings.set_cert_resolver(resolver.clone());
+        if cfg.server.tls.h2 {
+            settings.enable_h2();
+        }
+        proxy.add_listener(
+            pingora::listeners::ListenerConfig::tcp(cfg.server.tls.listen.clone())
+                .tls(settings)
+                .l4_buffer(l4_buffer),
+        );
+        server.add_service(background_service(
+            "TLS certificate reloader",
+            crate::tls::CertReloader {
+                resolver: resolver.clone(),
+                config: cfg.server.tls.clone(),
+            },
+        ));
+    }
+    if cfg.server.h2c {
+        if let Some(app) = proxy.app_logic_mut() {
+            let mut options = pingora::apps::HttpServerOptions::default();
+            options.h2c = true;
+            app.server_options = Some(options);
+        }
+    }
     server.add_service(proxy);
 
     let (provider, secrets, sandbox_listener) = build_payouts(&cfg)?;
@@ -312,6 +352,8 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         admin_api = cfg.admin.token().is_some(),
         "paygate starting"
     );
+    // Pingora binds the TLS address itself (the plain one was let go after the waiting room).
+    drop(tls);
     server.run(RunArgs::default());
     rt.block_on(dyn_store.flush())?;
     tracing::info!("paygate stopped; store flushed");
@@ -354,6 +396,7 @@ fn write_addresses(
 ) -> anyhow::Result<()> {
     let doc = serde_json::json!({
         "listen": cfg.server.listen.to_string(),
+        "tlsListen": cfg.server.tls.enabled().then(|| cfg.server.tls.listen.clone()),
         "controlPlane": control_plane.to_string(),
         "sandboxProvider": sandbox.map(|a| a.to_string()),
     });

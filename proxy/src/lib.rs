@@ -304,7 +304,8 @@ impl ProxyHttp for Gateway {
         if let Some(pq) = forwarded_path {
             prove_payment(upstream, ctx, &pq)?;
         }
-        upstream.insert_header("x-forwarded-proto", "http")?;
+        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+        upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
         upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
         Ok(())
     }

@@ -72,6 +72,19 @@ impl Gateway {
         Self::start_inner(env, None, Some(url.to_string())).await
     }
 
+    /// A gateway that may refuse to start: its log once it exited (`Ok` if it served).
+    pub async fn start_or_exit(env: &[(&str, &str)]) -> Result<Self, String> {
+        let mut g = Self::unstarted(env, None, None);
+        g.spawn_or_exit().await.map(|()| g)
+    }
+
+    /// The addresses the binary wrote to `paygate.addr` (`listen`, `tlsListen`, ...).
+    pub fn addresses(&self) -> Value {
+        let text = std::fs::read_to_string(self.dir.path().join("data").join("paygate.addr"))
+            .expect("paygate.addr");
+        serde_json::from_str(&text).expect("paygate.addr is JSON")
+    }
+
     /// A node that is expected to refuse to start: its log once it exited (`Ok` if it served).
     pub async fn start_on_or_exit(url: &str, env: &[(&str, &str)]) -> Result<Self, String> {
         let mut g = Self::unstarted(env, None, Some(url.to_string()));

@@ -153,6 +153,7 @@ impl Config {
             .map_err(|e| ConfigError::Invalid(format!("mcp.daily_spend_cap_usd {e}")))?;
         self.validate_payout()?;
         self.limits.validate().map_err(ConfigError::Invalid)?;
+        self.server.tls.validate().map_err(ConfigError::Invalid)?;
         if self.mcp.keep_alive_seconds == 0 || self.mcp.tool_timeout_seconds == 0 {
             return Err(ConfigError::Invalid(
                 "mcp.keep_alive_seconds and mcp.tool_timeout_seconds must be at least 1".into(),

@@ -26,6 +26,68 @@ pub struct ServerConfig {
     pub graceful_shutdown_timeout_seconds: u64,
     /// Largest request body the control plane accepts, in bytes.
     pub max_body_bytes: usize,
+    /// Cleartext HTTP/2 (prior knowledge, "h2c") on the plain listener, beside HTTP/1.1.
+    pub h2c: bool,
+    /// The TLS listener (off unless `listen` is set).
+    pub tls: TlsConfig,
+}
+
+/// TLS on a second public listener (rustls), with HTTP/2 through ALPN.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Address of the TLS listener, e.g. `0.0.0.0:8443`; empty: no TLS listener. Port 0 picks a
+    /// free port (written to `paygate.addr` as `tlsListen`).
+    pub listen: String,
+    /// PEM certificate chain and private key served when no SNI certificate matches.
+    pub cert: String,
+    pub key: String,
+    /// More certificates, chosen by the name the client asks for (SNI).
+    pub sni: Vec<SniCertificate>,
+    /// Offer HTTP/2 through ALPN (HTTP/1.1 stays available).
+    pub h2: bool,
+    /// Seconds between checks of the certificate files: a changed file is loaded without a
+    /// restart (a file that cannot be loaded keeps the previous certificate, and an ERROR line).
+    pub reload_check_seconds: u64,
+}
+
+/// A certificate for the names in `names` (exact, or `*.example.com` for one label).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SniCertificate {
+    pub names: Vec<String>,
+    pub cert: String,
+    pub key: String,
+}
+
+impl TlsConfig {
+    pub fn enabled(&self) -> bool {
+        !self.listen.trim().is_empty()
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        self.listen
+            .trim()
+            .parse::<SocketAddr>()
+            .map_err(|_| format!("server.tls.listen {:?} is not an address", self.listen))?;
+        if self.cert.trim().is_empty() || self.key.trim().is_empty() {
+            return Err(
+                "server.tls.cert and server.tls.key are required with server.tls.listen".into(),
+            );
+        }
+        for s in &self.sni {
+            if s.names.is_empty() || s.cert.trim().is_empty() || s.key.trim().is_empty() {
+                return Err("each server.tls.sni entry needs names, cert and key".into());
+            }
+        }
+        if self.reload_check_seconds == 0 {
+            return Err("server.tls.reload_check_seconds must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 impl Default for ServerConfig {
@@ -39,6 +101,12 @@ impl Default for ServerConfig {
             grace_period_seconds: 0,
             graceful_shutdown_timeout_seconds: 5,
             max_body_bytes: 1 << 20,
+            h2c: false,
+            tls: TlsConfig {
+                h2: true,
+                reload_check_seconds: 10,
+                ..TlsConfig::default()
+            },
         }
     }
 }
@@ -56,8 +124,13 @@ impl ServerConfig {
         SocketAddr::new(ip, self.listen.port())
     }
 
+    /// The public base URL: as configured, else the TLS listener's (when there is one), else
+    /// the plain listener's.
     pub fn public_base_url(&self) -> String {
         if self.public_base_url.trim().is_empty() {
+            if self.tls.enabled() {
+                return format!("https://{}", self.tls.listen.trim());
+            }
             format!("http://{}", self.listen)
         } else {
             self.public_base_url
