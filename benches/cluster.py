@@ -82,7 +82,8 @@ def node(a, work, name, database_url=None, relayer=None, rpc=None):
     # Unlimited plan: the runs pay for more requests than the free plan's month holds.
     env = {"PAYGATE_LOG": "warn", "PAYGATE__PLANS__FREE__MONTHLY_REQUESTS": "0"}
     # One load generator is one client address: the rate limits would be what is measured.
-    env.update({"PAYGATE__LIMITS__CLIENT__PER_SECOND": "0", "PAYGATE__LIMITS__PAYER__PER_SECOND": "0"})
+    env.update({"PAYGATE__LIMITS__CLIENT__PER_SECOND": "0", "PAYGATE__LIMITS__PAYER__PER_SECOND": "0",
+                "PAYGATE__SERVER__GRACE_PERIOD_SECONDS": "0"})
     if database_url:
         env.update({"PAYGATE__STORAGE__BACKEND": "postgres", "PAYGATE_DATABASE_URL": database_url})
     if relayer:

@@ -145,6 +145,7 @@ class Paygate:
             "PAYGATE__SERVER__THREADS": "1",
             # One load generator is one client address: the limits would be what is measured.
             "PAYGATE__LIMITS__CLIENT__PER_SECOND": "0",
+            "PAYGATE__SERVER__GRACE_PERIOD_SECONDS": "0",
             "PAYGATE__LIMITS__PAYER__PER_SECOND": "0",
             "PAYGATE__STORAGE__PATH": os.path.join(self.dir, "data"),
             "PAYGATE_ADMIN_TOKEN": ADMIN,

@@ -30,6 +30,11 @@ enum Command {
         /// be set as PAYGATE__<SECTION>__<KEY> in the environment, which wins over the file.
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// Take over from the running gateway of the same storage path without dropping a
+        /// request: it is sent SIGQUIT, hands its listening sockets to this process, finishes
+        /// its in-flight requests and exits. Used for binary upgrades and config reloads.
+        #[arg(long)]
+        upgrade: bool,
     },
     /// Apply the database migrations this build knows (storage.backend = "postgres"), then
     /// exit. `serve` applies them too; this is for deployments that migrate before rolling out.
@@ -54,9 +59,9 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { config } => {
+        Command::Serve { config, upgrade } => {
             init_tracing();
-            serve::run(config.as_deref())
+            serve::run(config.as_deref(), upgrade)
         }
         Command::Migrate { config } => {
             init_tracing();

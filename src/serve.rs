@@ -169,22 +169,42 @@ pub fn migrate(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode> {
     let mut cfg = Config::load(config_path)?;
     // Fail early and clearly if the public address is taken (Pingora would panic). Port 0 picks
     // a free port here; the chosen address is used everywhere and written to `paygate.addr`.
-    let public =
-        bind_public(cfg.server.listen).with_context(|| format!("binding {}", cfg.server.listen))?;
-    cfg.server.listen = public.local_addr()?;
+    // An upgrade binds nothing: the running process hands its sockets over.
+    let public = if upgrade {
+        if cfg.server.listen.port() == 0 {
+            anyhow::bail!(
+                "--upgrade needs the address the running gateway listens on, not port 0 (server.listen)"
+            );
+        }
+        None
+    } else {
+        let public = bind_public(cfg.server.listen)
+            .with_context(|| format!("binding {}", cfg.server.listen))?;
+        cfg.server.listen = public.local_addr()?;
+        Some(public)
+    };
     // The TLS listener: its address now (port 0 resolved like the plain one's), its
     // certificates loaded now (a missing or unreadable one ends the start here, one line).
     let tls = match cfg.server.tls.enabled() {
         false => None,
         true => {
             let addr: std::net::SocketAddr = cfg.server.tls.listen.trim().parse()?;
-            let listener =
-                bind_public(addr).with_context(|| format!("binding {addr} (server.tls)"))?;
-            cfg.server.tls.listen = listener.local_addr()?.to_string();
+            let listener = match upgrade {
+                true if addr.port() == 0 => anyhow::bail!(
+                    "--upgrade needs the address the running gateway listens on, not port 0 (server.tls.listen)"
+                ),
+                true => None,
+                false => {
+                    let l = bind_public(addr)
+                        .with_context(|| format!("binding {addr} (server.tls)"))?;
+                    cfg.server.tls.listen = l.local_addr()?.to_string();
+                    Some(l)
+                }
+            };
             let resolver = crate::tls::CertResolver::load(&cfg.server.tls)?;
             Some((listener, resolver))
         }
@@ -212,7 +232,35 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         .build()?;
     std::fs::create_dir_all(&cfg.storage.path)
         .with_context(|| format!("creating {}", cfg.storage.path.display()))?;
-    let (dyn_store, pg) = open_waiting(&rt, &cfg.storage, public)?;
+    let conf = ServerConf {
+        threads: cfg.server.threads,
+        work_stealing: cfg.server.work_stealing,
+        grace_period_seconds: Some(cfg.server.grace_period_seconds),
+        graceful_shutdown_timeout_seconds: Some(cfg.server.graceful_shutdown_timeout_seconds),
+        pid_file: pid_file(&cfg).display().to_string(),
+        upgrade_sock: cfg
+            .storage
+            .path
+            .join("paygate_upgrade.sock")
+            .display()
+            .to_string(),
+        ..ServerConf::default()
+    };
+    let opt = pingora::server::configuration::Opt {
+        upgrade,
+        ..Default::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(opt, conf);
+    let (dyn_store, pg) = match public {
+        Some(public) => open_waiting(&rt, &cfg.storage, public)?,
+        None => {
+            // The running process hands its listening sockets over once told to (it keeps
+            // serving meanwhile); then it drains and exits, letting go of a sled store.
+            signal_running(&cfg)?;
+            server.bootstrap();
+            rt.block_on(open_after_upgrade(&cfg))?
+        }
+    };
     let table = Arc::new(rt.block_on(RouteTable::load(
         RenderContext::from_config(&cfg),
         dyn_store.as_ref(),
@@ -223,22 +271,9 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     cp_listener.set_nonblocking(true)?;
     let cp_addr = cp_listener.local_addr()?;
 
-    let conf = ServerConf {
-        threads: cfg.server.threads,
-        work_stealing: cfg.server.work_stealing,
-        grace_period_seconds: Some(cfg.server.grace_period_seconds),
-        graceful_shutdown_timeout_seconds: Some(cfg.server.graceful_shutdown_timeout_seconds),
-        pid_file: cfg.storage.path.join("paygate.pid").display().to_string(),
-        upgrade_sock: cfg
-            .storage
-            .path
-            .join("paygate_upgrade.sock")
-            .display()
-            .to_string(),
-        ..ServerConf::default()
-    };
-    let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
+    std::fs::write(pid_file(&cfg), std::process::id().to_string())
+        .with_context(|| format!("writing {}", pid_file(&cfg).display()))?;
 
     let (facilitator, relayer) = build_facilitator(&cfg, &table.render_context().networks)?;
     if let (Some(_), Some(relayer)) = (&pg, &relayer) {
@@ -254,6 +289,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
         StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(dyn_store.clone()),
     });
     let payments = Arc::new(PaymentService::new(dyn_store.clone(), facilitator, usage));
+    let draining = watch_draining(&server);
     let limits = Arc::new(paygate_proxy::limits::Limits::from_config(&cfg.limits));
     server.add_service(background_service(
         "rate limit housekeeping",
@@ -268,6 +304,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
             settings: ProxySettings::from_config(&cfg.upstream, policy.clone()),
             metrics: metrics.clone(),
             limits,
+            draining: draining.clone(),
         }),
         "paygate proxy",
     );
@@ -275,8 +312,7 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     // requirement headers) into two sends; 16 KiB sends header and body in one.
     let l4_buffer = pingora::listeners::L4BufferSettings::default().write(16 * 1024);
     proxy.add_listener(
-        pingora::listeners::ListenerConfig::tcp(cfg.server.listen.to_string())
-            .l4_buffer(l4_buffer),
+        pingora::listeners::ListenerConfig::tcp(cfg.server.listen.to_string()).l4_buffer(l4_buffer),
     );
     if let Some((_, resolver)) = &tls {
         let mut settings = pingora::listeners::tls::TlsSettings::intermediate("", "")?;
@@ -358,6 +394,77 @@ pub fn run(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     rt.block_on(dyn_store.flush())?;
     tracing::info!("paygate stopped; store flushed");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Set once Pingora starts handing this process's sockets over (SIGQUIT) or shutting down
+/// (SIGTERM), for the proxy to stop keeping connections alive.
+fn watch_draining(server: &Server) -> Arc<std::sync::atomic::AtomicBool> {
+    use pingora::server::ExecutionPhase;
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut phases = server.watch_execution_phase();
+    let set = flag.clone();
+    std::thread::spawn(move || {
+        while let Ok(phase) = phases.blocking_recv() {
+            if matches!(
+                phase,
+                ExecutionPhase::GracefulUpgradeTransferringFds
+                    | ExecutionPhase::GracefulTerminate
+                    | ExecutionPhase::ShutdownStarted
+            ) {
+                set.store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+        }
+    });
+    flag
+}
+
+fn pid_file(cfg: &Config) -> std::path::PathBuf {
+    cfg.storage.path.join("paygate.pid")
+}
+
+/// Tells the gateway running on this storage path (its pid file) to hand its listening sockets
+/// over to this process and drain (SIGQUIT: Pingora's graceful upgrade).
+fn signal_running(cfg: &Config) -> anyhow::Result<()> {
+    let path = pid_file(cfg);
+    let pid: i32 = std::fs::read_to_string(&path)
+        .with_context(|| {
+            format!(
+                "--upgrade: reading the running gateway's pid from {}",
+                path.display()
+            )
+        })?
+        .trim()
+        .parse()
+        .with_context(|| format!("--upgrade: {} holds no pid", path.display()))?;
+    // SAFETY: kill(2) with a pid read from our own pid file and a valid signal number.
+    if unsafe { libc::kill(pid, libc::SIGQUIT) } != 0 {
+        anyhow::bail!(
+            "--upgrade: cannot signal the running gateway (pid {pid}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    tracing::info!(pid, "taking over from the running gateway");
+    Ok(())
+}
+
+/// Opens the store once the process this one takes over from has let go of it (sled locks its
+/// directory until that process exits, after draining).
+async fn open_after_upgrade(cfg: &Config) -> anyhow::Result<Opened> {
+    let patience = Duration::from_secs(
+        30 + cfg.server.grace_period_seconds + cfg.server.graceful_shutdown_timeout_seconds,
+    );
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match open_store(&cfg.storage, |_| {}).await {
+            Ok(opened) => return Ok(opened),
+            Err(e) if std::time::Instant::now() < deadline => {
+                tracing::debug!(error = %format!("{e:#}"), "store still held by the previous process");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e.context("the previous process did not let go of the store")),
+        }
+    }
 }
 
 /// Binds the public address. The listener is let go before Pingora binds it again, so port 0

@@ -85,6 +85,7 @@ pub struct Gateway {
     settings: ProxySettings,
     metrics: Arc<Metrics>,
     limits: Arc<limits::Limits>,
+    draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What the gateway is built from.
@@ -95,6 +96,10 @@ pub struct GatewayParts {
     pub settings: ProxySettings,
     pub metrics: Arc<Metrics>,
     pub limits: Arc<limits::Limits>,
+    /// Set once this process is handing over (upgrade) or shutting down: every answer then
+    /// closes its connection, so clients open new ones instead of reusing one that is about to
+    /// be closed under a request.
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Gateway {
@@ -106,6 +111,7 @@ impl Gateway {
             settings: p.settings,
             metrics: p.metrics,
             limits: p.limits,
+            draining: p.draining,
         }
     }
 }
@@ -163,6 +169,9 @@ impl ProxyHttp for Gateway {
     /// Decides, then writes once: an answer of the gateway's own, or the stage the request
     /// goes on in.
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
+            session.set_keepalive(None);
+        }
         let client = session
             .client_addr()
             .and_then(|a| a.as_inet())

@@ -38,6 +38,8 @@ pub struct Gateway {
     pub http: Client,
     extra_env: Vec<(String, String)>,
     child: Option<Child>,
+    /// The next start takes over from the running process (`serve --upgrade`).
+    upgrading: bool,
     /// The gateway's own PostgreSQL cluster when the suite runs on that backend
     /// (`PAYGATE_TEST_BACKEND=postgres`); it outlives restarts of the gateway.
     _pg: Option<paygate_store::testing::PgCluster>,
@@ -121,6 +123,7 @@ impl Gateway {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             child: None,
+            upgrading: false,
             _pg: pg,
             database_url,
         }
@@ -191,8 +194,11 @@ impl Gateway {
             }
             _ => Command::new(env!("CARGO_BIN_EXE_paygate")),
         };
-        cmd.arg("serve")
-            .env_clear()
+        cmd.arg("serve");
+        if std::mem::take(&mut self.upgrading) {
+            cmd.arg("--upgrade");
+        }
+        cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env(
                 "PAYGATE__SERVER__LISTEN",
@@ -216,6 +222,8 @@ impl Gateway {
             .env("PAYGATE__METRICS__PROBE_INTERVAL_SECONDS", "1")
             // Every test client is 127.0.0.1 and many pay one payer's way: the rate limits'
             // own test turns them on.
+            // Tests stop gateways often: no drain period unless a test asks for one.
+            .env("PAYGATE__SERVER__GRACE_PERIOD_SECONDS", "0")
             .env("PAYGATE__LIMITS__CLIENT__PER_SECOND", "0")
             .env("PAYGATE__LIMITS__PAYER__PER_SECOND", "0")
             .stdin(Stdio::null())
@@ -330,6 +338,28 @@ impl Gateway {
             self.log()
         );
         self.spawn().await;
+    }
+
+    /// A new process takes over from the running one (`serve --upgrade`, with the current
+    /// extra environment): the old one hands its sockets over, drains and exits. Returns once
+    /// the old process has exited and the new one answers.
+    pub async fn upgrade(&mut self) {
+        let mut old = self.child.take().expect("a running gateway");
+        self.upgrading = true;
+        if let Err(log) = self.try_spawn().await {
+            panic!("the upgrade did not start:\n{log}");
+        }
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while old.try_wait().expect("old process").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the old process never exited:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let r = self.http.get(self.url("/healthz")).send().await;
+        assert!(r.is_ok_and(|r| r.status().is_success()), "{}", self.log());
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -20,9 +20,11 @@ pub struct ServerConfig {
     /// Let idle proxy threads steal work from busy ones (one multi-thread runtime) instead of
     /// one single-thread runtime per thread; the latter avoids cross-thread wake-ups.
     pub work_stealing: bool,
-    /// Seconds Pingora waits after SIGTERM before it stops accepting (0 in development).
+    /// Seconds in-flight requests get to finish after SIGTERM or a hand-over: the listener
+    /// stops accepting at once, and Pingora waits this whole period before stopping the
+    /// runtimes (which cuts what still runs).
     pub grace_period_seconds: u64,
-    /// Seconds in-flight requests get to finish once shutdown starts.
+    /// Seconds the runtimes then get to stop.
     pub graceful_shutdown_timeout_seconds: u64,
     /// Largest request body the control plane accepts, in bytes.
     pub max_body_bytes: usize,
@@ -98,7 +100,7 @@ impl Default for ServerConfig {
             control_plane_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             threads: 2,
             work_stealing: false,
-            grace_period_seconds: 0,
+            grace_period_seconds: 5,
             graceful_shutdown_timeout_seconds: 5,
             max_body_bytes: 1 << 20,
             h2c: false,
