@@ -81,8 +81,14 @@ fn main() -> ExitCode {
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("PAYGATE_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,pingora_core=warn,pingora_proxy=warn"));
+    // Pingora's fd hand-over logs its own expected first poll of an upgrade as an ERROR ("No
+    // incoming socket transfer, sleep 1s"): not something an operator acts on. A failed
+    // hand-over is still reported by the bootstrap and the server modules.
+    let filter = EnvFilter::try_from_env("PAYGATE_LOG").unwrap_or_else(|_| {
+        EnvFilter::new(
+            "info,pingora_core=warn,pingora_proxy=warn,pingora_core::server::transfer_fd=off",
+        )
+    });
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if std::env::var("PAYGATE_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();
