@@ -324,7 +324,8 @@ PAYER = ("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC", "0x5de4111afa1a4b94908f83
 
 def settle_seconds(base):
     """(sum, count) of paygate's settle-latency histogram, over all routes."""
-    text = urllib.request.urlopen(base + "/metrics").read().decode()
+    req = urllib.request.Request(base + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"})
+    text = urllib.request.urlopen(req).read().decode()
     total = {"sum": 0.0, "count": 0.0}
     for line in text.splitlines():
         for k in total:

@@ -48,7 +48,9 @@ async fn pay(gw: &Gateway, path: &str, spec: &PaymentSpec) -> reqwest::Response 
 #[tokio::test]
 async fn a_scripted_mix_is_counted_exactly_and_survives_restart() {
     let chain = Chain::start();
-    let mut gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let mut env = chain.gateway_env();
+    env.push(("PAYGATE_METRICS_TOKEN".into(), "scrape-me".into()));
+    let mut gw = Gateway::start_with_owned(env).await;
     let up = Upstream::start().await;
     let receiver = address(9);
     let (_, key) = gw
@@ -119,7 +121,9 @@ async fn a_scripted_mix_is_counted_exactly_and_survives_restart() {
     assert!(mm["orgId"].as_str().unwrap().starts_with("org_"));
     let f = &m["facilitator"];
     assert_eq!(f["status"], "up", "{m}");
-    assert!(f["facilitatorUrl"].as_str().unwrap().contains(&chain.rpc));
+    // The facilitator is named, never its RPC URL (which may carry a provider's key).
+    assert_eq!(f["facilitatorUrl"], "embedded:base-sepolia", "{m}");
+    assert!(!m.to_string().contains(&chain.rpc));
     assert!(f["checkedAt"].as_str().unwrap().ends_with('Z'));
     assert_eq!(
         metrics(&gw, &key, "7d").await["metrics"]["totalRequests"],
@@ -132,8 +136,27 @@ async fn a_scripted_mix_is_counted_exactly_and_survives_restart() {
     assert_eq!(o["metrics"]["avgChallengeMs"], Value::Null);
     assert_eq!(o["metrics"]["errorRate"], 0.0);
 
-    // Prometheus exposition of the same.
-    let text = gw.get("/metrics").await.text().await.unwrap();
+    // Prometheus exposition of the same, for a scraper with a token only.
+    let (status, code, _) = send_error(gw.http.get(gw.url("/metrics"))).await;
+    assert_eq!((status, code.as_str()), (401, "UNAUTHORIZED"));
+    let (status, _, _) = send_error(gw.http.get(gw.url("/metrics")).bearer_auth(&key)).await;
+    assert_eq!(status, 401, "an organisation's key is not a scrape token");
+    let admin_view = gw
+        .http
+        .get(gw.url("/metrics"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send();
+    assert_eq!(admin_view.await.unwrap().status(), 200);
+    let text = gw
+        .http
+        .get(gw.url("/metrics"))
+        .bearer_auth("scrape-me")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(text.contains("paygate_gateway_requests_total"), "{text}");
     assert!(text.contains("outcome=\"paid\""));
     // The paid request whose upstream was down stays a paid request, answered 5xx.

@@ -50,6 +50,31 @@ impl FromRequestParts<AppState> for OrgAuth {
     }
 }
 
+/// A Prometheus scraper: the scrape token (`metrics.scrape_token_env`) or the admin token.
+pub struct ScrapeAuth;
+
+impl FromRequestParts<AppState> for ScrapeAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer(parts).ok_or_else(|| {
+            unauthorized("missing scrape token: send Authorization: Bearer <metrics scrape token>")
+        })?;
+        let scrape = std::env::var(&state.config.metrics.scrape_token_env)
+            .ok()
+            .filter(|t| !t.is_empty());
+        let accepted = [scrape.as_deref(), state.admin_token.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(|expected| apikey::tokens_equal(token, expected));
+        if accepted {
+            Ok(Self)
+        } else {
+            Err(unauthorized("invalid scrape token"))
+        }
+    }
+}
+
 /// The operator, proven by the admin token.
 pub struct AdminAuth;
 

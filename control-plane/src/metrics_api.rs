@@ -2,6 +2,7 @@
 //! `GET /metrics` (Prometheus text) and the periodic facilitator health probe behind both.
 
 use crate::auth::OrgAuth;
+use crate::auth::ScrapeAuth;
 use crate::error::ApiError;
 use crate::input::TypedQuery;
 use crate::state::AppState;
@@ -82,8 +83,8 @@ pub async fn org_metrics(
     }))
 }
 
-#[utoipa::path(get, path = "/metrics", tag = "metrics", responses((status = 200, description = "Prometheus text exposition (no per-org data)", content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
-pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
+#[utoipa::path(get, path = "/metrics", tag = "metrics", security(("adminToken" = [])), description = "For scrapers: the token in `metrics.scrape_token_env` (PAYGATE_METRICS_TOKEN) or the admin token, as a bearer token. Every organisation's series, per node.", responses((status = 200, description = "Prometheus text exposition", content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String), (status = 401, description = "No or a wrong scrape token", body = paygate_domain::ErrorBody)))]
+pub async fn prometheus(State(state): State<AppState>, _scraper: ScrapeAuth) -> impl IntoResponse {
     let snapshot = state.table.snapshot();
     let health: Vec<_> = snapshot
         .orgs()

@@ -515,6 +515,8 @@ pub struct MetricsConfig {
     pub degraded_latency_ms: u64,
     /// Seconds between writes of the per-org request counters to the store.
     pub flush_interval_seconds: u64,
+    /// Environment variable holding the token `/metrics` requires (the admin token works too).
+    pub scrape_token_env: String,
 }
 
 impl Default for MetricsConfig {
@@ -523,6 +525,7 @@ impl Default for MetricsConfig {
             probe_interval_seconds: 15,
             degraded_latency_ms: 1000,
             flush_interval_seconds: 10,
+            scrape_token_env: "PAYGATE_METRICS_TOKEN".into(),
         }
     }
 }

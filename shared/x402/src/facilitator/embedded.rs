@@ -314,14 +314,15 @@ impl Facilitator for EmbeddedFacilitator {
         Ok(())
     }
 
+    /// `embedded:` and the networks it settles on (their RPC URLs stay private).
     fn url(&self) -> String {
-        let mut urls: Vec<_> = self
+        let mut names: Vec<_> = self
             .chains
             .values()
-            .map(|c| c.network.config.rpc_url.clone())
+            .map(|c| c.network.v1_name.clone())
             .collect();
-        urls.sort();
-        format!("embedded:{}", urls.join(","))
+        names.sort();
+        format!("embedded:{}", names.join(","))
     }
 }
 

@@ -71,7 +71,8 @@ pub trait Facilitator: Send + Sync + 'static {
     async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError>;
     /// What it can settle.
     async fn supported(&self) -> Result<Vec<SupportedKind>, FacilitatorError>;
-    /// Where it is (for health reports).
+    /// What it is, for health reports any organisation sees: never a credential nor an RPC URL
+    /// (which often embeds a provider's key).
     fn url(&self) -> String;
     /// A cheap health check (by default `supported`).
     async fn probe(&self) -> Result<(), FacilitatorError> {

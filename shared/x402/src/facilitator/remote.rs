@@ -139,7 +139,38 @@ impl Facilitator for RemoteFacilitator {
             .collect())
     }
 
+    /// The facilitator's base URL without user, password, query or fragment.
     fn url(&self) -> String {
-        self.base.clone()
+        public_url(&self.base)
+    }
+}
+
+/// `url` without its credentials, query and fragment.
+fn public_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string().trim_end_matches('/').to_string()
+        }
+        Err(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod url_tests {
+    #[test]
+    fn the_public_url_keeps_no_credential() {
+        assert_eq!(
+            super::public_url("https://user:s3cret@facilitator.example/x402/?key=abc#f"),
+            "https://facilitator.example/x402"
+        );
+        assert_eq!(
+            super::public_url("http://127.0.0.1:4021"),
+            "http://127.0.0.1:4021"
+        );
+        assert_eq!(super::public_url("not a url"), "");
     }
 }
