@@ -568,16 +568,7 @@ async fn several_upstreams_share_the_load_and_a_killed_one_costs_no_request() {
     assert_eq!(chain.balance(address(1)).await, before - 6 * PRICE);
     // Its health checks fail: the route's view and the metrics say so.
     wait_health(&gw, &key, &id, &[Some(true), Some(false), Some(true)]).await;
-    let metrics = gw
-        .http
-        .get(gw.url("/metrics"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = gw.prometheus(ADMIN_TOKEN).await;
     let dead = metrics
         .lines()
         .find(|l| l.starts_with("paygate_upstream_target_healthy{") && l.contains("/b\""))

@@ -141,22 +141,8 @@ async fn a_scripted_mix_is_counted_exactly_and_survives_restart() {
     assert_eq!((status, code.as_str()), (401, "UNAUTHORIZED"));
     let (status, _, _) = send_error(gw.http.get(gw.url("/metrics")).bearer_auth(&key)).await;
     assert_eq!(status, 401, "an organisation's key is not a scrape token");
-    let admin_view = gw
-        .http
-        .get(gw.url("/metrics"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send();
-    assert_eq!(admin_view.await.unwrap().status(), 200);
-    let text = gw
-        .http
-        .get(gw.url("/metrics"))
-        .bearer_auth("scrape-me")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    gw.prometheus(ADMIN_TOKEN).await;
+    let text = gw.prometheus("scrape-me").await;
     assert!(text.contains("paygate_gateway_requests_total"), "{text}");
     assert!(text.contains("outcome=\"paid\""));
     // The paid request whose upstream was down stays a paid request, answered 5xx.

@@ -362,6 +362,18 @@ impl Gateway {
         assert!(r.is_ok_and(|r| r.status().is_success()), "{}", self.log());
     }
 
+    /// `/metrics` as a scraper holding `token` reads it.
+    pub async fn prometheus(&self, token: &str) -> String {
+        let r = self
+            .http
+            .get(self.url("/metrics"))
+            .bearer_auth(token)
+            .send();
+        let r = r.await.expect("GET /metrics");
+        assert_eq!(r.status(), 200, "GET /metrics");
+        r.text().await.expect("metrics text")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
