@@ -274,6 +274,26 @@ def machine():
     }
 
 
+def in_work_dir(prefix, body, keep=False):
+    """body(work, procs) in a fresh work directory (readable by nginx's unprivileged workers),
+    every process it appended to procs stopped afterwards, the directory removed unless kept."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(work, 0o755)
+    procs = []
+    try:
+        return body(work, procs)
+    finally:
+        for p in procs:
+            try:
+                p.stop()
+            except Exception:
+                pass
+        if keep:
+            print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--paygate", required=True)
@@ -295,22 +315,7 @@ def main():
     ap.add_argument("--stream-mib", type=int, default=1024)
     ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="paygate-bench-")
-    # nginx's workers run as an unprivileged user: they must be able to read the 1 GiB file.
-    os.chmod(work, 0o755)
-    procs = []
-    try:
-        results = run(a, work, procs)
-    finally:
-        for p in procs:
-            try:
-                p.stop()
-            except Exception:
-                pass
-        if a.keep_work:
-            print(f"work directory kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    results = in_work_dir("paygate-bench-", lambda work, procs: run(a, work, procs), a.keep_work)
     if a.paid_only:
         print(json.dumps(results["paid"], indent=1))
     else:

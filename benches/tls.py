@@ -14,16 +14,14 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import ROOT, Nginx, Paygate, free_port, pin, wait_http, wrk  # noqa: E402
+from run import ROOT, Nginx, Paygate, free_port, in_work_dir, pin, wait_http, wrk  # noqa: E402
 
 BEGIN, END = "<!-- tls:begin -->", "<!-- tls:end -->"
 
@@ -162,19 +160,7 @@ def main():
     ap.add_argument("--conns", type=int, default=32)
     ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="paygate-tls-bench-")
-    os.chmod(work, 0o755)
-    procs = []
-    try:
-        r = run(a, work, procs)
-    finally:
-        for p in procs:
-            try:
-                p.stop()
-            except Exception:
-                pass
-        shutil.rmtree(work, ignore_errors=True)
-    write(a, r)
+    write(a, in_work_dir("paygate-tls-bench-", lambda work, procs: run(a, work, procs)))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
 mod admin_cli;
 mod devchain;
+mod handover;
 mod serve;
 mod tls;
 

@@ -182,7 +182,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         }
         None
     } else {
-        let public = bind_public(cfg.server.listen)
+        let public = crate::handover::bind_public(cfg.server.listen)
             .with_context(|| format!("binding {}", cfg.server.listen))?;
         cfg.server.listen = public.local_addr()?;
         Some(public)
@@ -199,7 +199,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
                 ),
                 true => None,
                 false => {
-                    let l = bind_public(addr)
+                    let l = crate::handover::bind_public(addr)
                         .with_context(|| format!("binding {addr} (server.tls)"))?;
                     cfg.server.tls.listen = l.local_addr()?.to_string();
                     Some(l)
@@ -237,7 +237,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         work_stealing: cfg.server.work_stealing,
         grace_period_seconds: Some(cfg.server.grace_period_seconds),
         graceful_shutdown_timeout_seconds: Some(cfg.server.graceful_shutdown_timeout_seconds),
-        pid_file: pid_file(&cfg).display().to_string(),
+        pid_file: crate::handover::pid_file(&cfg).display().to_string(),
         upgrade_sock: cfg
             .storage
             .path
@@ -256,9 +256,9 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         None => {
             // The running process hands its listening sockets over once told to (it keeps
             // serving meanwhile); then it drains and exits, letting go of a sled store.
-            signal_running(&cfg)?;
+            crate::handover::signal_running(&cfg)?;
             server.bootstrap();
-            rt.block_on(open_after_upgrade(&cfg))?
+            rt.block_on(crate::handover::open_after_upgrade(&cfg))?
         }
     };
     let table = Arc::new(rt.block_on(RouteTable::load(
@@ -272,8 +272,11 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     let cp_addr = cp_listener.local_addr()?;
 
     server.bootstrap();
-    std::fs::write(pid_file(&cfg), std::process::id().to_string())
-        .with_context(|| format!("writing {}", pid_file(&cfg).display()))?;
+    std::fs::write(
+        crate::handover::pid_file(&cfg),
+        std::process::id().to_string(),
+    )
+    .with_context(|| format!("writing {}", crate::handover::pid_file(&cfg).display()))?;
 
     let (facilitator, relayer) = build_facilitator(&cfg, &table.render_context().networks)?;
     if let (Some(_), Some(relayer)) = (&pg, &relayer) {
@@ -289,7 +292,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(dyn_store.clone()),
     });
     let payments = Arc::new(PaymentService::new(dyn_store.clone(), facilitator, usage));
-    let draining = watch_draining(&server);
+    let draining = crate::handover::watch_draining(&server);
     let limits = Arc::new(paygate_proxy::limits::Limits::from_config(&cfg.limits));
     server.add_service(background_service(
         "rate limit housekeeping",
@@ -394,104 +397,6 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     rt.block_on(dyn_store.flush())?;
     tracing::info!("paygate stopped; store flushed");
     Ok(ExitCode::SUCCESS)
-}
-
-/// Set once Pingora starts handing this process's sockets over (SIGQUIT) or shutting down
-/// (SIGTERM), for the proxy to stop keeping connections alive.
-fn watch_draining(server: &Server) -> Arc<std::sync::atomic::AtomicBool> {
-    use pingora::server::ExecutionPhase;
-    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut phases = server.watch_execution_phase();
-    let set = flag.clone();
-    std::thread::spawn(move || {
-        while let Ok(phase) = phases.blocking_recv() {
-            if matches!(
-                phase,
-                ExecutionPhase::GracefulUpgradeTransferringFds
-                    | ExecutionPhase::GracefulTerminate
-                    | ExecutionPhase::ShutdownStarted
-            ) {
-                set.store(true, std::sync::atomic::Ordering::Relaxed);
-                return;
-            }
-        }
-    });
-    flag
-}
-
-fn pid_file(cfg: &Config) -> std::path::PathBuf {
-    cfg.storage.path.join("paygate.pid")
-}
-
-/// Tells the gateway running on this storage path (its pid file) to hand its listening sockets
-/// over to this process and drain (SIGQUIT: Pingora's graceful upgrade).
-fn signal_running(cfg: &Config) -> anyhow::Result<()> {
-    let path = pid_file(cfg);
-    let pid: i32 = std::fs::read_to_string(&path)
-        .with_context(|| {
-            format!(
-                "--upgrade: reading the running gateway's pid from {}",
-                path.display()
-            )
-        })?
-        .trim()
-        .parse()
-        .with_context(|| format!("--upgrade: {} holds no pid", path.display()))?;
-    // SAFETY: kill(2) with a pid read from our own pid file and a valid signal number.
-    if unsafe { libc::kill(pid, libc::SIGQUIT) } != 0 {
-        anyhow::bail!(
-            "--upgrade: cannot signal the running gateway (pid {pid}): {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    tracing::info!(pid, "taking over from the running gateway");
-    Ok(())
-}
-
-/// Opens the store once the process this one takes over from has let go of it (sled locks its
-/// directory until that process exits, after draining).
-async fn open_after_upgrade(cfg: &Config) -> anyhow::Result<Opened> {
-    let patience = Duration::from_secs(
-        30 + cfg.server.grace_period_seconds + cfg.server.graceful_shutdown_timeout_seconds,
-    );
-    let deadline = std::time::Instant::now() + patience;
-    loop {
-        match open_store(&cfg.storage, |_| {}).await {
-            Ok(opened) => return Ok(opened),
-            Err(e) if std::time::Instant::now() < deadline => {
-                tracing::debug!(error = %format!("{e:#}"), "store still held by the previous process");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => return Err(e.context("the previous process did not let go of the store")),
-        }
-    }
-}
-
-/// Binds the public address. The listener is let go before Pingora binds it again, so port 0
-/// is resolved to a free port *below* the kernel's ephemeral range: in between, an outgoing
-/// connection of any process could otherwise take the port as its source port and keep Pingora
-/// from binding it.
-fn bind_public(addr: std::net::SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    if addr.port() != 0 {
-        return std::net::TcpListener::bind(addr);
-    }
-    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let range = 10_000..ephemeral_from;
-    if range.len() < 1000 {
-        return std::net::TcpListener::bind(addr);
-    }
-    for _ in 0..200 {
-        let port = rand::Rng::gen_range(&mut rand::thread_rng(), range.clone());
-        match std::net::TcpListener::bind(std::net::SocketAddr::new(addr.ip(), port)) {
-            Ok(l) => return Ok(l),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    std::net::TcpListener::bind(addr)
 }
 
 /// Writes `{storage}/paygate.addr`: the addresses this process listens on, so whoever started
@@ -644,12 +549,12 @@ fn open_waiting(
     opened
 }
 
-type Opened = (Arc<dyn Store>, Option<PgStore>);
+pub(crate) type Opened = (Arc<dyn Store>, Option<PgStore>);
 
 /// Opens the configured store (and, on PostgreSQL, the handle the cluster follower listens
 /// with). PostgreSQL is migrated first; while it is unreachable the node waits (a warning per
 /// attempt, and `waiting` hears why) instead of exiting.
-async fn open_store(
+pub(crate) async fn open_store(
     storage: &StorageConfig,
     mut waiting: impl FnMut(&paygate_store::postgres::StartError),
 ) -> anyhow::Result<Opened> {

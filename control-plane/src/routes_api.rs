@@ -3,8 +3,7 @@
 
 use crate::auth::OrgAuth;
 use crate::body::fields::{
-    nullable, present, Bounded, HeaderField, Nullable, PriceUsd, ProbePath, RoutePath, TargetUrl,
-    Text, Word,
+    nullable, present, Nullable, PriceUsd, RoutePath, TargetUrl, Text, Word,
 };
 use crate::body::{JsonBody, RequestBody};
 use crate::error::ApiError;
@@ -23,6 +22,9 @@ use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
 use serde::Deserialize;
 use utoipa::ToSchema;
+
+mod targets;
+pub use targets::{BalancingSpec, HealthCheckSpec, TargetSpec};
 
 /// Route fields the server assigns.
 const READ_ONLY: &[&str] = &["id", "orgId", "createdAt", "updatedAt"];
@@ -134,96 +136,6 @@ impl RequestBody for RouteUpdate {
     const READ_ONLY: &'static [&'static str] = READ_ONLY;
 }
 
-/// One upstream of a route.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TargetSpec {
-    #[schema(inline)]
-    url: TargetUrl,
-    /// Relative share of the requests (default 1).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    weight: Option<Bounded<1, 1000>>,
-}
-
-/// `round_robin` (weighted), or `hash`: consistent hashing on `header`'s value.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Strategy {
-    RoundRobin,
-    Hash,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct BalancingSpec {
-    strategy: Strategy,
-    /// `hash` only: the request header whose value picks the target.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    header: Option<HeaderField>,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HealthCheckSpec {
-    #[schema(inline)]
-    path: ProbePath,
-    /// Seconds between checks (default 10).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    interval_seconds: Option<Bounded<1, 3600>>,
-    /// 2xx answers in a row that make a target healthy again (default 2).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    healthy_threshold: Option<Bounded<1, 10>>,
-    /// Failures in a row that make a target unhealthy (default 3).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    unhealthy_threshold: Option<Bounded<1, 10>>,
-}
-
-/// Most targets a route may have.
-const MAX_TARGETS: usize = 16;
-
-fn targets_of(v: Vec<TargetSpec>) -> Vec<RouteTarget> {
-    v.into_iter()
-        .map(|t| RouteTarget {
-            url: t.url.0,
-            weight: t.weight.map_or(1, |w| w.0),
-        })
-        .collect()
-}
-
-impl BalancingSpec {
-    /// `Err` when the strategy and the header disagree.
-    fn into_balancing(self) -> Result<Balancing, FieldProblem> {
-        match (self.strategy, self.header) {
-            (Strategy::RoundRobin, None) => Ok(Balancing::RoundRobin),
-            (Strategy::Hash, Some(h)) => Ok(Balancing::Hash { header: h.0 }),
-            (Strategy::RoundRobin, Some(_)) => Err(FieldProblem::new(
-                "loadBalancing.header",
-                "only the hash strategy reads a header",
-            )),
-            (Strategy::Hash, None) => Err(FieldProblem::new(
-                "loadBalancing.header",
-                "the hash strategy needs the header to hash",
-            )),
-        }
-    }
-}
-
-impl From<HealthCheckSpec> for HealthCheck {
-    fn from(h: HealthCheckSpec) -> Self {
-        Self {
-            path: h.path.0,
-            interval_seconds: h.interval_seconds.map_or(10, |v| v.0),
-            healthy_threshold: h.healthy_threshold.map_or(2, |v| v.0),
-            unhealthy_threshold: h.unhealthy_threshold.map_or(3, |v| v.0),
-        }
-    }
-}
-
 /// The route fields a request sets; `None` = not given.
 #[derive(Default, Clone)]
 struct RouteInput {
@@ -244,65 +156,6 @@ struct RouteInput {
     origin_deduplicates: Option<bool>,
     description: Option<Option<String>>,
     bazaar_category: Option<Option<String>>,
-}
-
-impl RouteInput {
-    /// Reads `targetUrl` / `targets` (at most one of them; `required` on create).
-    fn read_targets(
-        &mut self,
-        target_url: Option<TargetUrl>,
-        targets: Option<Vec<TargetSpec>>,
-        required: bool,
-    ) {
-        match (target_url, targets) {
-            (Some(_), Some(_)) => self.problems.push(FieldProblem::new(
-                "targets",
-                "give targetUrl or targets, not both",
-            )),
-            (Some(u), None) => {
-                self.targets_field = "targetUrl";
-                self.targets = Some(vec![RouteTarget {
-                    url: u.0,
-                    weight: 1,
-                }]);
-            }
-            (None, Some(list)) => {
-                self.targets_field = "targets";
-                if list.is_empty() || list.len() > MAX_TARGETS {
-                    self.problems.push(FieldProblem::new(
-                        "targets",
-                        format!("must list 1 to {MAX_TARGETS} targets"),
-                    ));
-                }
-                let list = targets_of(list);
-                let mut origins = std::collections::HashSet::new();
-                for (i, t) in list.iter().enumerate() {
-                    let origin = paygate_gateway::route_table::UpstreamTarget::parse(&t.url)
-                        .map(|u| (u.host, u.port));
-                    if !origins.insert(origin) {
-                        self.problems.push(FieldProblem::new(
-                            format!("targets[{i}].url"),
-                            "names the same host and port as an earlier target",
-                        ));
-                    }
-                }
-                self.targets = Some(list);
-            }
-            (None, None) if required => self.problems.push(FieldProblem::new(
-                "targetUrl",
-                "is required (or give targets)",
-            )),
-            (None, None) => {}
-        }
-    }
-
-    fn read_balancing(&mut self, spec: Option<BalancingSpec>) {
-        match spec.map(BalancingSpec::into_balancing) {
-            Some(Ok(b)) => self.balancing = Some(b),
-            Some(Err(p)) => self.problems.push(p),
-            None => {}
-        }
-    }
 }
 
 impl From<RouteCreate> for RouteInput {

@@ -182,7 +182,7 @@ impl Gateway {
         client: Option<IpAddr>,
         ctx: &mut Ctx,
     ) -> Decision {
-        if let Some(peer) = client {
+        if let Some(peer) = client.filter(|_| self.limits.limits_clients()) {
             let forwarded = req
                 .headers
                 .get("x-forwarded-for")

@@ -384,7 +384,7 @@ impl ProxyHttp for Gateway {
             if let (Some(p), Some(b)) = (f.picked, &f.route.balancer) {
                 b.failed(p);
                 f.tried.push(p.index);
-                if f.tried.len() < b.len() {
+                if f.tried.len() < b.target_count() {
                     f.repick = true;
                     e.set_retry(true);
                 }

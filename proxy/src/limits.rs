@@ -134,6 +134,11 @@ impl Limits {
         self.trusted_proxies.iter().any(|n| n.contains(&ip))
     }
 
+    /// Whether clients are limited at all (the hot path skips finding the key when not).
+    pub fn limits_clients(&self) -> bool {
+        self.client.is_some()
+    }
+
     pub fn check_client(&self, key: IpAddr) -> Result<(), Refused> {
         self.client
             .as_ref()

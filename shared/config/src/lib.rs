@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+mod edge;
 mod sections;
+pub use edge::*;
 pub use sections::*;
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

@@ -58,7 +58,6 @@ pub struct Picked {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetHealth {
     pub url: String,
-    pub weight: u32,
     /// Passing its health checks (always true without active checks) and not ejected.
     pub healthy: bool,
     /// Ejected after connect failures, until its ejection ends.
@@ -171,12 +170,8 @@ impl Balancer {
         &self.targets[p.index]
     }
 
-    pub fn len(&self) -> usize {
+    pub fn target_count(&self) -> usize {
         self.targets.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.targets.is_empty()
     }
 
     /// A healthy target for a request with `headers`, other than those in `tried`.
@@ -247,7 +242,6 @@ impl Balancer {
             .zip(&self.passive)
             .map(|((spec, backend), passive)| TargetHealth {
                 url: spec.url.clone(),
-                weight: spec.weight,
                 healthy: view.ready(backend),
                 ejected: passive.ejected_until_ms.load(Ordering::Relaxed) != 0,
             })
