@@ -84,11 +84,15 @@ fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     // Pingora's fd hand-over logs its own expected first poll of an upgrade as an ERROR ("No
     // incoming socket transfer, sleep 1s"): not something an operator acts on. A failed
-    // hand-over is still reported by the bootstrap and the server modules.
+    // hand-over is still reported by the bootstrap and the server modules. Its connection pool
+    // logs an ERROR when two requests race for one idle connection ("failed to acquire reusable
+    // stream"; the loser opens a new connection): silenced, its submodules (connect, TLS) kept.
     let filter = EnvFilter::try_from_env("PAYGATE_LOG").unwrap_or_else(|_| {
-        EnvFilter::new(
-            "info,pingora_core=warn,pingora_proxy=warn,pingora_core::server::transfer_fd=off",
-        )
+        EnvFilter::new(concat!(
+            "info,pingora_core=warn,pingora_proxy=warn,pingora_core::server::transfer_fd=off,",
+            "pingora_core::connectors=off,pingora_core::connectors::l4=warn,",
+            "pingora_core::connectors::tls=warn,pingora_core::connectors::http=warn"
+        ))
     });
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if std::env::var("PAYGATE_LOG_FORMAT").as_deref() == Ok("json") {

@@ -123,7 +123,8 @@ async fn schemathesis_finds_no_5xx_and_no_schema_violation() {
     println!("{summary}");
     assert!(
         out.status.success(),
-        "schemathesis reported failures:\n{stdout}\n{stderr}"
+        "schemathesis reported failures:\n{stdout}\n{stderr}\ngateway log:\n{}",
+        gw.log()
     );
     // Every operation was selected and tested but two: schemathesis leaves out the schema's own
     // location (`GET /openapi.json`) and the config excludes the event stream (`GET /mcp/sse`).

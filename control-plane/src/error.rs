@@ -110,6 +110,31 @@ fn valid_request_id(v: &HeaderValue) -> Option<String> {
         .then(|| s.to_string())
 }
 
+/// Reads the whole request body (up to `max` bytes) before any handler or extractor looks at
+/// the request. An answer decided from the headers alone (401, a bad `Idempotency-Key`) would
+/// otherwise leave the body unread, and the server would close the connection after answering:
+/// the proxy keeps its connections to the control plane in a pool, and a body still on its way
+/// meets a closed socket (the next request on that connection, or this one's answer, is lost).
+pub async fn read_body_first(max: usize, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    match axum::body::to_bytes(body, max).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err(e) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if too_large {
+                ApiError::new(ErrorCode::PayloadTooLarge, "request body too large").into_response()
+            } else {
+                ApiError::new(ErrorCode::BadRequest, "request body could not be read")
+                    .into_response()
+            }
+        }
+    }
+}
+
 /// Outermost middleware: request id in, request id out, JSON error bodies.
 pub async fn request_context(req: Request, next: Next) -> Response {
     let rid = req

@@ -89,6 +89,9 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            error::read_body_first(max_body, req, next)
+        }))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             error::panic_response,
         ))
