@@ -260,13 +260,7 @@ async fn a_retry_is_served_once_on_a_payment_reconciliation_found_settled() {
     let (org, key) = gw.create_org("acme", Some(&seller.to_checksum(None))).await;
     gw.create_paid_route(&key, "/echo", &format!("{}/echo", upstream.url), false)
         .await;
-    let routes: Value = gw
-        .api(&key, Method::GET, "/api/routes", None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let route_id = routes[0]["id"].as_str().unwrap().to_string();
+    let route_id = gw.route_id(&key, "/echo").await;
 
     let landed = PaymentSpec::new(3, seller, PRICE);
     settle_elsewhere(&chain, seller, &landed).await;

@@ -14,6 +14,7 @@ mod meta;
 mod metrics_api;
 pub mod openapi;
 mod origin_api;
+mod payments_api;
 mod routes_api;
 mod state;
 mod views;
@@ -45,6 +46,8 @@ pub fn app(state: AppState) -> Router {
                 .get(routes_api::get_one)
                 .delete(routes_api::delete),
         )
+        .route("/api/payments", get(payments_api::list))
+        .route("/api/payments/{id}", get(payments_api::get_one))
         .route("/api/origin-secret", get(origin_api::get))
         .route("/api/origin-secret/rotate", post(origin_api::rotate))
         .route("/admin/orgs", post(admin::create_org).get(admin::list_orgs))

@@ -38,6 +38,8 @@ use utoipa::{Modify, OpenApi};
         crate::admin::create_key,
         crate::admin::list_keys,
         crate::admin::revoke_key,
+        crate::payments_api::list,
+        crate::payments_api::get_one,
         crate::discovery::list,
         crate::metrics_api::org_metrics,
         crate::metrics_api::prometheus,

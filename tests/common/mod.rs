@@ -446,6 +446,25 @@ impl Gateway {
         .await;
     }
 
+    /// The id of the key's route at `path` (`/echo`).
+    pub async fn route_id(&self, key: &str, path: &str) -> String {
+        let routes: Value = self
+            .api(key, reqwest::Method::GET, "/api/routes", None)
+            .await
+            .json()
+            .await
+            .expect("routes");
+        let found = routes
+            .as_array()
+            .expect("a list")
+            .iter()
+            .find(|r| r["path"] == path);
+        found.expect("no such route")["id"]
+            .as_str()
+            .expect("an id")
+            .to_string()
+    }
+
     /// A corridor to `currency` for the key's organisation, KYC approved (ACTIVE); its id.
     pub async fn active_corridor(&self, key: &str, currency: &str) -> String {
         let r = self

@@ -8,6 +8,16 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
 
+/// The lowest id `prefix` gives at `unix_ms` and after (ids from [`new_id`] sort by time, their
+/// first 48 bits being UUIDv7's milliseconds): a time range's bound as an id.
+pub fn time_bound(prefix: &str, unix_ms: u64) -> String {
+    format!(
+        "{prefix}_{:012x}{}",
+        unix_ms & 0xffff_ffff_ffff,
+        "0".repeat(20)
+    )
+}
+
 static REQ_PREFIX: OnceLock<String> = OnceLock::new();
 static REQ_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -24,6 +34,19 @@ pub fn new_request_id() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_id_sorts_between_the_time_bounds_around_it() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let id = super::new_id("pay");
+        let lo = super::time_bound("pay", before);
+        let hi = super::time_bound("pay", before + 60_000);
+        assert!(lo <= id && id < hi, "{lo} {id} {hi}");
+        assert_eq!(lo.len(), id.len());
+    }
+
     #[test]
     fn request_ids_differ() {
         let a = super::new_request_id();

@@ -174,6 +174,16 @@ pub enum PaymentStatus {
 }
 
 impl PaymentStatus {
+    /// The name the API and the stores use.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Reserved => "RESERVED",
+            Self::Settled => "SETTLED",
+            Self::Failed => "FAILED",
+            Self::Unknown => "UNKNOWN",
+        }
+    }
+
     /// The outcome is not recorded yet: reconciliation decides it.
     pub fn is_open(self) -> bool {
         matches!(self, Self::Reserved | Self::Unknown)

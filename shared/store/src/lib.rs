@@ -24,7 +24,7 @@ pub mod prelude {
 
 use async_trait::async_trait;
 use paygate_domain::model::{
-    ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route,
+    ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
 };
 use paygate_domain::StoreResult;
 use paygate_payouts::store::PayoutStore;
@@ -37,6 +37,37 @@ pub enum PaymentReservation {
     /// Another payment held the nonce key already (read in the same transaction): the same
     /// signed authorization was presented before.
     Held(Box<GatewayPayment>),
+}
+
+/// Which of an organisation's payments a ledger page holds ([`PaymentStore::list_payments`]).
+/// Payment ids are time-ordered, so a time range is a range of ids: the API turns times and
+/// its cursor into `from_id` / `before_id`, and every filter is served by an index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PaymentQuery {
+    pub route_id: Option<String>,
+    /// The payer's address, lower-case hex.
+    pub payer: Option<String>,
+    pub status: Option<PaymentStatus>,
+    /// Only ids at or above this one.
+    pub from_id: Option<String>,
+    /// Only ids below this one (the cursor, or the end of a time range).
+    pub before_id: Option<String>,
+    /// At most this many payments.
+    pub limit: usize,
+}
+
+impl PaymentQuery {
+    /// Whether `p` passes the filters (for a backend that reads one index and checks the rest).
+    pub fn admits(&self, p: &GatewayPayment) -> bool {
+        self.route_id.as_ref().is_none_or(|r| *r == p.route_id)
+            && self
+                .payer
+                .as_ref()
+                .is_none_or(|a| a.eq_ignore_ascii_case(&p.payer))
+            && self.status.is_none_or(|s| s == p.status)
+            && self.from_id.as_ref().is_none_or(|f| p.id >= *f)
+            && self.before_id.as_ref().is_none_or(|b| p.id < *b)
+    }
 }
 
 /// The outcome of [`Store::reserve_mcp_spend`]; both carry the day's total afterwards.
@@ -125,6 +156,12 @@ pub trait PaymentStore: Send + Sync {
     async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool>;
     /// Payments not yet `Settled` or `Failed`, for reconciliation.
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>>;
+    /// A page of `org_id`'s payments, newest (highest id) first, read through an index.
+    async fn list_payments(
+        &self,
+        org_id: &str,
+        q: &PaymentQuery,
+    ) -> StoreResult<Vec<GatewayPayment>>;
 }
 
 /// Counters with a limit: plan usage per month, MCP spending per day.

@@ -7,56 +7,13 @@ use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
 };
 use paygate_domain::StoreError;
-use paygate_store::postgres::{PgSettings, PgStore, StartError};
+use paygate_store::postgres::{PgStore, StartError};
 use paygate_store::testing::PgCluster;
-use paygate_store::{
-    ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentReservation, PaymentStore,
-    RouteStore, SledStore, SpendReservation,
-};
+use paygate_store::{ClusterStore, PaymentReservation, SpendReservation};
 use paygate_x402::money::UsdcAmount;
-use std::sync::Arc;
 
-/// The aggregates both backends implement.
-trait Backend:
-    OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore + ClusterStore
-{
-}
-impl<
-        T: OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore + ClusterStore,
-    > Backend for T
-{
-}
-
-/// Both backends, each with what keeps it alive.
-struct Both {
-    sled: Arc<SledStore>,
-    pg: Arc<PgStore>,
-    _dir: tempfile::TempDir,
-    _cluster: PgCluster,
-}
-
-fn settings(url: String) -> PgSettings {
-    PgCluster::settings(&url)
-}
-
-impl Both {
-    async fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let cluster = PgCluster::start();
-        let pg = PgStore::connect_lazy(&settings(cluster.url())).unwrap();
-        pg.migrate().await.unwrap();
-        Self {
-            sled: Arc::new(SledStore::open(dir.path()).unwrap()),
-            pg: Arc::new(pg),
-            _dir: dir,
-            _cluster: cluster,
-        }
-    }
-
-    fn each(&self) -> [(&'static str, Arc<dyn Backend>); 2] {
-        [("sled", self.sled.clone()), ("postgres", self.pg.clone())]
-    }
-}
+mod common;
+use common::{payment, settings, Both};
 
 fn org(id: &str, slug: &str) -> Org {
     Org {
@@ -407,31 +364,6 @@ async fn nodes_starting_together_migrate_once() {
     assert_eq!(applied as usize, files, "each migration applied once");
 }
 
-fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
-    GatewayPayment {
-        id: id.into(),
-        org_id: "o1".into(),
-        route_id: "r1".into(),
-        nonce_key: nonce_key.into(),
-        network: "eip155:84532".into(),
-        asset: "0xa".into(),
-        payer: "0xp".into(),
-        pay_to: "0xt".into(),
-        amount: UsdcAmount(10_000),
-        status: PaymentStatus::Reserved,
-        transaction: None,
-        failure: None,
-        verify_us: 0,
-        settle_ms: None,
-        upstream_status: None,
-        valid_before: 0,
-        settled_by_reconciliation: false,
-        redeemed_at: None,
-        created_at: "t".into(),
-        updated_at: "t".into(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_nonce_names_its_payment_and_a_reconciled_one_is_claimed_once() {
     let both = Both::new().await;
@@ -693,7 +625,7 @@ async fn a_lease_has_one_holder_among_the_nodes_and_passes_on_when_it_goes() {
     assert!(both.sled.hold_lease("duty").await.unwrap());
     assert_eq!(both.sled.leases_held(), vec!["duty".to_string()]);
     // Nodes on one database: the first to ask holds it, and keeps it while it asks again.
-    let url = both._cluster.url();
+    let url = both.cluster.url();
     let a = PgStore::connect_lazy(&settings(url.clone())).unwrap();
     let b = PgStore::connect_lazy(&settings(url)).unwrap();
     assert!(a.hold_lease("duty").await.unwrap());

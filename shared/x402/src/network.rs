@@ -20,6 +20,10 @@ pub struct NetworkConfig {
     /// JSON-RPC endpoint used to settle on this chain (may be empty when unused).
     #[serde(default)]
     pub rpc_url: String,
+    /// A block explorer's transaction page, the hash appended (`https://basescan.org/tx/`);
+    /// empty: the ledger shows no link.
+    #[serde(default)]
+    pub explorer_tx_url: String,
 }
 
 /// A resolved network: both spellings plus its configuration.
@@ -87,6 +91,7 @@ pub fn builtin_networks() -> BTreeMap<String, NetworkConfig> {
             eip712_name: "USD Coin".into(),
             eip712_version: "2".into(),
             rpc_url: "https://mainnet.base.org".into(),
+            explorer_tx_url: "https://basescan.org/tx/".into(),
         },
     );
     m.insert(
@@ -99,6 +104,7 @@ pub fn builtin_networks() -> BTreeMap<String, NetworkConfig> {
             eip712_name: "USDC".into(),
             eip712_version: "2".into(),
             rpc_url: "https://sepolia.base.org".into(),
+            explorer_tx_url: "https://sepolia.basescan.org/tx/".into(),
         },
     );
     m

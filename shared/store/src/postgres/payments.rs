@@ -3,7 +3,7 @@
 //! then reads the holder, so every node answers a replay from the same record.
 
 use super::{backend, doc, json, PgStore};
-use crate::{PaymentReservation, PaymentStore};
+use crate::{PaymentQuery, PaymentReservation, PaymentStore};
 use async_trait::async_trait;
 use paygate_domain::model::GatewayPayment;
 use paygate_domain::StoreResult;
@@ -11,13 +11,11 @@ use sqlx::{Postgres, Transaction};
 
 /// Inside `tx`: stores `p` whole, with the columns queries use.
 async fn put(tx: &mut Transaction<'_, Postgres>, p: &GatewayPayment) -> StoreResult<()> {
-    let status = serde_json::to_value(p.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let status = p.status.as_str();
     sqlx::query(
-        "INSERT INTO payments (id, nonce_key, org_id, route_id, status, open, created_at, doc) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+        "INSERT INTO payments \
+         (id, nonce_key, org_id, route_id, status, open, created_at, doc, payer) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
          ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, open = EXCLUDED.open, \
          doc = EXCLUDED.doc",
     )
@@ -29,6 +27,7 @@ async fn put(tx: &mut Transaction<'_, Postgres>, p: &GatewayPayment) -> StoreRes
     .bind(p.status.is_open())
     .bind(&p.created_at)
     .bind(json(p)?)
+    .bind(p.payer.to_ascii_lowercase())
     .execute(&mut **tx)
     .await
     .map_err(backend)?;
@@ -73,10 +72,7 @@ impl PaymentStore for PgStore {
     }
 
     async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
-        let status = serde_json::to_value(payment.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let status = payment.status.as_str();
         let done = sqlx::query(
             "UPDATE payments SET status = $2, open = $3, doc = $4 WHERE id = $1 AND open",
         )
@@ -144,5 +140,34 @@ impl PaymentStore for PgStore {
             .map_err(backend)?;
         let all: Vec<GatewayPayment> = rows.iter().map(doc).collect::<StoreResult<_>>()?;
         Ok(all.into_iter().filter(|p| p.status.is_open()).collect())
+    }
+
+    async fn list_payments(
+        &self,
+        org_id: &str,
+        q: &PaymentQuery,
+    ) -> StoreResult<Vec<GatewayPayment>> {
+        let mut sql =
+            sqlx::QueryBuilder::<Postgres>::new("SELECT doc FROM payments WHERE org_id = ");
+        sql.push_bind(org_id);
+        if let Some(r) = &q.route_id {
+            sql.push(" AND route_id = ").push_bind(r);
+        }
+        if let Some(a) = &q.payer {
+            sql.push(" AND payer = ").push_bind(a.to_ascii_lowercase());
+        }
+        if let Some(s) = q.status {
+            sql.push(" AND status = ").push_bind(s.as_str());
+        }
+        if let Some(f) = &q.from_id {
+            sql.push(" AND id COLLATE \"C\" >= ").push_bind(f);
+        }
+        if let Some(b) = &q.before_id {
+            sql.push(" AND id COLLATE \"C\" < ").push_bind(b);
+        }
+        sql.push(" ORDER BY id COLLATE \"C\" DESC LIMIT ")
+            .push_bind(i64::try_from(q.limit).unwrap_or(i64::MAX));
+        let rows = sql.build().fetch_all(&self.pool).await.map_err(backend)?;
+        rows.iter().map(doc).collect()
     }
 }

@@ -36,6 +36,8 @@ pub struct SledStore {
     /// Ids of payments whose outcome is not recorded yet (`RESERVED`, `UNKNOWN`): what
     /// reconciliation reads, so it never walks the whole payment history.
     payments_open: sled::Tree,
+    /// The payment ledger's indexes (`payments.rs`).
+    payments_ledger: sled::Tree,
     nonces: sled::Tree,
     plan_usage: sled::Tree,
     metrics: sled::Tree,
@@ -177,6 +179,7 @@ impl SledStore {
             idempotency: tree("idempotency")?,
             payments: tree("payments")?,
             payments_open: tree("payments_open")?,
+            payments_ledger: tree("payments_ledger")?,
             nonces: tree("nonces")?,
             plan_usage: tree("plan_usage")?,
             metrics: tree("metrics")?,
@@ -198,6 +201,7 @@ impl SledStore {
             |p: &GatewayPayment| p.status.is_open(),
         )?;
         self.corridors.build_open_index(&self.db)?;
+        payments::build_ledger_index(&self.db, &self.payments, &self.payments_ledger)?;
         Ok(self)
     }
 

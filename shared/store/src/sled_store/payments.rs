@@ -1,15 +1,88 @@
-//! Gateway payments in sled: `payments`, the `nonces` replay guard and the `payments_open`
-//! index of payments reconciliation still has to decide.
+//! Gateway payments in sled: `payments`, the `nonces` replay guard, the `payments_open`
+//! index of payments reconciliation still has to decide, and `payments_ledger`, the ledger's
+//! indexes (by organisation; by organisation and route, payer or status), each key ending in
+//! the time-ordered payment id so a page is one reverse range scan.
 
 use super::*;
+use crate::PaymentQuery;
+
+/// The ledger index keys of `p`: `o|r|p|s \0 org [\0 route|payer|status] \0 id`.
+fn ledger_keys(p: &GatewayPayment) -> [Vec<u8>; 4] {
+    [
+        ledger_prefix(&p.org_id, None, &p.id),
+        ledger_prefix(&p.org_id, Some(("r", &p.route_id)), &p.id),
+        ledger_prefix(&p.org_id, Some(("p", &p.payer.to_ascii_lowercase())), &p.id),
+        ledger_prefix(&p.org_id, Some(("s", p.status.as_str())), &p.id),
+    ]
+}
+
+/// An index key (or, with an empty `tail`, the prefix of one index's keys for an org).
+fn ledger_prefix(org: &str, by: Option<(&str, &str)>, tail: &str) -> Vec<u8> {
+    let (kind, value) = by.unwrap_or(("o", ""));
+    let mut k = key2(kind, org);
+    if by.is_some() {
+        k.push(0);
+        k.extend_from_slice(value.as_bytes());
+    }
+    k.push(0);
+    k.extend_from_slice(tail.as_bytes());
+    k
+}
+
+/// Inside a transaction: writes `p` and its indexes (open, ledger); a status change moves its
+/// status key.
+fn put_payment(
+    (payments, open, ledger): (&TransactionalTree, &TransactionalTree, &TransactionalTree),
+    p: &GatewayPayment,
+    bytes: &[u8],
+) -> Result<(), ConflictableTransactionError<StoreError>> {
+    if let Some(old) = payments.get(p.id.as_bytes())? {
+        let old: GatewayPayment = dec(&old).map_err(ConflictableTransactionError::Abort)?;
+        if old.status != p.status {
+            ledger.remove(ledger_keys(&old)[3].as_slice())?;
+        }
+    }
+    for k in ledger_keys(p) {
+        ledger.insert(k, &[][..])?;
+    }
+    put_tracked(payments, open, p.id.as_bytes(), bytes, p.status.is_open())
+}
+
+/// Builds the ledger index once for a store written before it existed.
+pub(super) fn build_ledger_index(
+    db: &sled::Db,
+    payments: &sled::Tree,
+    ledger: &sled::Tree,
+) -> StoreResult<()> {
+    let meta = db.open_tree("meta").map_err(backend)?;
+    if meta.contains_key("payments_ledger.v1").map_err(backend)? {
+        return Ok(());
+    }
+    for kv in payments.iter() {
+        let (_, v) = kv.map_err(backend)?;
+        for k in ledger_keys(&dec(&v)?) {
+            ledger.insert(k, &[][..]).map_err(backend)?;
+        }
+    }
+    meta.insert("payments_ledger.v1", &[][..])
+        .map_err(backend)?;
+    db.flush().map_err(backend)?;
+    Ok(())
+}
 
 #[async_trait]
 impl PaymentStore for SledStore {
     async fn reserve_payment(&self, payment: &GatewayPayment) -> StoreResult<PaymentReservation> {
         let bytes = enc(payment)?;
         let id = payment.id.as_bytes();
-        let outcome = (&self.nonces, &self.payments, &self.payments_open)
-            .transaction(|(nonces, payments, open)| {
+        let trees = (
+            &self.nonces,
+            &self.payments,
+            &self.payments_open,
+            &self.payments_ledger,
+        );
+        let outcome = trees
+            .transaction(|(nonces, payments, open, ledger)| {
                 if let Some(holder) = nonces.get(payment.nonce_key.as_bytes())? {
                     let Some(held) = payments.get(&holder)? else {
                         return abort(StoreError::Backend(format!(
@@ -21,7 +94,7 @@ impl PaymentStore for SledStore {
                     return Ok(PaymentReservation::Held(Box::new(held)));
                 }
                 nonces.insert(payment.nonce_key.as_bytes(), id)?;
-                put_tracked(payments, open, id, &bytes, payment.status.is_open())?;
+                put_payment((payments, open, ledger), payment, &bytes)?;
                 Ok(PaymentReservation::Reserved)
             })
             .map_err(tx_err)?;
@@ -33,15 +106,9 @@ impl PaymentStore for SledStore {
 
     async fn update_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
         let bytes = enc(payment)?;
-        (&self.payments, &self.payments_open)
-            .transaction(|(payments, open)| {
-                put_tracked(
-                    payments,
-                    open,
-                    payment.id.as_bytes(),
-                    &bytes,
-                    payment.status.is_open(),
-                )
+        (&self.payments, &self.payments_open, &self.payments_ledger)
+            .transaction(|(payments, open, ledger)| {
+                put_payment((payments, open, ledger), payment, &bytes)
             })
             .map_err(tx_err)?;
         self.durable().await
@@ -50,8 +117,8 @@ impl PaymentStore for SledStore {
     async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
         let bytes = enc(payment)?;
         let id = payment.id.as_bytes();
-        let written = (&self.payments, &self.payments_open)
-            .transaction(|(payments, open)| {
+        let written = (&self.payments, &self.payments_open, &self.payments_ledger)
+            .transaction(|(payments, open, ledger)| {
                 let still_open = match payments.get(id)? {
                     Some(v) => dec::<GatewayPayment>(&v)
                         .map(|p| p.status.is_open())
@@ -61,7 +128,7 @@ impl PaymentStore for SledStore {
                 if !still_open {
                     return Ok(false);
                 }
-                put_tracked(payments, open, id, &bytes, payment.status.is_open())?;
+                put_payment((payments, open, ledger), payment, &bytes)?;
                 Ok(true)
             })
             .map_err(tx_err)?;
@@ -74,12 +141,18 @@ impl PaymentStore for SledStore {
     async fn release_payment(&self, payment: &GatewayPayment) -> StoreResult<()> {
         let bytes = enc(payment)?;
         let id = payment.id.as_bytes();
-        (&self.nonces, &self.payments, &self.payments_open)
-            .transaction(|(nonces, payments, open)| {
+        let trees = (
+            &self.nonces,
+            &self.payments,
+            &self.payments_open,
+            &self.payments_ledger,
+        );
+        trees
+            .transaction(|(nonces, payments, open, ledger)| {
                 if nonces.get(payment.nonce_key.as_bytes())?.as_deref() == Some(id) {
                     nonces.remove(payment.nonce_key.as_bytes())?;
                 }
-                put_tracked(payments, open, id, &bytes, payment.status.is_open())
+                put_payment((payments, open, ledger), payment, &bytes)
             })
             .map_err(tx_err)?;
         self.durable().await
@@ -130,5 +203,44 @@ impl PaymentStore for SledStore {
         open_records(&self.payments, &self.payments_open, |p: &GatewayPayment| {
             p.status.is_open()
         })
+    }
+
+    async fn list_payments(
+        &self,
+        org_id: &str,
+        q: &PaymentQuery,
+    ) -> StoreResult<Vec<GatewayPayment>> {
+        // The most selective index the query names; the other filters are checked per record.
+        let payer = q.payer.as_ref().map(|a| a.to_ascii_lowercase());
+        let by = if let Some(r) = &q.route_id {
+            Some(("r", r.as_str()))
+        } else if let Some(a) = &payer {
+            Some(("p", a.as_str()))
+        } else {
+            q.status.map(|s| ("s", s.as_str()))
+        };
+        let start = ledger_prefix(org_id, by, q.from_id.as_deref().unwrap_or(""));
+        let mut end = ledger_prefix(org_id, by, q.before_id.as_deref().unwrap_or(""));
+        if q.before_id.is_none() {
+            // Past every id: the byte after the separator.
+            *end.last_mut().expect("prefix ends in a separator") = 1;
+        }
+        let mut out = Vec::new();
+        if start >= end {
+            return Ok(out);
+        }
+        for kv in self.payments_ledger.range(start..end).rev() {
+            if out.len() >= q.limit {
+                break;
+            }
+            let (k, _) = kv.map_err(backend)?;
+            let id = k.rsplit(|b| *b == 0).next().unwrap_or_default();
+            if let Some(p) = Self::get::<GatewayPayment>(&self.payments, id)? {
+                if q.admits(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        Ok(out)
     }
 }
