@@ -286,6 +286,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         cfg.upstream.allow_private_networks.clone(),
     ));
     let metrics = paygate_gateway::metrics::Metrics::new();
+    let final_metrics = metrics.clone();
     // One node counts plan slots in memory; nodes sharing a database take them in it.
     let usage = Arc::new(match cfg.storage.backend {
         StorageBackend::Sled => paygate_gateway::usage::PlanUsage::new(dyn_store.clone()),
@@ -394,6 +395,9 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     // Pingora binds the TLS address itself (the plain one was let go after the waiting room).
     drop(tls);
     server.run(RunArgs::default());
+    // Pingora has stopped its runtimes (after the grace period), which may have cut the
+    // aggregator's own last flush: what it counted and did not store is stored here.
+    rt.block_on(final_metrics.flush_now(dyn_store.as_ref()));
     rt.block_on(dyn_store.flush())?;
     tracing::info!("paygate stopped; store flushed");
     Ok(ExitCode::SUCCESS)

@@ -238,3 +238,114 @@ async fn payments_are_listed_filtered_paged_exported_and_kept_to_their_org() {
     );
     assert_eq!(error_of(gw.get("/api/payments").await).await.0, 401);
 }
+
+/// Per-route revenue, the series and plan usage include requests made a moment ago (counts the
+/// aggregator has not stored: its flush is an hour away here), and are the same once stored.
+#[tokio::test]
+async fn revenue_per_route_over_time_and_usage_include_the_last_moment() {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push((
+        "PAYGATE__METRICS__FLUSH_INTERVAL_SECONDS".into(),
+        "3600".into(),
+    ));
+    let mut gw = Gateway::start_with_owned(env).await;
+    let up = Upstream::start().await;
+    let receiver = address(9);
+    let (_, key) = gw
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    gw.create_paid_route(&key, "echo", &format!("{}/echo", up.url), false)
+        .await;
+    gw.create_paid_route(&key, "other", &format!("{}/other", up.url), false)
+        .await;
+    gw.create_paid_route(&key, "idle", &format!("{}/idle", up.url), false)
+        .await;
+    let echo = gw.route_id(&key, "/echo").await;
+    for path in ["echo", "echo", "other"] {
+        let spec = PaymentSpec::new(1, receiver, PRICE);
+        let r = gw
+            .http
+            .get(gw.url(&format!("/gateway/acme/{path}")))
+            .header("X-PAYMENT", spec.v1_header())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(gw.get("/gateway/acme/echo").await.status(), 402);
+
+    // Counted within the aggregator's drain interval (50 ms), long before any flush.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let m = loop {
+        let m = gw.org_metrics(&key, "24h").await;
+        if m["metrics"]["totalRequests"] == 4 || Instant::now() > deadline {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let check = |m: &Value| {
+        assert_eq!(m["metrics"]["totalRequests"], 4, "{m}");
+        assert_eq!(m["metrics"]["revenueUSDC"], "0.030000", "{m}");
+        let routes = m["routes"].as_array().unwrap();
+        let paths: Vec<_> = routes.iter().map(|r| r["path"].clone()).collect();
+        assert_eq!(
+            paths,
+            [json!("/echo"), json!("/other"), json!("/idle")],
+            "{m}"
+        );
+        let e = &routes[0];
+        assert_eq!(e["routeId"], echo.as_str());
+        assert_eq!(
+            (e["requests"].as_u64(), e["paid"].as_u64()),
+            (Some(3), Some(2))
+        );
+        assert_eq!(e["revenueUSDC"], "0.020000");
+        assert!(e["settleP50Ms"].as_u64().unwrap() <= e["settleP99Ms"].as_u64().unwrap());
+        assert_eq!(routes[2]["revenueUSDC"], "0.000000");
+        assert_eq!(routes[2]["settleP50Ms"], Value::Null);
+        let s = &m["series"];
+        let points = s["points"].as_array().unwrap();
+        // Summed (a run across an hour's turn splits them over two points).
+        let sum = |f: &str| points.iter().map(|p| p[f].as_u64().unwrap()).sum::<u64>();
+        assert_eq!((sum("paid"), sum("requests")), (3, 4), "{s}");
+        let revenue: Vec<_> = points
+            .iter()
+            .filter(|p| p["revenueUSDC"] != "0.000000")
+            .collect();
+        assert!(!revenue.is_empty() && revenue.len() <= 2, "{s}");
+        points.len()
+    };
+    assert_eq!(check(&m), 24);
+    assert_eq!(m["series"]["interval"], "hour");
+    let week = gw.org_metrics(&key, "7d").await;
+    assert_eq!(
+        (check(&week), week["series"]["interval"].as_str()),
+        (7, Some("day"))
+    );
+    assert_eq!(check(&gw.org_metrics(&key, "30d").await), 30);
+
+    let usage = |gw: &Gateway| {
+        let (http, url, key) = (gw.http.clone(), gw.url("/api/usage"), key.clone());
+        async move {
+            let r = http.get(url).bearer_auth(key).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let u = usage(&gw).await;
+    assert_eq!(u["plan"], "free");
+    assert_eq!(u["monthlyLimit"], 10_000);
+    assert_eq!(u["usedThisMonth"], 3, "{u}");
+    assert_eq!(u["remaining"], 9_997);
+    assert!(
+        u["resetsAt"].as_str().unwrap().ends_with("-01T00:00:00Z"),
+        "{u}"
+    );
+    assert_eq!(error_of(gw.get("/api/usage").await).await.0, 401);
+
+    // Stopped, the aggregator stores what it counted; the figures come back from the store.
+    gw.restart().await;
+    check(&gw.org_metrics(&key, "24h").await);
+    assert_eq!(usage(&gw).await["usedThisMonth"], 3);
+}

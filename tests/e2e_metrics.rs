@@ -11,24 +11,11 @@ use std::time::{Duration, Instant};
 
 const PRICE: u64 = 10_000;
 
-async fn metrics(gw: &Gateway, key: &str, window: &str) -> Value {
-    let r = gw
-        .api(
-            key,
-            Method::GET,
-            &format!("/api/gateway/metrics?window={window}"),
-            None,
-        )
-        .await;
-    assert_eq!(r.status(), 200);
-    r.json().await.unwrap()
-}
-
 /// Polls until `total` requests are counted (counters are written every second in tests).
 async fn metrics_with_total(gw: &Gateway, key: &str, total: u64) -> Value {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let m = metrics(gw, key, "24h").await;
+        let m = gw.org_metrics(key, "24h").await;
         if m["metrics"]["totalRequests"] == total || Instant::now() > deadline {
             return m;
         }
@@ -126,12 +113,12 @@ async fn a_scripted_mix_is_counted_exactly_and_survives_restart() {
     assert!(!m.to_string().contains(&chain.rpc));
     assert!(f["checkedAt"].as_str().unwrap().ends_with('Z'));
     assert_eq!(
-        metrics(&gw, &key, "7d").await["metrics"]["totalRequests"],
+        gw.org_metrics(&key, "7d").await["metrics"]["totalRequests"],
         8
     );
 
     // Another org sees only its own (nothing).
-    let o = metrics(&gw, &other_key, "24h").await;
+    let o = gw.org_metrics(&other_key, "24h").await;
     assert_eq!(o["metrics"]["totalRequests"], 0);
     assert_eq!(o["metrics"]["avgChallengeMs"], Value::Null);
     assert_eq!(o["metrics"]["errorRate"], 0.0);
@@ -161,7 +148,7 @@ async fn a_scripted_mix_is_counted_exactly_and_survives_restart() {
     assert!(text.contains("paygate_facilitator_up 2"));
 
     gw.restart().await;
-    let m = metrics(&gw, &key, "24h").await;
+    let m = gw.org_metrics(&key, "24h").await;
     assert_eq!(
         m["metrics"]["totalRequests"], 8,
         "counters survive a restart: {m}"
@@ -238,7 +225,7 @@ async fn facilitator_status(env: Vec<(String, String)>) -> Value {
     let (_, key) = gw.create_org("acme", None).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let f = metrics(&gw, &key, "24h").await["facilitator"].clone();
+        let f = gw.org_metrics(&key, "24h").await["facilitator"].clone();
         if f["facilitatorUrl"].as_str().is_some_and(|u| !u.is_empty()) {
             return f;
         }

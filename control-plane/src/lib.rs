@@ -15,6 +15,7 @@ mod metrics_api;
 pub mod openapi;
 mod origin_api;
 mod payments_api;
+mod revenue;
 mod routes_api;
 mod state;
 mod views;
@@ -69,6 +70,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/discovery/resources", get(discovery::list))
         .route("/api/gateway/metrics", get(metrics_api::org_metrics))
+        .route("/api/usage", get(revenue::usage))
         .route("/metrics", get(metrics_api::prometheus))
         .route("/facilitator/verify", post(facilitator_api::verify))
         .route("/facilitator/settle", post(facilitator_api::settle))
@@ -124,6 +126,7 @@ pub async fn serve(
     let recon = tokio::spawn(reconciliation(state.clone()));
     let probe = tokio::spawn(metrics_api::probe_facilitator(state.clone()));
     let payouts = tokio::spawn(payout_reconciliation(state.clone()));
+    let state_metrics = state.metrics.clone();
     let aggregator = tokio::spawn(state.metrics.clone().run_aggregator(
         state.store.clone(),
         Duration::from_secs(state.config.metrics.flush_interval_seconds.max(1)),
@@ -137,8 +140,10 @@ pub async fn serve(
     maint.abort();
     recon.abort();
     probe.abort();
-    aggregator.abort();
     payouts.abort();
+    // The aggregator counts what is queued; the exit path stores it (`Metrics::flush_now`).
+    state_metrics.stop();
+    let _ = tokio::time::timeout(Duration::from_secs(5), aggregator).await;
     res
 }
 

@@ -26,13 +26,14 @@ fn window_minutes(w: Option<&str>) -> Result<(&'static str, u64), ApiError> {
     match w {
         Some("24h") => Ok(("24h", 24 * 60)),
         Some("7d") => Ok(("7d", 7 * 24 * 60)),
+        Some("30d") => Ok(("30d", 30 * 24 * 60)),
         Some(other) => Err(ApiError::new(
             ErrorCode::ValidationError,
-            format!("window must be 24h or 7d, not {other:?}"),
+            format!("window must be 24h, 7d or 30d, not {other:?}"),
         )),
         None => Err(ApiError::new(
             ErrorCode::ValidationError,
-            "query parameter window is required: 24h or 7d",
+            "query parameter window is required: 24h, 7d or 30d",
         )),
     }
 }
@@ -45,7 +46,7 @@ fn mean_ms(sum: u64, count: u64, per_ms: f64) -> Option<f64> {
     })
 }
 
-#[utoipa::path(get, path = "/api/gateway/metrics", tag = "metrics", security(("orgKey" = [])), params(("window" = String, Query, description = "`24h` or `7d`")), responses((status = 200, description = "The organisation's counters over the window, and facilitator health", body = OrgMetrics)))]
+#[utoipa::path(get, path = "/api/gateway/metrics", tag = "metrics", security(("orgKey" = [])), params(("window" = String, Query, description = "`24h`, `7d` or `30d`")), description = "`metrics`: the rolling window by the minute. `routes` and `series`: the hours (24h) or days (7d, 30d, UTC) the window touches. Requests made a moment ago are included (this node's not yet stored counts are added).", responses((status = 200, description = "The organisation's counters over the window, per route and over time, and facilitator health", body = OrgMetrics)))]
 pub async fn org_metrics(
     State(state): State<AppState>,
     OrgAuth { org }: OrgAuth,
@@ -55,7 +56,11 @@ pub async fn org_metrics(
     let now_minute = unix_now() / 60;
     // A rolling window: the current minute and the `minutes - 1` before it.
     let from = now_minute.saturating_sub(minutes - 1);
-    let b = state.store.metrics_since(&org.id, from).await?;
+    let b = state
+        .metrics
+        .minutes_since(state.store.as_ref(), &org.id, from)
+        .await?;
+    let (routes, series) = crate::revenue::routes_and_series(&state, &org.id, window).await?;
     let error_rate = if b.total == 0 {
         0.0
     } else {
@@ -73,7 +78,12 @@ pub async fn org_metrics(
             avg_challenge_ms: mean_ms(b.challenge_us_sum, b.challenge_count, 1000.0),
             avg_settle_ms: mean_ms(b.settle_ms_sum, b.settle_count, 1.0),
             error_rate,
+            revenue_usdc: paygate_payouts::money::usdc_string(paygate_x402::money::UsdcAmount(
+                b.revenue,
+            )),
         },
+        routes,
+        series,
         facilitator: FacilitatorHealthView {
             status: h.status,
             latency_ms: h.latency_ms,

@@ -42,6 +42,7 @@ use utoipa::{Modify, OpenApi};
         crate::payments_api::get_one,
         crate::discovery::list,
         crate::metrics_api::org_metrics,
+        crate::revenue::usage,
         crate::metrics_api::prometheus,
         crate::facilitator_api::verify,
         crate::facilitator_api::settle,

@@ -266,6 +266,9 @@ pub struct Pagination {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OrgMetrics {
     pub metrics: MetricsWindow,
+    /// Every route's figures over the window's hours or days, most revenue first.
+    pub routes: Vec<crate::revenue::RouteRevenue>,
+    pub series: crate::revenue::Series,
     pub facilitator: FacilitatorHealthView,
 }
 
@@ -284,6 +287,10 @@ pub struct MetricsWindow {
     #[schema(required)]
     pub avg_settle_ms: Option<f64>,
     pub error_rate: f64,
+    /// USDC received over the window, six decimals.
+    #[serde(rename = "revenueUSDC")]
+    #[schema(rename = "revenueUSDC")]
+    pub revenue_usdc: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

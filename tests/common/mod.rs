@@ -446,6 +446,14 @@ impl Gateway {
         .await;
     }
 
+    /// `GET /api/gateway/metrics?window=...` as the key's organisation, which must answer 200.
+    pub async fn org_metrics(&self, key: &str, window: &str) -> Value {
+        let path = format!("/api/gateway/metrics?window={window}");
+        let r = self.api(key, reqwest::Method::GET, &path, None).await;
+        assert_eq!(r.status(), 200);
+        r.json().await.expect("metrics")
+    }
+
     /// The id of the key's route at `path` (`/echo`).
     pub async fn route_id(&self, key: &str, path: &str) -> String {
         let routes: Value = self

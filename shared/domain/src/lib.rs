@@ -8,6 +8,7 @@ pub mod error;
 pub mod ids;
 pub mod model;
 pub mod origin_proof;
+pub mod rollup;
 pub mod secrets;
 
 pub use error::{ErrorBody, ErrorCode, FieldProblem, StoreError, StoreResult};

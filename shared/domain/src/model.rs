@@ -316,6 +316,8 @@ pub struct MetricBucket {
     pub challenge_count: u64,
     pub settle_ms_sum: u64,
     pub settle_count: u64,
+    /// USDC base units received.
+    pub revenue: u64,
 }
 
 impl MetricBucket {
@@ -328,5 +330,6 @@ impl MetricBucket {
         self.challenge_count += o.challenge_count;
         self.settle_ms_sum += o.settle_ms_sum;
         self.settle_count += o.settle_count;
+        self.revenue = self.revenue.saturating_add(o.revenue);
     }
 }

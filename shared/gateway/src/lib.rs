@@ -10,4 +10,5 @@ pub mod payments;
 pub mod route_path;
 pub mod route_table;
 pub mod target_policy;
+mod unflushed;
 pub mod usage;

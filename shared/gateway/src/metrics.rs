@@ -4,8 +4,11 @@
 //! every `flush_interval_seconds` (so `GET /api/gateway/metrics` windows survive restarts), the
 //! Prometheus families behind `GET /metrics`, and the facilitator's last health probe.
 
+use crate::unflushed::{Counts, Unflushed};
 use arc_swap::ArcSwap;
 use paygate_domain::model::MetricBucket;
+use paygate_domain::rollup::{RollupBucket, RollupRow, Tier};
+use paygate_domain::StoreResult;
 use paygate_store::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -197,6 +200,9 @@ pub struct Metrics {
     rx: Mutex<Option<mpsc::UnboundedReceiver<RequestEvent>>>,
     prom: Prom,
     health: ArcSwap<FacilitatorHealth>,
+    unflushed: Unflushed,
+    /// Asks the aggregator to count what is queued, store everything and return.
+    stop: tokio::sync::Notify,
 }
 
 fn bucket_of(e: &RequestEvent) -> MetricBucket {
@@ -209,7 +215,23 @@ fn bucket_of(e: &RequestEvent) -> MetricBucket {
         challenge_count: u64::from(e.challenge_us.is_some()),
         settle_ms_sum: e.settle_ms.unwrap_or(0),
         settle_count: u64::from(e.settle_ms.is_some()),
+        revenue: e.revenue,
     }
+}
+
+/// The event's share of its route's hour (from its minute bucket, which classified it).
+fn rollup_of(m: &MetricBucket, e: &RequestEvent) -> RollupBucket {
+    let mut b = RollupBucket {
+        requests: m.total,
+        paid: m.paid,
+        errors: m.errors,
+        revenue: m.revenue,
+        ..Default::default()
+    };
+    if let Some(ms) = e.settle_ms {
+        b.observe_settle(ms);
+    }
+    b
 }
 
 /// How long a finished request may wait in the channel before it is counted.
@@ -230,15 +252,26 @@ impl Batch {
     fn drain(
         &mut self,
         rx: &mut mpsc::UnboundedReceiver<RequestEvent>,
-        pending: &mut HashMap<(Arc<str>, u64), MetricBucket>,
+        counts: &mut Counts,
     ) -> bool {
         loop {
             match rx.try_recv() {
                 Ok(e) => {
-                    pending
+                    let minute = bucket_of(&e);
+                    counts
+                        .hours
+                        .entry((
+                            e.org_id.clone(),
+                            e.route_id.clone(),
+                            Tier::Hour.period_of(e.at),
+                        ))
+                        .or_default()
+                        .merge(&rollup_of(&minute, &e));
+                    counts
+                        .minutes
                         .entry((e.org_id.clone(), e.at / 60))
                         .or_default()
-                        .merge(&bucket_of(&e));
+                        .merge(&minute);
                     let series = (e.org_id.clone(), e.route_id.clone());
                     *self
                         .requests
@@ -318,6 +351,8 @@ impl Metrics {
                 checked_at: paygate_domain::now_rfc3339(),
                 url: String::new(),
             }),
+            unflushed: Unflushed::default(),
+            stop: tokio::sync::Notify::new(),
         })
     }
 
@@ -337,7 +372,6 @@ impl Metrics {
         let Some(mut rx) = self.rx.lock().ok().and_then(|mut r| r.take()) else {
             return;
         };
-        let mut pending: HashMap<(Arc<str>, u64), MetricBucket> = HashMap::new();
         let mut flush = tokio::time::interval(flush_every);
         let mut drain = tokio::time::interval(DRAIN_EVERY);
         drain.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -345,24 +379,75 @@ impl Metrics {
         loop {
             tokio::select! {
                 _ = drain.tick() => {
-                    let open = batch.drain(&mut rx, &mut pending);
+                    let open = self.unflushed.with(|c| batch.drain(&mut rx, c));
                     batch.apply(&self.prom);
                     if !open {
                         break;
                     }
                 }
-                _ = flush.tick() => Self::flush(store.as_ref(), &mut pending).await,
+                _ = flush.tick() => {
+                    if let Err(e) = self.unflushed.flush(store.as_ref()).await {
+                        tracing::warn!(error = %e, "could not store counts; kept for the next flush");
+                    }
+                }
+                _ = self.stop.notified() => {
+                    // Counted, not stored: the exit path stores it (`flush_now`) once every
+                    // runtime has stopped, so no flush is cut half-way (and then repeated).
+                    self.unflushed.with(|c| batch.drain(&mut rx, c));
+                    batch.apply(&self.prom);
+                    return;
+                }
             }
         }
-        Self::flush(store.as_ref(), &mut pending).await;
+        let _ = self.unflushed.flush(store.as_ref()).await;
     }
 
-    async fn flush(store: &dyn Store, pending: &mut HashMap<(Arc<str>, u64), MetricBucket>) {
-        for ((org, minute), b) in pending.drain() {
-            if let Err(e) = store.merge_metrics(&org, minute, &b).await {
-                tracing::warn!(error = %e, "could not store metrics");
+    /// Ends [`Metrics::run_aggregator`] once it has counted what is queued (at shutdown; then
+    /// [`Metrics::flush_now`] stores it).
+    pub fn stop(&self) {
+        self.stop.notify_one();
+    }
+
+    /// Stores what is counted and not stored yet (at exit, once the aggregator is gone). A
+    /// few tries: the store's pooled connections may belong to a runtime that has stopped,
+    /// and each failed try retires one.
+    pub async fn flush_now(&self, store: &dyn Store) {
+        let mut last = Ok(());
+        for _ in 0..5 {
+            last = self.unflushed.flush(store).await;
+            if last.is_ok() {
+                return;
             }
         }
+        if let Err(e) = last {
+            tracing::warn!(error = %e, "counts of the last seconds not stored at exit");
+        }
+    }
+
+    /// The organisation's counters from `from_minute` on, including what is not stored yet.
+    pub async fn minutes_since(
+        &self,
+        store: &dyn Store,
+        org_id: &str,
+        from_minute: u64,
+    ) -> StoreResult<MetricBucket> {
+        self.unflushed
+            .minutes_since(store, org_id, from_minute)
+            .await
+    }
+
+    /// The organisation's roll-up rows of `tier` from `from_period` on, including what is not
+    /// stored yet.
+    pub async fn rollups(
+        &self,
+        store: &dyn Store,
+        org_id: &str,
+        tier: Tier,
+        from_period: u64,
+    ) -> StoreResult<Vec<RollupRow>> {
+        self.unflushed
+            .rollups(store, org_id, tier, from_period)
+            .await
     }
 
     pub fn set_health(&self, h: FacilitatorHealth) {

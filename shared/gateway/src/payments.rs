@@ -171,6 +171,11 @@ impl PaymentService {
         }
     }
 
+    /// The plan counters this service takes slots from.
+    pub fn usage(&self) -> &Arc<PlanUsage> {
+        &self.usage
+    }
+
     pub fn facilitator(&self) -> Option<&Arc<dyn Facilitator>> {
         self.facilitator.as_ref()
     }

@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
 };
+use paygate_domain::rollup::{RollupRow, Tier};
 use paygate_domain::StoreResult;
 use paygate_payouts::store::PayoutStore;
 
@@ -204,6 +205,16 @@ pub trait MetricStore: Send + Sync {
     ) -> StoreResult<()>;
     /// The organisation's buckets from `from_minute` on, merged into one.
     async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket>;
+    /// Adds each row to the stored row of the same tier, period and route.
+    async fn merge_rollups(&self, org_id: &str, rows: &[RollupRow]) -> StoreResult<()>;
+    /// The organisation's `tier` rows from the period starting at `from_period` on, every
+    /// route's and the total's (route `""`), in no particular order.
+    async fn rollups(
+        &self,
+        org_id: &str,
+        tier: Tier,
+        from_period: u64,
+    ) -> StoreResult<Vec<RollupRow>>;
 }
 
 /// What the processes sharing a store coordinate through: leases (a duty done by one process at

@@ -317,6 +317,7 @@ async fn plan_usage_only_grows_and_metric_buckets_add_up() {
             challenge_count: 1,
             settle_ms_sum: 400,
             settle_count: 2,
+            revenue: 20_000,
         };
         s.merge_metrics("o1", 100, &b).await.unwrap();
         s.merge_metrics("o1", 100, &b).await.unwrap();
@@ -324,8 +325,8 @@ async fn plan_usage_only_grows_and_metric_buckets_add_up() {
         s.merge_metrics("o2", 100, &b).await.unwrap();
         let sum = s.metrics_since("o1", 100).await.unwrap();
         assert_eq!(
-            (sum.total, sum.paid, sum.settle_ms_sum),
-            (6, 4, 800),
+            (sum.total, sum.paid, sum.settle_ms_sum, sum.revenue),
+            (6, 4, 800, 40_000),
             "{name}"
         );
         assert_eq!(s.metrics_since("o1", 0).await.unwrap().total, 9, "{name}");

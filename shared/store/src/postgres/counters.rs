@@ -6,6 +6,7 @@ use super::{backend, to_i64, to_u64, PgStore};
 use crate::{CounterStore, MetricStore, SpendReservation};
 use async_trait::async_trait;
 use paygate_domain::model::MetricBucket;
+use paygate_domain::rollup::{RollupBucket, RollupRow, Tier};
 use paygate_domain::StoreResult;
 use sqlx::Row;
 
@@ -130,15 +131,16 @@ impl MetricStore for PgStore {
     async fn merge_metrics(&self, org_id: &str, minute: u64, b: &MetricBucket) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO metric_buckets AS m (org_id, minute, total, unpaid402, paid, errors, \
-             challenge_us_sum, challenge_count, settle_ms_sum, settle_count) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             challenge_us_sum, challenge_count, settle_ms_sum, settle_count, revenue) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
              ON CONFLICT (org_id, minute) DO UPDATE SET \
              total = m.total + EXCLUDED.total, unpaid402 = m.unpaid402 + EXCLUDED.unpaid402, \
              paid = m.paid + EXCLUDED.paid, errors = m.errors + EXCLUDED.errors, \
              challenge_us_sum = m.challenge_us_sum + EXCLUDED.challenge_us_sum, \
              challenge_count = m.challenge_count + EXCLUDED.challenge_count, \
              settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
-             settle_count = m.settle_count + EXCLUDED.settle_count",
+             settle_count = m.settle_count + EXCLUDED.settle_count, \
+             revenue = m.revenue + EXCLUDED.revenue",
         )
         .bind(org_id)
         .bind(to_i64(minute)?)
@@ -150,6 +152,7 @@ impl MetricStore for PgStore {
         .bind(to_i64(b.challenge_count)?)
         .bind(to_i64(b.settle_ms_sum)?)
         .bind(to_i64(b.settle_count)?)
+        .bind(to_i64(b.revenue)?)
         .execute(&self.pool)
         .await
         .map_err(backend)?;
@@ -164,7 +167,8 @@ impl MetricStore for PgStore {
              COALESCE(SUM(challenge_us_sum), 0)::bigint AS challenge_us_sum, \
              COALESCE(SUM(challenge_count), 0)::bigint AS challenge_count, \
              COALESCE(SUM(settle_ms_sum), 0)::bigint AS settle_ms_sum, \
-             COALESCE(SUM(settle_count), 0)::bigint AS settle_count \
+             COALESCE(SUM(settle_count), 0)::bigint AS settle_count, \
+             COALESCE(SUM(revenue), 0)::bigint AS revenue \
              FROM metric_buckets WHERE org_id = $1 AND minute >= $2",
         )
         .bind(org_id)
@@ -182,6 +186,86 @@ impl MetricStore for PgStore {
             challenge_count: get("challenge_count")?,
             settle_ms_sum: get("settle_ms_sum")?,
             settle_count: get("settle_count")?,
+            revenue: get("revenue")?,
         })
+    }
+
+    async fn merge_rollups(&self, org_id: &str, rows: &[RollupRow]) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        for row in rows {
+            let b = &row.bucket;
+            let hist = b
+                .settle_hist
+                .iter()
+                .map(|v| to_i64(*v))
+                .collect::<StoreResult<Vec<i64>>>()?;
+            sqlx::query(
+                "INSERT INTO metric_rollups AS m (org_id, tier, period, route_id, requests, paid, \
+                 errors, revenue, settle_count, settle_ms_sum, settle_hist) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 ON CONFLICT (org_id, tier, period, route_id) DO UPDATE SET \
+                 requests = m.requests + EXCLUDED.requests, paid = m.paid + EXCLUDED.paid, \
+                 errors = m.errors + EXCLUDED.errors, revenue = m.revenue + EXCLUDED.revenue, \
+                 settle_count = m.settle_count + EXCLUDED.settle_count, \
+                 settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
+                 settle_hist = ARRAY(SELECT COALESCE(a, 0) + COALESCE(b, 0) \
+                   FROM unnest(m.settle_hist, EXCLUDED.settle_hist) WITH ORDINALITY AS t(a, b, i) \
+                   ORDER BY i)",
+            )
+            .bind(org_id)
+            .bind(i16::from(row.tier.code()))
+            .bind(to_i64(row.period)?)
+            .bind(&row.route_id)
+            .bind(to_i64(b.requests)?)
+            .bind(to_i64(b.paid)?)
+            .bind(to_i64(b.errors)?)
+            .bind(to_i64(b.revenue)?)
+            .bind(to_i64(b.settle_count)?)
+            .bind(to_i64(b.settle_ms_sum)?)
+            .bind(hist)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn rollups(
+        &self,
+        org_id: &str,
+        tier: Tier,
+        from_period: u64,
+    ) -> StoreResult<Vec<RollupRow>> {
+        let rows = sqlx::query(
+            "SELECT period, route_id, requests, paid, errors, revenue, settle_count, \
+             settle_ms_sum, settle_hist FROM metric_rollups \
+             WHERE org_id = $1 AND tier = $2 AND period >= $3",
+        )
+        .bind(org_id)
+        .bind(i16::from(tier.code()))
+        .bind(to_i64(from_period)?)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                let get = |c: &str| r.try_get::<i64, _>(c).map(to_u64).map_err(backend);
+                let hist: Vec<i64> = r.try_get("settle_hist").map_err(backend)?;
+                Ok(RollupRow {
+                    tier,
+                    period: get("period")?,
+                    route_id: r.try_get("route_id").map_err(backend)?,
+                    bucket: RollupBucket {
+                        requests: get("requests")?,
+                        paid: get("paid")?,
+                        errors: get("errors")?,
+                        revenue: get("revenue")?,
+                        settle_count: get("settle_count")?,
+                        settle_ms_sum: get("settle_ms_sum")?,
+                        settle_hist: hist.into_iter().map(to_u64).collect(),
+                    },
+                })
+            })
+            .collect()
     }
 }

@@ -1,7 +1,17 @@
-//! Counters in sled: plan usage per org and month, MCP spending per org and day, and the
-//! per-minute metric buckets.
+//! Counters in sled: plan usage per org and month, MCP spending per org and day, the
+//! per-minute metric buckets and the hourly and daily roll-ups (`org \0 tier period route`,
+//! so a tier's rows from a period on are one range).
 
 use super::*;
+use paygate_domain::rollup::{RollupBucket, RollupRow, Tier};
+
+fn rollup_key(org_id: &str, tier: Tier, period: u64, route_id: &str) -> Vec<u8> {
+    let mut key = prefix(org_id);
+    key.push(tier.code());
+    key.extend_from_slice(&period.to_be_bytes());
+    key.extend_from_slice(route_id.as_bytes());
+    key
+}
 
 #[async_trait]
 impl CounterStore for SledStore {
@@ -131,5 +141,45 @@ impl MetricStore for SledStore {
             sum.merge(&dec(&v)?);
         }
         Ok(sum)
+    }
+
+    async fn merge_rollups(&self, org_id: &str, rows: &[RollupRow]) -> StoreResult<()> {
+        for row in rows {
+            let key = rollup_key(org_id, row.tier, row.period, &row.route_id);
+            self.rollups
+                .fetch_and_update(key, |old| {
+                    let mut b: RollupBucket = old
+                        .and_then(|b| serde_json::from_slice(b).ok())
+                        .unwrap_or_default();
+                    b.merge(&row.bucket);
+                    serde_json::to_vec(&b).ok()
+                })
+                .map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    async fn rollups(
+        &self,
+        org_id: &str,
+        tier: Tier,
+        from_period: u64,
+    ) -> StoreResult<Vec<RollupRow>> {
+        let start = rollup_key(org_id, tier, from_period, "");
+        let mut end = prefix(org_id);
+        end.push(tier.code() + 1);
+        let head = prefix(org_id).len() + 1;
+        let mut out = Vec::new();
+        for kv in self.rollups.range(start..end) {
+            let (k, v) = kv.map_err(backend)?;
+            let (period, route) = k[head..].split_at(8);
+            out.push(RollupRow {
+                tier,
+                period: decode_u64(period).unwrap_or(0),
+                route_id: String::from_utf8_lossy(route).into_owned(),
+                bucket: dec(&v)?,
+            });
+        }
+        Ok(out)
     }
 }

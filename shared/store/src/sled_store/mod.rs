@@ -41,6 +41,8 @@ pub struct SledStore {
     nonces: sled::Tree,
     plan_usage: sled::Tree,
     metrics: sled::Tree,
+    /// Hourly and daily roll-ups per route (`counters.rs`).
+    rollups: sled::Tree,
     mcp_spend: sled::Tree,
     mcp_sessions: sled::Tree,
     /// The leases asked for (all held: one process opens a sled database).
@@ -183,6 +185,7 @@ impl SledStore {
             nonces: tree("nonces")?,
             plan_usage: tree("plan_usage")?,
             metrics: tree("metrics")?,
+            rollups: tree("rollups")?,
             mcp_spend: tree("mcp_spend")?,
             mcp_sessions: tree("mcp_sessions")?,
             leases: Default::default(),

@@ -1,0 +1,164 @@
+//! Revenue and usage roll-ups (issue 19): per organisation and route, counters for each hour and
+//! each day (UTC), with a settlement-latency histogram so percentiles survive merging. Route
+//! `""` is the organisation's total. The hourly tier serves 24-hour views, the daily tier 7- and
+//! 30-day views, so a view reads at most 31 rows per route.
+
+use serde::{Deserialize, Serialize};
+
+/// Upper edges (inclusive, milliseconds) of the settlement-latency histogram's bins; one more
+/// bin holds everything slower. Successive edges differ by at most 1.5x (from 2 ms on), which
+/// bounds a percentile's error.
+pub const SETTLE_EDGES_MS: [u64; 29] = [
+    1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700, 1_000, 1_500, 2_000,
+    3_000, 5_000, 7_000, 10_000, 15_000, 20_000, 30_000, 60_000, 120_000,
+];
+/// Bins in a histogram: one per edge and the overflow.
+pub const SETTLE_BINS: usize = SETTLE_EDGES_MS.len() + 1;
+
+/// The granularity of a roll-up row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Hour,
+    Day,
+}
+
+impl Tier {
+    pub const fn seconds(self) -> u64 {
+        match self {
+            Self::Hour => 3_600,
+            Self::Day => 86_400,
+        }
+    }
+
+    /// The start (unix seconds) of the period holding `unix`.
+    pub const fn period_of(self, unix: u64) -> u64 {
+        unix - unix % self.seconds()
+    }
+
+    pub const fn code(self) -> u8 {
+        match self {
+            Self::Hour => 1,
+            Self::Day => 2,
+        }
+    }
+}
+
+/// One period's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RollupBucket {
+    /// Gateway requests.
+    pub requests: u64,
+    /// Requests settled and forwarded.
+    pub paid: u64,
+    /// Answers 5xx.
+    pub errors: u64,
+    /// USDC base units received.
+    pub revenue: u64,
+    pub settle_count: u64,
+    pub settle_ms_sum: u64,
+    /// Counts per bin of [`SETTLE_EDGES_MS`] (always [`SETTLE_BINS`] long).
+    pub settle_hist: Vec<u64>,
+}
+
+impl Default for RollupBucket {
+    fn default() -> Self {
+        Self {
+            requests: 0,
+            paid: 0,
+            errors: 0,
+            revenue: 0,
+            settle_count: 0,
+            settle_ms_sum: 0,
+            settle_hist: vec![0; SETTLE_BINS],
+        }
+    }
+}
+
+impl RollupBucket {
+    /// Counts one settlement of `ms` milliseconds.
+    pub fn observe_settle(&mut self, ms: u64) {
+        let bin = SETTLE_EDGES_MS.partition_point(|edge| *edge < ms);
+        self.settle_count += 1;
+        self.settle_ms_sum = self.settle_ms_sum.saturating_add(ms);
+        self.settle_hist.resize(SETTLE_BINS, 0);
+        self.settle_hist[bin] += 1;
+    }
+
+    pub fn merge(&mut self, o: &RollupBucket) {
+        self.requests += o.requests;
+        self.paid += o.paid;
+        self.errors += o.errors;
+        self.revenue = self.revenue.saturating_add(o.revenue);
+        self.settle_count += o.settle_count;
+        self.settle_ms_sum = self.settle_ms_sum.saturating_add(o.settle_ms_sum);
+        self.settle_hist.resize(SETTLE_BINS, 0);
+        for (a, b) in self.settle_hist.iter_mut().zip(&o.settle_hist) {
+            *a += b;
+        }
+    }
+
+    /// The `q` quantile (0 < q <= 1) of settlement time as its bin's upper edge in
+    /// milliseconds (an upper bound within 1.5x); `None` without settlements. The overflow bin
+    /// reports the last edge.
+    pub fn settle_quantile_ms(&self, q: f64) -> Option<u64> {
+        if self.settle_count == 0 {
+            return None;
+        }
+        let rank = ((self.settle_count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.settle_hist.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(SETTLE_EDGES_MS[i.min(SETTLE_EDGES_MS.len() - 1)]);
+            }
+        }
+        SETTLE_EDGES_MS.last().copied()
+    }
+}
+
+/// One row: an organisation's route (or `""`, the organisation) in one period.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollupRow {
+    pub tier: Tier,
+    /// The period's start, unix seconds.
+    pub period: u64,
+    pub route_id: String,
+    pub bucket: RollupBucket,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_come_from_the_bins_and_survive_merging() {
+        let mut a = RollupBucket::default();
+        for ms in [4, 4, 4, 4, 4, 4, 4, 4, 4, 900] {
+            a.observe_settle(ms);
+        }
+        assert_eq!(a.settle_quantile_ms(0.5), Some(5));
+        assert_eq!(a.settle_quantile_ms(0.99), Some(1_000));
+        let mut b = RollupBucket::default();
+        for _ in 0..90 {
+            b.observe_settle(1);
+        }
+        b.merge(&a);
+        assert_eq!(b.settle_count, 100);
+        assert_eq!(b.settle_quantile_ms(0.5), Some(1));
+        assert_eq!(b.settle_quantile_ms(0.95), Some(5));
+        assert_eq!(b.settle_quantile_ms(1.0), Some(1_000));
+        assert_eq!(RollupBucket::default().settle_quantile_ms(0.5), None);
+        let mut slow = RollupBucket::default();
+        slow.observe_settle(10_000_000);
+        assert_eq!(slow.settle_quantile_ms(0.5), Some(120_000));
+    }
+
+    #[test]
+    fn periods_start_on_the_hour_and_the_day() {
+        assert_eq!(Tier::Hour.period_of(7_199), 3_600);
+        assert_eq!(Tier::Day.period_of(86_399), 0);
+        assert_eq!(Tier::Day.period_of(86_400), 86_400);
+    }
+}
