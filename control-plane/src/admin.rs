@@ -11,9 +11,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paygate_domain::apikey;
 use paygate_domain::ids::new_id;
-use paygate_domain::model::{ApiKeyRecord, Org};
+use paygate_domain::model::Org;
 use paygate_domain::StoreError;
 use paygate_domain::{now_rfc3339, ErrorCode, FieldProblem};
 use serde::Deserialize;
@@ -109,18 +108,6 @@ async fn org_by_slug(state: &AppState, slug: &str) -> Result<Org, ApiError> {
         .ok_or_else(org_not_found)
 }
 
-fn new_key(org_id: &str) -> (apikey::NewKey, ApiKeyRecord) {
-    let k = apikey::mint();
-    let rec = ApiKeyRecord {
-        key_id: k.key_id.clone(),
-        org_id: org_id.to_string(),
-        secret_sha256: k.secret_sha256.clone(),
-        created_at: now_rfc3339(),
-        revoked_at: None,
-    };
-    (k, rec)
-}
-
 #[utoipa::path(post, path = "/admin/orgs", tag = "admin", security(("adminToken" = [])), request_body = OrgCreate, responses((status = 201, description = "Created, with its first API key", body = OrgCreated), (status = 409, description = "Slug taken", body = paygate_domain::ErrorBody)))]
 pub async fn create_org(
     State(state): State<AppState>,
@@ -148,7 +135,7 @@ pub async fn create_org(
         created_at: now.clone(),
         updated_at: now,
     };
-    let (key, rec) = new_key(&org.id);
+    let (key, rec) = crate::keys_api::new_key(&org.id);
     match state.store.create_org(&org, &rec).await {
         Ok(()) => {}
         Err(StoreError::DuplicateSlug) => {
@@ -284,18 +271,7 @@ pub async fn create_key(
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
     let org = org_by_slug(&state, &slug).await?;
-    let (key, rec) = new_key(&org.id);
-    state.store.put_api_key(&rec).await?;
-    tracing::info!(org = %org.slug, key_id = %rec.key_id, "API key created");
-    Ok((
-        StatusCode::CREATED,
-        Json(KeyCreated {
-            key_id: key.key_id,
-            api_key: key.plain,
-            created_at: rec.created_at,
-        }),
-    )
-        .into_response())
+    crate::keys_api::issue(&state, &org).await
 }
 
 #[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<KeyView>), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
@@ -305,9 +281,7 @@ pub async fn list_keys(
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
     let org = org_by_slug(&state, &slug).await?;
-    let keys = state.store.list_api_keys(&org.id).await?;
-    let out: Vec<_> = keys.iter().map(KeyView::from).collect();
-    Ok(Json(out).into_response())
+    crate::keys_api::keys_of(&state, &org).await
 }
 
 #[utoipa::path(delete, path = "/admin/orgs/{slug}/keys/{key_id}", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path), ("key_id" = String, Path)), responses((status = 204, description = "Revoked: refused from the next request on"), (status = 404, description = "No such organisation or key", body = paygate_domain::ErrorBody)))]
@@ -317,16 +291,5 @@ pub async fn revoke_key(
     Path((slug, key_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let org = org_by_slug(&state, &slug).await?;
-    let mut rec = state
-        .store
-        .get_api_key(&key_id)
-        .await?
-        .filter(|k| k.org_id == org.id)
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no such key in this organisation"))?;
-    if rec.revoked_at.is_none() {
-        rec.revoked_at = Some(now_rfc3339());
-        state.store.put_api_key(&rec).await?;
-        tracing::info!(org = %org.slug, key_id = %rec.key_id, "API key revoked");
-    }
-    Ok(StatusCode::NO_CONTENT.into_response())
+    crate::keys_api::revoke(&state, &org, &key_id, false).await
 }

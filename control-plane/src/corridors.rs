@@ -37,7 +37,11 @@ fn err(code: ErrorCode, msg: impl Into<String>) -> ApiError {
 }
 
 /// The caller's corridor, or `404` (also for another organisation's).
-async fn own_corridor(state: &AppState, org: &Org, id: &str) -> Result<Corridor, ApiError> {
+pub(crate) async fn own_corridor(
+    state: &AppState,
+    org: &Org,
+    id: &str,
+) -> Result<Corridor, ApiError> {
     match state.store.get_corridor(id).await? {
         Some(c) if c.org_id == org.id => Ok(c),
         _ => Err(err(ErrorCode::NotFound, "no corridor with this id")),

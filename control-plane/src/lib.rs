@@ -4,11 +4,13 @@
 mod admin;
 mod auth;
 mod body;
+mod corridor_lists;
 mod corridors;
 mod discovery;
 mod error;
 mod facilitator_api;
 mod input;
+mod keys_api;
 mod mcp;
 mod meta;
 mod metrics_api;
@@ -47,6 +49,11 @@ pub fn app(state: AppState) -> Router {
                 .get(routes_api::get_one)
                 .delete(routes_api::delete),
         )
+        .route("/api/keys", get(keys_api::list).post(keys_api::create))
+        .route(
+            "/api/keys/{key_id}",
+            axum::routing::delete(keys_api::delete),
+        )
         .route("/api/payments", get(payments_api::list))
         .route("/api/payments/{id}", get(payments_api::get_one))
         .route("/api/origin-secret", get(origin_api::get))
@@ -75,7 +82,11 @@ pub fn app(state: AppState) -> Router {
         .route("/facilitator/verify", post(facilitator_api::verify))
         .route("/facilitator/settle", post(facilitator_api::settle))
         .route("/facilitator/supported", get(facilitator_api::supported))
-        .route("/corridors", post(corridors::create))
+        .route(
+            "/corridors",
+            post(corridors::create).get(corridor_lists::list),
+        )
+        .route("/corridors/{id}/payments", get(corridor_lists::payouts))
         .route("/corridors/{id}", get(corridors::get_one))
         .route("/corridors/{id}/quote", get(corridors::quote))
         .route("/corridors/{id}/pay", post(corridors::pay))

@@ -36,6 +36,7 @@ pub enum ErrorCode {
     QuoteAlreadyUsed,
     MissingIdempotencyKey,
     CorridorNotActive,
+    LastActiveKey,
     UpstreamError,
     StoreUnavailable,
     InternalError,
@@ -75,6 +76,7 @@ impl ErrorCode {
             Self::QuoteAlreadyUsed => "QUOTE_ALREADY_USED",
             Self::MissingIdempotencyKey => "MISSING_IDEMPOTENCY_KEY",
             Self::CorridorNotActive => "CORRIDOR_NOT_ACTIVE",
+            Self::LastActiveKey => "LAST_ACTIVE_KEY",
             Self::UpstreamError => "UPSTREAM_ERROR",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
@@ -102,7 +104,8 @@ impl ErrorCode {
             | Self::DuplicateRequest
             | Self::AlreadyExists
             | Self::QuoteAlreadyUsed
-            | Self::CorridorNotActive => 409,
+            | Self::CorridorNotActive
+            | Self::LastActiveKey => 409,
             Self::PayloadTooLarge => 413,
             Self::TooManyRequests => 429,
             Self::HeadersTooLarge => 431,

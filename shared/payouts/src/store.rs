@@ -35,6 +35,15 @@ pub trait PayoutStore: Send + Sync {
     /// Creates the corridor unless the org has one for the currency; returns the one stored.
     async fn create_corridor(&self, c: &Corridor) -> StoreResult<(Corridor, bool)>;
     async fn get_corridor(&self, id: &str) -> StoreResult<Option<Corridor>>;
+    /// The organisation's corridors, oldest first (one per currency, so a handful).
+    async fn list_corridors(&self, org_id: &str) -> StoreResult<Vec<Corridor>>;
+    /// A page of a corridor's payouts, newest (highest id) first, below `before_id` if given.
+    async fn list_payouts(
+        &self,
+        corridor_id: &str,
+        before_id: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<Payout>>;
     async fn update_corridor(&self, c: &Corridor) -> StoreResult<()>;
     async fn put_quote(&self, q: &Quote) -> StoreResult<()>;
     async fn get_quote(&self, id: &str) -> StoreResult<Option<Quote>>;

@@ -385,6 +385,37 @@ async fn without_a_provider_nothing_is_reserved_or_driven(kind: Kind) {
     assert_eq!(f.provider.calls.load(Ordering::SeqCst), 0);
 }
 
+async fn a_corridors_payouts_are_listed_newest_first_page_by_page(kind: Kind) {
+    let f = Fixture::new(kind, ok()).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let new = f.request(&format!("k{i}"), "fp").await;
+        ids.push(new.payout.id.clone());
+        f.engine.start(new).await.unwrap();
+    }
+    ids.reverse();
+    let mut listed = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let page = f
+            .store
+            .list_payouts("cor_1", before.as_deref(), 2)
+            .await
+            .unwrap();
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        before = Some(last.id.clone());
+        listed.extend(page.into_iter().map(|p| p.id));
+    }
+    assert_eq!(listed, ids);
+    assert!(f
+        .store
+        .list_payouts("cor_2", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 /// Each test above, once per store.
 macro_rules! on_both_stores {
     ($($name:ident),* $(,)?) => {$(
@@ -411,4 +442,5 @@ on_both_stores!(
     a_refused_payout_fails_and_frees_its_key,
     an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known,
     without_a_provider_nothing_is_reserved_or_driven,
+    a_corridors_payouts_are_listed_newest_first_page_by_page,
 );

@@ -78,6 +78,36 @@ impl PayoutStore for PgStore {
             .await
     }
 
+    async fn list_corridors(&self, org_id: &str) -> StoreResult<Vec<Corridor>> {
+        let rows =
+            sqlx::query("SELECT doc FROM corridors WHERE org_id = $1 ORDER BY id COLLATE \"C\"")
+                .bind(org_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend)?;
+        rows.iter().map(doc).collect()
+    }
+
+    async fn list_payouts(
+        &self,
+        corridor_id: &str,
+        before_id: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<Payout>> {
+        let rows = sqlx::query(
+            "SELECT doc FROM payouts WHERE corridor_id = $1 \
+             AND ($2::text IS NULL OR id COLLATE \"C\" < $2) \
+             ORDER BY id COLLATE \"C\" DESC LIMIT $3",
+        )
+        .bind(corridor_id)
+        .bind(before_id)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        rows.iter().map(doc).collect()
+    }
+
     async fn update_corridor(&self, c: &Corridor) -> StoreResult<()> {
         sqlx::query("UPDATE corridors SET doc = $2 WHERE id = $1")
             .bind(&c.id)

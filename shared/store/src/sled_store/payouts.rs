@@ -31,6 +31,8 @@ pub struct PayoutTrees {
     events: sled::Tree,
     /// `provider payment id \0 event key` -> raw body, for events of unknown payouts.
     orphans: sled::Tree,
+    /// `corridor id \0 payout id`: a corridor's payouts in time order.
+    by_corridor: sled::Tree,
 }
 
 impl PayoutTrees {
@@ -46,6 +48,7 @@ impl PayoutTrees {
             cpn_index: tree("cpn_index")?,
             events: tree("payout_events")?,
             orphans: tree("payout_orphans")?,
+            by_corridor: tree("payouts_by_corridor")?,
         })
     }
 
@@ -56,7 +59,25 @@ impl PayoutTrees {
             &self.initiating,
             "payouts_initiating.v1",
             is_initiating,
-        )
+        )?;
+        // The by-corridor index, once for a store written before it existed.
+        let meta = db.open_tree("meta").map_err(backend)?;
+        if !meta
+            .contains_key("payouts_by_corridor.v1")
+            .map_err(backend)?
+        {
+            for kv in self.payouts.iter() {
+                let (_, v) = kv.map_err(backend)?;
+                let p: Payout = dec(&v)?;
+                self.by_corridor
+                    .insert(key2(&p.corridor_id, &p.id), &[][..])
+                    .map_err(backend)?;
+            }
+            meta.insert("payouts_by_corridor.v1", &[][..])
+                .map_err(backend)?;
+            db.flush().map_err(backend)?;
+        }
+        Ok(())
     }
 }
 
@@ -116,6 +137,50 @@ impl PayoutStore for SledStore {
         Self::get(&self.corridors.corridors, id.as_bytes())
     }
 
+    async fn list_corridors(&self, org_id: &str) -> StoreResult<Vec<Corridor>> {
+        let mut out = Vec::new();
+        for kv in self.corridors.corridor_index.scan_prefix(prefix(org_id)) {
+            let (_, id) = kv.map_err(backend)?;
+            if let Some(c) = Self::get::<Corridor>(&self.corridors.corridors, &id)? {
+                out.push(c);
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    async fn list_payouts(
+        &self,
+        corridor_id: &str,
+        before_id: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<Payout>> {
+        let start = prefix(corridor_id);
+        let end = match before_id {
+            Some(b) => key2(corridor_id, b),
+            None => {
+                let mut e = prefix(corridor_id);
+                *e.last_mut().expect("prefix ends in a separator") = 1;
+                e
+            }
+        };
+        let mut out = Vec::new();
+        for kv in self
+            .corridors
+            .by_corridor
+            .range(start..end)
+            .rev()
+            .take(limit)
+        {
+            let (k, _) = kv.map_err(backend)?;
+            let id = &k[corridor_id.len() + 1..];
+            if let Some(p) = Self::get::<Payout>(&self.corridors.payouts, id)? {
+                out.push(p);
+            }
+        }
+        Ok(out)
+    }
+
     async fn update_corridor(&self, c: &Corridor) -> StoreResult<()> {
         self.corridors
             .corridors
@@ -149,8 +214,15 @@ impl PayoutStore for SledStore {
         let kk = key2(&key.org_id, &key.key);
         let key_bytes = enc(key)?;
         let payout_bytes = enc(payout)?;
-        let out = (&t.pay_keys, &t.quotes, &t.payouts, &t.initiating)
-            .transaction(|(keys, quotes, payouts, initiating)| {
+        let trees = (
+            &t.pay_keys,
+            &t.quotes,
+            &t.payouts,
+            &t.initiating,
+            &t.by_corridor,
+        );
+        let out = trees
+            .transaction(|(keys, quotes, payouts, initiating, by_corridor)| {
                 if let Some(prev) = keys.get(&kk)? {
                     let prev: PayIdempotency = dec(&prev)
                         .map_err(sled::transaction::ConflictableTransactionError::Abort)?;
@@ -169,6 +241,7 @@ impl PayoutStore for SledStore {
                 quotes.insert(payout.quote_id.as_bytes(), q)?;
                 keys.insert(kk.clone(), key_bytes.clone())?;
                 put_payout(payouts, initiating, payout, &payout_bytes)?;
+                by_corridor.insert(key2(&payout.corridor_id, &payout.id), &[][..])?;
                 Ok(BeginPayout::Started)
             })
             .map_err(tx_err)?;
