@@ -595,3 +595,85 @@ async fn tool_names_are_valid_and_unique_and_orgs_are_isolated() {
     client.cancel().await.unwrap();
     other.cancel().await.unwrap();
 }
+
+/// Suspension (README, "Suspension"): the tools disappear (`tools/list_changed` is sent), a
+/// call is a tool error, the facilitator API and new corridor quotes and payouts are refused
+/// with `403 ORG_SUSPENDED`; reading and fixing the configuration keep working; lifting the
+/// suspension brings everything back.
+#[tokio::test]
+async fn suspension_hides_tools_and_refuses_what_sells_or_pays_but_not_reading() {
+    let s = setup(6, &[]).await;
+    let corridor = s.gw.active_corridor(&s.key, "BRL").await;
+    let watcher = Watcher::default();
+    let changed = watcher.changed.clone();
+    let client = rust_client_with(&s.gw, &s.key, watcher).await.unwrap();
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 1);
+
+    let suspend = |on: bool| {
+        s.gw.admin(
+            Method::PATCH,
+            "/admin/orgs/acme",
+            Some(json!({ "suspended": on })),
+        )
+    };
+    assert_eq!(suspend(true).await.status(), 200);
+    tokio::time::timeout(Duration::from_secs(10), changed.notified())
+        .await
+        .expect("tools/list_changed on suspension");
+    assert!(client.list_all_tools().await.unwrap().is_empty());
+    let r = call(&client, "echo", json!({})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text_of(&r).contains("ORG_SUSPENDED"), "{}", text_of(&r));
+
+    let refused = [
+        (
+            Method::POST,
+            "/corridors",
+            Some(json!({"destCurrency": "MXN"})),
+        ),
+        (
+            Method::GET,
+            &*format!("/corridors/{corridor}/quote?amount=10"),
+            None,
+        ),
+        (Method::POST, "/facilitator/verify", Some(json!({}))),
+        (Method::POST, "/facilitator/settle", Some(json!({}))),
+    ];
+    for (method, path, body) in refused {
+        let r = s.gw.api(&s.key, method, path, body).await;
+        let (status, code, _) = error_of(r).await;
+        assert_eq!((status, code.as_str()), (403, "ORG_SUSPENDED"), "{path}");
+    }
+    let r =
+        s.gw.pay_corridor(&s.key, &corridor, "k1", &json!({"quoteId": "qt_x"}))
+            .await;
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (403, "ORG_SUSPENDED"));
+    for path in [
+        "/api/routes",
+        "/api/payments",
+        "/api/usage",
+        "/corridors",
+        "/api/keys",
+    ] {
+        let r = s.gw.api(&s.key, Method::GET, path, None).await;
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    assert_eq!(s.gw.get("/gateway/acme/echo").await.status(), 403);
+
+    assert_eq!(suspend(false).await.status(), 200);
+    tokio::time::timeout(Duration::from_secs(10), changed.notified())
+        .await
+        .expect("tools/list_changed when lifted");
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 1);
+    let r =
+        s.gw.api(
+            &s.key,
+            Method::GET,
+            &format!("/corridors/{corridor}/quote?amount=10"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    client.cancel().await.unwrap();
+}

@@ -50,6 +50,21 @@ impl FromRequestParts<AppState> for OrgAuth {
     }
 }
 
+impl OrgAuth {
+    /// The organisation, unless it is suspended (`403 ORG_SUSPENDED`): for what moves money or
+    /// sells on its behalf (corridor quotes and payouts, the facilitator API). Reading and fixing
+    /// its configuration stay open to a suspended organisation.
+    pub fn active(self) -> Result<Org, ApiError> {
+        if self.org.suspended {
+            return Err(ApiError::new(
+                ErrorCode::OrgSuspended,
+                "this organisation is suspended",
+            ));
+        }
+        Ok(self.org)
+    }
+}
+
 /// A Prometheus scraper: the scrape token (`metrics.scrape_token_env`) or the admin token.
 pub struct ScrapeAuth;
 

@@ -118,12 +118,15 @@ fn corridor_error(e: BodyError) -> ApiError {
 
 /// `POST /corridors {destCurrency}`: `201` with a new corridor, or `200` with the org's
 /// existing corridor for that currency.
-#[utoipa::path(post, path = "/corridors", tag = "corridors", security(("orgKey" = [])), request_body = CorridorCreate, responses((status = 201, description = "Created (PENDING_KYC)", body = CorridorView), (status = 200, description = "The organisation's existing corridor for this currency", body = CorridorView)))]
+#[utoipa::path(post, path = "/corridors", tag = "corridors", security(("orgKey" = [])), request_body = CorridorCreate, responses((status = 403, description = "Organisation suspended", body = paygate_domain::ErrorBody), (status = 201, description = "Created (PENDING_KYC)", body = CorridorView), (status = 200, description = "The organisation's existing corridor for this currency", body = CorridorView)))]
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let auth = OrgAuth {
+        org: auth.active()?,
+    };
     let currency = crate::body::parse::<CorridorCreate>(&body)
         .map_err(corridor_error)?
         .dest_currency;
@@ -165,7 +168,7 @@ pub struct QuoteQuery {
 }
 
 /// `GET /corridors/{id}/quote?amount=`: a fresh, single-use quote.
-#[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 200, description = "A single-use quote", body = QuoteView), (status = 404, description = "No such corridor in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Corridor not ACTIVE", body = paygate_domain::ErrorBody), (status = 502, description = "The payout provider could not quote", body = paygate_domain::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(get, path = "/corridors/{id}/quote", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("amount" = String, Query, description = "USDC decimal string, at most 6 decimals")), responses((status = 403, description = "Organisation suspended", body = paygate_domain::ErrorBody), (status = 200, description = "A single-use quote", body = QuoteView), (status = 404, description = "No such corridor in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Corridor not ACTIVE", body = paygate_domain::ErrorBody), (status = 502, description = "The payout provider could not quote", body = paygate_domain::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_domain::ErrorBody)))]
 pub async fn quote(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -173,6 +176,9 @@ pub async fn quote(
     TypedQuery(q): TypedQuery<QuoteQuery>,
 ) -> Result<Response, ApiError> {
     let c = own_corridor(&state, &auth.org, &id).await?;
+    let auth = OrgAuth {
+        org: auth.active()?,
+    };
     let amount = q
         .amount
         .ok_or_else(|| err(ErrorCode::InvalidAmount, "amount is required"))?;
@@ -246,7 +252,7 @@ fn accepted(a: Accepted) -> Response {
 }
 
 /// `POST /corridors/{id}/pay`: exactly one payout per `Idempotency-Key`.
-#[utoipa::path(post, path = "/corridors/{id}/pay", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = String, Header, description = "Required: one payout per key")), request_body = PayRequest, responses((status = 202, description = "Payout accepted (also a replay of the same key)", body = PayoutAccepted), (status = 404, description = "No such corridor in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Corridor not ACTIVE, quote used, or key in flight / used with another request", body = paygate_domain::ErrorBody), (status = 502, description = "The provider refused or did not answer (kept and retried)", body = paygate_domain::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(post, path = "/corridors/{id}/pay", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = String, Header, description = "Required: one payout per key")), request_body = PayRequest, responses((status = 403, description = "Organisation suspended", body = paygate_domain::ErrorBody), (status = 202, description = "Payout accepted (also a replay of the same key)", body = PayoutAccepted), (status = 404, description = "No such corridor in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Corridor not ACTIVE, quote used, or key in flight / used with another request", body = paygate_domain::ErrorBody), (status = 502, description = "The provider refused or did not answer (kept and retried)", body = paygate_domain::ErrorBody), (status = 503, description = "No payout provider configured", body = paygate_domain::ErrorBody)))]
 pub async fn pay(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -260,6 +266,8 @@ pub async fn pay(
     if let Some(a) = state.payouts.repeat(&org.id, &key, &fp).await? {
         return Ok(accepted(a));
     }
+    // A replay answers as before; a suspended organisation starts no new payout.
+    let org = OrgAuth { org }.active()?;
     let c = own_corridor(&state, &org, &id).await?;
     require_active(&c)?;
     let input = pay_input(&body, c.dest_currency)?;

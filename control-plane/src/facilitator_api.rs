@@ -89,12 +89,13 @@ fn requested_network(req: &FacilitatorRequest) -> String {
         .to_string()
 }
 
-#[utoipa::path(post, path = "/facilitator/verify", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 200, description = "Verdict (an invalid payment is `isValid: false`)", body = VerifyResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(post, path = "/facilitator/verify", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 403, description = "Organisation suspended", body = paygate_domain::ErrorBody), (status = 200, description = "Verdict (an invalid payment is `isValid: false`)", body = VerifyResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_domain::ErrorBody)))]
 pub async fn verify(
     State(state): State<AppState>,
-    _org: OrgAuth,
+    org: OrgAuth,
     body: axum::body::Bytes,
 ) -> Result<Json<VerifyResponse>, ApiError> {
+    org.active()?;
     let (req, version) = parse(&body)?;
     facilitator(&state)?;
     let verdict = |payer: Option<String>, reason: Option<&str>| {
@@ -119,12 +120,13 @@ pub async fn verify(
     }
 }
 
-#[utoipa::path(post, path = "/facilitator/settle", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 200, description = "Outcome (a refused payment is `success: false`)", body = SettleResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_domain::ErrorBody), (status = 504, description = "Sent, outcome not known yet; reconciled later", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(post, path = "/facilitator/settle", tag = "facilitator", security(("orgKey" = [])), request_body = FacilitatorRequest, responses((status = 403, description = "Organisation suspended", body = paygate_domain::ErrorBody), (status = 200, description = "Outcome (a refused payment is `success: false`)", body = SettleResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_domain::ErrorBody), (status = 504, description = "Sent, outcome not known yet; reconciled later", body = paygate_domain::ErrorBody)))]
 pub async fn settle(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    org: OrgAuth,
     body: axum::body::Bytes,
 ) -> Result<Json<SettleResponse>, ApiError> {
+    let org = org.active()?;
     let (req, version) = parse(&body)?;
     facilitator(&state)?;
     let network = requested_network(&req);

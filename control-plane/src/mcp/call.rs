@@ -92,7 +92,7 @@ impl ToolInput {
     }
 }
 
-fn tool_error(message: impl Into<String>) -> CallToolResult {
+pub(crate) fn tool_error(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 

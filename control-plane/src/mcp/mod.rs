@@ -41,12 +41,13 @@ pub struct McpPrincipal {
     pub org_id: Arc<str>,
 }
 
-/// The organisation's tools as the route table has them now.
+/// The organisation's tools as the route table has them now (none while it is suspended: they
+/// are its gateway routes, which suspension blocks).
 fn org_tools(state: &AppState, org_id: &str) -> Vec<rmcp::model::Tool> {
     let snap = state.table.snapshot();
     let tools = snap
         .orgs()
-        .find(|o| &*o.org_id == org_id)
+        .find(|o| &*o.org_id == org_id && !o.suspended)
         .map(tools::list)
         .unwrap_or_default();
     tools
@@ -172,14 +173,20 @@ impl ServerHandler for PaygateMcp {
         let found = {
             let snap = self.state.table.snapshot();
             let found = snap.orgs().find(|o| *o.org_id == *org_id).and_then(|o| {
+                if o.suspended {
+                    return Some(Err(()));
+                }
                 tools::named(o)
                     .into_iter()
                     .find(|(n, _)| *n == request.name)
-                    .map(|(_, e)| (o.slug.clone(), e))
+                    .map(|(_, e)| Ok((o.slug.clone(), e)))
             });
             found
         };
-        let Some((slug, entry)) = found else {
+        if let Some(Err(())) = found {
+            return Ok(call::tool_error("ORG_SUSPENDED: this organisation is suspended").into());
+        }
+        let Some(Ok((slug, entry))) = found else {
             return Err(McpError::invalid_params(
                 format!("unknown tool {:?}", request.name),
                 None,
