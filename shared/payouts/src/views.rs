@@ -147,6 +147,8 @@ pub struct PayoutView {
     /// The last provider event applied, if any.
     #[schema(required)]
     last_event: Option<super::AppliedEvent>,
+    /// Every provider event applied, oldest first: the payout's status timeline.
+    events: Vec<super::AppliedEvent>,
     created_at: String,
     updated_at: String,
 }
@@ -176,6 +178,7 @@ impl From<&Payout> for PayoutView {
                 currency: p.beneficiary.currency,
             },
             last_event: p.events.last().cloned(),
+            events: p.events.clone(),
             created_at: p.created_at.clone(),
             updated_at: p.updated_at.clone(),
         }

@@ -1,0 +1,554 @@
+// paygate console: a small single-page app over paygate's own APIs. The organisation's API
+// key (and the operator's admin token) live in sessionStorage and travel only as bearer
+// tokens; data is written into the page as text, never as markup.
+'use strict';
+
+const KEY = 'paygate.key';
+const ADMIN = 'paygate.admin';
+const state = { org: null };
+const main = () => document.getElementById('main');
+
+// ---- DOM helpers -------------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+const svg = (tag, attrs) => {
+  const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  return e;
+};
+
+function field(label, input, hint) {
+  return el('label', {}, label, input, hint ? el('span', { class: 'hint', text: hint }) : null);
+}
+
+function show(...nodes) {
+  const m = main();
+  m.replaceChildren(...nodes);
+  m.focus();
+}
+
+// A message shown now and kept through the next page change (an action that navigates).
+let flash = '';
+function say(text) {
+  flash = text;
+  document.getElementById('status').textContent = text;
+}
+
+function badge(word) {
+  return el('span', { class: `badge ${word}`, text: word });
+}
+
+function table(headers, rows) {
+  return el('div', { class: 'table-wrap' },
+    el('table', {},
+      el('thead', {}, el('tr', {}, headers.map((h) => el('th', { scope: 'col', class: h.num ? 'num' : null, text: h.label || h })))),
+      el('tbody', {}, rows)));
+}
+
+function facts(pairs) {
+  return el('dl', { class: 'facts' }, pairs.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', {}, v ?? '—')]));
+}
+
+function errorBox(e) {
+  const box = el('div', { class: 'error', role: 'alert' },
+    el('code', { text: e.code || 'ERROR' }), ' ', e.message || String(e));
+  if (Array.isArray(e.details) && e.details.length) {
+    box.append(el('ul', {}, e.details.map((d) => el('li', {}, el('code', { text: d.field }), ': ', d.problem))));
+  }
+  if (e.requestId) box.append(el('div', { class: 'hint', text: `request ${e.requestId}` }));
+  return box;
+}
+
+// ---- API ---------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || `HTTP ${status}`);
+    Object.assign(this, body || {}, { status });
+  }
+}
+
+async function api(method, path, body, opts = {}) {
+  const token = sessionStorage.getItem(opts.admin ? ADMIN : KEY);
+  const headers = Object.assign({}, opts.headers);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (opts.raw) return r;
+  const text = await r.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!r.ok) throw new ApiError(r.status, data);
+  return data;
+}
+
+// A form whose submit runs `action`; problems appear in the form, the button waits.
+function form(cls, controls, label, action) {
+  const out = el('div', { class: 'form-errors' });
+  const button = el('button', { type: 'submit', text: label });
+  const f = el('form', { class: cls }, controls, button, out);
+  f.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    out.replaceChildren();
+    button.disabled = true;
+    try {
+      await action(new FormData(f), f);
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return f;
+}
+
+const input = (name, attrs) => el('input', Object.assign({ name, id: `f-${name}` }, attrs));
+const select = (name, options, value) =>
+  el('select', { name, id: `f-${name}` }, options.map(([v, t]) => el('option', { value: v, selected: v === value, text: t })));
+
+// ---- charts ------------------------------------------------------------------------------
+
+function barChart(title, points, value, format) {
+  const values = points.map(value);
+  const total = values.reduce((a, b) => a + b, 0);
+  const max = Math.max(...values, 0) || 1;
+  const w = 100 / Math.max(points.length, 1);
+  const s = svg('svg', { viewBox: '0 0 100 50', preserveAspectRatio: 'none', role: 'img',
+    'aria-label': `${title}: ${format(total)} in all` });
+  points.forEach((p, i) => {
+    const h = (values[i] / max) * 48;
+    const r = svg('rect', { x: i * w + w * 0.1, y: 50 - h, width: w * 0.8, height: Math.max(h, 0), 'data-value': values[i] });
+    const t = svg('title', {});
+    t.textContent = `${p.start}: ${format(values[i])}`;
+    r.append(t);
+    s.append(r);
+  });
+  const fig = el('figure', { class: 'chart', 'data-chart': title, 'data-total': total },
+    el('figcaption', {}, el('strong', { text: title }), ` ${format(total)}`));
+  fig.append(s);
+  return fig;
+}
+
+const usdc = (n) => `${n.toFixed(6)} USDC`;
+
+// ---- pages -------------------------------------------------------------------------------
+
+function signIn() {
+  show(el('h1', { text: 'Sign in' }),
+    el('p', { text: 'Sign in with your organisation API key. It is kept in this tab only (session storage) and sent to paygate as a bearer token.' }),
+    form('stack', [field('Organisation API key', input('apiKey', { type: 'password', autocomplete: 'off', required: true }))], 'Sign in',
+      async (d) => {
+        sessionStorage.setItem(KEY, d.get('apiKey').trim());
+        try {
+          state.org = await api('GET', '/api/org');
+        } catch (e) {
+          sessionStorage.removeItem(KEY);
+          throw e;
+        }
+        location.hash = '#/overview';
+        route();
+      }),
+    el('p', {}, el('a', { href: '#/operator', text: 'Operator sign in (admin token)' })));
+}
+
+async function overview(params) {
+  const win = params.get('window') || '24h';
+  const [m, usage] = await Promise.all([api('GET', `/api/gateway/metrics?window=${win}`), api('GET', '/api/usage')]);
+  const points = m.series.points;
+  const mm = m.metrics;
+  const pick = select('window', [['24h', 'Last 24 hours'], ['7d', 'Last 7 days']], win);
+  pick.addEventListener('change', () => { location.hash = `#/overview?window=${pick.value}`; });
+  const limit = usage.monthlyLimit;
+  const windowField = field('Window', pick);
+  windowField.classList.add('narrow');
+  show(el('h1', { text: `Overview: ${state.org.name || state.org.slug}` }),
+    windowField,
+    el('div', { class: 'tiles' },
+      tile('Revenue', `${mm.revenueUSDC} USDC`, 'revenue'),
+      tile('Requests', mm.totalRequests, 'requests'),
+      tile('Paid', mm.paid, 'paid'),
+      tile('Errors', mm.errors, 'errors')),
+    el('div', { class: 'charts' },
+      barChart('Revenue', points, (p) => Number(p.revenueUSDC), usdc),
+      barChart('Requests', points, (p) => p.requests, (n) => `${n} requests`)),
+    el('h2', { text: 'Facilitator' }),
+    facts([['Status', badge(m.facilitator.status)], ['Latency', `${m.facilitator.latencyMs} ms`],
+      ['Facilitator', m.facilitator.facilitatorUrl], ['Checked', m.facilitator.checkedAt]]),
+    el('h2', { text: 'Plan usage' }),
+    el('p', {}, `${usage.plan} plan: ${usage.usedThisMonth} paid requests this month`,
+      limit ? ` of ${limit} (${usage.remaining} left)` : ' (unlimited)', `; resets ${usage.resetsAt}.`),
+    limit ? el('progress', { max: limit, value: usage.usedThisMonth, 'aria-label': 'Plan usage this month' }) : null,
+    el('h2', { text: 'Routes' }),
+    table(['Path', { label: 'Requests', num: 1 }, { label: 'Paid', num: 1 }, { label: 'Revenue (USDC)', num: 1 }, { label: 'Settle p50 / p99 (ms)', num: 1 }],
+      m.routes.map((r) => el('tr', {},
+        el('td', {}, r.path ? el('a', { href: `#/routes/${r.routeId}`, text: r.path }) : `${r.routeId} (deleted)`),
+        el('td', { class: 'num', text: r.requests }), el('td', { class: 'num', text: r.paid }),
+        el('td', { class: 'num', text: r.revenueUSDC }),
+        el('td', { class: 'num', text: `${r.settleP50Ms ?? '—'} / ${r.settleP99Ms ?? '—'}` })))));
+}
+
+function tile(k, v, name) {
+  return el('div', { class: 'tile', 'data-tile': name }, el('div', { class: 'k', text: k }), el('div', { class: 'v', text: v }));
+}
+
+async function routes() {
+  const list = await api('GET', '/api/routes');
+  show(el('h1', { text: 'Routes' }),
+    table(['Path', { label: 'Price (USD)', num: 1 }, 'Network', 'Active', 'Description'],
+      list.map((r) => el('tr', {},
+        el('td', {}, el('a', { href: `#/routes/${r.id}`, text: r.path })),
+        el('td', { class: 'num', text: r.priceUSD }), el('td', { text: r.network }),
+        el('td', { text: r.active ? 'yes' : 'no' }), el('td', { text: r.description })))),
+    el('h2', { text: 'New route' }),
+    form('stack', [
+      field('Path', input('path', { required: true, placeholder: '/weather' }), `served at /gateway/${state.org.slug}/…`),
+      field('Price (USD)', input('priceUSD', { required: true, inputmode: 'decimal', placeholder: '0.01' })),
+      field('Upstream URL', input('targetUrl', { required: true, type: 'url', placeholder: 'https://api.example.com/weather' })),
+      field('Network', input('network', { required: true, value: 'base-sepolia' })),
+      field('Description', input('description', {})),
+      el('label', { class: 'check' }, input('streaming', { type: 'checkbox' }), 'Streaming'),
+    ], 'Create route', async (d) => {
+      const body = { path: d.get('path'), priceUSD: Number(d.get('priceUSD')), targetUrl: d.get('targetUrl'),
+        network: d.get('network'), description: d.get('description'), streaming: d.get('streaming') === 'on' };
+      const r = await api('POST', '/api/routes', body, { headers: { 'Idempotency-Key': crypto.randomUUID() } });
+      say(`Route ${r.path} created.`);
+      location.hash = `#/routes/${r.id}`;
+    }));
+}
+
+async function routeDetail(id) {
+  const r = await api('GET', `/api/routes/${encodeURIComponent(id)}`);
+  const url = `${location.origin}/gateway/${state.org.slug}${r.path}`;
+  const challenge = await fetch(`/gateway/${state.org.slug}${r.path}`);
+  const header = challenge.headers.get('payment-required');
+  let decoded = null;
+  try { decoded = header ? JSON.parse(atob(header)) : null; } catch (_) { decoded = null; }
+  const body = await challenge.text();
+  show(el('h1', { text: `Route ${r.path}` }),
+    facts([['Id', r.id], ['URL', url], ['Upstream', r.targetUrl], ['Network', r.network], ['Price', `$${r.priceUSD}`],
+      ['Active', r.active ? 'yes' : 'no'], ['Streaming', r.streaming ? 'yes' : 'no']]),
+    el('h2', { text: 'Edit' }),
+    form('stack', [
+      field('Price (USD)', input('priceUSD', { required: true, value: r.priceUSD, inputmode: 'decimal' })),
+      field('Description', input('description', { value: r.description })),
+      el('label', { class: 'check' }, input('active', { type: 'checkbox', checked: r.active }), 'Active'),
+    ], 'Save', async (d) => {
+      await api('PATCH', `/api/routes/${encodeURIComponent(id)}`,
+        { priceUSD: Number(d.get('priceUSD')), description: d.get('description'), active: d.get('active') === 'on' });
+      say('Route saved.');
+      route();
+    }),
+    el('h2', { text: 'Its 402 challenge' }),
+    el('p', {}, `GET ${url} answers `, el('strong', { id: 'challenge-status', text: challenge.status }), ' without a payment.'),
+    el('pre', { id: 'challenge-body', text: pretty(body) }),
+    decoded ? el('details', {}, el('summary', { text: 'PAYMENT-REQUIRED header (decoded)' }), el('pre', { text: JSON.stringify(decoded, null, 2) })) : null,
+    el('h2', { text: 'Try it' }),
+    snippet('curl', `curl -i ${url}`),
+    snippet('x402 Python client', [
+      'import asyncio',
+      'from eth_account import Account',
+      'from x402 import x402Client',
+      'from x402.http.clients import x402HttpxClient',
+      'from x402.mechanisms.evm.exact import register_exact_evm_client',
+      'from x402.mechanisms.evm.signers import EthAccountSigner',
+      '',
+      'async def main():',
+      '    client = x402Client()',
+      '    register_exact_evm_client(client, EthAccountSigner(Account.from_key("0xYOUR_KEY")))',
+      '    async with x402HttpxClient(client) as http:',
+      `        r = await http.get("${url}")`,
+      '        print(r.status_code, r.headers.get("payment-response"), r.text)',
+      '',
+      'asyncio.run(main())'].join('\n')),
+    snippet('MCP (the route is one of your tools, paid from your payer wallet)', JSON.stringify(
+      { mcpServers: { paygate: { url: `${location.origin}/mcp`, headers: { Authorization: 'Bearer YOUR_API_KEY' } } } }, null, 2)),
+    el('p', {}, el('button', { type: 'button', class: 'danger', onclick: async () => {
+      if (!confirm(`Delete ${r.path}?`)) return;
+      await api('DELETE', `/api/routes/${encodeURIComponent(id)}`);
+      say('Route deleted.');
+      location.hash = '#/routes';
+    }, text: 'Delete route' })));
+}
+
+function pretty(text) {
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch (_) { return text; }
+}
+
+function snippet(title, code) {
+  return el('section', {}, el('h3', { text: title }), el('pre', { class: 'mono', text: code }));
+}
+
+async function payments(params) {
+  const routesList = await api('GET', '/api/routes');
+  const q = new URLSearchParams();
+  for (const k of ['route', 'status', 'payer', 'from', 'to', 'cursor']) if (params.get(k)) q.set(k, params.get(k));
+  const page = await api('GET', `/api/payments?${q}`);
+  const paths = Object.fromEntries(routesList.map((r) => [r.id, r.path]));
+  const filters = form('inline', [
+    field('Route', select('route', [['', 'Any route'], ...routesList.map((r) => [r.id, r.path])], params.get('route') || '')),
+    field('Status', select('status', [['', 'Any status'], ['SETTLED', 'Settled'], ['FAILED', 'Failed'], ['RESERVED', 'Reserved'], ['UNKNOWN', 'Unknown']], params.get('status') || '')),
+    field('Payer', input('payer', { value: params.get('payer') || '', placeholder: '0x…', size: 20 })),
+    field('From', input('from', { type: 'datetime-local', value: local(params.get('from')) })),
+    field('To', input('to', { type: 'datetime-local', value: local(params.get('to')) })),
+  ], 'Filter', async (d) => {
+    const n = new URLSearchParams();
+    for (const k of ['route', 'status', 'payer']) if (d.get(k)) n.set(k, d.get(k));
+    for (const k of ['from', 'to']) if (d.get(k)) n.set(k, new Date(d.get(k)).toISOString());
+    location.hash = `#/payments?${n}`;
+  });
+  const next = page.nextCursor ? (() => { const n = new URLSearchParams(q); n.set('cursor', page.nextCursor); return n; })() : null;
+  show(el('h1', { text: 'Payments' }), filters,
+    table(['Time', 'Route', 'Payer', { label: 'Amount (USDC)', num: 1 }, 'Status', 'Transaction'],
+      page.payments.map((p) => el('tr', { 'data-payment': p.id },
+        el('td', {}, el('a', { href: `#/payments/${p.id}`, text: p.createdAt })),
+        el('td', { text: p.routePath || paths[p.routeId] || p.routeId }),
+        el('td', { class: 'mono', text: short(p.payer) }),
+        el('td', { class: 'num', text: p.amountUSDC }),
+        el('td', {}, badge(p.status)),
+        el('td', {}, p.explorerUrl ? el('a', { href: p.explorerUrl, rel: 'noopener noreferrer', target: '_blank', text: short(p.transaction) }) : short(p.transaction))))),
+    page.payments.length ? null : el('p', { text: 'No payments match.' }),
+    el('div', { class: 'row' },
+      next ? el('a', { href: `#/payments?${next}`, text: 'Next page' }) : null,
+      el('button', { type: 'button', class: 'secondary', text: 'Export CSV', onclick: () => exportCsv(q) })));
+}
+
+function local(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+}
+
+const short = (s) => (s && s.length > 14 ? `${s.slice(0, 8)}…${s.slice(-4)}` : s || '—');
+
+async function exportCsv(q) {
+  const n = new URLSearchParams(q);
+  n.delete('cursor');
+  n.set('format', 'csv');
+  const r = await api('GET', `/api/payments?${n}`, undefined, { raw: true });
+  const blob = await r.blob();
+  const a = el('a', { href: URL.createObjectURL(blob), download: 'payments.csv' });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  say('Payments exported as payments.csv.');
+}
+
+async function paymentDetail(id) {
+  const p = await api('GET', `/api/payments/${encodeURIComponent(id)}`);
+  show(el('h1', { text: 'Payment' }),
+    facts([['Id', p.id], ['Status', badge(p.status)], ['Route', p.routePath || p.routeId], ['Amount', `${p.amountUSDC} USDC`],
+      ['Payer', p.payer], ['Paid to', p.payTo], ['Network', p.network],
+      ['Transaction', p.explorerUrl ? el('a', { href: p.explorerUrl, rel: 'noopener noreferrer', target: '_blank', id: 'tx-link', text: p.transaction }) : p.transaction],
+      ['Verification', `${p.verifyMs} ms`], ['Settlement', p.settleMs === null ? '—' : `${p.settleMs} ms`],
+      ['Upstream answered', p.upstreamStatus], ['Failure', p.failure], ['Taken', p.createdAt], ['Updated', p.updatedAt]]),
+    p.receipt ? el('details', {}, el('summary', { text: 'Receipt' }), el('pre', { text: JSON.stringify(p.receipt, null, 2) })) : null,
+    el('p', {}, el('a', { href: '#/payments', text: 'All payments' })));
+}
+
+const CURRENCIES = [['BRL', 'BR'], ['MXN', 'MX'], ['NGN', 'NG'], ['KES', 'KE'], ['ZAR', 'ZA']];
+
+async function corridors() {
+  const list = await api('GET', '/corridors');
+  show(el('h1', { text: 'Corridors' }),
+    table(['Currency', 'Status', 'Created'],
+      list.map((c) => el('tr', {}, el('td', {}, el('a', { href: `#/corridors/${c.id}`, text: c.destCurrency })),
+        el('td', {}, badge(c.status)), el('td', { text: c.createdAt })))),
+    list.length ? null : el('p', { text: 'No corridors yet.' }),
+    el('h2', { text: 'New corridor' }),
+    form('inline', [field('Currency', select('destCurrency', CURRENCIES.map(([c]) => [c, c]), 'BRL'))], 'Create corridor', async (d) => {
+      const c = await api('POST', '/corridors', { destCurrency: d.get('destCurrency') });
+      say(`Corridor to ${c.destCurrency} is ${c.status}.`);
+      location.hash = `#/corridors/${c.id}`;
+    }));
+}
+
+async function corridorDetail(id) {
+  const c = await api('GET', `/corridors/${encodeURIComponent(id)}`);
+  const page = await api('GET', `/corridors/${encodeURIComponent(id)}/payments`);
+  const quoteArea = el('div', { id: 'quote' });
+  const country = (CURRENCIES.find(([cur]) => cur === c.destCurrency) || [])[1];
+  show(el('h1', { text: `Corridor to ${c.destCurrency}` }),
+    facts([['Id', c.id], ['Status', badge(c.status)], ['Created', c.createdAt]]),
+    c.status === 'ACTIVE' ? el('section', {}, el('h2', { text: 'Pay out' }),
+      form('inline', [field('Amount (USDC)', input('amount', { required: true, inputmode: 'decimal', placeholder: '100' }))], 'Get quote', async (d) => {
+        const q = await api('GET', `/corridors/${encodeURIComponent(id)}/quote?amount=${encodeURIComponent(d.get('amount'))}`);
+        quoteArea.replaceChildren(quoteView(c, q, country));
+      }), quoteArea) : el('p', { text: 'Payouts open once the operator approves this corridor\'s KYC.' }),
+    el('h2', { text: 'Payouts' }),
+    table(['Created', { label: 'Amount (USDC)', num: 1 }, { label: 'Destination', num: 1 }, 'Beneficiary', 'Status'],
+      page.payments.map((p) => el('tr', {},
+        el('td', {}, el('a', { href: `#/corridors/${id}/payouts/${p.paymentId}`, text: p.createdAt })),
+        el('td', { class: 'num', text: p.amountUSDC }), el('td', { class: 'num', text: `${p.destAmount} ${p.destCurrency}` }),
+        el('td', { text: p.beneficiary.name }), el('td', {}, badge(p.status))))));
+}
+
+// The all-in breakdown before anything is paid (SPEC 1.7), then the payout form.
+function quoteView(c, q, country) {
+  const key = `console-${q.quoteId}`;
+  return el('div', { class: 'cols' },
+    el('section', { 'aria-label': 'Quote' }, el('h3', { text: 'Quote' }),
+      facts([['You send', `${q.amount} USDC`], ['Platform fee', `${q.fees.platformFee} USDC (${q.fees.platformFeePercent} %)`],
+        ['Rail fee', `${q.fees.railFee} USDC`], ['All fees', `${q.fees.total} USDC`], ['Rate', `1 USDC = ${q.fxRate} ${q.destCurrency}`],
+        ['Beneficiary gets', el('strong', { id: 'dest-amount', text: `${q.destAmount} ${q.destCurrency}` })], ['Quote expires', q.expiresAt]])),
+    el('section', {}, el('h3', { text: 'Beneficiary' }),
+      form('stack', [
+        field('From address (the USDC funding this payout)', input('fromAddress', { required: true, placeholder: '0x…' })),
+        field('Name', input('name', { required: true })),
+        field('Bank', input('bankName', { required: true })),
+        field('Account number', input('accountNumber', { required: true })),
+        el('p', { class: 'hint', text: `Idempotency key ${key}: confirming twice makes one payout.` }),
+      ], `Confirm payout of ${q.amount} USDC`, async (d) => {
+        const body = { quoteId: q.quoteId, fromAddress: d.get('fromAddress'), amountUSDC: q.amount,
+          beneficiary: { name: d.get('name'), bankName: d.get('bankName'), accountNumber: d.get('accountNumber'), country, currency: c.destCurrency } };
+        const r = await api('POST', `/corridors/${encodeURIComponent(c.id)}/pay`, body, { headers: { 'Idempotency-Key': key } });
+        say(`Payout ${r.paymentId} accepted.`);
+        location.hash = `#/corridors/${c.id}/payouts/${r.paymentId}`;
+      })));
+}
+
+let poll = null;
+
+async function payoutDetail(cid, pid) {
+  const p = await api('GET', `/corridors/${encodeURIComponent(cid)}/payments/${encodeURIComponent(pid)}`);
+  const steps = [el('li', {}, el('strong', { text: 'Accepted (PENDING)' }), ` ${p.createdAt}`)];
+  for (const e of p.events) steps.push(el('li', {}, el('strong', { text: e.eventType }), ` ${e.providerStatus}, ${e.updateDate}`));
+  show(el('h1', { text: 'Payout' }),
+    facts([['Id', p.paymentId], ['Status', el('span', { id: 'payout-status' }, badge(p.status))], ['Amount', `${p.amountUSDC} USDC`],
+      ['Destination', `${p.destAmount} ${p.destCurrency}`], ['Fees', `${p.fees.total} USDC`], ['Beneficiary', `${p.beneficiary.name}, ${p.beneficiary.bankName}`],
+      ['From', p.fromAddress], ['Provider id', p.cpnPaymentId]]),
+    el('h2', { text: 'Status timeline' }), el('ol', { class: 'timeline' }, steps),
+    el('p', {}, el('a', { href: `#/corridors/${cid}`, text: 'Back to the corridor' })));
+  if (p.status === 'PENDING' || p.status === 'COMPLIANCE_HOLD') {
+    const here = location.hash;
+    poll = setTimeout(() => { if (location.hash === here) route(); }, 1000);
+  }
+}
+
+async function keys() {
+  const list = await api('GET', '/api/keys');
+  show(el('h1', { text: 'API keys' }),
+    el('p', { class: 'hint', text: 'Rotate by creating a key, switching your clients to it, then revoking the old one. Both work in between.' }),
+    table(['Key id', 'Created', 'Revoked', ''],
+      list.map((k) => el('tr', {}, el('td', { class: 'mono', text: k.keyId }), el('td', { text: k.createdAt }), el('td', { text: k.revokedAt || '—' }),
+        el('td', {}, k.revokedAt ? null : el('button', { type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.keyId}`, onclick: async (ev) => {
+          try {
+            await api('DELETE', `/api/keys/${encodeURIComponent(k.keyId)}`);
+            say(`Key ${k.keyId} revoked.`);
+            route();
+          } catch (e) { ev.target.after(errorBox(e)); }
+        } }))))),
+    form('inline', [], 'Create key', async () => {
+      const k = await api('POST', '/api/keys');
+      await route();
+      say('Key created: copy it now, it is not shown again.');
+      main().append(el('div', { class: 'tile' }, 'New key (shown once): ', el('code', { id: 'created-key', text: k.apiKey })));
+    }));
+}
+
+async function operator() {
+  if (!sessionStorage.getItem(ADMIN)) {
+    show(el('h1', { text: 'Operator' }),
+      form('stack', [field('Admin token', input('token', { type: 'password', autocomplete: 'off', required: true }))], 'Sign in as operator', async (d) => {
+        sessionStorage.setItem(ADMIN, d.get('token'));
+        try { await api('GET', '/admin/orgs', undefined, { admin: true }); } catch (e) { sessionStorage.removeItem(ADMIN); throw e; }
+        route();
+      }));
+    return;
+  }
+  const orgs = await api('GET', '/admin/orgs', undefined, { admin: true });
+  const list = Array.isArray(orgs) ? orgs : orgs.orgs || [];
+  show(el('h1', { text: 'Operator' }),
+    el('p', {}, el('button', { type: 'button', class: 'secondary', text: 'Sign out of operator view', onclick: () => { sessionStorage.removeItem(ADMIN); route(); } })),
+    el('h2', { text: 'Organisations' }),
+    table(['Slug', 'Plan', 'Payer wallet', 'State', ''],
+      list.map((o) => el('tr', { 'data-org': o.slug }, el('td', { text: o.slug }), el('td', { text: o.plan }), el('td', { class: 'mono', text: o.payerWallet || '—' }),
+        el('td', {}, o.suspended ? badge('suspended') : 'active'),
+        el('td', {}, el('button', { type: 'button', class: o.suspended ? 'secondary' : 'danger', text: o.suspended ? 'Lift suspension' : 'Suspend',
+          onclick: async () => {
+            await api('PATCH', `/admin/orgs/${encodeURIComponent(o.slug)}`, { suspended: !o.suspended }, { admin: true });
+            say(`${o.slug} ${o.suspended ? 'active again' : 'suspended'}.`);
+            route();
+          } }))))),
+    el('h2', { text: 'Approve a corridor\'s KYC' }),
+    form('inline', [field('Corridor id', input('corridor', { required: true, size: 40 }))], 'Approve KYC', async (d) => {
+      const c = await api('POST', `/admin/corridors/${encodeURIComponent(d.get('corridor').trim())}/approve-kyc`, undefined, { admin: true });
+      say(`Corridor ${c.id} is ${c.status}.`);
+    }),
+    el('h2', { text: 'Payer wallet (MCP tool calls)' }),
+    form('stack', [field('Organisation slug', input('slug', { required: true })),
+      field('Private key', input('privateKey', { type: 'password', autocomplete: 'off', required: true }), 'sealed at rest; never shown again')],
+    'Set payer wallet', async (d, f) => {
+      const o = await api('PUT', `/admin/orgs/${encodeURIComponent(d.get('slug'))}/payer-wallet`, { privateKey: d.get('privateKey') }, { admin: true });
+      f.reset();
+      say(`Payer wallet of ${o.slug}: ${o.payerWallet}.`);
+      route();
+    }));
+}
+
+// ---- routing -----------------------------------------------------------------------------
+
+async function route() {
+  clearTimeout(poll);
+  document.getElementById('status').textContent = flash;
+  flash = '';
+  const [path, query] = (location.hash.slice(1) || '/overview').split('?');
+  const params = new URLSearchParams(query || '');
+  const parts = path.split('/').filter(Boolean);
+  const signedIn = !!sessionStorage.getItem(KEY);
+  document.getElementById('nav').hidden = !signedIn;
+  document.getElementById('sign-out').hidden = !signedIn;
+  for (const a of document.querySelectorAll('nav a')) {
+    a.toggleAttribute('aria-current', a.getAttribute('href') === `#/${parts[0]}`);
+    if (a.hasAttribute('aria-current')) a.setAttribute('aria-current', 'page');
+  }
+  try {
+    if (parts[0] === 'operator') return await operator();
+    if (!signedIn) return signIn();
+    if (!state.org) state.org = await api('GET', '/api/org');
+    document.getElementById('who').textContent = `Signed in as ${state.org.slug}`;
+    const [page, id, sub, subId] = parts;
+    if (page === 'routes' && id) return await routeDetail(id);
+    if (page === 'routes') return await routes();
+    if (page === 'payments' && id) return await paymentDetail(id);
+    if (page === 'payments') return await payments(params);
+    if (page === 'corridors' && id && sub === 'payouts') return await payoutDetail(id, subId);
+    if (page === 'corridors' && id) return await corridorDetail(id);
+    if (page === 'corridors') return await corridors();
+    if (page === 'keys') return await keys();
+    return await overview(params);
+  } catch (e) {
+    if (e.status === 401 && !parts[0]?.startsWith('operator')) {
+      sessionStorage.removeItem(KEY);
+      state.org = null;
+      say('Your key was refused; sign in again.');
+      return signIn();
+    }
+    show(el('h1', { text: 'Something went wrong' }), errorBox(e));
+  }
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  document.getElementById('sign-out').addEventListener('click', () => {
+    sessionStorage.removeItem(KEY);
+    state.org = null;
+    document.getElementById('who').textContent = '';
+    say('Signed out.');
+    location.hash = '#/overview';
+    route();
+  });
+  window.addEventListener('hashchange', route);
+  route();
+});

@@ -1,0 +1,76 @@
+//! The web console in a real browser (issue 19): headless Chromium from Debian's packages,
+//! driven by Selenium (`tests/interop/console_browser.py`) against the real binary on anvil,
+//! with the official x402 Python client paying and the sandbox payout provider settling.
+//! Screenshots of each page land in `target/console/` (the README shows two of them).
+
+mod common;
+
+use common::chain::{address, Chain, KEYS};
+use common::upstream::Upstream;
+use common::*;
+use serde_json::Value;
+
+#[tokio::test]
+async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.extend([
+        (
+            "PAYGATE_WEBHOOK_SECRETS".to_string(),
+            "console-test-secret".to_string(),
+        ),
+        (
+            "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".to_string(),
+            "100".to_string(),
+        ),
+    ]);
+    let gw = Gateway::start_with_owned(env).await;
+    let upstream = Upstream::start().await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console");
+    std::fs::create_dir_all(&shots).expect("screenshot directory");
+    let python = std::env::var("PAYGATE_TEST_PYTHON").expect("PAYGATE_TEST_PYTHON (make test)");
+    let interop = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop");
+    let out = tokio::process::Command::new(&python)
+        .arg(format!("{interop}/console_browser.py"))
+        .env("BASE", &gw.base)
+        .env("ORG_KEY", &key)
+        .env("ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("UPSTREAM", &upstream.url)
+        .env("PAYER_KEY", KEYS[2])
+        .env("PAY_SCRIPT", format!("{interop}/x402_python_pay.py"))
+        .env("SCREENSHOTS", &shots)
+        .output()
+        .await
+        .expect("run the browser test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "browser test failed:\n{stdout}\n{}\ngateway log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gw.log()
+    );
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    println!("{seen}");
+    assert_eq!(upstream.hits(), 1, "the upstream served the one paid call");
+    for page in [
+        "overview-empty",
+        "route",
+        "payments",
+        "payment",
+        "overview",
+        "overview-narrow",
+        "operator",
+        "corridor-quote",
+        "payout",
+        "keys",
+    ] {
+        let png = shots.join(format!("{page}.png"));
+        let len = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 10_000, "{} is missing or blank", png.display());
+    }
+    // The console never put a key in a URL: the access log has no key.
+    assert!(!gw.log().contains(&key));
+}

@@ -1,0 +1,212 @@
+"""The console in a real browser: Debian's headless Chromium driven by Selenium through
+chromium-driver, against a running paygate (tests/e2e_console.rs starts it on anvil).
+
+A seller signs in with its API key (by keyboard), creates a route and sees its 402 challenge;
+the official x402 Python client pays it; the payment shows in the ledger with its transaction
+link and the overview's charts move; the seller opens a corridor, the operator approves its KYC,
+the seller quotes (the fee breakdown before confirming) and pays out, and watches the payout
+reach SETTLED; then rotates an API key. Every page is screenshotted into SCREENSHOTS.
+
+Environment: BASE (gateway URL), ORG_KEY, ADMIN_TOKEN, UPSTREAM (the route's target),
+PAYER_KEY (a funded anvil key), PAY_SCRIPT (x402_python_pay.py), SCREENSHOTS (a directory).
+Prints one JSON line with what it saw; exits non-zero on the first failed expectation.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+BASE = os.environ["BASE"]
+SHOTS = os.environ["SCREENSHOTS"]
+seen = {}
+
+
+def browser():
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage", "--window-size=1280,1000",
+    ):
+        opts.add_argument(flag)
+    opts.add_argument(f"--user-data-dir={os.path.join(SHOTS, '.profile')}")
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+
+
+d = browser()
+wait = WebDriverWait(d, 20)
+
+
+def shot(name):
+    d.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+
+
+def go(hash_):
+    d.get(f"{BASE}/console{hash_}")
+
+
+def text_of(css):
+    return wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, css))).text
+
+
+def fill(name, value):
+    e = wait.until(EC.visibility_of_element_located((By.NAME, name)))
+    e.clear()
+    e.send_keys(value)
+    return e
+
+
+def submit(label):
+    wait.until(EC.element_to_be_clickable((By.XPATH, f"//button[normalize-space()='{label}']"))).click()
+
+
+def heading(words):
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "main h1"), words))
+
+
+def chart_total(name):
+    return float(wait.until(EC.presence_of_element_located(
+        (By.CSS_SELECTOR, f"figure[data-chart='{name}']"))).get_attribute("data-total"))
+
+
+def unlabelled():
+    """Form controls without a label (accessibility: every control is named)."""
+    return d.execute_script(
+        "return [...document.querySelectorAll('main input, main select')]"
+        ".filter(i => !i.labels || i.labels.length === 0).map(i => i.name)")
+
+
+try:
+    # Sign in by keyboard alone: the key, then Enter.
+    go("")
+    key_field = wait.until(EC.visibility_of_element_located((By.NAME, "apiKey")))
+    assert unlabelled() == [], unlabelled()
+    key_field.send_keys(os.environ["ORG_KEY"], Keys.ENTER)
+    heading("Overview")
+    revenue_before = chart_total("Revenue")
+    requests_before = chart_total("Requests")
+    shot("overview-empty")
+    assert "?" not in d.current_url.split("#")[0] and os.environ["ORG_KEY"] not in d.current_url
+
+    # A route, created in the form; its page shows the 402 challenge.
+    go("#/routes")
+    heading("Routes")
+    assert unlabelled() == [], unlabelled()
+    fill("path", "/weather")
+    fill("priceUSD", "0.05")
+    fill("targetUrl", f"{os.environ['UPSTREAM']}/weather")
+    fill("description", "Weather for agents")
+    submit("Create route")
+    heading("Route /weather")
+    assert text_of("#challenge-status") == "402", text_of("#challenge-status")
+    challenge = json.loads(text_of("#challenge-body"))
+    accepts = challenge["accepts"][0]
+    assert accepts["maxAmountRequired"] == "50000", accepts
+    seen["challenge"] = accepts["payTo"]
+    shot("route")
+
+    # The official x402 client pays it.
+    url = f"{BASE}/gateway/acme/weather"
+    paid = subprocess.run([sys.executable, os.environ["PAY_SCRIPT"], url, os.environ["PAYER_KEY"]],
+                          capture_output=True, text=True, timeout=120)
+    assert paid.returncode == 0, paid.stdout + paid.stderr
+    receipt = json.loads(paid.stdout.strip().splitlines()[-1])["paymentResponse"]
+    seen["transaction"] = receipt["transaction"]
+
+    # The ledger lists it, with its transaction link.
+    go("#/payments")
+    heading("Payments")
+    row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-payment]")))
+    assert "0.050000" in row.text and "SETTLED" in row.text, row.text
+    Select(d.find_element(By.NAME, "status")).select_by_value("FAILED")
+    submit("Filter")
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "main"), "No payments match."))
+    go("#/payments")
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-payment] a"))).click()
+    heading("Payment")
+    link = wait.until(EC.presence_of_element_located((By.ID, "tx-link")))
+    assert link.get_attribute("href").endswith(receipt["transaction"]), link.get_attribute("href")
+    shot("payment")
+    go("#/payments")
+    heading("Payments")
+    shot("payments")
+
+    # The overview's charts moved (figures include the last seconds).
+    go("#/overview")
+    heading("Overview")
+    deadline = time.time() + 10
+    while chart_total("Revenue") <= revenue_before and time.time() < deadline:
+        time.sleep(0.3)
+        d.refresh()
+        heading("Overview")
+    seen["revenue"] = (revenue_before, chart_total("Revenue"))
+    seen["requests"] = (requests_before, chart_total("Requests"))
+    assert abs(seen["revenue"][1] - revenue_before - 0.05) < 1e-9, seen
+    assert seen["requests"][1] > requests_before, seen
+    shot("overview")
+    d.set_window_size(390, 900)
+    d.refresh()
+    heading("Overview")
+    width = d.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 390, f"the page scrolls sideways on a narrow screen: {width}px"
+    shot("overview-narrow")
+    d.set_window_size(1280, 1000)
+
+    # A corridor: created PENDING_KYC, approved by the operator.
+    go("#/corridors")
+    heading("Corridors")
+    Select(d.find_element(By.NAME, "destCurrency")).select_by_value("BRL")
+    submit("Create corridor")
+    heading("Corridor to BRL")
+    corridor = d.current_url.rsplit("/", 1)[-1]
+    go("#/operator")
+    fill("token", os.environ["ADMIN_TOKEN"])
+    submit("Sign in as operator")
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-org='acme']")))
+    fill("corridor", corridor)
+    submit("Approve KYC")
+    wait.until(EC.text_to_be_present_in_element((By.ID, "status"), "ACTIVE"))
+    shot("operator")
+
+    # Quote first (the breakdown), then pay; the payout reaches SETTLED.
+    go(f"#/corridors/{corridor}")
+    heading("Corridor to BRL")
+    fill("amount", "25")
+    submit("Get quote")
+    dest = text_of("#dest-amount")
+    assert dest.endswith("BRL"), dest
+    quote_text = text_of("#quote")
+    for word in ("Platform fee", "Rail fee", "All fees", "Rate"):
+        assert word in quote_text, quote_text
+    shot("corridor-quote")
+    fill("fromAddress", "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC")
+    fill("name", "Ana Souza")
+    fill("bankName", "Banco Teste")
+    fill("accountNumber", "0001-23456-7")
+    submit("Confirm payout of 25.000000 USDC")
+    heading("Payout")
+    WebDriverWait(d, 30).until(EC.text_to_be_present_in_element((By.ID, "payout-status"), "SETTLED"))
+    seen["timeline"] = [li.text for li in d.find_elements(By.CSS_SELECTOR, ".timeline li")]
+    assert len(seen["timeline"]) >= 2, seen["timeline"]
+    shot("payout")
+
+    # API keys: a new one is shown once.
+    go("#/keys")
+    heading("API keys")
+    submit("Create key")
+    created = text_of("#created-key")
+    assert created.startswith("pgk_"), created
+    shot("keys")
+    print(json.dumps(seen))
+finally:
+    d.quit()
