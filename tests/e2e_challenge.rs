@@ -121,12 +121,20 @@ async fn public_base_url_and_timeout_come_from_config() {
 #[tokio::test]
 async fn sandbox_suspension_and_missing_wallet() {
     let gw = Gateway::start().await;
-    // The sandbox exists on a fresh deployment and always answers 402 on base-sepolia.
+    // The sandbox exists on a fresh deployment and answers 402 on base-sepolia; a malformed
+    // payment is 400 as on any route (a valid one: e2e_interop's sandbox test).
     for method in [Method::GET, Method::POST] {
+        let garbage = gw
+            .http
+            .request(method.clone(), gw.url("/gateway/demo/demo"))
+            .header("X-PAYMENT", "e30=")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(garbage.status(), 400);
         let r = gw
             .http
             .request(method, gw.url("/gateway/demo/demo"))
-            .header("X-PAYMENT", "e30=")
             .send()
             .await
             .unwrap();

@@ -101,3 +101,46 @@ async fn official_npm_x402_fetch_pays_with_protocol_v1() {
     assert_paid_once(&chain, &upstream, 5, before, &report).await;
     assert_eq!(report["paymentResponse"]["network"], "base-sepolia");
 }
+
+/// The sandbox route (SPEC 1.8, "accepts test payments") completes the loop for a new agent
+/// developer: the official Python client's payment on base-sepolia is verified and answered
+/// `200` with a fixed body and a receipt marked `sandbox`, and no money moves (no transaction;
+/// balances unchanged), however often it is shown; a bad payment still gets `402`.
+#[tokio::test]
+async fn the_sandbox_route_answers_a_valid_test_payment_and_moves_nothing() {
+    let python = std::env::var("PAYGATE_TEST_PYTHON")
+        .expect("PAYGATE_TEST_PYTHON must name the venv's python (run via `make test`)");
+    let (chain, gw, upstream) = setup().await;
+    let before = chain.balance(address(6)).await;
+    for _ in 0..2 {
+        let mut cmd = tokio::process::Command::new(&python);
+        cmd.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/x402_python_pay.py"
+        ))
+        .arg(gw.url("/gateway/demo/demo"))
+        .arg(KEYS[6]);
+        let report = run_client(cmd).await;
+        assert_eq!(report["status"], 200, "{report}");
+        let receipt = &report["paymentResponse"];
+        assert_eq!(receipt["success"], true, "{report}");
+        assert_eq!(receipt["sandbox"], true, "{report}");
+        assert_eq!(receipt["transaction"], "", "{report}");
+        assert_eq!(receipt["payer"], json!(address(6).to_checksum(None)));
+        let body: Value = serde_json::from_str(report["body"].as_str().unwrap()).unwrap();
+        assert_eq!(body["sandbox"], true);
+    }
+    assert_eq!(chain.balance(address(6)).await, before, "no money moved");
+    assert_eq!(upstream.hits(), 0);
+    // A payment to another payee is refused like on any route.
+    let wrong = common::chain::PaymentSpec::new(6, address(9), 10_000);
+    let r = gw
+        .http
+        .get(gw.url("/gateway/demo/demo"))
+        .header("X-PAYMENT", wrong.v1_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 402);
+    assert!(r.headers().get("x-payment-response").is_none());
+}

@@ -29,6 +29,11 @@ pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) 
     }
     match answer {
         Answer::Preflight => preflight(session, ctx).await,
+        Answer::Sandbox {
+            receipt_header,
+            receipt,
+            body,
+        } => sandbox(session, ctx, receipt_header, &receipt, body).await,
         Answer::Challenge { challenge, .. } => payment_required(session, ctx, challenge).await,
         Answer::Error(code, message) => error(session, ctx, code, &message, None).await,
         Answer::Limited(r) => {
@@ -83,6 +88,24 @@ async fn payment_required(session: &mut Session, ctx: &Ctx, challenge: Challenge
     session
         .write_response_body(Some(challenge.body), true)
         .await
+}
+
+async fn sandbox(
+    session: &mut Session,
+    ctx: &Ctx,
+    receipt_header: &'static str,
+    receipt: &str,
+    body: Bytes,
+) -> Result<()> {
+    let mut resp = ResponseHeader::build(200, Some(6))?;
+    resp.insert_header("content-type", "application/json")?;
+    resp.insert_header("content-length", body.len())?;
+    resp.insert_header(receipt_header, receipt)?;
+    resp.insert_header("x-paygate-sandbox", "true")?;
+    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+    add_cors(&mut resp)?;
+    session.write_response_header(Box::new(resp), false).await?;
+    session.write_response_body(Some(body), true).await
 }
 
 async fn preflight(session: &mut Session, ctx: &Ctx) -> Result<()> {

@@ -106,6 +106,13 @@ pub enum Answer {
     Error(ErrorCode, Cow<'static, str>),
     /// `429` from a rate limit, with `Retry-After`.
     Limited(Refused),
+    /// `200` from the sandbox route to a valid test payment: a fixed body and a receipt marked
+    /// as a sandbox receipt; nothing was reserved or settled.
+    Sandbox {
+        receipt_header: &'static str,
+        receipt: String,
+        body: bytes::Bytes,
+    },
 }
 
 impl Answer {
@@ -141,6 +148,7 @@ impl Answer {
     pub fn outcome(&self) -> (&'static str, Outcome) {
         match self {
             Self::Preflight => ("PREFLIGHT", Outcome::Other),
+            Self::Sandbox { .. } => ("SANDBOX_PAYMENT", Outcome::Other),
             Self::Limited(_) => (ErrorCode::TooManyRequests.as_str(), Outcome::Other),
             Self::Challenge { refused: None, .. } => ("PAYMENT_REQUIRED", Outcome::Challenge),
             Self::Challenge {
@@ -157,6 +165,44 @@ impl Answer {
             ),
         }
     }
+}
+
+/// The sandbox route's answer to a payment (SPEC 1.8, "accepts test payments"): checked like
+/// any payment on its requirements (signature, payee, amount, network, time window), then
+/// answered with a fixed body and a receipt that says `sandbox: true` and carries no
+/// transaction. Nothing is reserved, settled or counted against a plan; the same payment may be
+/// shown again (it can never move money here).
+fn sandbox_answer(
+    raw: &[u8],
+    version: ProtocolVersion,
+    requirements: &PaymentRequirements,
+) -> Result<Answer, Refusal> {
+    let payment = paygate_x402::payment::PaymentPayload::decode(raw, version)?;
+    let auth = payment.authorization()?;
+    paygate_x402::verify::verify(&payment, &auth, requirements, unix_now())
+        .map_err(Refusal::Rejected)?;
+    let network = match version {
+        ProtocolVersion::V1 => requirements.network.v1_name.clone(),
+        ProtocolVersion::V2 => requirements.network.caip2.clone(),
+    };
+    let payer = auth.from.to_checksum(None);
+    let receipt = serde_json::json!({
+        "success": true, "transaction": "", "network": network, "payer": payer, "sandbox": true,
+    });
+    let body = serde_json::json!({
+        "sandbox": true,
+        "message": "paygate sandbox: your test payment is valid. Nothing was settled and no \
+                    money moved; a real route settles it on chain and answers with the API.",
+        "payer": payer,
+        "network": network,
+        "amount": requirements.amount.to_string(),
+    });
+    use base64::Engine;
+    Ok(Answer::Sandbox {
+        receipt_header: version.receipt_header(),
+        receipt: base64::engine::general_purpose::STANDARD.encode(receipt.to_string()),
+        body: serde_json::to_vec(&body).unwrap_or_default().into(),
+    })
 }
 
 /// What a `/gateway/` lookup found: the route, and of its organisation the id, plan limit
@@ -287,9 +333,7 @@ impl Gateway {
                 .map_err(refused)?;
             return Ok(Forwarding::new(entry, to, None, origin));
         }
-        // The sandbox never takes a payment.
-        let header = (!entry.sandbox).then(|| payment_header(req)).flatten();
-        let Some((version, raw)) = header else {
+        let Some((version, raw)) = payment_header(req) else {
             return Err(Answer::Challenge {
                 challenge: challenge.clone(),
                 refused: None,
@@ -298,6 +342,10 @@ impl Gateway {
         self.limits
             .check_route(&entry.id)
             .map_err(Answer::Limited)?;
+        if entry.sandbox {
+            // The sandbox never takes a payment: a valid one is answered, nothing else happens.
+            return Err(sandbox_answer(raw, version, requirements).map_err(refused)?);
+        }
         let declared = req
             .headers
             .get("content-length")

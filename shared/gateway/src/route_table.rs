@@ -322,8 +322,8 @@ impl RenderContext {
             targets: Vec::new(),
             balancing: Default::default(),
             health_check: None,
-            description: "paygate public sandbox: always answers 402 on Base Sepolia; \
-                          never proxied, never settled"
+            description: "paygate public sandbox: answers a valid Base Sepolia test payment \
+                          with a fixed body and a sandbox receipt; never proxied, never settled"
                 .into(),
             bazaar_category: None,
             created_at_ns: 0,
