@@ -132,6 +132,19 @@ async fn rust_client_lists_tools_and_pays_a_call_on_chain() {
     assert_eq!(schema["type"], "object");
     assert!(schema["properties"]["query"].is_object());
     assert!(schema["properties"]["body"].is_object());
+    // MCP's current revision: annotations (each call pays: not read-only, not idempotent) and
+    // an output schema the structured result follows.
+    let hints = tools[0].annotations.as_ref().expect("annotations");
+    assert_eq!(
+        (
+            hints.read_only_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint
+        ),
+        (Some(false), Some(false), Some(true))
+    );
+    let output = serde_json::to_value(tools[0].output_schema.as_ref().unwrap()).unwrap();
+    assert_eq!(output["required"], json!(["status", "body"]));
 
     let payer = address(3);
     let before = (
@@ -151,6 +164,9 @@ async fn rust_client_lists_tools_and_pays_a_call_on_chain() {
     assert_eq!(echoed["method"], "POST");
     assert_eq!(echoed["query"], "fixed=1&q=hello+world");
     assert_eq!(echoed["body"], r#"{"x":1}"#);
+    let structured = r.structured_content.as_ref().expect("structuredContent");
+    assert_eq!(structured["status"], 200);
+    assert_eq!(structured["body"], echoed, "the same answer, as JSON");
     let lower = text.to_lowercase();
     assert!(!lower.contains("payment-signature") && !lower.contains("x-payment"));
     assert!(
@@ -297,6 +313,35 @@ async fn rust_client_receives_list_changed_on_patch() {
         .expect("tools/list_changed for the new route");
     assert_eq!(client.list_all_tools().await.unwrap().len(), 2);
     client.cancel().await.unwrap();
+}
+
+/// Streamable HTTP validates `Origin` (MCP's DNS-rebinding rule): a browser page of another
+/// origin is refused `403`; the gateway's own origin and clients that send none are served.
+#[tokio::test]
+async fn streamable_http_refuses_a_foreign_origin() {
+    let s = setup(7, &[]).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "origin-test", "version": "1"}}});
+    let post = |origin: Option<String>| {
+        let mut r =
+            s.gw.http
+                .post(s.gw.url("/mcp"))
+                .bearer_auth(&s.key)
+                .header("accept", "application/json, text/event-stream")
+                .json(&init);
+        if let Some(o) = origin {
+            r = r.header("origin", o);
+        }
+        r.send()
+    };
+    let r = post(Some("https://evil.example".into())).await.unwrap();
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (403, "FORBIDDEN"));
+    for origin in [Some(s.gw.base.clone()), None] {
+        let r = post(origin.clone()).await.unwrap();
+        assert_eq!(r.status(), 200, "{origin:?}");
+    }
 }
 
 #[tokio::test]

@@ -143,6 +143,7 @@ struct Answer {
     status: reqwest::StatusCode,
     /// A settlement receipt came back: the payment was taken.
     settled: bool,
+    content_type: String,
     body: Vec<u8>,
     truncated: bool,
 }
@@ -192,6 +193,12 @@ async fn send(
     let mut resp = req.send().await?;
     let status = resp.status();
     let settled = resp.headers().contains_key("payment-response");
+    let content_type = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let mut body = Vec::new();
     let mut truncated = false;
     while let Some(chunk) = resp.chunk().await? {
@@ -206,6 +213,7 @@ async fn send(
     Ok(Answer {
         status,
         settled,
+        content_type,
         body,
         truncated,
     })
@@ -231,11 +239,20 @@ fn result_of(a: &Answer, limit: usize) -> CallToolResult {
         }
     };
     if a.status.is_success() {
+        // The structured result (the tool's outputSchema) and the text beside it.
+        let body =
+            serde_json::from_str::<Value>(&text).unwrap_or_else(|_| Value::String(text.clone()));
+        let structured = serde_json::json!({
+            "status": a.status.as_u16(), "contentType": a.content_type, "body": body,
+            "truncated": a.truncated,
+        });
         let mut text = text;
         if a.truncated {
             text.push_str(&format!("\n[paygate: answer cut at {limit} bytes]"));
         }
-        return CallToolResult::success(vec![ContentBlock::text(text)]);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(structured);
+        return result;
     }
     let parsed: Option<Value> = serde_json::from_str(&text).ok();
     let message = match (&parsed, a.status.as_u16()) {
@@ -393,6 +410,7 @@ mod tests {
         Answer {
             status: reqwest::StatusCode::from_u16(status).unwrap(),
             settled: false,
+            content_type: "application/json".into(),
             body: body.as_bytes().to_vec(),
             truncated: false,
         }
@@ -410,6 +428,13 @@ mod tests {
         let ok = result_of(&answer(200, r#"{"echo":true}"#), 100);
         assert_eq!(ok.is_error, Some(false));
         assert_eq!(text(&ok), r#"{"echo":true}"#);
+        assert_eq!(
+            ok.structured_content,
+            Some(json!({"status": 200, "contentType": "application/json",
+                        "body": {"echo": true}, "truncated": false}))
+        );
+        let plain = result_of(&answer(200, "plain words"), 100);
+        assert_eq!(plain.structured_content.unwrap()["body"], "plain words");
         let err = result_of(
             &answer(
                 402,

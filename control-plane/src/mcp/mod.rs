@@ -225,10 +225,19 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
 /// The Streamable HTTP endpoint (`/mcp`), authenticated.
 pub(crate) fn streamable_service(state: &AppState) -> axum::routing::MethodRouter<AppState> {
     let cfg = &state.config;
+    // A browser page may call only from the gateway's own origin or one the operator allows
+    // (MCP's DNS-rebinding rule); clients that send no Origin are not browsers and pass.
+    let mut origins = cfg.mcp.allowed_origins.clone();
+    if let Ok(u) = url::Url::parse(&cfg.server.public_base_url()) {
+        if let (Some(host), Some(port)) = (u.host_str(), u.port_or_known_default()) {
+            origins.push(format!("{}://{host}:{port}", u.scheme()));
+        }
+    }
     let mut config = StreamableHttpServerConfig::default()
-        // Callers authenticate with an API key, which a DNS-rebinding page cannot supply; the
-        // public Host is the operator's to choose.
+        // Callers authenticate with an API key; the public Host is the operator's to choose.
         .disable_allowed_hosts()
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
         .with_sse_keep_alive(Some(Duration::from_secs(cfg.mcp.keep_alive_seconds)))
         .with_max_request_body_bytes(cfg.server.max_body_bytes);
     config.session_store = Some(Arc::new(sessions::StoredSessions(state.store.clone())));

@@ -110,7 +110,27 @@ static INPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
     }
 });
 
-/// The tool an entry is advertised as.
+/// What a successful call returns as `structuredContent` (and, serialised, as text): the API's
+/// status, its content type and its body (parsed JSON, or the text).
+static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "status": {"type": "integer", "description": "The API's HTTP status"},
+            "contentType": {"type": "string", "description": "The API's Content-Type"},
+            "body": {"description": "The API's answer: JSON as JSON, anything else as text"},
+            "truncated": {"type": "boolean", "description": "The answer was cut at the result limit"}
+        },
+        "required": ["status", "body"]
+    });
+    match schema {
+        serde_json::Value::Object(m) => Arc::new(m),
+        _ => Arc::new(JsonObject::new()),
+    }
+});
+
+/// The tool an entry is advertised as: each call pays the route's price, so it is neither
+/// read-only nor idempotent, and it reaches an API outside paygate (open world).
 pub fn tool(name: &str, entry: &RouteEntry) -> Tool {
     let r = &entry.route;
     let description = if r.description.is_empty() {
@@ -120,6 +140,14 @@ pub fn tool(name: &str, entry: &RouteEntry) -> Tool {
     };
     let mut t = Tool::new(name.to_string(), description, INPUT_SCHEMA.clone());
     t.title = Some(r.path.clone());
+    t.output_schema = Some(OUTPUT_SCHEMA.clone());
+    let mut hints = rmcp::model::ToolAnnotations::default();
+    hints.title = Some(r.path.clone());
+    hints.read_only_hint = Some(false);
+    hints.destructive_hint = Some(false);
+    hints.idempotent_hint = Some(false);
+    hints.open_world_hint = Some(true);
+    t.annotations = Some(hints);
     t
 }
 

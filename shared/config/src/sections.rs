@@ -331,6 +331,11 @@ pub struct McpConfig {
     pub tool_timeout_seconds: u64,
     /// Largest upstream answer returned as a tool result, in bytes; longer ones are cut.
     pub max_result_bytes: usize,
+    /// Browser origins (`https://app.example.com:443`, `http://localhost:*`) allowed to call the
+    /// Streamable HTTP endpoint besides the gateway's own public URL; a request with any other
+    /// `Origin` is refused `403` (DNS rebinding). Requests without `Origin` (non-browser
+    /// clients) are not affected.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for McpConfig {
@@ -341,6 +346,7 @@ impl Default for McpConfig {
             max_sessions_per_org: 32,
             tool_timeout_seconds: 120,
             max_result_bytes: 1 << 20,
+            allowed_origins: Vec::new(),
         }
     }
 }
