@@ -146,8 +146,9 @@ def section(a, r):
         f"operations (seeding took {r['seeded']['paymentsSeconds']:.0f} s and {r['seeded']['payoutsSeconds']:.0f} s), "
         f"then {r['n']} sequential requests per line over one kept connection through the public "
         f"listener. Command: `python3 benches/ledger.py --paygate target/release/paygate --seed "
-        f"target/release/examples/ledger_seed`. Targets: a filtered ledger page p99 under 50 ms, the "
-        f"org metrics with 1,000 route rows under 100 ms, the console overview drawn in under 1 s.",
+        f"target/release/examples/ledger_seed`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
+        f"Targets: a filtered ledger page p99 under 50 ms, the org metrics with 1,000 route rows "
+        f"under 100 ms, the console overview drawn in under 1 s.",
         "",
         "| request | p50 ms | p99 ms | max ms | p99 / baseline p99 |",
         "|---|---:|---:|---:|---:|",
