@@ -312,3 +312,56 @@ async fn official_python_client_parses_the_challenge() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok 2 challenges"));
 }
+
+/// A route's `mimeType` (what it answers) is in both forms of its challenge and in discovery;
+/// a bad one is named in a `400`, `null` clears it; the sandbox says `application/json`.
+#[tokio::test]
+async fn a_routes_mime_type_is_in_its_challenge_and_checked() {
+    let gw = Gateway::start().await;
+    let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
+    let mut body = route_body("/report");
+    body["mimeType"] = json!("Text/CSV");
+    body["discoverable"] = json!(true);
+    let route = gw.create_route(&key, body).await;
+    assert_eq!(route["mimeType"], "text/csv");
+    let r = gw.get("/gateway/acme/report").await;
+    assert_eq!(r.status(), 402);
+    assert_eq!(decode_v2(&r)["resource"]["mimeType"], "text/csv");
+    let v1: Value = r.json().await.unwrap();
+    assert_eq!(v1["accepts"][0]["mimeType"], "text/csv");
+    let listed: Value = gw.get("/discovery/resources").await.json().await.unwrap();
+    assert_eq!(
+        listed["items"][0]["accepts"][0]["mimeType"], "text/csv",
+        "{listed}"
+    );
+
+    for bad in [
+        json!("csv"),
+        json!("text/"),
+        json!("text/csv; charset=utf-8"),
+        json!(7),
+    ] {
+        let mut b = route_body("/bad");
+        b["mimeType"] = bad.clone();
+        let r = gw.api(&key, Method::POST, "/api/routes", Some(b)).await;
+        let (status, code, err) = error_of(r).await;
+        assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"), "{bad}");
+        assert_eq!(err["details"][0]["field"], "mimeType", "{err}");
+    }
+    let id = route["id"].as_str().unwrap();
+    let r = gw
+        .api(
+            &key,
+            Method::PATCH,
+            &format!("/api/routes/{id}"),
+            Some(json!({"mimeType": null})),
+        )
+        .await;
+    let cleared: Value = r.json().await.unwrap();
+    assert_eq!(cleared["mimeType"], Value::Null);
+    let v1: Value = gw.get("/gateway/acme/report").await.json().await.unwrap();
+    assert_eq!(v1["accepts"][0]["mimeType"], "");
+
+    let demo: Value = gw.get("/gateway/demo/demo").await.json().await.unwrap();
+    assert_eq!(demo["accepts"][0]["mimeType"], "application/json");
+}

@@ -3,7 +3,7 @@
 
 use crate::auth::OrgAuth;
 use crate::body::fields::{
-    nullable, present, Nullable, PriceUsd, RoutePath, TargetUrl, Text, Word,
+    nullable, present, MimeType, Nullable, PriceUsd, RoutePath, TargetUrl, Text, Word,
 };
 use crate::body::{JsonBody, RequestBody};
 use crate::error::ApiError;
@@ -79,6 +79,10 @@ pub struct RouteCreate {
     #[serde(default)]
     #[schema(schema_with = nullable::<Word<64>>)]
     bazaar_category: Nullable<Word<64>>,
+    /// What the route answers (`application/json`), in its 402 challenge and discovery.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<MimeType>)]
+    mime_type: Nullable<MimeType>,
 }
 
 impl RequestBody for RouteCreate {
@@ -130,6 +134,10 @@ pub struct RouteUpdate {
     #[serde(default)]
     #[schema(schema_with = nullable::<Word<64>>)]
     bazaar_category: Nullable<Word<64>>,
+    /// What the route answers (`application/json`), in its 402 challenge and discovery.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<MimeType>)]
+    mime_type: Nullable<MimeType>,
 }
 
 impl RequestBody for RouteUpdate {
@@ -156,6 +164,7 @@ struct RouteInput {
     origin_deduplicates: Option<bool>,
     description: Option<Option<String>>,
     bazaar_category: Option<Option<String>>,
+    mime_type: Option<Option<String>>,
 }
 
 impl From<RouteCreate> for RouteInput {
@@ -171,6 +180,7 @@ impl From<RouteCreate> for RouteInput {
             origin_deduplicates: b.origin_deduplicates,
             description: b.description.patch().map(|d| d.map(|t| t.0)),
             bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
+            mime_type: b.mime_type.patch().map(|m| m.map(|t| t.0)),
             ..Self::default()
         };
         input.read_targets(b.target_url, b.targets, true);
@@ -192,6 +202,7 @@ impl From<RouteUpdate> for RouteInput {
             origin_deduplicates: b.origin_deduplicates,
             description: b.description.patch().map(|d| d.map(|t| t.0)),
             bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
+            mime_type: b.mime_type.patch().map(|m| m.map(|t| t.0)),
             ..Self::default()
         };
         input.read_targets(b.target_url, b.targets, false);
@@ -281,6 +292,9 @@ impl RouteInput {
         }
         if let Some(v) = self.bazaar_category {
             r.bazaar_category = v;
+        }
+        if let Some(v) = self.mime_type {
+            r.mime_type = v;
         }
     }
 }
@@ -411,6 +425,7 @@ pub async fn create(
         health_check: None,
         description: String::new(),
         bazaar_category: None,
+        mime_type: None,
         created_at_ns: now.unix_timestamp_nanos(),
         created_at: stamp.clone(),
         updated_at: stamp,

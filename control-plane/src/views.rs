@@ -34,6 +34,9 @@ pub struct RouteView {
     description: String,
     #[schema(required)]
     bazaar_category: Option<String>,
+    /// What the route answers (null: not said).
+    #[schema(required)]
+    mime_type: Option<String>,
     created_at: String,
     updated_at: String,
 }
@@ -79,6 +82,7 @@ impl From<&Route> for RouteView {
             origin_deduplicates: r.origin_deduplicates,
             description: r.description.clone(),
             bazaar_category: r.bazaar_category.clone(),
+            mime_type: r.mime_type.clone(),
             created_at: r.created_at.clone(),
             updated_at: r.updated_at.clone(),
         }

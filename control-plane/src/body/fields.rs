@@ -189,6 +189,26 @@ string_field!(
     }
 );
 
+string_field!(
+    /// A media type, `type/subtype` in RFC 6838's name characters (no parameters), lower-cased.
+    MimeType(String),
+    max = 255,
+    doc = "A media type: type/subtype (RFC 6838 name characters, no parameters), e.g. \
+           application/json.",
+    check = |s| {
+        let name = |p: &str| {
+            !p.is_empty()
+                && p.len() <= 127
+                && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&^_.+-".contains(&b))
+                && p.as_bytes()[0].is_ascii_alphanumeric()
+        };
+        match s.split_once('/') {
+            Some((t, st)) if name(t) && name(st) => Ok(s.to_ascii_lowercase()),
+            _ => Err("must be a media type such as application/json (type/subtype, no parameters)"),
+        }
+    }
+);
+
 /// The most characters of a route's target URL.
 pub const MAX_URL: usize = 2048;
 

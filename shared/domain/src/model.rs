@@ -82,6 +82,10 @@ pub struct Route {
     pub origin_deduplicates: bool,
     pub description: String,
     pub bazaar_category: Option<String>,
+    /// What the route answers (`application/json`): its challenges' and discovery's
+    /// `mimeType` (empty when unset).
+    #[serde(default)]
+    pub mime_type: Option<String>,
     /// Nanoseconds since the epoch; orders the list newest first.
     pub created_at_ns: i128,
     pub created_at: String,

@@ -235,7 +235,7 @@ impl RenderContext {
             pay_to: pay_to?,
             resource: self.resource_url(slug, &route.path),
             description: route.description.clone(),
-            mime_type: String::new(),
+            mime_type: route.mime_type.clone().unwrap_or_default(),
             max_timeout_seconds: self.max_timeout_seconds,
         })
     }
@@ -326,6 +326,7 @@ impl RenderContext {
                           with a fixed body and a sandbox receipt; never proxied, never settled"
                 .into(),
             bazaar_category: None,
+            mime_type: Some("application/json".into()),
             created_at_ns: 0,
             created_at: now.clone(),
             updated_at: now,

@@ -21,6 +21,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         health_check: None,
         description: String::new(),
         bazaar_category: None,
+        mime_type: None,
         created_at_ns: 1,
         created_at: "t".into(),
         updated_at: "t".into(),
