@@ -143,7 +143,7 @@ async fn main() -> anyhow::Result<()> {
             used_by: None,
         };
         let payout = Payout {
-            id: id_at("pay", at, i),
+            id: id_at("po", at, i),
             org_id: org.id.clone(),
             corridor_id: corridor.id.clone(),
             quote_id: quote.id.clone(),

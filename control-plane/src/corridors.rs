@@ -299,7 +299,7 @@ pub async fn pay(
     }
     let now = now_rfc3339();
     let payout = Payout {
-        id: new_id("pay"),
+        id: new_id("po"),
         org_id: org.id.clone(),
         corridor_id: c.id.clone(),
         quote_id: quote.id.clone(),
