@@ -130,6 +130,28 @@ async fn the_sandbox_route_answers_a_valid_test_payment_and_moves_nothing() {
         let body: Value = serde_json::from_str(report["body"].as_str().unwrap()).unwrap();
         assert_eq!(body["sandbox"], true);
     }
+    // Our own signer too, to see the headers: the sandbox says so.
+    let challenge: Value = gw.get("/gateway/demo/demo").await.json().await.unwrap();
+    let accepts = &challenge["accepts"][0];
+    let pay_to = accepts["payTo"].as_str().unwrap().parse().unwrap();
+    let amount = accepts["maxAmountRequired"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let r = gw
+        .http
+        .get(gw.url("/gateway/demo/demo"))
+        .header(
+            "X-PAYMENT",
+            common::chain::PaymentSpec::new(6, pay_to, amount).v1_header(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-paygate-sandbox"], "true");
+    assert_eq!(receipt(&r, "x-payment-response")["sandbox"], true);
     assert_eq!(chain.balance(address(6)).await, before, "no money moved");
     assert_eq!(upstream.hits(), 0);
     // A payment to another payee is refused like on any route.

@@ -649,6 +649,27 @@ async fn tool_names_are_valid_and_unique_and_orgs_are_isolated() {
 async fn suspension_hides_tools_and_refuses_what_sells_or_pays_but_not_reading() {
     let s = setup(6, &[]).await;
     let corridor = s.gw.active_corridor(&s.key, "BRL").await;
+    // A payout accepted before the suspension: its key's replay answers as before.
+    let q: Value =
+        s.gw.api(
+            &s.key,
+            Method::GET,
+            &format!("/corridors/{corridor}/quote?amount=10"),
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let payout = json!({
+        "quoteId": q["quoteId"], "fromAddress": WALLET_B, "amountUSDC": q["amount"],
+        "beneficiary": {"name": "Ana Souza", "bankName": "Banco Teste",
+                        "accountNumber": "0001-23456-7", "country": "BR", "currency": "BRL"}});
+    let first =
+        s.gw.pay_corridor(&s.key, &corridor, "before", &payout)
+            .await;
+    assert_eq!(first.status(), 202);
+    let first: Value = first.json().await.unwrap();
     let watcher = Watcher::default();
     let changed = watcher.changed.clone();
     let client = rust_client_with(&s.gw, &s.key, watcher).await.unwrap();
@@ -694,6 +715,12 @@ async fn suspension_hides_tools_and_refuses_what_sells_or_pays_but_not_reading()
             .await;
     let (status, code, _) = error_of(r).await;
     assert_eq!((status, code.as_str()), (403, "ORG_SUSPENDED"));
+    let replay =
+        s.gw.pay_corridor(&s.key, &corridor, "before", &payout)
+            .await;
+    assert_eq!(replay.status(), 202);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(replay.json::<Value>().await.unwrap(), first);
     for path in [
         "/api/routes",
         "/api/payments",

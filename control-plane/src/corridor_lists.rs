@@ -4,11 +4,10 @@
 use crate::auth::OrgAuth;
 use crate::corridors::own_corridor;
 use crate::error::ApiError;
-use crate::input::TypedQuery;
+use crate::input::{check_cursor, next_cursor, page_limit, TypedQuery};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
-use paygate_domain::FieldProblem;
 use paygate_payouts::views::{CorridorView, PayoutView};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -53,35 +52,19 @@ pub async fn payouts(
     Path(id): Path<String>,
     TypedQuery(q): TypedQuery<PayoutsQuery>,
 ) -> Result<Json<PayoutPage>, ApiError> {
-    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
     let mut problems = Vec::new();
-    if !(1..=MAX_PAGE).contains(&limit) {
-        problems.push(FieldProblem::new(
-            "limit",
-            format!("must be between 1 and {MAX_PAGE}"),
-        ));
-    }
-    let cursor_ok =
-        |c: &str| c.len() <= 64 && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if q.cursor.as_deref().is_some_and(|c| !cursor_ok(c)) {
-        problems.push(FieldProblem::new(
-            "cursor",
-            "must be a nextCursor this endpoint returned",
-        ));
-    }
+    let limit = page_limit(q.limit, DEFAULT_PAGE, MAX_PAGE, &mut problems);
+    check_cursor(q.cursor.as_deref(), &mut problems);
     if !problems.is_empty() {
         return Err(ApiError::validation(problems));
     }
     let c = own_corridor(&state, &org, &id).await?;
     let page = state
         .store
-        .list_payouts(&c.id, q.cursor.as_deref(), limit as usize)
+        .list_payouts(&c.id, q.cursor.as_deref(), limit)
         .await?;
-    let next_cursor = (page.len() == limit as usize)
-        .then(|| page.last().map(|p| p.id.clone()))
-        .flatten();
     Ok(Json(PayoutPage {
+        next_cursor: next_cursor(&page, limit, |p| &p.id),
         payments: page.iter().map(PayoutView::from).collect(),
-        next_cursor,
     }))
 }

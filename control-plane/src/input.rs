@@ -80,3 +80,42 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for TypedQuery<T> 
             .map_err(|e| ApiError::validation(vec![FieldProblem::new("query", e.body_text())]))
     }
 }
+
+/// A list's page size: `given` or `default`, which must lie in 1..=`max` (a problem otherwise).
+pub fn page_limit(
+    given: Option<u32>,
+    default: u32,
+    max: u32,
+    problems: &mut Vec<FieldProblem>,
+) -> usize {
+    let limit = given.unwrap_or(default);
+    if !(1..=max).contains(&limit) {
+        problems.push(FieldProblem::new(
+            "limit",
+            format!("must be between 1 and {max}"),
+        ));
+    }
+    limit as usize
+}
+
+/// A `cursor` must be one a list returned (a record id, `prefix_` and letters, digits, `_`).
+pub fn check_cursor(cursor: Option<&str>, problems: &mut Vec<FieldProblem>) {
+    let looks_like_an_id = |c: &str| {
+        c.len() <= 64
+            && c.contains('_')
+            && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    if cursor.is_some_and(|c| !looks_like_an_id(c)) {
+        problems.push(FieldProblem::new(
+            "cursor",
+            "must be a nextCursor this endpoint returned",
+        ));
+    }
+}
+
+/// The cursor of the page after `page` (its last id), if the page was full.
+pub fn next_cursor<T>(page: &[T], limit: usize, id: impl Fn(&T) -> &str) -> Option<String> {
+    (page.len() == limit)
+        .then(|| page.last().map(|last| id(last).to_string()))
+        .flatten()
+}

@@ -4,7 +4,7 @@
 
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
-use crate::input::TypedQuery;
+use crate::input::{next_cursor, page_limit, TypedQuery};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
@@ -188,13 +188,7 @@ fn store_query(q: &LedgerQuery) -> Result<(PaymentQuery, bool), ApiError> {
     } else {
         (MAX_PAGE, DEFAULT_PAGE)
     };
-    let limit = q.limit.unwrap_or(default);
-    if !(1..=max).contains(&limit) {
-        problems.push(FieldProblem::new(
-            "limit",
-            format!("must be between 1 and {max}"),
-        ));
-    }
+    let limit = page_limit(q.limit, default, max, &mut problems);
     let status = q.status.as_deref().and_then(|s| {
         let found = [
             PaymentStatus::Reserved,
@@ -229,6 +223,7 @@ fn store_query(q: &LedgerQuery) -> Result<(PaymentQuery, bool), ApiError> {
             problems.push(FieldProblem::new("route", "must be a route id (rt_...)"));
         }
     }
+    // Stricter than `check_cursor`: a ledger cursor is a payment id.
     if q.cursor.as_deref().is_some_and(|c| !is_payment_id(c)) {
         problems.push(FieldProblem::new(
             "cursor",
@@ -262,14 +257,17 @@ fn store_query(q: &LedgerQuery) -> Result<(PaymentQuery, bool), ApiError> {
             status,
             from_id: from.map(|f| time_bound("pay", f)),
             before_id,
-            limit: limit as usize,
+            limit,
         },
         csv,
     ))
 }
 
 /// The organisation's route paths by id.
-async fn route_paths(state: &AppState, org_id: &str) -> Result<HashMap<String, String>, ApiError> {
+pub(crate) async fn route_paths(
+    state: &AppState,
+    org_id: &str,
+) -> Result<HashMap<String, String>, ApiError> {
     Ok(state
         .store
         .list_routes(org_id)
@@ -288,9 +286,7 @@ pub async fn list(
     let (query, csv) = store_query(&q)?;
     let paths = route_paths(&state, &org.id).await?;
     let payments = state.store.list_payments(&org.id, &query).await?;
-    let next_cursor = (payments.len() == query.limit)
-        .then(|| payments.last().map(|p| p.id.clone()))
-        .flatten();
+    let next_cursor = next_cursor(&payments, query.limit, |p| &p.id);
     let views: Vec<_> = payments
         .into_iter()
         .map(|p| {

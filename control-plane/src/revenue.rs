@@ -103,20 +103,20 @@ pub async fn routes_and_series(
             per_route.entry(r.route_id).or_default().merge(&r.bucket);
         }
     }
-    let mut paths: HashMap<String, String> = state
-        .store
-        .list_routes(org_id)
-        .await?
-        .into_iter()
-        .map(|r| (r.id, r.path))
-        .collect();
+    let mut paths = crate::payments_api::route_paths(state, org_id).await?;
     for id in paths.keys() {
         per_route.entry(id.clone()).or_default();
     }
-    let mut routes: Vec<_> = per_route
+    // Most revenue first, then by path.
+    let mut per_route: Vec<_> = per_route
         .into_iter()
-        .map(|(id, b)| RouteRevenue {
-            path: paths.remove(&id),
+        .map(|(id, b)| (paths.remove(&id), id, b))
+        .collect();
+    per_route.sort_by(|a, b| b.2.revenue.cmp(&a.2.revenue).then_with(|| a.0.cmp(&b.0)));
+    let routes = per_route
+        .into_iter()
+        .map(|(path, id, b)| RouteRevenue {
+            path,
             route_id: id,
             requests: b.requests,
             paid: b.paid,
@@ -126,12 +126,6 @@ pub async fn routes_and_series(
             settle_p99_ms: b.settle_quantile_ms(0.99),
         })
         .collect();
-    // Most revenue first (equal-width strings compare as numbers), then by path.
-    routes.sort_by(|a, b| {
-        (b.revenue_usdc.len(), &b.revenue_usdc)
-            .cmp(&(a.revenue_usdc.len(), &a.revenue_usdc))
-            .then_with(|| a.path.cmp(&b.path))
-    });
     let points = (0..n)
         .map(|i| {
             let start = from + tier.seconds() * i as u64;

@@ -181,10 +181,7 @@ fn sandbox_answer(
     let auth = payment.authorization()?;
     paygate_x402::verify::verify(&payment, &auth, requirements, unix_now())
         .map_err(Refusal::Rejected)?;
-    let network = match version {
-        ProtocolVersion::V1 => requirements.network.v1_name.clone(),
-        ProtocolVersion::V2 => requirements.network.caip2.clone(),
-    };
+    let network = requirements.network_name(version);
     let payer = auth.from.to_checksum(None);
     let receipt = serde_json::json!({
         "success": true, "transaction": "", "network": network, "payer": payer, "sandbox": true,

@@ -434,10 +434,7 @@ fn paid(
     record: GatewayPayment,
     slot: Option<Slot>,
 ) -> Paid {
-    let network = match version {
-        ProtocolVersion::V1 => req.network.v1_name.clone(),
-        ProtocolVersion::V2 => req.network.caip2.clone(),
-    };
+    let network = req.network_name(version);
     let receipt = SettleResponse {
         success: true,
         error_reason: None,

@@ -42,6 +42,14 @@ pub struct PaymentRequirements {
 }
 
 impl PaymentRequirements {
+    /// The network as `version` spells it (v1 name or CAIP-2 id), in receipts and payloads.
+    pub fn network_name(&self, version: payment::ProtocolVersion) -> String {
+        match version {
+            payment::ProtocolVersion::V1 => self.network.v1_name.clone(),
+            payment::ProtocolVersion::V2 => self.network.caip2.clone(),
+        }
+    }
+
     pub fn extra(&self) -> TokenExtra {
         TokenExtra {
             name: self.network.config.eip712_name.clone(),

@@ -129,14 +129,15 @@ pub(super) fn open_records<T: DeserializeOwned>(
     Ok(out)
 }
 
-/// Builds an open-records index once for a store written before the index existed: one walk
-/// over `records`, then a marker in the `meta` tree so later opens skip it.
-pub(super) fn build_open_index<T: DeserializeOwned>(
+/// Builds an index for a store written before the index existed, once per database (a
+/// marker in the `meta` tree): one walk over `records`, `keys` giving each record's index keys
+/// from its key and value.
+pub(super) fn build_index<T: DeserializeOwned>(
     db: &sled::Db,
     records: &sled::Tree,
-    open: &sled::Tree,
+    index: &sled::Tree,
     marker: &str,
-    is_open: impl Fn(&T) -> bool,
+    keys: impl Fn(&[u8], &T) -> Vec<Vec<u8>>,
 ) -> StoreResult<()> {
     let meta = db.open_tree("meta").map_err(backend)?;
     if meta.contains_key(marker).map_err(backend)? {
@@ -144,13 +145,32 @@ pub(super) fn build_open_index<T: DeserializeOwned>(
     }
     for kv in records.iter() {
         let (id, v) = kv.map_err(backend)?;
-        if is_open(&dec(&v)?) {
-            open.insert(id, &[][..]).map_err(backend)?;
+        for k in keys(&id, &dec(&v)?) {
+            index.insert(k, &[][..]).map_err(backend)?;
         }
     }
     meta.insert(marker, &[][..]).map_err(backend)?;
     db.flush().map_err(backend)?;
     Ok(())
+}
+
+/// The open-records index of `build_index`: a record's own key while `is_open`.
+pub(super) fn open_key<T>(is_open: impl Fn(&T) -> bool) -> impl Fn(&[u8], &T) -> Vec<Vec<u8>> {
+    move |id, r| {
+        if is_open(r) {
+            vec![id.to_vec()]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// The end (exclusive) of the keys under `prefix` (which ends in its `\0` separator).
+pub(super) fn prefix_end(mut prefix: Vec<u8>) -> Vec<u8> {
+    if let Some(last) = prefix.last_mut() {
+        *last = 1;
+    }
+    prefix
 }
 
 impl SledStore {
@@ -192,19 +212,25 @@ impl SledStore {
             corridors: payouts::PayoutTrees::open(&db)?,
             db,
         }
-        .with_open_indexes()
+        .with_indexes()
     }
 
-    fn with_open_indexes(self) -> StoreResult<Self> {
-        build_open_index(
+    fn with_indexes(self) -> StoreResult<Self> {
+        build_index(
             &self.db,
             &self.payments,
             &self.payments_open,
             "payments_open.v1",
-            |p: &GatewayPayment| p.status.is_open(),
+            open_key(|p: &GatewayPayment| p.status.is_open()),
         )?;
-        self.corridors.build_open_index(&self.db)?;
-        payments::build_ledger_index(&self.db, &self.payments, &self.payments_ledger)?;
+        self.corridors.build_indexes(&self.db)?;
+        build_index(
+            &self.db,
+            &self.payments,
+            &self.payments_ledger,
+            "payments_ledger.v1",
+            |_, p: &GatewayPayment| payments::ledger_keys(p).to_vec(),
+        )?;
         Ok(self)
     }
 

@@ -5,9 +5,10 @@
 
 use super::*;
 use crate::PaymentQuery;
+use paygate_domain::model::PaymentStatus;
 
 /// The ledger index keys of `p`: `o|r|p|s \0 org [\0 route|payer|status] \0 id`.
-fn ledger_keys(p: &GatewayPayment) -> [Vec<u8>; 4] {
+pub(super) fn ledger_keys(p: &GatewayPayment) -> [Vec<u8>; 4] {
     [
         ledger_prefix(&p.org_id, None, &p.id),
         ledger_prefix(&p.org_id, Some(("r", &p.route_id)), &p.id),
@@ -36,38 +37,22 @@ fn put_payment(
     p: &GatewayPayment,
     bytes: &[u8],
 ) -> Result<(), ConflictableTransactionError<StoreError>> {
+    // Only the old status is read (this runs on every settlement): its key moves.
+    #[derive(serde::Deserialize)]
+    struct Status {
+        status: PaymentStatus,
+    }
     if let Some(old) = payments.get(p.id.as_bytes())? {
-        let old: GatewayPayment = dec(&old).map_err(ConflictableTransactionError::Abort)?;
+        let old: Status = dec(&old).map_err(ConflictableTransactionError::Abort)?;
         if old.status != p.status {
-            ledger.remove(ledger_keys(&old)[3].as_slice())?;
+            let key = ledger_prefix(&p.org_id, Some(("s", old.status.as_str())), &p.id);
+            ledger.remove(key)?;
         }
     }
     for k in ledger_keys(p) {
         ledger.insert(k, &[][..])?;
     }
     put_tracked(payments, open, p.id.as_bytes(), bytes, p.status.is_open())
-}
-
-/// Builds the ledger index once for a store written before it existed.
-pub(super) fn build_ledger_index(
-    db: &sled::Db,
-    payments: &sled::Tree,
-    ledger: &sled::Tree,
-) -> StoreResult<()> {
-    let meta = db.open_tree("meta").map_err(backend)?;
-    if meta.contains_key("payments_ledger.v1").map_err(backend)? {
-        return Ok(());
-    }
-    for kv in payments.iter() {
-        let (_, v) = kv.map_err(backend)?;
-        for k in ledger_keys(&dec(&v)?) {
-            ledger.insert(k, &[][..]).map_err(backend)?;
-        }
-    }
-    meta.insert("payments_ledger.v1", &[][..])
-        .map_err(backend)?;
-    db.flush().map_err(backend)?;
-    Ok(())
 }
 
 #[async_trait]
@@ -220,11 +205,10 @@ impl PaymentStore for SledStore {
             q.status.map(|s| ("s", s.as_str()))
         };
         let start = ledger_prefix(org_id, by, q.from_id.as_deref().unwrap_or(""));
-        let mut end = ledger_prefix(org_id, by, q.before_id.as_deref().unwrap_or(""));
-        if q.before_id.is_none() {
-            // Past every id: the byte after the separator.
-            *end.last_mut().expect("prefix ends in a separator") = 1;
-        }
+        let end = match &q.before_id {
+            Some(b) => ledger_prefix(org_id, by, b),
+            None => prefix_end(ledger_prefix(org_id, by, "")),
+        };
         let mut out = Vec::new();
         if start >= end {
             return Ok(out);

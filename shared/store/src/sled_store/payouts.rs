@@ -4,8 +4,8 @@
 //! flushed before it returns.
 
 use super::{
-    abort, backend, build_open_index, dec, enc, key2, open_records, prefix, put_tracked, tx_err,
-    SledStore,
+    abort, backend, build_index, dec, enc, key2, open_key, open_records, prefix, prefix_end,
+    put_tracked, tx_err, SledStore,
 };
 use async_trait::async_trait;
 use paygate_domain::{StoreError, StoreResult};
@@ -52,32 +52,21 @@ impl PayoutTrees {
         })
     }
 
-    pub(super) fn build_open_index(&self, db: &sled::Db) -> StoreResult<()> {
-        build_open_index(
+    pub(super) fn build_indexes(&self, db: &sled::Db) -> StoreResult<()> {
+        build_index(
             db,
             &self.payouts,
             &self.initiating,
             "payouts_initiating.v1",
-            is_initiating,
+            open_key(is_initiating),
         )?;
-        // The by-corridor index, once for a store written before it existed.
-        let meta = db.open_tree("meta").map_err(backend)?;
-        if !meta
-            .contains_key("payouts_by_corridor.v1")
-            .map_err(backend)?
-        {
-            for kv in self.payouts.iter() {
-                let (_, v) = kv.map_err(backend)?;
-                let p: Payout = dec(&v)?;
-                self.by_corridor
-                    .insert(key2(&p.corridor_id, &p.id), &[][..])
-                    .map_err(backend)?;
-            }
-            meta.insert("payouts_by_corridor.v1", &[][..])
-                .map_err(backend)?;
-            db.flush().map_err(backend)?;
-        }
-        Ok(())
+        build_index(
+            db,
+            &self.payouts,
+            &self.by_corridor,
+            "payouts_by_corridor.v1",
+            |_, p: &Payout| vec![key2(&p.corridor_id, &p.id)],
+        )
     }
 }
 
@@ -158,11 +147,7 @@ impl PayoutStore for SledStore {
         let start = prefix(corridor_id);
         let end = match before_id {
             Some(b) => key2(corridor_id, b),
-            None => {
-                let mut e = prefix(corridor_id);
-                *e.last_mut().expect("prefix ends in a separator") = 1;
-                e
-            }
+            None => prefix_end(prefix(corridor_id)),
         };
         let mut out = Vec::new();
         for kv in self
