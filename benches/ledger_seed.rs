@@ -6,8 +6,9 @@
 //! roll-ups for every route. Prints one JSON line with what it wrote and how long it took.
 
 use clap::Parser;
+use paygate_domain::ids::new_id;
 use paygate_domain::model::{GatewayPayment, PaymentStatus};
-use paygate_domain::rollup::{RollupBucket, RollupRow, Tier};
+use paygate_domain::rollup::{CountBatch, RollupBucket, RollupRow, Tier, COUNT_BATCH_PREFIX};
 use paygate_payouts::money::QuoteBreakdown;
 use paygate_payouts::store::PayoutStore;
 use paygate_payouts::{Beneficiary, Corridor, CorridorStatus, Currency, PayIdempotency, Payout};
@@ -114,7 +115,7 @@ async fn main() -> anyhow::Result<()> {
     // Payouts on a BRL corridor (created ACTIVE if the org has none).
     let now = paygate_domain::now_rfc3339();
     let corridor = Corridor {
-        id: paygate_domain::ids::new_id("cor"),
+        id: new_id("cor"),
         org_id: org.id.clone(),
         dest_currency: Currency::Brl,
         status: CorridorStatus::Active,
@@ -219,7 +220,13 @@ async fn main() -> anyhow::Result<()> {
                     bucket: bucket.clone(),
                 })
                 .collect();
-            store.merge_rollups(&org.id, &rows).await?;
+            store
+                .merge_counts(&CountBatch {
+                    id: new_id(COUNT_BATCH_PREFIX),
+                    minutes: vec![],
+                    rollups: rows.into_iter().map(|r| (org.id.clone(), r)).collect(),
+                })
+                .await?;
         }
     }
     store.flush().await?;

@@ -174,6 +174,40 @@ pub struct RollupRow {
     pub bucket: RollupBucket,
 }
 
+/// Counts one process stores in one go (the metrics aggregator's flush): minute buckets and
+/// roll-up rows of any organisations. Its id makes a retry safe: a batch whose outcome is unknown
+/// (the store's answer lost, a flush cut short at exit) is sent again with the same id, and the
+/// store adds a batch once. Ids come from [`crate::ids::new_id`] with [`COUNT_BATCH_PREFIX`], so
+/// they sort by time and old ones are forgotten after [`COUNT_BATCH_KEEP_MS`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CountBatch {
+    pub id: String,
+    /// Organisation, unix minute, counts.
+    pub minutes: Vec<(String, u64, crate::model::MetricBucket)>,
+    /// Organisation and row.
+    pub rollups: Vec<(String, RollupRow)>,
+}
+
+pub const COUNT_BATCH_PREFIX: &str = "cb";
+
+/// How long a store remembers the batches it took: a batch retried later than this would be
+/// added again. Retries come seconds apart (the next flush, the exit path), so a day is ample.
+pub const COUNT_BATCH_KEEP_MS: u64 = 24 * 3_600_000;
+
+impl CountBatch {
+    pub fn is_empty(&self) -> bool {
+        self.minutes.is_empty() && self.rollups.is_empty()
+    }
+
+    /// The id below which remembered batches may be forgotten, `now_ms` being the time now.
+    pub fn forget_below(now_ms: u64) -> String {
+        crate::ids::time_bound(
+            COUNT_BATCH_PREFIX,
+            now_ms.saturating_sub(COUNT_BATCH_KEEP_MS),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

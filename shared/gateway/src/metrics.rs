@@ -392,7 +392,8 @@ impl Metrics {
                 }
                 _ = self.stop.notified() => {
                     // Counted, not stored: the exit path stores it (`flush_now`) once every
-                    // runtime has stopped, so no flush is cut half-way (and then repeated).
+                    // runtime has stopped (a flush cut half-way would be sent again with
+                    // its batch id and counted once, but need not be cut at all).
                     self.unflushed.with(|c| batch.drain(&mut rx, c));
                     batch.apply(&self.prom);
                     return;

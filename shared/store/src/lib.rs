@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
 };
-use paygate_domain::rollup::{RollupRow, Tier};
+use paygate_domain::rollup::{CountBatch, RollupRow, Tier};
 use paygate_domain::StoreResult;
 use paygate_payouts::store::PayoutStore;
 
@@ -196,17 +196,14 @@ pub trait CounterStore: Send + Sync {
 /// Per-org request counters in minute buckets.
 #[async_trait]
 pub trait MetricStore: Send + Sync {
-    /// Adds `bucket` to the organisation's counters of `minute` (unix minutes).
-    async fn merge_metrics(
-        &self,
-        org_id: &str,
-        minute: u64,
-        bucket: &MetricBucket,
-    ) -> StoreResult<()>;
+    /// Adds the batch's minute buckets and roll-up rows to the stored ones, all or (an error)
+    /// none, and at most once: a batch whose id was stored already (within
+    /// [`paygate_domain::rollup::COUNT_BATCH_KEEP_MS`]) changes nothing.
+    async fn merge_counts(&self, batch: &CountBatch) -> StoreResult<()>;
+    /// Whether the batch `id` was stored.
+    async fn count_batch_stored(&self, id: &str) -> StoreResult<bool>;
     /// The organisation's buckets from `from_minute` on, merged into one.
     async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket>;
-    /// Adds each row to the stored row of the same tier, period and route.
-    async fn merge_rollups(&self, org_id: &str, rows: &[RollupRow]) -> StoreResult<()>;
     /// The organisation's `tier` rows from the period starting at `from_period` on, every
     /// route's and the total's (route `""`), in no particular order.
     async fn rollups(

@@ -3,9 +3,11 @@
 //! the payouts' (the payout engine's tests run on both stores in `payout_engine.rs`), and the
 //! cluster's leases and MCP sessions.
 
+use paygate_domain::ids::new_id;
 use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
 };
+use paygate_domain::rollup::{CountBatch, COUNT_BATCH_PREFIX};
 use paygate_domain::StoreError;
 use paygate_store::postgres::{PgStore, StartError};
 use paygate_store::testing::PgCluster;
@@ -320,10 +322,23 @@ async fn plan_usage_only_grows_and_metric_buckets_add_up() {
             settle_count: 2,
             revenue: 20_000,
         };
-        s.merge_metrics("o1", 100, &b).await.unwrap();
-        s.merge_metrics("o1", 100, &b).await.unwrap();
-        s.merge_metrics("o1", 99, &b).await.unwrap();
-        s.merge_metrics("o2", 100, &b).await.unwrap();
+        let batch = |minutes: &[(&str, u64)]| CountBatch {
+            id: new_id(COUNT_BATCH_PREFIX),
+            minutes: minutes
+                .iter()
+                .map(|(org, m)| (org.to_string(), *m, b.clone()))
+                .collect(),
+            rollups: vec![],
+        };
+        s.merge_counts(&batch(&[("o1", 100), ("o1", 99)]))
+            .await
+            .unwrap();
+        let again = batch(&[("o1", 100), ("o2", 100)]);
+        assert!(!s.count_batch_stored(&again.id).await.unwrap(), "{name}");
+        s.merge_counts(&again).await.unwrap();
+        // A batch retried (its first answer lost) is added once.
+        s.merge_counts(&again).await.unwrap();
+        assert!(s.count_batch_stored(&again.id).await.unwrap(), "{name}");
         let sum = s.metrics_since("o1", 100).await.unwrap();
         assert_eq!(
             (sum.total, sum.paid, sum.settle_ms_sum, sum.revenue),

@@ -6,7 +6,7 @@ use super::{backend, to_i64, to_u64, PgStore};
 use crate::{CounterStore, MetricStore, SpendReservation};
 use async_trait::async_trait;
 use paygate_domain::model::MetricBucket;
-use paygate_domain::rollup::{RollupBucket, RollupRow, Tier};
+use paygate_domain::rollup::{CountBatch, RollupBucket, RollupRow, Tier};
 use paygate_domain::StoreResult;
 use sqlx::Row;
 
@@ -128,35 +128,38 @@ impl CounterStore for PgStore {
 
 #[async_trait]
 impl MetricStore for PgStore {
-    async fn merge_metrics(&self, org_id: &str, minute: u64, b: &MetricBucket) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO metric_buckets AS m (org_id, minute, total, unpaid402, paid, errors, \
-             challenge_us_sum, challenge_count, settle_ms_sum, settle_count, revenue) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-             ON CONFLICT (org_id, minute) DO UPDATE SET \
-             total = m.total + EXCLUDED.total, unpaid402 = m.unpaid402 + EXCLUDED.unpaid402, \
-             paid = m.paid + EXCLUDED.paid, errors = m.errors + EXCLUDED.errors, \
-             challenge_us_sum = m.challenge_us_sum + EXCLUDED.challenge_us_sum, \
-             challenge_count = m.challenge_count + EXCLUDED.challenge_count, \
-             settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
-             settle_count = m.settle_count + EXCLUDED.settle_count, \
-             revenue = m.revenue + EXCLUDED.revenue",
-        )
-        .bind(org_id)
-        .bind(to_i64(minute)?)
-        .bind(to_i64(b.total)?)
-        .bind(to_i64(b.unpaid402)?)
-        .bind(to_i64(b.paid)?)
-        .bind(to_i64(b.errors)?)
-        .bind(to_i64(b.challenge_us_sum)?)
-        .bind(to_i64(b.challenge_count)?)
-        .bind(to_i64(b.settle_ms_sum)?)
-        .bind(to_i64(b.settle_count)?)
-        .bind(to_i64(b.revenue)?)
-        .execute(&self.pool)
-        .await
-        .map_err(backend)?;
-        Ok(())
+    async fn merge_counts(&self, batch: &CountBatch) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        let new = sqlx::query("INSERT INTO count_batches (id) VALUES ($1) ON CONFLICT DO NOTHING")
+            .bind(&batch.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?
+            .rows_affected()
+            == 1;
+        if new {
+            for (org_id, minute, bucket) in &batch.minutes {
+                merge_minute(&mut tx, org_id, *minute, bucket).await?;
+            }
+            for (org_id, row) in &batch.rollups {
+                merge_rollup(&mut tx, org_id, row).await?;
+            }
+            // Forget batches older than the retry window (ids sort by time).
+            sqlx::query("DELETE FROM count_batches WHERE id < $1")
+                .bind(CountBatch::forget_below(paygate_domain::unix_now() * 1000))
+                .execute(&mut *tx)
+                .await
+                .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn count_batch_stored(&self, id: &str) -> StoreResult<bool> {
+        sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM count_batches WHERE id = $1)")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)
     }
 
     async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket> {
@@ -188,46 +191,6 @@ impl MetricStore for PgStore {
             settle_count: get("settle_count")?,
             revenue: get("revenue")?,
         })
-    }
-
-    async fn merge_rollups(&self, org_id: &str, rows: &[RollupRow]) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await.map_err(backend)?;
-        for row in rows {
-            let b = &row.bucket;
-            let hist = b
-                .settle_hist
-                .iter()
-                .map(|v| to_i64(*v))
-                .collect::<StoreResult<Vec<i64>>>()?;
-            sqlx::query(
-                "INSERT INTO metric_rollups AS m (org_id, tier, period, route_id, requests, paid, \
-                 errors, revenue, settle_count, settle_ms_sum, settle_hist) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                 ON CONFLICT (org_id, tier, period, route_id) DO UPDATE SET \
-                 requests = m.requests + EXCLUDED.requests, paid = m.paid + EXCLUDED.paid, \
-                 errors = m.errors + EXCLUDED.errors, revenue = m.revenue + EXCLUDED.revenue, \
-                 settle_count = m.settle_count + EXCLUDED.settle_count, \
-                 settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
-                 settle_hist = ARRAY(SELECT COALESCE(a, 0) + COALESCE(b, 0) \
-                   FROM unnest(m.settle_hist, EXCLUDED.settle_hist) WITH ORDINALITY AS t(a, b, i) \
-                   ORDER BY i)",
-            )
-            .bind(org_id)
-            .bind(i16::from(row.tier.code()))
-            .bind(to_i64(row.period)?)
-            .bind(&row.route_id)
-            .bind(to_i64(b.requests)?)
-            .bind(to_i64(b.paid)?)
-            .bind(to_i64(b.errors)?)
-            .bind(to_i64(b.revenue)?)
-            .bind(to_i64(b.settle_count)?)
-            .bind(to_i64(b.settle_ms_sum)?)
-            .bind(hist)
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
-        }
-        tx.commit().await.map_err(backend)
     }
 
     async fn rollups(
@@ -268,4 +231,81 @@ impl MetricStore for PgStore {
             })
             .collect()
     }
+}
+
+async fn merge_minute(
+    tx: &mut sqlx::PgConnection,
+    org_id: &str,
+    minute: u64,
+    b: &MetricBucket,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO metric_buckets AS m (org_id, minute, total, unpaid402, paid, errors, \
+             challenge_us_sum, challenge_count, settle_ms_sum, settle_count, revenue) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             ON CONFLICT (org_id, minute) DO UPDATE SET \
+             total = m.total + EXCLUDED.total, unpaid402 = m.unpaid402 + EXCLUDED.unpaid402, \
+             paid = m.paid + EXCLUDED.paid, errors = m.errors + EXCLUDED.errors, \
+             challenge_us_sum = m.challenge_us_sum + EXCLUDED.challenge_us_sum, \
+             challenge_count = m.challenge_count + EXCLUDED.challenge_count, \
+             settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
+             settle_count = m.settle_count + EXCLUDED.settle_count, \
+             revenue = m.revenue + EXCLUDED.revenue",
+    )
+    .bind(org_id)
+    .bind(to_i64(minute)?)
+    .bind(to_i64(b.total)?)
+    .bind(to_i64(b.unpaid402)?)
+    .bind(to_i64(b.paid)?)
+    .bind(to_i64(b.errors)?)
+    .bind(to_i64(b.challenge_us_sum)?)
+    .bind(to_i64(b.challenge_count)?)
+    .bind(to_i64(b.settle_ms_sum)?)
+    .bind(to_i64(b.settle_count)?)
+    .bind(to_i64(b.revenue)?)
+    .execute(&mut *tx)
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+async fn merge_rollup(
+    tx: &mut sqlx::PgConnection,
+    org_id: &str,
+    row: &RollupRow,
+) -> StoreResult<()> {
+    let b = &row.bucket;
+    let hist = b
+        .settle_hist
+        .iter()
+        .map(|v| to_i64(*v))
+        .collect::<StoreResult<Vec<i64>>>()?;
+    sqlx::query(
+        "INSERT INTO metric_rollups AS m (org_id, tier, period, route_id, requests, paid, \
+                 errors, revenue, settle_count, settle_ms_sum, settle_hist) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 ON CONFLICT (org_id, tier, period, route_id) DO UPDATE SET \
+                 requests = m.requests + EXCLUDED.requests, paid = m.paid + EXCLUDED.paid, \
+                 errors = m.errors + EXCLUDED.errors, revenue = m.revenue + EXCLUDED.revenue, \
+                 settle_count = m.settle_count + EXCLUDED.settle_count, \
+                 settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
+                 settle_hist = ARRAY(SELECT COALESCE(a, 0) + COALESCE(b, 0) \
+                   FROM unnest(m.settle_hist, EXCLUDED.settle_hist) WITH ORDINALITY AS t(a, b, i) \
+                   ORDER BY i)",
+    )
+    .bind(org_id)
+    .bind(i16::from(row.tier.code()))
+    .bind(to_i64(row.period)?)
+    .bind(&row.route_id)
+    .bind(to_i64(b.requests)?)
+    .bind(to_i64(b.paid)?)
+    .bind(to_i64(b.errors)?)
+    .bind(to_i64(b.revenue)?)
+    .bind(to_i64(b.settle_count)?)
+    .bind(to_i64(b.settle_ms_sum)?)
+    .bind(hist)
+    .execute(&mut *tx)
+    .await
+    .map_err(backend)?;
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //! so a tier's rows from a period on are one range).
 
 use super::*;
-use paygate_domain::rollup::{RollupBucket, RollupRow, Tier};
+use paygate_domain::rollup::{CountBatch, RollupBucket, RollupRow, Tier};
 
 fn rollup_key(org_id: &str, tier: Tier, period: u64, route_id: &str) -> Vec<u8> {
     let mut key = prefix(org_id);
@@ -108,25 +108,61 @@ impl CounterStore for SledStore {
 
 #[async_trait]
 impl MetricStore for SledStore {
-    async fn merge_metrics(
-        &self,
-        org_id: &str,
-        minute: u64,
-        bucket: &MetricBucket,
-    ) -> StoreResult<()> {
-        // Big-endian minutes keep an org's buckets in time order under its prefix.
-        let mut key = prefix(org_id);
-        key.extend_from_slice(&minute.to_be_bytes());
-        self.metrics
-            .fetch_and_update(key, |old| {
-                let mut b: MetricBucket = old
-                    .and_then(|b| serde_json::from_slice(b).ok())
-                    .unwrap_or_default();
-                b.merge(bucket);
-                serde_json::to_vec(&b).ok()
+    async fn merge_counts(&self, batch: &CountBatch) -> StoreResult<()> {
+        let minute_keys: Vec<Vec<u8>> = batch
+            .minutes
+            .iter()
+            .map(|(org_id, minute, _)| {
+                // Big-endian minutes keep an org's buckets in time order under its prefix.
+                let mut key = prefix(org_id);
+                key.extend_from_slice(&minute.to_be_bytes());
+                key
+            })
+            .collect();
+        let rollup_keys: Vec<Vec<u8>> = batch
+            .rollups
+            .iter()
+            .map(|(org_id, r)| rollup_key(org_id, r.tier, r.period, &r.route_id))
+            .collect();
+        (&self.metrics, &self.rollups, &self.count_batches)
+            .transaction(|(metrics, rollups, batches)| {
+                if batches.get(batch.id.as_bytes())?.is_some() {
+                    return Ok(());
+                }
+                for (key, (_, _, bucket)) in minute_keys.iter().zip(&batch.minutes) {
+                    let mut b: MetricBucket = metrics
+                        .get(key)?
+                        .and_then(|v| serde_json::from_slice(&v).ok())
+                        .unwrap_or_default();
+                    b.merge(bucket);
+                    metrics.insert(key.as_slice(), serde_json::to_vec(&b).unwrap_or_default())?;
+                }
+                for (key, (_, row)) in rollup_keys.iter().zip(&batch.rollups) {
+                    let mut b = rollups
+                        .get(key)?
+                        .and_then(|v| RollupBucket::from_bytes(&v))
+                        .unwrap_or_default();
+                    b.merge(&row.bucket);
+                    rollups.insert(key.as_slice(), b.to_bytes())?;
+                }
+                batches.insert(batch.id.as_bytes(), &[])?;
+                Ok::<_, ConflictableTransactionError<std::convert::Infallible>>(())
             })
             .map_err(backend)?;
+        // Forget batches older than the retry window (ids sort by time).
+        let below = CountBatch::forget_below(paygate_domain::unix_now() * 1000);
+        for k in self.count_batches.range(..below.as_bytes()).keys() {
+            self.count_batches
+                .remove(k.map_err(backend)?)
+                .map_err(backend)?;
+        }
         Ok(())
+    }
+
+    async fn count_batch_stored(&self, id: &str) -> StoreResult<bool> {
+        self.count_batches
+            .contains_key(id.as_bytes())
+            .map_err(backend)
     }
 
     async fn metrics_since(&self, org_id: &str, from_minute: u64) -> StoreResult<MetricBucket> {
@@ -141,20 +177,6 @@ impl MetricStore for SledStore {
             sum.merge(&dec(&v)?);
         }
         Ok(sum)
-    }
-
-    async fn merge_rollups(&self, org_id: &str, rows: &[RollupRow]) -> StoreResult<()> {
-        for row in rows {
-            let key = rollup_key(org_id, row.tier, row.period, &row.route_id);
-            self.rollups
-                .fetch_and_update(key, |old| {
-                    let mut b = old.and_then(RollupBucket::from_bytes).unwrap_or_default();
-                    b.merge(&row.bucket);
-                    Some(b.to_bytes())
-                })
-                .map_err(backend)?;
-        }
-        Ok(())
     }
 
     async fn rollups(

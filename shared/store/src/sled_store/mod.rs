@@ -43,6 +43,8 @@ pub struct SledStore {
     metrics: sled::Tree,
     /// Hourly and daily roll-ups per route (`counters.rs`).
     rollups: sled::Tree,
+    /// Count batches taken (their ids), so a retried batch is added once.
+    count_batches: sled::Tree,
     mcp_spend: sled::Tree,
     mcp_sessions: sled::Tree,
     /// The leases asked for (all held: one process opens a sled database).
@@ -206,6 +208,7 @@ impl SledStore {
             plan_usage: tree("plan_usage")?,
             metrics: tree("metrics")?,
             rollups: tree("rollups")?,
+            count_batches: tree("count_batches")?,
             mcp_spend: tree("mcp_spend")?,
             mcp_sessions: tree("mcp_sessions")?,
             leases: Default::default(),
