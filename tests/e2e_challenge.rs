@@ -204,9 +204,10 @@ async fn discovery_lists_only_active_discoverable_routes() {
     bb["discoverable"] = json!(true);
     gw.create_route(&b, bb).await;
 
+    // The x402 v2 discovery shape; the sandbox route is listed too (tagged `sandbox`).
     let all: Value = gw.get("/discovery/resources").await.json().await.unwrap();
-    assert_eq!(all["x402Version"], 1);
-    assert_eq!(all["pagination"]["total"], 4);
+    assert_eq!(all["x402Version"], 2);
+    assert_eq!(all["pagination"]["total"], 5);
     let resources: Vec<_> = all["items"]
         .as_array()
         .unwrap()
@@ -214,7 +215,18 @@ async fn discovery_lists_only_active_discoverable_routes() {
         .map(|i| i["resource"].as_str().unwrap().to_string())
         .collect();
     assert!(!resources.iter().any(|r| r.ends_with("/hidden")));
-    assert!(!resources.iter().any(|r| r.contains("/demo/")));
+    let demo = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| {
+            i["resource"]
+                .as_str()
+                .unwrap()
+                .ends_with("/gateway/demo/demo")
+        })
+        .unwrap();
+    assert_eq!(demo["tags"], json!(["sandbox"]));
     let item = all["items"]
         .as_array()
         .unwrap()
@@ -222,8 +234,16 @@ async fn discovery_lists_only_active_discoverable_routes() {
         .find(|i| i["resource"].as_str().unwrap().ends_with("/pub0"))
         .unwrap();
     assert_eq!(item["type"], "http");
+    assert_eq!(item["x402Version"], 2);
     assert_eq!(item["metadata"]["category"], "data");
-    assert_eq!(item["accepts"][0]["maxAmountRequired"], "10000");
+    assert_eq!(item["tags"], json!(["data"]));
+    assert_eq!(item["serviceName"], "alpha");
+    assert_eq!(item["accepts"][0]["amount"], "10000");
+    assert_eq!(item["accepts"][0]["network"], "eip155:84532");
+    assert_eq!(
+        item["extensions"]["bazaar"]["info"]["input"]["method"],
+        "GET"
+    );
 
     let page: Value = gw
         .get("/discovery/resources?limit=2&offset=1")
@@ -234,7 +254,7 @@ async fn discovery_lists_only_active_discoverable_routes() {
     assert_eq!(page["items"].as_array().unwrap().len(), 2);
     assert_eq!(
         page["pagination"],
-        json!({"limit": 2, "offset": 1, "total": 4})
+        json!({"limit": 2, "offset": 1, "total": 5})
     );
     let beta: Value = gw
         .get("/discovery/resources?org=beta")
@@ -250,6 +270,23 @@ async fn discovery_lists_only_active_discoverable_routes() {
         .await
         .unwrap();
     assert_eq!(other["pagination"]["total"], 0);
+    let to_b: Value = gw
+        .get(&format!(
+            "/discovery/resources?type=http&payTo={}",
+            WALLET_B.to_ascii_uppercase().replace("0X", "0x")
+        ))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(to_b["pagination"]["total"], 1, "{to_b}");
+    let elsewhere: Value = gw
+        .get("/discovery/resources?network=eip155:8453")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere["pagination"]["total"], 0);
     let (status, code, _) = error_of(gw.get("/discovery/resources?limit=abc").await).await;
     assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"));
 
@@ -272,6 +309,14 @@ async fn discovery_lists_only_active_discoverable_routes() {
         .await
         .unwrap();
     assert_eq!(now["pagination"]["total"], 1);
+    // The well-known document lists the same routes' URLs.
+    let wk: Value = gw.get("/.well-known/x402").await.json().await.unwrap();
+    assert_eq!(wk["version"], 1);
+    assert_eq!(wk["resources"].as_array().unwrap().len(), 3, "{wk}");
+    assert!(wk["instructions"]
+        .as_str()
+        .unwrap()
+        .contains("/discovery/resources"));
     // Suspended orgs vanish too.
     gw.admin(
         Method::PATCH,
@@ -280,7 +325,7 @@ async fn discovery_lists_only_active_discoverable_routes() {
     )
     .await;
     let now: Value = gw.get("/discovery/resources").await.json().await.unwrap();
-    assert_eq!(now["pagination"]["total"], 1);
+    assert_eq!(now["pagination"]["total"], 2);
 }
 
 /// The official Python x402 SDK (PyPI `x402`) parses our challenge with its own models.
@@ -330,10 +375,7 @@ async fn a_routes_mime_type_is_in_its_challenge_and_checked() {
     let v1: Value = r.json().await.unwrap();
     assert_eq!(v1["accepts"][0]["mimeType"], "text/csv");
     let listed: Value = gw.get("/discovery/resources").await.json().await.unwrap();
-    assert_eq!(
-        listed["items"][0]["accepts"][0]["mimeType"], "text/csv",
-        "{listed}"
-    );
+    assert_eq!(listed["items"][0]["mimeType"], "text/csv", "{listed}");
 
     for bad in [
         json!("csv"),
@@ -364,4 +406,110 @@ async fn a_routes_mime_type_is_in_its_challenge_and_checked() {
 
     let demo: Value = gw.get("/gateway/demo/demo").await.json().await.unwrap();
     assert_eq!(demo["accepts"][0]["mimeType"], "application/json");
+}
+
+/// A route's `inputSchema` / `outputSchema` are checked as JSON Schemas (every bad one named in
+/// a `400`, `null` clears) and become the bazaar extension of its v2 challenge and of its
+/// discovery item; the official x402 SDK reads the listing and finds every item's and the
+/// challenge's bazaar data valid with its own validators.
+#[tokio::test]
+async fn schemas_are_checked_and_become_valid_bazaar_data() {
+    let python = std::env::var("PAYGATE_TEST_PYTHON")
+        .expect("PAYGATE_TEST_PYTHON must name the venv's python (run via `make test`)");
+    let gw = Gateway::start().await;
+    let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
+    let input =
+        json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
+    let output = json!({"type": "object", "properties": {"answer": {"type": "string"}}});
+    let mut body = route_body("/ask");
+    body["discoverable"] = json!(true);
+    body["publicTool"] = json!(true);
+    body["inputSchema"] = input.clone();
+    body["outputSchema"] = output.clone();
+    let route = gw.create_route(&key, body).await;
+    assert_eq!(route["inputSchema"], input);
+    assert_eq!(route["outputSchema"], output);
+    assert_eq!(route["publicTool"], true);
+
+    let r = gw.get("/gateway/acme/ask").await;
+    let bazaar = decode_v2(&r)["extensions"]["bazaar"].clone();
+    assert_eq!(bazaar["info"]["input"]["method"], "POST", "{bazaar}");
+    assert_eq!(bazaar["info"]["input"]["bodyType"], "json");
+    assert_eq!(
+        bazaar["schema"]["properties"]["input"]["properties"]["body"],
+        input
+    );
+    assert_eq!(
+        bazaar["schema"]["properties"]["output"]["properties"]["example"],
+        output
+    );
+
+    let mut cmd = tokio::process::Command::new(&python);
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/x402_bazaar_check.py"
+    ))
+    .arg(gw.url(""))
+    .arg(gw.url("/gateway/acme/ask"));
+    let report = run_client(cmd).await;
+    assert_eq!(report["version"], 2);
+    assert_eq!(report["challenge"]["valid"], true, "{report}");
+    let items = report["items"].as_array().unwrap();
+    // The route, its public MCP tool, and the sandbox route.
+    assert_eq!(items.len(), 3, "{report}");
+    for item in items {
+        assert_eq!(item["valid"], true, "{item}");
+    }
+    let tool = items.iter().find(|i| i["type"] == "mcp").unwrap();
+    assert_eq!(tool["input"]["toolName"], "ask");
+    assert_eq!(tool["input"]["transport"], "streamable-http");
+    assert!(tool["resource"]
+        .as_str()
+        .unwrap()
+        .ends_with("/mcp/x402/acme#ask"));
+
+    let id = route["id"].as_str().unwrap();
+    for bad in [
+        json!("a string"),
+        json!({"type": "no-such-type"}),
+        json!({"properties": {"q": {"minLength": -1}}}),
+        json!({"type": "object", "description": "x".repeat(17 * 1024)}),
+        // A reference to elsewhere: nothing is fetched.
+        json!({"$ref": "https://schemas.example/q.json"}),
+    ] {
+        let r = gw
+            .api(
+                &key,
+                Method::PATCH,
+                &format!("/api/routes/{id}"),
+                Some(json!({"inputSchema": bad.clone(), "outputSchema": bad})),
+            )
+            .await;
+        let (status, code, err) = error_of(r).await;
+        assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"), "{err}");
+        let fields: Vec<_> = err["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["field"].as_str().unwrap().to_string())
+            .collect();
+        assert!(fields.contains(&"inputSchema".to_string()), "{err}");
+    }
+    let cleared: Value = gw
+        .api(
+            &key,
+            Method::PATCH,
+            &format!("/api/routes/{id}"),
+            Some(json!({"inputSchema": null, "outputSchema": null})),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cleared["inputSchema"], Value::Null);
+    let r = gw.get("/gateway/acme/ask").await;
+    assert_eq!(
+        decode_v2(&r)["extensions"]["bazaar"]["info"]["input"]["method"],
+        "GET"
+    );
 }

@@ -27,19 +27,6 @@ async fn setup() -> (Chain, Gateway, Upstream) {
     (chain, gw, upstream)
 }
 
-/// Runs a client script; returns its JSON report.
-async fn run_client(mut cmd: tokio::process::Command) -> Value {
-    let out = cmd.output().await.expect("run client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("client report")
-}
-
 async fn assert_paid_once(
     chain: &Chain,
     upstream: &Upstream,

@@ -108,6 +108,8 @@ pub fn app(state: AppState) -> Router {
         .route("/mcp/sse", get(mcp::open_stream))
         .route("/mcp/message", post(mcp::post_message))
         .route("/mcp", streamable)
+        .route("/mcp/x402/{slug}", mcp::public_service(&state))
+        .route("/.well-known/x402", get(discovery::well_known))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))

@@ -45,6 +45,7 @@ use utoipa::{Modify, OpenApi};
         crate::payments_api::list,
         crate::payments_api::get_one,
         crate::discovery::list,
+        crate::discovery::well_known,
         crate::metrics_api::org_metrics,
         crate::revenue::usage,
         crate::metrics_api::prometheus,

@@ -3,7 +3,8 @@
 
 use crate::auth::OrgAuth;
 use crate::body::fields::{
-    nullable, present, MimeType, Nullable, PriceUsd, RoutePath, TargetUrl, Text, Word,
+    nullable, present, JsonSchemaDoc, MimeType, Nullable, PriceUsd, RoutePath, TargetUrl, Text,
+    Word,
 };
 use crate::body::{JsonBody, RequestBody};
 use crate::error::ApiError;
@@ -83,6 +84,20 @@ pub struct RouteCreate {
     #[serde(default)]
     #[schema(schema_with = nullable::<MimeType>)]
     mime_type: Nullable<MimeType>,
+    /// JSON Schema of what the route takes (its JSON body; for GET, its query parameters):
+    /// in discovery, the challenge's bazaar extension and MCP tool lists. `null` clears.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
+    input_schema: Nullable<JsonSchemaDoc>,
+    /// JSON Schema of what the route answers. `null` clears.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
+    output_schema: Nullable<JsonSchemaDoc>,
+    /// Offered as a tool at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the calling
+    /// agent's own wallet (default false).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    public_tool: Option<bool>,
 }
 
 impl RequestBody for RouteCreate {
@@ -138,6 +153,20 @@ pub struct RouteUpdate {
     #[serde(default)]
     #[schema(schema_with = nullable::<MimeType>)]
     mime_type: Nullable<MimeType>,
+    /// JSON Schema of what the route takes (its JSON body; for GET, its query parameters):
+    /// in discovery, the challenge's bazaar extension and MCP tool lists. `null` clears.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
+    input_schema: Nullable<JsonSchemaDoc>,
+    /// JSON Schema of what the route answers. `null` clears.
+    #[serde(default)]
+    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
+    output_schema: Nullable<JsonSchemaDoc>,
+    /// Offered as a tool at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the calling
+    /// agent's own wallet (default false).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    public_tool: Option<bool>,
 }
 
 impl RequestBody for RouteUpdate {
@@ -165,6 +194,9 @@ struct RouteInput {
     description: Option<Option<String>>,
     bazaar_category: Option<Option<String>>,
     mime_type: Option<Option<String>>,
+    input_schema: Option<Option<serde_json::Value>>,
+    output_schema: Option<Option<serde_json::Value>>,
+    public_tool: Option<bool>,
 }
 
 impl From<RouteCreate> for RouteInput {
@@ -181,6 +213,9 @@ impl From<RouteCreate> for RouteInput {
             description: b.description.patch().map(|d| d.map(|t| t.0)),
             bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
             mime_type: b.mime_type.patch().map(|m| m.map(|t| t.0)),
+            input_schema: b.input_schema.patch().map(|m| m.map(|t| t.0)),
+            output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
+            public_tool: b.public_tool,
             ..Self::default()
         };
         input.read_targets(b.target_url, b.targets, true);
@@ -203,6 +238,9 @@ impl From<RouteUpdate> for RouteInput {
             description: b.description.patch().map(|d| d.map(|t| t.0)),
             bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
             mime_type: b.mime_type.patch().map(|m| m.map(|t| t.0)),
+            input_schema: b.input_schema.patch().map(|m| m.map(|t| t.0)),
+            output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
+            public_tool: b.public_tool,
             ..Self::default()
         };
         input.read_targets(b.target_url, b.targets, false);
@@ -295,6 +333,15 @@ impl RouteInput {
         }
         if let Some(v) = self.mime_type {
             r.mime_type = v;
+        }
+        if let Some(v) = self.input_schema {
+            r.input_schema = v;
+        }
+        if let Some(v) = self.output_schema {
+            r.output_schema = v;
+        }
+        if let Some(v) = self.public_tool {
+            r.public_tool = v;
         }
     }
 }
@@ -426,6 +473,9 @@ pub async fn create(
         description: String::new(),
         bazaar_category: None,
         mime_type: None,
+        input_schema: None,
+        output_schema: None,
+        public_tool: false,
         created_at_ns: now.unix_timestamp_nanos(),
         created_at: stamp.clone(),
         updated_at: stamp,

@@ -37,6 +37,14 @@ pub struct RouteView {
     /// What the route answers (null: not said).
     #[schema(required)]
     mime_type: Option<String>,
+    /// JSON Schema of what the route takes (null: not said).
+    #[schema(required, value_type = Option<Object>)]
+    input_schema: Option<serde_json::Value>,
+    /// JSON Schema of what the route answers (null: not said).
+    #[schema(required, value_type = Option<Object>)]
+    output_schema: Option<serde_json::Value>,
+    /// Offered at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the caller.
+    public_tool: bool,
     created_at: String,
     updated_at: String,
 }
@@ -83,6 +91,9 @@ impl From<&Route> for RouteView {
             description: r.description.clone(),
             bazaar_category: r.bazaar_category.clone(),
             mime_type: r.mime_type.clone(),
+            input_schema: r.input_schema.clone(),
+            output_schema: r.output_schema.clone(),
+            public_tool: r.public_tool,
             created_at: r.created_at.clone(),
             updated_at: r.updated_at.clone(),
         }
@@ -233,22 +244,35 @@ pub struct DiscoveryPage {
     pub pagination: Pagination,
 }
 
-/// One discoverable resource, in the x402 discovery shape.
+/// One discoverable resource in the x402 v2 discovery ("bazaar") shape: a paid HTTP route
+/// (`type: http`) or a public MCP tool (`type: mcp`).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiscoveryItem {
+    /// The route's URL; for an MCP tool, its endpoint's URL with `#` and the tool's name.
     pub resource: String,
-    /// Always `http`.
+    /// `http` or `mcp`.
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub x402_version: u8,
-    /// x402 v1 payment requirements.
+    /// x402 v2 payment requirements.
     #[schema(value_type = Vec<Object>)]
-    pub accepts: Vec<paygate_x402::v1::PaymentRequirementsV1>,
+    pub accepts: Vec<paygate_x402::v2::PaymentRequirementsV2>,
     pub last_updated: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The organisation's slug.
+    pub service_name: String,
+    /// The route's bazaar category, if any (`sandbox` for the sandbox route).
+    pub tags: Vec<String>,
+    /// `{bazaar: {info, schema}}`: how to call it (input and output schemas).
+    #[schema(value_type = Object)]
+    pub extensions: serde_json::Value,
     pub metadata: DiscoveryMetadata,
 }
 
+/// paygate's own fields of an item (kept from the v1 listing).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiscoveryMetadata {

@@ -133,12 +133,14 @@ impl Answer {
         body["x402Version"] = 1.into();
         body["error"] = rejection.reason().into();
         body["accepts"] = serde_json::json!([req.to_v1()]);
-        let with_reason = Challenge::render(req, rejection.reason());
+        let with_reason =
+            Challenge::render_with(req, rejection.reason(), challenge.extensions.clone());
         Self::Challenge {
             challenge: Challenge {
                 requirements_header: challenge.requirements_header.clone(),
                 payment_required_header: with_reason.payment_required_header,
                 body: serde_json::to_vec(&body).unwrap_or_default().into(),
+                extensions: challenge.extensions.clone(),
             },
             refused: Some(code),
         }

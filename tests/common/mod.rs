@@ -613,3 +613,17 @@ pub fn route_body(path: &str) -> Value {
         "description": format!("route {path}"),
     })
 }
+
+/// Runs an interop client script (an official client on the other side); returns the JSON
+/// report it prints last. Fails with its output when it exits non-zero.
+pub async fn run_client(mut cmd: tokio::process::Command) -> Value {
+    let out = cmd.output().await.expect("run client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("client report")
+}

@@ -209,6 +209,62 @@ string_field!(
     }
 );
 
+/// The most bytes of a route's `inputSchema` or `outputSchema`, serialised.
+pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+
+/// A JSON Schema (an object, valid against the JSON Schema 2020-12 meta-schema), at most
+/// [`MAX_SCHEMA_BYTES`] serialised: what a route's body takes or answers, shown to agents in
+/// discovery, the 402 challenge's bazaar extension and MCP tool lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonSchemaDoc(pub Value);
+
+impl<'de> Deserialize<'de> for JsonSchemaDoc {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        if !v.is_object() {
+            return Err(D::Error::custom("must be a JSON Schema object"));
+        }
+        if v.to_string().len() > MAX_SCHEMA_BYTES {
+            return Err(D::Error::custom(format!(
+                "must be at most {MAX_SCHEMA_BYTES} bytes of JSON"
+            )));
+        }
+        if let Err(e) = jsonschema::meta::validate(&v) {
+            let at = e.instance_path().to_string();
+            let place = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" at {at}")
+            };
+            return Err(D::Error::custom(format!(
+                "is not a valid JSON Schema{place}: {}",
+                e.to_string().chars().take(200).collect::<String>()
+            )));
+        }
+        // A schema must also compile here, with no network: a `$ref` to elsewhere is refused.
+        if let Err(e) = jsonschema::validator_for(&v) {
+            return Err(D::Error::custom(format!(
+                "cannot be used as a JSON Schema (only references inside it resolve): {}",
+                e.to_string().chars().take(200).collect::<String>()
+            )));
+        }
+        Ok(Self(v))
+    }
+}
+
+impl PartialSchema for JsonSchemaDoc {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some(
+                "A JSON Schema (2020-12 meta-schema), at most 16 KB of JSON.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for JsonSchemaDoc {}
+
 /// The most characters of a route's target URL.
 pub const MAX_URL: usize = 2048;
 

@@ -141,17 +141,21 @@ fn usd(units: u64) -> String {
 /// The gateway's answer, read up to the result limit.
 struct Answer {
     status: reqwest::StatusCode,
-    /// A settlement receipt came back: the payment was taken.
-    settled: bool,
+    /// The settlement receipt (base64 JSON) when one came back: the payment was taken.
+    receipt: Option<String>,
     content_type: String,
     body: Vec<u8>,
     truncated: bool,
 }
 
 impl Answer {
+    fn settled(&self) -> bool {
+        self.receipt.is_some()
+    }
+
     /// Whether the payment may have been taken (keep the spend counted).
     fn maybe_charged(&self) -> bool {
-        self.settled || error_code(&self.body).as_deref() == Some("SETTLEMENT_PENDING")
+        self.settled() || error_code(&self.body).as_deref() == Some("SETTLEMENT_PENDING")
     }
 }
 
@@ -164,7 +168,7 @@ async fn send(
     state: &AppState,
     mut url: url::Url,
     input: &ToolInput,
-    payment: &str,
+    (payment_header, payment): (&str, &str),
 ) -> Result<Answer, reqwest::Error> {
     let cfg = &state.config.mcp;
     if !input.query.is_empty() {
@@ -175,7 +179,7 @@ async fn send(
         .http()
         .request(input.method.clone(), url)
         .timeout(Duration::from_secs(cfg.tool_timeout_seconds))
-        .header("PAYMENT-SIGNATURE", payment)
+        .header(payment_header, payment)
         .header(reqwest::header::USER_AGENT, "paygate-mcp");
     match &input.body {
         Some(Value::String(s)) => {
@@ -192,7 +196,11 @@ async fn send(
     }
     let mut resp = req.send().await?;
     let status = resp.status();
-    let settled = resp.headers().contains_key("payment-response");
+    let receipt = ["payment-response", "x-payment-response"]
+        .iter()
+        .find_map(|h| resp.headers().get(*h))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let content_type = resp
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -212,7 +220,7 @@ async fn send(
     }
     Ok(Answer {
         status,
-        settled,
+        receipt,
         content_type,
         body,
         truncated,
@@ -254,8 +262,14 @@ fn result_of(a: &Answer, limit: usize) -> CallToolResult {
         result.structured_content = Some(structured);
         return result;
     }
-    let parsed: Option<Value> = serde_json::from_str(&text).ok();
-    let message = match (&parsed, a.status.as_u16()) {
+    tool_error(refusal(a.status, &text))
+}
+
+/// What a refused or failed call says: paygate's error, the challenge's reason, or the API's
+/// status and text.
+fn refusal(status: reqwest::StatusCode, text: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(text).ok();
+    match (&parsed, status.as_u16()) {
         // paygate's own error body.
         (Some(v), _) if v.get("code").is_some() && v.get("requestId").is_some() => format!(
             "paygate refused the call ({}): {}",
@@ -269,9 +283,17 @@ fn result_of(a: &Answer, limit: usize) -> CallToolResult {
                 .and_then(Value::as_str)
                 .unwrap_or("no reason given")
         ),
-        _ => format!("the API answered {}: {}", a.status, text),
-    };
-    tool_error(message)
+        _ => format!("the API answered {status}: {text}"),
+    }
+}
+
+/// The route's URL on paygate's own public listener (loopback).
+fn own_url(state: &AppState, slug: &str, entry: &RouteEntry) -> Result<url::Url, url::ParseError> {
+    url::Url::parse(&format!(
+        "http://{}/gateway/{slug}{}",
+        state.config.server.local_addr(),
+        entry.route.path
+    ))
 }
 
 /// Calls `entry` of organisation `org_id` (reached at `/gateway/{slug}`) with `args`.
@@ -336,19 +358,14 @@ pub async fn call_tool(
             return Err(internal(e));
         }
     };
-    let url = format!(
-        "http://{}/gateway/{slug}{}",
-        state.config.server.local_addr(),
-        entry.route.path
-    );
-    let url = match url::Url::parse(&url) {
+    let url = match own_url(state, slug, &entry) {
         Ok(u) => u,
         Err(e) => {
             release().await;
             return Err(internal(e));
         }
     };
-    let answer = match send(state, url, &input, &header).await {
+    let answer = match send(state, url, &input, ("PAYMENT-SIGNATURE", &header)).await {
         Ok(a) => a,
         Err(e) => {
             // A timeout leaves the outcome open: keep the spend counted (never under-count).
@@ -370,10 +387,139 @@ pub async fn call_tool(
         org = %slug,
         path = %entry.route.path,
         status = answer.status.as_u16(),
-        charged = answer.settled,
+        charged = answer.settled(),
         "MCP tool call"
     );
     Ok(result_of(&answer, state.config.mcp.max_result_bytes))
+}
+
+/// `_meta` key of a tool call's payment and of its result's settlement receipt (x402's MCP
+/// transport).
+pub const PAYMENT_META: &str = "x402/payment";
+pub const PAYMENT_RESPONSE_META: &str = "x402/payment-response";
+
+/// The route's x402 v2 `PaymentRequired` with `error`: what an unpaid or refused call of a
+/// public tool answers (as `structuredContent` and as its JSON text).
+fn payment_required(
+    entry: &RouteEntry,
+    extensions: &Value,
+    error: &str,
+    receipt: Option<Value>,
+) -> CallToolResult {
+    use base64::Engine;
+    let mut doc = entry
+        .payment
+        .as_ref()
+        .and_then(|(_, c)| {
+            base64::engine::general_purpose::STANDARD
+                .decode(c.payment_required_header.as_bytes())
+                .ok()
+        })
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .unwrap_or_else(|| serde_json::json!({"x402Version": 2, "accepts": []}));
+    doc["error"] = Value::String(error.to_string());
+    doc["extensions"] = extensions.clone();
+    if let Some(r) = receipt {
+        doc[PAYMENT_RESPONSE_META] = r;
+    }
+    let mut result = tool_error(doc.to_string());
+    result.structured_content = Some(doc);
+    result
+}
+
+/// The receipt header's JSON.
+fn decode_receipt(b64: &str) -> Option<Value> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    serde_json::from_slice(&raw).ok()
+}
+
+/// A public tool call (`/mcp/x402/{slug}`), paid by the caller: no payment answers the route's
+/// payment requirements as a tool error; a payment (`_meta["x402/payment"]`) goes through
+/// paygate's own public listener as the payment header of its version, so the proxy's one
+/// payment step verifies, reserves, settles and records it (replay guard, ambiguous
+/// settlement, reconciliation) before the API is called. The result carries the receipt in
+/// `_meta["x402/payment-response"]`; a call whose payment was not settled has no API output.
+/// `extensions` are the tool's x402 extensions (its bazaar data), shown with the requirements.
+pub async fn call_paid_by_caller(
+    state: &AppState,
+    slug: &str,
+    entry: Arc<RouteEntry>,
+    extensions: &Value,
+    args: Option<JsonObject>,
+    payment: Option<&Value>,
+) -> CallToolResult {
+    let input = match ToolInput::parse(args) {
+        Ok(i) => i,
+        Err(e) => return tool_error(e.to_string()),
+    };
+    let Some((req, _)) = &entry.payment else {
+        return tool_error("this API cannot be paid yet: its organisation has no receiver wallet");
+    };
+    let Some(payment) = payment else {
+        return payment_required(
+            &entry,
+            extensions,
+            "Payment required to access this tool",
+            None,
+        );
+    };
+    let version = payment.get("x402Version").and_then(Value::as_u64);
+    let header = match version {
+        Some(1) => "X-PAYMENT",
+        Some(2) => "PAYMENT-SIGNATURE",
+        _ => {
+            return payment_required(
+                &entry,
+                extensions,
+                "invalid payment: _meta[\"x402/payment\"] must be an x402 payment payload \
+                 (an object with x402Version 1 or 2)",
+                None,
+            )
+        }
+    };
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(payment.to_string());
+    let url = match own_url(state, slug, &entry) {
+        Ok(u) => u,
+        Err(e) => return tool_error(internal_text(e)),
+    };
+    let answer = match send(state, url, &input, (header, &encoded)).await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(org = %slug, path = %entry.route.path, error = %e, "public MCP tool call failed");
+            return tool_error(if e.is_timeout() {
+                "the call timed out; it may have been charged (the same payment sent again is \
+                 answered without paying twice)"
+            } else {
+                "paygate could not reach its own gateway"
+            });
+        }
+    };
+    let receipt = answer.receipt.as_deref().and_then(decode_receipt);
+    let network = req.network_name(paygate_x402::payment::ProtocolVersion::V2);
+    if answer.status == reqwest::StatusCode::PAYMENT_REQUIRED
+        || (receipt.is_none() && answer.status.is_client_error())
+    {
+        let text = String::from_utf8_lossy(&answer.body);
+        let reason = refusal(answer.status, &text);
+        let failed = serde_json::json!({
+            "success": false, "errorReason": reason, "transaction": "", "network": network,
+        });
+        return payment_required(&entry, extensions, &reason, Some(failed));
+    }
+    let mut result = result_of(&answer, state.config.mcp.max_result_bytes);
+    if let Some(r) = receipt {
+        let mut meta = rmcp::model::MetaObject::new();
+        meta.insert(PAYMENT_RESPONSE_META.to_string(), r);
+        result.meta = Some(meta);
+    }
+    result
+}
+
+fn internal_text(e: impl std::fmt::Display) -> String {
+    tracing::error!(error = %e, "public MCP tool call failed");
+    "internal error".to_string()
 }
 
 #[cfg(test)]
@@ -409,7 +555,7 @@ mod tests {
     fn answer(status: u16, body: &str) -> Answer {
         Answer {
             status: reqwest::StatusCode::from_u16(status).unwrap(),
-            settled: false,
+            receipt: None,
             content_type: "application/json".into(),
             body: body.as_bytes().to_vec(),
             truncated: false,

@@ -15,6 +15,7 @@ pub(crate) mod hub;
 mod sessions;
 pub(crate) mod sse;
 mod tools;
+pub(crate) mod x402;
 
 use crate::auth::OrgAuth;
 use crate::state::AppState;
@@ -51,6 +52,38 @@ fn org_tools(state: &AppState, org_id: &str) -> Vec<rmcp::model::Tool> {
         .map(tools::list)
         .unwrap_or_default();
     tools
+}
+
+/// The organisation's public tools (`/mcp/x402/{slug}`) as listed: name, tool, route.
+pub(crate) fn public_tools(
+    org: &paygate_gateway::route_table::OrgRoutes,
+) -> Vec<(
+    String,
+    rmcp::model::Tool,
+    Arc<paygate_gateway::route_table::RouteEntry>,
+)> {
+    tools::public(org)
+        .into_iter()
+        .map(|(n, e)| {
+            let t = tools::public_tool(&n, &e);
+            (n, t, e)
+        })
+        .collect()
+}
+
+/// A tool's bazaar discovery extension (`type: mcp`, Streamable HTTP).
+pub(crate) fn bazaar(name: &str, tool: &rmcp::model::Tool) -> serde_json::Value {
+    let input = serde_json::Value::Object((*tool.input_schema).clone());
+    let output = tool
+        .output_schema
+        .as_ref()
+        .map(|s| serde_json::Value::Object((**s).clone()));
+    paygate_gateway::bazaar::mcp(
+        name,
+        tool.description.as_deref().unwrap_or_default(),
+        &input,
+        output.as_ref(),
+    )
 }
 
 /// Cancels the session's background work (the `tools/list_changed` watcher) when the last clone
@@ -222,17 +255,28 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
     }
 }
 
-/// The Streamable HTTP endpoint (`/mcp`), authenticated.
-pub(crate) fn streamable_service(state: &AppState) -> axum::routing::MethodRouter<AppState> {
+/// The browser origins an MCP endpoint accepts: the gateway's own and those the operator
+/// allows (MCP's DNS-rebinding rule); clients that send no Origin are not browsers and pass.
+fn allowed_origins(state: &AppState) -> Vec<String> {
     let cfg = &state.config;
-    // A browser page may call only from the gateway's own origin or one the operator allows
-    // (MCP's DNS-rebinding rule); clients that send no Origin are not browsers and pass.
     let mut origins = cfg.mcp.allowed_origins.clone();
     if let Ok(u) = url::Url::parse(&cfg.server.public_base_url()) {
         if let (Some(host), Some(port)) = (u.host_str(), u.port_or_known_default()) {
             origins.push(format!("{}://{host}:{port}", u.scheme()));
         }
     }
+    origins
+}
+
+/// The public, caller-pays endpoint (`/mcp/x402/{orgSlug}`).
+pub(crate) fn public_service(state: &AppState) -> axum::routing::MethodRouter<AppState> {
+    x402::service(state, allowed_origins(state))
+}
+
+/// The Streamable HTTP endpoint (`/mcp`), authenticated.
+pub(crate) fn streamable_service(state: &AppState) -> axum::routing::MethodRouter<AppState> {
+    let cfg = &state.config;
+    let origins = allowed_origins(state);
     let mut config = StreamableHttpServerConfig::default()
         // Callers authenticate with an API key; the public Host is the operator's to choose.
         .disable_allowed_hosts()

@@ -129,18 +129,27 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
     }
 });
 
-/// The tool an entry is advertised as: each call pays the route's price, so it is neither
-/// read-only nor idempotent, and it reaches an API outside paygate (open world).
-pub fn tool(name: &str, entry: &RouteEntry) -> Tool {
-    let r = &entry.route;
-    let description = if r.description.is_empty() {
-        format!("Paid API {} (${} per call)", r.path, r.price.to_decimal())
-    } else {
-        r.description.clone()
+/// `base` with its `body` property replaced by the route's own schema, when it has one.
+fn with_body(base: &Arc<JsonObject>, body: Option<&serde_json::Value>) -> Arc<JsonObject> {
+    let Some(body) = body else {
+        return base.clone();
     };
-    let mut t = Tool::new(name.to_string(), description, INPUT_SCHEMA.clone());
+    let mut schema = (**base).clone();
+    if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+        props.insert("body".into(), body.clone());
+    }
+    Arc::new(schema)
+}
+
+/// The tool an entry is advertised as: each call pays the route's price, so it is neither
+/// read-only nor idempotent, and it reaches an API outside paygate (open world). The route's
+/// `inputSchema` / `outputSchema`, when set, describe the call's `body` and the result's.
+pub fn tool(name: &str, entry: &RouteEntry, description: String) -> Tool {
+    let r = &entry.route;
+    let input = with_body(&INPUT_SCHEMA, r.input_schema.as_ref());
+    let mut t = Tool::new(name.to_string(), description, input);
     t.title = Some(r.path.clone());
-    t.output_schema = Some(OUTPUT_SCHEMA.clone());
+    t.output_schema = Some(with_body(&OUTPUT_SCHEMA, r.output_schema.as_ref()));
     let mut hints = rmcp::model::ToolAnnotations::default();
     hints.title = Some(r.path.clone());
     hints.read_only_hint = Some(false);
@@ -151,9 +160,49 @@ pub fn tool(name: &str, entry: &RouteEntry) -> Tool {
     t
 }
 
-/// Every tool of the organisation, sorted by name.
+/// Every tool of the organisation (paid from its own wallet), sorted by name.
 pub fn list(org: &OrgRoutes) -> Vec<Tool> {
-    named(org).iter().map(|(n, e)| tool(n, e)).collect()
+    named(org)
+        .iter()
+        .map(|(n, e)| {
+            let r = &e.route;
+            let description = if r.description.is_empty() {
+                format!("Paid API {} (${} per call)", r.path, r.price.to_decimal())
+            } else {
+                r.description.clone()
+            };
+            tool(n, e, description)
+        })
+        .collect()
+}
+
+/// The organisation's public tools (routes marked `publicTool` that can be paid), each
+/// saying its price: the caller pays it.
+pub fn public(org: &OrgRoutes) -> Vec<(String, Arc<RouteEntry>)> {
+    named(org)
+        .into_iter()
+        .filter(|(_, e)| e.route.public_tool && e.payment.is_some())
+        .collect()
+}
+
+/// A public tool as listed: its description ends with its price and network.
+pub fn public_tool(name: &str, entry: &RouteEntry) -> Tool {
+    let r = &entry.route;
+    let network = entry
+        .payment
+        .as_ref()
+        .map(|(req, _)| req.network.caip2.clone())
+        .unwrap_or_default();
+    let what = if r.description.is_empty() {
+        format!("Paid API {}", r.path)
+    } else {
+        r.description.clone()
+    };
+    let description = format!(
+        "{what} (${} per call in USDC on {network}, paid by the caller with x402)",
+        r.price.to_decimal()
+    );
+    tool(name, entry, description)
 }
 
 #[cfg(test)]

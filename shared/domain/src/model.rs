@@ -86,6 +86,17 @@ pub struct Route {
     /// `mimeType` (empty when unset).
     #[serde(default)]
     pub mime_type: Option<String>,
+    /// JSON Schema of what the route takes (its body, or query for GET): shown in discovery,
+    /// the challenge's bazaar extension and MCP tool lists. Checked as a schema when set.
+    #[serde(default)]
+    pub input_schema: Option<serde_json::Value>,
+    /// JSON Schema of what the route answers.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Value>,
+    /// Offered as a tool at the public MCP endpoint `/mcp/x402/{orgSlug}`, where any agent
+    /// calls it and pays with its own wallet (x402's MCP transport).
+    #[serde(default)]
+    pub public_tool: bool,
     /// Nanoseconds since the epoch; orders the list newest first.
     pub created_at_ns: i128,
     pub created_at: String,

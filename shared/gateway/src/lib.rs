@@ -4,6 +4,7 @@
 //! route changes.
 
 pub mod balancer;
+pub mod bazaar;
 pub mod follow;
 pub mod metrics;
 pub mod payments;

@@ -248,7 +248,8 @@ impl RenderContext {
         sandbox: bool,
     ) -> RouteEntry {
         let payment = self.requirements(slug, &route, pay_to).map(|req| {
-            let challenge = Challenge::render(&req, NO_PAYMENT_ERROR);
+            let bazaar = serde_json::json!({ "bazaar": crate::bazaar::http(&route) });
+            let challenge = Challenge::render_with(&req, NO_PAYMENT_ERROR, Some(Arc::new(bazaar)));
             (req, challenge)
         });
         let (upstream, balancer) = if sandbox {
@@ -327,6 +328,19 @@ impl RenderContext {
                 .into(),
             bazaar_category: None,
             mime_type: Some("application/json".into()),
+            input_schema: None,
+            output_schema: Some(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "sandbox": {"const": true},
+                    "message": {"type": "string"},
+                    "payer": {"type": "string", "description": "The payer's address"},
+                    "network": {"type": "string"},
+                    "amount": {"type": "string", "description": "USDC base units"}
+                },
+                "required": ["sandbox", "message", "payer", "network", "amount"]
+            })),
+            public_tool: false,
             created_at_ns: 0,
             created_at: now.clone(),
             updated_at: now,

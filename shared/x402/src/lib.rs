@@ -177,6 +177,9 @@ pub struct Challenge {
     pub payment_required_header: http::HeaderValue,
     /// The v1 JSON body `{x402Version: 1, error, accepts}`.
     pub body: bytes::Bytes,
+    /// The v2 document's `extensions` (the route's bazaar data), kept to render the challenge
+    /// again with another `error`.
+    pub extensions: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 /// A rendered header value. JSON from serde_json has no control characters, so this cannot
@@ -192,6 +195,16 @@ pub const NO_PAYMENT_ERROR: &str = "X-PAYMENT header is required";
 impl Challenge {
     /// Renders the challenge for `req` with the given `error` text.
     pub fn render(req: &PaymentRequirements, error: &str) -> Self {
+        Self::render_with(req, error, None)
+    }
+
+    /// Renders the challenge for `req` with the given `error` text and the v2 document's
+    /// `extensions`.
+    pub fn render_with(
+        req: &PaymentRequirements,
+        error: &str,
+        extensions: Option<std::sync::Arc<serde_json::Value>>,
+    ) -> Self {
         let v1_req = req.to_v1();
         let requirements_header = serde_json::to_string(&v1_req).unwrap_or_default();
         let body = serde_json::to_vec(&v1::PaymentRequiredV1 {
@@ -209,6 +222,7 @@ impl Challenge {
                 mime_type: Some(req.mime_type.clone()),
             },
             accepts: vec![req.to_v2()],
+            extensions: extensions.as_deref().cloned(),
         };
         let payment_required_header = base64::engine::general_purpose::STANDARD
             .encode(serde_json::to_vec(&v2_doc).unwrap_or_default());
@@ -216,6 +230,7 @@ impl Challenge {
             requirements_header: header_value(requirements_header),
             payment_required_header: header_value(payment_required_header),
             body: body.into(),
+            extensions,
         }
     }
 }

@@ -33,4 +33,7 @@ pub struct PaymentRequiredV2 {
     pub error: Option<String>,
     pub resource: ResourceInfo,
     pub accepts: Vec<PaymentRequirementsV2>,
+    /// x402 extensions the server declares (e.g. `bazaar` discovery data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<serde_json::Value>,
 }
