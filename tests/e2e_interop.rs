@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::chain::{address, Chain, KEYS};
+use common::chain::{address, Chain, PaymentSpec, KEYS};
 use common::upstream::Upstream;
 use common::*;
 use serde_json::{json, Value};
@@ -152,4 +152,90 @@ async fn the_sandbox_route_answers_a_valid_test_payment_and_moves_nothing() {
         .unwrap();
     assert_eq!(r.status(), 402);
     assert!(r.headers().get("x-payment-response").is_none());
+}
+
+/// x402's `payment-identifier`: the official Python client names its payment through the SDK's
+/// own helper; the very same payment sent again (also after a restart) gets the first answer
+/// and receipt back, marked `X-Paygate-Replayed`, without paying or calling the API again; a
+/// new payment under the same id is `409 PAYMENT_ID_CONFLICT`; a malformed id is `400`.
+#[tokio::test]
+async fn a_payment_identifier_makes_paid_retries_idempotent() {
+    let python = std::env::var("PAYGATE_TEST_PYTHON")
+        .expect("PAYGATE_TEST_PYTHON must name the venv's python (run via `make test`)");
+    let (chain, mut gw, upstream) = setup().await;
+    let before = (
+        chain.balance(address(6)).await,
+        chain.balance(address(9)).await,
+    );
+    let url = gw.url("/gateway/acme/weather");
+    let pay = |id: &'static str, url: String| {
+        let mut cmd = tokio::process::Command::new(&python);
+        cmd.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/x402_python_pay_id.py"
+        ))
+        .arg(url)
+        .arg(KEYS[6])
+        .arg(id);
+        run_client(cmd)
+    };
+    const ID: &str = "order-7f3a9c21-retry-safe";
+    let first = pay(ID, url.clone()).await;
+    assert_paid_once(&chain, &upstream, 6, before, &first).await;
+    let header = first["header"].as_str().unwrap().to_string();
+    let receipt = serde_json::to_string(&first["paymentResponse"]).unwrap();
+
+    // The same payment again: the kept answer (kept right after the first is answered).
+    let again = |gw: &Gateway| {
+        gw.http
+            .get(gw.url("/gateway/acme/weather"))
+            .header("PAYMENT-SIGNATURE", header.clone())
+            .send()
+    };
+    let mut replayed = None;
+    for _ in 0..50 {
+        let r = again(&gw).await.unwrap();
+        if r.headers().contains_key("x-paygate-replayed") {
+            replayed = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    async fn check(r: reqwest::Response, receipt: &str, body: &str) {
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-paygate-replayed"], "payment-identifier");
+        let kept = b64_json(r.headers()["payment-response"].to_str().unwrap());
+        assert_eq!(serde_json::to_string(&kept).unwrap(), receipt);
+        assert_eq!(r.text().await.unwrap(), body);
+    }
+    let body = first["body"].as_str().unwrap();
+    check(replayed.expect("the kept answer"), &receipt, body).await;
+    gw.restart().await;
+    check(again(&gw).await.unwrap(), &receipt, body).await;
+    assert_eq!(upstream.hits(), 1);
+    assert_eq!(chain.balance(address(6)).await, before.0 - PRICE);
+
+    // Another payment under the same id: refused before anything is taken.
+    let other = pay(ID, url.clone()).await;
+    assert_eq!(other["status"], 409, "{other}");
+    assert_eq!(other["code"], "PAYMENT_ID_CONFLICT");
+    assert_eq!(upstream.hits(), 1);
+    assert_eq!(chain.balance(address(6)).await, before.0 - PRICE);
+
+    // A malformed id is refused as a malformed payment.
+    let challenge = gw.get("/gateway/acme/weather").await;
+    let accepted = decode_v2(&challenge)["accepts"][0].clone();
+    let mut payload = PaymentSpec::new(6, address(9), PRICE).v2_payload(&accepted);
+    payload["extensions"] =
+        json!({"payment-identifier": {"info": {"required": false, "id": "short"}}});
+    let r = gw
+        .http
+        .get(gw.url("/gateway/acme/weather"))
+        .header("PAYMENT-SIGNATURE", b64_header(&payload))
+        .send()
+        .await
+        .unwrap();
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (400, "INVALID_PAYMENT"));
+    assert_eq!(upstream.hits(), 1);
 }

@@ -247,6 +247,13 @@ async fn maintenance(state: AppState) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "idempotency purge failed"),
         }
+        let window = paygate_gateway::payments::ids::PAYMENT_ID_WINDOW_SECS;
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        match state.store.purge_payment_ids(now - window).await {
+            Ok(n) if n > 0 => tracing::info!(removed = n, "expired payment identifiers purged"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "payment identifier purge failed"),
+        }
         match state.store.purge_mcp_sessions(cutoff).await {
             Ok(n) if n > 0 => tracing::info!(removed = n, "expired MCP sessions purged"),
             Ok(_) => {}

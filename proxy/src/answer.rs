@@ -5,6 +5,7 @@
 use crate::decide::{Answer, Stage};
 use crate::Ctx;
 use bytes::Bytes;
+use paygate_domain::model::PaidAnswer;
 use paygate_domain::{ErrorBody, ErrorCode};
 use paygate_x402::Challenge;
 use pingora::http::ResponseHeader;
@@ -15,7 +16,8 @@ use pingora::proxy::Session;
 const CORS_ALLOW_HEADERS: &str =
     "X-PAYMENT, PAYMENT-SIGNATURE, Payment-Retry, Content-Type, Authorization, Accept";
 const CORS_EXPOSE_HEADERS: &str = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, \
-                                   X-Payment-Requirements, X-Request-Id, Retry-After";
+                                   X-Payment-Requirements, X-Request-Id, Retry-After, \
+                                   X-Paygate-Replayed";
 const CORS_ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS";
 
 /// Writes `answer` and names its outcome on `ctx`.
@@ -35,6 +37,7 @@ pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) 
             body,
         } => sandbox(session, ctx, receipt_header, &receipt, body).await,
         Answer::Challenge { challenge, .. } => payment_required(session, ctx, challenge).await,
+        Answer::Kept(kept) => kept_answer(session, ctx, kept).await,
         Answer::Error(code, message) => error(session, ctx, code, &message, None).await,
         Answer::Limited(r) => {
             let code = ErrorCode::TooManyRequests;
@@ -106,6 +109,26 @@ async fn sandbox(
     add_cors(&mut resp)?;
     session.write_response_header(Box::new(resp), false).await?;
     session.write_response_body(Some(body), true).await
+}
+
+/// The answer kept under a payment identifier, given again: the same status, body and receipt,
+/// marked `X-Paygate-Replayed`.
+async fn kept_answer(session: &mut Session, ctx: &Ctx, kept: PaidAnswer) -> Result<()> {
+    use base64::Engine;
+    let body = base64::engine::general_purpose::STANDARD
+        .decode(kept.body.as_bytes())
+        .unwrap_or_default();
+    let mut resp = ResponseHeader::build(kept.status, Some(7))?;
+    if let Some(ct) = &kept.content_type {
+        resp.insert_header("content-type", ct.as_str())?;
+    }
+    resp.insert_header("content-length", body.len())?;
+    resp.insert_header(kept.receipt_header, kept.receipt.as_str())?;
+    resp.insert_header("x-paygate-replayed", "payment-identifier")?;
+    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+    add_cors(&mut resp)?;
+    session.write_response_header(Box::new(resp), false).await?;
+    session.write_response_body(Some(body.into()), true).await
 }
 
 async fn preflight(session: &mut Session, ctx: &Ctx) -> Result<()> {

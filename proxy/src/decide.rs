@@ -4,10 +4,12 @@
 
 use crate::limits::Refused;
 use crate::{Ctx, Gateway};
+use paygate_domain::model::PaidAnswer;
 use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::{unix_now, ErrorBody, ErrorCode};
 use paygate_gateway::balancer::Picked;
 use paygate_gateway::metrics::Outcome;
+use paygate_gateway::payments::ids::{IdClaim, PaymentKey};
 use paygate_gateway::payments::{Charge, Paid, Refusal};
 use paygate_gateway::route_path::lookup_key;
 use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
@@ -51,7 +53,17 @@ pub struct Forwarding {
     pub deadline: Option<Instant>,
     pub upstream_status: Option<u16>,
     pub body_bytes: u64,
+    /// The payment's x402 payment identifier, where its answer is kept for a retry.
+    pub answer_key: Option<PaymentKey>,
+    /// The upstream's answer as it passes (non-streaming routes with an identifier, up to
+    /// [`MAX_KEPT_ANSWER_BYTES`]; `None` once larger).
+    pub captured: Option<Vec<u8>>,
+    pub content_type: Option<String>,
 }
+
+/// The largest answer kept under a payment identifier; a larger one is not kept (a retry is
+/// then answered by the payment's record, as without an identifier).
+pub const MAX_KEPT_ANSWER_BYTES: usize = 256 * 1024;
 
 impl Forwarding {
     fn new(
@@ -71,6 +83,9 @@ impl Forwarding {
             deadline: None,
             upstream_status: None,
             body_bytes: 0,
+            answer_key: None,
+            captured: None,
+            content_type: None,
         })
     }
 }
@@ -106,6 +121,9 @@ pub enum Answer {
     Error(ErrorCode, Cow<'static, str>),
     /// `429` from a rate limit, with `Retry-After`.
     Limited(Refused),
+    /// The answer a payment got before, given again to the same payment under the same x402
+    /// payment identifier: nothing is taken.
+    Kept(PaidAnswer),
     /// `200` from the sandbox route to a valid test payment: a fixed body and a receipt marked
     /// as a sandbox receipt; nothing was reserved or settled.
     Sandbox {
@@ -151,6 +169,7 @@ impl Answer {
         match self {
             Self::Preflight => ("PREFLIGHT", Outcome::Other),
             Self::Sandbox { .. } => ("SANDBOX_PAYMENT", Outcome::Other),
+            Self::Kept(_) => ("PAYMENT_ID_REPLAY", Outcome::Other),
             Self::Limited(_) => (ErrorCode::TooManyRequests.as_str(), Outcome::Other),
             Self::Challenge { refused: None, .. } => ("PAYMENT_REQUIRED", Outcome::Challenge),
             Self::Challenge {
@@ -363,6 +382,15 @@ impl Gateway {
         self.limits
             .check_payer(&verified.payer().0 .0)
             .map_err(Answer::Limited)?;
+        let answer_key = match self
+            .payments
+            .claim_id(&org_id, &verified)
+            .await
+            .map_err(refused)?
+        {
+            IdClaim::Answered(kept) => return Err(Answer::Kept(kept)),
+            IdClaim::Take(key) => key,
+        };
         let to = self
             .upstream_address(&entry, &req.headers, &[])
             .await
@@ -379,7 +407,13 @@ impl Gateway {
             .take(verified, &charge)
             .await
             .map_err(refused)?;
-        Ok(Forwarding::new(entry, to, Some(paid), origin))
+        let streaming = entry.route.streaming;
+        let mut forwarding = Forwarding::new(entry, to, Some(paid), origin);
+        if answer_key.is_some() && !streaming {
+            forwarding.captured = Some(Vec::new());
+        }
+        forwarding.answer_key = answer_key;
+        Ok(forwarding)
     }
 
     /// Resolves the route's upstream (a healthy one of its targets, other than `tried`) and

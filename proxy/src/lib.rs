@@ -327,6 +327,13 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         if let Some(f) = ctx.forwarding() {
             f.upstream_status = Some(resp.status.as_u16());
+            if f.captured.is_some() {
+                f.content_type = resp
+                    .headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+            }
             if let (Some(p), Some(b)) = (f.picked, &f.route.balancer) {
                 b.succeeded(p);
             }
@@ -340,10 +347,20 @@ impl ProxyHttp for Gateway {
     fn upstream_response_body_filter(
         &self,
         _session: &mut Session,
-        _body: &mut Option<Bytes>,
+        body: &mut Option<Bytes>,
         _end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> Result<Option<Duration>> {
+        if let (Some(f), Some(chunk)) = (ctx.forwarding(), body.as_ref()) {
+            // Kept for a retry under the payment's identifier, while small enough.
+            if let Some(buf) = &mut f.captured {
+                if buf.len() + chunk.len() > decide::MAX_KEPT_ANSWER_BYTES {
+                    f.captured = None;
+                } else {
+                    buf.extend_from_slice(chunk);
+                }
+            }
+        }
         if ctx
             .forwarding()
             .and_then(|f| f.deadline)
@@ -472,6 +489,28 @@ impl ProxyHttp for Gateway {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let paid = ctx.forwarding().and_then(|f| f.paid.take());
         let upstream_status = ctx.forwarding().and_then(|f| f.upstream_status);
+        // The whole answer passed: keep it under the payment's identifier.
+        let kept = ctx.forwarding().and_then(|f| {
+            let key = f.answer_key.take()?;
+            let body = f.captured.take()?;
+            Some((key, body, f.content_type.take()))
+        });
+        if let (Some((key, body, content_type)), Some(p), Some(status), None) =
+            (kept, &paid, upstream_status, e)
+        {
+            use base64::Engine;
+            self.payments.keep_answer(
+                key,
+                paygate_domain::model::PaidAnswer {
+                    payment_id: p.record.id.clone(),
+                    status,
+                    content_type,
+                    body: base64::engine::general_purpose::STANDARD.encode(body),
+                    receipt_header: p.receipt_header.to_string(),
+                    receipt: p.receipt.clone(),
+                },
+            );
+        }
         if let Some(org_id) = ctx.org_id.take() {
             let elapsed_us = ctx.start.elapsed().as_micros() as u64;
             let record = paid.as_ref().map(|p| &p.record);

@@ -627,3 +627,23 @@ pub async fn run_client(mut cmd: tokio::process::Command) -> Value {
     );
     serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("client report")
 }
+
+/// The JSON inside a base64 header value (a receipt, a challenge).
+pub fn b64_json(value: &str) -> Value {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(value.trim())
+        .expect("base64");
+    serde_json::from_slice(&raw).expect("JSON")
+}
+
+/// A `402`'s v2 challenge (`PAYMENT-REQUIRED`).
+pub fn decode_v2(r: &reqwest::Response) -> Value {
+    b64_json(r.headers()["payment-required"].to_str().unwrap())
+}
+
+/// A payload as the base64 JSON of a payment header.
+pub fn b64_header(payload: &Value) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(payload.to_string())
+}

@@ -210,7 +210,7 @@ string_field!(
 );
 
 /// The most bytes of a route's `inputSchema` or `outputSchema`, serialised.
-pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+pub const MAX_SCHEMA_BYTES: usize = 4 * 1024;
 
 /// A JSON Schema (an object, valid against the JSON Schema 2020-12 meta-schema), at most
 /// [`MAX_SCHEMA_BYTES`] serialised: what a route's body takes or answers, shown to agents in
@@ -257,7 +257,7 @@ impl PartialSchema for JsonSchemaDoc {
         ObjectBuilder::new()
             .schema_type(Type::Object)
             .description(Some(
-                "A JSON Schema (2020-12 meta-schema), at most 16 KB of JSON.",
+                "A JSON Schema (2020-12 meta-schema), at most 4 KB of JSON.",
             ))
             .into()
     }

@@ -37,6 +37,7 @@ pub enum ErrorCode {
     MissingIdempotencyKey,
     CorridorNotActive,
     LastActiveKey,
+    PaymentIdConflict,
     UpstreamError,
     StoreUnavailable,
     InternalError,
@@ -77,6 +78,7 @@ impl ErrorCode {
             Self::MissingIdempotencyKey => "MISSING_IDEMPOTENCY_KEY",
             Self::CorridorNotActive => "CORRIDOR_NOT_ACTIVE",
             Self::LastActiveKey => "LAST_ACTIVE_KEY",
+            Self::PaymentIdConflict => "PAYMENT_ID_CONFLICT",
             Self::UpstreamError => "UPSTREAM_ERROR",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
@@ -105,7 +107,8 @@ impl ErrorCode {
             | Self::AlreadyExists
             | Self::QuoteAlreadyUsed
             | Self::CorridorNotActive
-            | Self::LastActiveKey => 409,
+            | Self::LastActiveKey
+            | Self::PaymentIdConflict => 409,
             Self::PayloadTooLarge => 413,
             Self::TooManyRequests => 429,
             Self::HeadersTooLarge => 431,

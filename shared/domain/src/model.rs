@@ -174,6 +174,38 @@ pub struct IdempotencyRecord {
     pub created_at_unix: i64,
 }
 
+/// An x402 `payment-identifier` a client gave with a payment, scoped to one organisation: the
+/// payment it names (by fingerprint) and, once the upstream answered, that answer, so the same
+/// payment sent again gets it back without paying again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentIdRecord {
+    pub org_id: String,
+    /// The client's id (16 to 128 of `[A-Za-z0-9_-]`).
+    pub key: String,
+    /// Hex SHA-256 of the signed authorization (nonce key and signature): the same payment.
+    pub fingerprint: String,
+    /// Unix seconds; records older than the window are purged (and may be claimed again).
+    pub created_at_unix: i64,
+    #[serde(default)]
+    pub result: Option<PaidAnswer>,
+}
+
+/// The answer a paid request got: what a retry with the same payment identifier is given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaidAnswer {
+    pub payment_id: String,
+    pub status: u16,
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// The body, base64.
+    pub body: String,
+    /// `payment-response` or `x-payment-response`.
+    pub receipt_header: String,
+    pub receipt: String,
+}
+
 /// Where a gateway payment stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

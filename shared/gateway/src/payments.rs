@@ -49,6 +49,12 @@ pub enum Refusal {
     /// The store cannot be reached (a database restarting): nothing was reserved or charged.
     #[error("payments cannot be taken now (the database is unreachable); nothing was charged, retry later")]
     StoreDown,
+    /// The payment identifier names another payment (x402 `payment-identifier`).
+    #[error("this payment identifier was used with another payment; use a new identifier")]
+    PaymentIdConflict,
+    /// The payment identifier is not 16 to 128 of `[A-Za-z0-9_-]`.
+    #[error("extensions.payment-identifier.info.id must be 16 to 128 characters of A-Z, a-z, 0-9, - and _")]
+    BadPaymentId,
     #[error("internal error")]
     Internal,
 }
@@ -71,7 +77,8 @@ impl Refusal {
     /// The error code (and so the HTTP status) of this refusal.
     pub const fn code(&self) -> ErrorCode {
         match self {
-            Self::Malformed(_) => ErrorCode::InvalidPayment,
+            Self::Malformed(_) | Self::BadPaymentId => ErrorCode::InvalidPayment,
+            Self::PaymentIdConflict => ErrorCode::PaymentIdConflict,
             Self::Rejected(Rejection::NonceReplay) => ErrorCode::NonceReplay,
             Self::Rejected(_) => ErrorCode::PaymentRejected,
             Self::NoFacilitator | Self::FacilitatorDown => ErrorCode::FacilitatorUnavailable,
@@ -452,6 +459,7 @@ fn paid(
     }
 }
 
+pub mod ids;
 pub mod reconcile;
 #[cfg(test)]
 mod tests;

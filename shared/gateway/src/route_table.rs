@@ -248,7 +248,11 @@ impl RenderContext {
         sandbox: bool,
     ) -> RouteEntry {
         let payment = self.requirements(slug, &route, pay_to).map(|req| {
-            let bazaar = serde_json::json!({ "bazaar": crate::bazaar::http(&route) });
+            let mut bazaar = serde_json::json!({ "bazaar": crate::bazaar::http(&route) });
+            if !sandbox {
+                // Retries under a payment identifier get the first answer back.
+                bazaar[crate::payments::ids::EXTENSION] = crate::payments::ids::declaration();
+            }
             let challenge = Challenge::render_with(&req, NO_PAYMENT_ERROR, Some(Arc::new(bazaar)));
             (req, challenge)
         });

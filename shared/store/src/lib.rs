@@ -24,7 +24,8 @@ pub mod prelude {
 
 use async_trait::async_trait;
 use paygate_domain::model::{
-    ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentStatus, Route,
+    ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentIdRecord,
+    PaymentStatus, Route,
 };
 use paygate_domain::rollup::{CountBatch, RollupRow, Tier};
 use paygate_domain::StoreResult;
@@ -163,6 +164,18 @@ pub trait PaymentStore: Send + Sync {
         org_id: &str,
         q: &PaymentQuery,
     ) -> StoreResult<Vec<GatewayPayment>>;
+    /// Claims the payment identifier `rec.key` of `rec.org_id` for `rec`, atomically and
+    /// durably, when free or held by a record created before `stale_before_unix`: `None` when
+    /// claimed, else the record holding it.
+    async fn claim_payment_id(
+        &self,
+        rec: &PaymentIdRecord,
+        stale_before_unix: i64,
+    ) -> StoreResult<Option<PaymentIdRecord>>;
+    /// Stores the answer of a claimed identifier (replacing the record of the same key).
+    async fn put_payment_id(&self, rec: &PaymentIdRecord) -> StoreResult<()>;
+    /// Deletes identifier records created before `before_unix`; how many.
+    async fn purge_payment_ids(&self, before_unix: i64) -> StoreResult<usize>;
 }
 
 /// Counters with a limit: plan usage per month, MCP spending per day.

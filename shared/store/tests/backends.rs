@@ -706,3 +706,60 @@ async fn reconciliation_decides_only_a_payment_still_open() {
         assert!(s.get_payment("pay_x").await.unwrap().is_none(), "{name}");
     }
 }
+
+#[tokio::test]
+async fn payment_identifiers_are_claimed_once_kept_and_purged() {
+    use paygate_domain::model::{PaidAnswer, PaymentIdRecord};
+    let both = Both::new().await;
+    for (name, s) in both.each() {
+        let rec = |key: &str, fp: &str, at: i64| PaymentIdRecord {
+            org_id: "o1".into(),
+            key: key.into(),
+            fingerprint: fp.into(),
+            created_at_unix: at,
+            result: None,
+        };
+        assert_eq!(
+            s.claim_payment_id(&rec("id-1", "a", 1000), 0)
+                .await
+                .unwrap(),
+            None
+        );
+        // Held: the holder comes back, whatever the fingerprint.
+        let held = s
+            .claim_payment_id(&rec("id-1", "b", 1001), 0)
+            .await
+            .unwrap();
+        assert_eq!(held.unwrap().fingerprint, "a", "{name}");
+        // Another organisation's id of the same name is its own.
+        let mut other = rec("id-1", "c", 1000);
+        other.org_id = "o2".into();
+        assert_eq!(s.claim_payment_id(&other, 0).await.unwrap(), None, "{name}");
+        // The answer is kept with it.
+        let mut answered = rec("id-1", "a", 1000);
+        answered.result = Some(PaidAnswer {
+            payment_id: "pay_1".into(),
+            status: 200,
+            content_type: Some("application/json".into()),
+            body: "e30=".into(),
+            receipt_header: "payment-response".into(),
+            receipt: "r".into(),
+        });
+        s.put_payment_id(&answered).await.unwrap();
+        let held = s
+            .claim_payment_id(&rec("id-1", "a", 1002), 0)
+            .await
+            .unwrap();
+        assert_eq!(held, Some(answered.clone()), "{name}");
+        // Older than the window: claimed anew.
+        assert_eq!(
+            s.claim_payment_id(&rec("id-1", "d", 5000), 2000)
+                .await
+                .unwrap(),
+            None,
+            "{name}"
+        );
+        assert_eq!(s.purge_payment_ids(4000).await.unwrap(), 1, "{name}");
+        assert_eq!(s.purge_payment_ids(6000).await.unwrap(), 1, "{name}");
+    }
+}

@@ -9,8 +9,10 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
-/// Largest accepted payment header, in bytes.
-pub const MAX_PAYMENT_HEADER: usize = 8 * 1024;
+/// Largest accepted payment header, in bytes: room for a v2 payload echoing the route's
+/// extensions (its bazaar data with two schemas of at most 4 KB each), within the 32 KB of
+/// request headers the gateway takes.
+pub const MAX_PAYMENT_HEADER: usize = 24 * 1024;
 
 /// The authorization as it travels (every field a string).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,7 +110,7 @@ impl ProtocolVersion {
 /// Why a payment header could not be decoded (`400 INVALID_PAYMENT`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    #[error("payment header is larger than 8 KB")]
+    #[error("payment header is larger than 24 KB")]
     TooLarge,
     #[error("payment header is not valid base64")]
     Base64,

@@ -5,7 +5,7 @@
 use super::{backend, doc, json, PgStore};
 use crate::{PaymentQuery, PaymentReservation, PaymentStore};
 use async_trait::async_trait;
-use paygate_domain::model::GatewayPayment;
+use paygate_domain::model::{GatewayPayment, PaymentIdRecord};
 use paygate_domain::StoreResult;
 use sqlx::{Postgres, Transaction};
 
@@ -169,5 +169,62 @@ impl PaymentStore for PgStore {
             .push_bind(i64::try_from(q.limit).unwrap_or(i64::MAX));
         let rows = sql.build().fetch_all(&self.pool).await.map_err(backend)?;
         rows.iter().map(doc).collect()
+    }
+
+    async fn claim_payment_id(
+        &self,
+        rec: &PaymentIdRecord,
+        stale_before_unix: i64,
+    ) -> StoreResult<Option<PaymentIdRecord>> {
+        let claimed = sqlx::query(
+            "INSERT INTO payment_ids (org_id, key, created_at_unix, doc) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (org_id, key) DO UPDATE \
+             SET created_at_unix = EXCLUDED.created_at_unix, doc = EXCLUDED.doc \
+             WHERE payment_ids.created_at_unix < $5",
+        )
+        .bind(&rec.org_id)
+        .bind(&rec.key)
+        .bind(rec.created_at_unix)
+        .bind(json(rec)?)
+        .bind(stale_before_unix)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?
+        .rows_affected()
+            == 1;
+        if claimed {
+            return Ok(None);
+        }
+        let row = sqlx::query("SELECT doc FROM payment_ids WHERE org_id = $1 AND key = $2")
+            .bind(&rec.org_id)
+            .bind(&rec.key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(doc).transpose()
+    }
+
+    async fn put_payment_id(&self, rec: &PaymentIdRecord) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO payment_ids (org_id, key, created_at_unix, doc) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (org_id, key) DO UPDATE SET doc = EXCLUDED.doc",
+        )
+        .bind(&rec.org_id)
+        .bind(&rec.key)
+        .bind(rec.created_at_unix)
+        .bind(json(rec)?)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn purge_payment_ids(&self, before_unix: i64) -> StoreResult<usize> {
+        let done = sqlx::query("DELETE FROM payment_ids WHERE created_at_unix < $1")
+            .bind(before_unix)
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
     }
 }

@@ -45,6 +45,8 @@ pub struct SledStore {
     rollups: sled::Tree,
     /// Count batches taken (their ids), so a retried batch is added once.
     count_batches: sled::Tree,
+    /// x402 payment identifiers by organisation and id (`PaymentIdRecord`).
+    payment_ids: sled::Tree,
     mcp_spend: sled::Tree,
     mcp_sessions: sled::Tree,
     /// The leases asked for (all held: one process opens a sled database).
@@ -209,6 +211,7 @@ impl SledStore {
             metrics: tree("metrics")?,
             rollups: tree("rollups")?,
             count_batches: tree("count_batches")?,
+            payment_ids: tree("payment_ids")?,
             mcp_spend: tree("mcp_spend")?,
             mcp_sessions: tree("mcp_sessions")?,
             leases: Default::default(),

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::PaymentQuery;
-use paygate_domain::model::PaymentStatus;
+use paygate_domain::model::{PaymentIdRecord, PaymentStatus};
 
 /// The ledger index keys of `p`: `o|r|p|s \0 org [\0 route|payer|status] \0 id`.
 pub(super) fn ledger_keys(p: &GatewayPayment) -> [Vec<u8>; 4] {
@@ -226,5 +226,56 @@ impl PaymentStore for SledStore {
             }
         }
         Ok(out)
+    }
+
+    async fn claim_payment_id(
+        &self,
+        rec: &PaymentIdRecord,
+        stale_before_unix: i64,
+    ) -> StoreResult<Option<PaymentIdRecord>> {
+        let key = key2(&rec.org_id, &rec.key);
+        let bytes = enc(rec)?;
+        loop {
+            let current = self.payment_ids.get(&key).map_err(backend)?;
+            if let Some(v) = &current {
+                let held: PaymentIdRecord = dec(v)?;
+                if held.created_at_unix >= stale_before_unix {
+                    return Ok(Some(held));
+                }
+            }
+            let swapped = self
+                .payment_ids
+                .compare_and_swap(&key, current, Some(bytes.as_slice()))
+                .map_err(backend)?;
+            if swapped.is_ok() {
+                self.durable().await?;
+                return Ok(None);
+            }
+        }
+    }
+
+    async fn put_payment_id(&self, rec: &PaymentIdRecord) -> StoreResult<()> {
+        self.payment_ids
+            .insert(key2(&rec.org_id, &rec.key), enc(rec)?)
+            .map_err(backend)?;
+        self.durable().await
+    }
+
+    async fn purge_payment_ids(&self, before_unix: i64) -> StoreResult<usize> {
+        let mut removed = 0;
+        for kv in self.payment_ids.iter() {
+            let (k, v) = kv.map_err(backend)?;
+            let old = dec::<PaymentIdRecord>(&v).map_or(true, |r| r.created_at_unix < before_unix);
+            if old
+                && self
+                    .payment_ids
+                    .compare_and_swap(&k, Some(v), None::<&[u8]>)
+                    .map_err(backend)?
+                    .is_ok()
+            {
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 }
