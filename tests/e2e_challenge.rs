@@ -506,3 +506,36 @@ async fn schemas_are_checked_and_become_valid_bazaar_data() {
         "GET"
     );
 }
+
+/// Money is read one way and written one way: a price as a decimal string or a JSON number
+/// (same exactness), answered as a JSON number in plain decimal notation (`0.000001`, never
+/// `1e-6`); the challenge asks for the same base units.
+#[tokio::test]
+async fn prices_are_read_as_strings_or_numbers_and_written_plainly() {
+    let gw = Gateway::start().await;
+    let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
+    let mut body = route_body("/tiny");
+    body["priceUSD"] = json!("0.000001");
+    let r = gw.api(&key, Method::POST, "/api/routes", Some(body)).await;
+    assert_eq!(r.status(), 201);
+    let text = r.text().await.unwrap();
+    assert!(text.contains(r#""priceUSD":0.000001"#), "{text}");
+    let mut body = route_body("/big");
+    body["priceUSD"] = json!(1000000);
+    let text = gw
+        .api(&key, Method::POST, "/api/routes", Some(body))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains(r#""priceUSD":1000000"#), "{text}");
+    let v1: Value = gw.get("/gateway/acme/tiny").await.json().await.unwrap();
+    assert_eq!(v1["accepts"][0]["maxAmountRequired"], "1");
+    let list = gw
+        .api(&key, Method::GET, "/api/routes", None)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains(r#""priceUSD":0.000001,"#), "{list}");
+}

@@ -261,7 +261,8 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
         ("beneficiary", json!(null), "INVALID_BENEFICIARY"),
         ("amountUSDC", json!("0"), "INVALID_AMOUNT"),
         ("amountUSDC", json!("49"), "INVALID_AMOUNT"),
-        ("amountUSDC", json!(50), "INVALID_AMOUNT"),
+        ("amountUSDC", json!(50.5), "INVALID_AMOUNT"),
+        ("amountUSDC", json!(true), "INVALID_AMOUNT"),
         ("quoteId", json!("qt_nope"), "INVALID_QUOTE"),
         ("fromAddress", json!("0x12"), "BAD_REQUEST"),
     ] {
@@ -287,6 +288,9 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
     }
     // None of that reached the provider; the quote is still usable.
     assert!(e.provider_payouts().await.is_empty());
+    // Money is read one way: the quoted "50" given as the JSON number 50 is the same amount.
+    let mut good = good;
+    good["amountUSDC"] = json!(50);
     let r = e.pay(&id, "good", &good).await;
     assert_eq!(r.status(), 202);
     // The quote is single-use.

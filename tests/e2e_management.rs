@@ -405,7 +405,11 @@ async fn invalid_input_is_refused_with_details_and_changes_nothing() {
             "priceUSD",
         ),
         (
-            json!({"path": "a", "priceUSD": "0.01", "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a", "priceUSD": "0.0000001", "targetUrl": "https://x.io", "network": "base"}),
+            "priceUSD",
+        ),
+        (
+            json!({"path": "a", "priceUSD": [0.01], "targetUrl": "https://x.io", "network": "base"}),
             "priceUSD",
         ),
         (

@@ -17,7 +17,7 @@ pub struct RouteView {
     /// USD per request, a JSON number.
     #[serde(rename = "priceUSD")]
     #[schema(value_type = f64)]
-    price_usd: serde_json::Value,
+    price_usd: Box<serde_json::value::RawValue>,
     /// The first target's URL (the one-target form).
     target_url: String,
     /// Every upstream; `healthy` as this node sees it (`null`: not tracked, i.e. one target
@@ -161,7 +161,7 @@ pub struct OrgView {
     /// `null`: the configured default (`[mcp] daily_spend_cap_usd`).
     #[serde(rename = "mcpDailyCapUSD")]
     #[schema(required, value_type = Option<f64>)]
-    mcp_daily_cap_usd: Option<serde_json::Value>,
+    mcp_daily_cap_usd: Option<Box<serde_json::value::RawValue>>,
     /// `null`: the configured default (`[payout] platform_fee_bps`).
     #[schema(required)]
     platform_fee_bps: Option<u32>,

@@ -320,35 +320,63 @@ string_field!(
     }
 );
 
-string_field!(
-    /// A corridor amount: a USDC decimal string, positive, at most 6 decimals.
-    UsdcDecimal(UsdcAmount),
-    max = 32,
-    doc = "USDC decimal string, at most 6 decimals.",
-    check = |s| parse_amount(&s)
-);
+/// Money is read one way everywhere: a decimal string (`"0.01"`) or a JSON number (`0.01`),
+/// with the same exactness rules (at most 6 decimals, never rounded). The text a number was
+/// written as, or the string; `Err` for any other JSON type.
+fn money_text(v: Value) -> Result<String, &'static str> {
+    match v {
+        Value::String(s) if s.len() <= 32 => Ok(s),
+        Value::String(_) => Err("must be at most 32 characters"),
+        Value::Number(n) => UsdcAmount::json_number_text(&n).ok_or("must be a finite number"),
+        _ => Err("must be a decimal string or a number"),
+    }
+}
 
-/// A route price: a JSON number of USD, positive, exact to 6 decimals.
+/// A corridor amount in USDC: positive, at most 6 decimals (a decimal string or a number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsdcDecimal(pub UsdcAmount);
+
+impl<'de> Deserialize<'de> for UsdcDecimal {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = money_text(Value::deserialize(d)?).map_err(D::Error::custom)?;
+        parse_amount(&text).map(Self).map_err(D::Error::custom)
+    }
+}
+
+impl PartialSchema for UsdcDecimal {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Array(vec![Type::String, Type::Number]))
+            .description(Some(
+                "USDC as a decimal string or a JSON number, positive, at most 6 decimal places.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for UsdcDecimal {}
+
+/// A route price in USD: positive, exact to 6 decimals (a JSON number or a decimal string).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PriceUsd(pub UsdcAmount);
 
 impl<'de> Deserialize<'de> for PriceUsd {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
-            Value::Number(n) => UsdcAmount::from_usd_json(&n)
-                .map(Self)
-                .map_err(D::Error::custom),
-            _ => Err(D::Error::custom("must be a number")),
-        }
+        let text = money_text(Value::deserialize(d)?).map_err(D::Error::custom)?;
+        UsdcAmount::from_usd_str(&text)
+            .map(Self)
+            .map_err(D::Error::custom)
     }
 }
 
 impl PartialSchema for PriceUsd {
     fn schema() -> RefOr<Schema> {
         ObjectBuilder::new()
-            .schema_type(Type::Number)
-            .exclusive_minimum(Some(0))
-            .description(Some("Price per request in USD, at most 6 decimal places."))
+            .schema_type(SchemaType::Array(vec![Type::Number, Type::String]))
+            .description(Some(
+                "Price per request in USD, more than 0 and at most 1000000, at most 6 decimal \
+                 places: a JSON number or a decimal string (answered as a JSON number).",
+            ))
             .into()
     }
 }
@@ -361,13 +389,12 @@ pub struct UsdAmount(pub UsdcAmount);
 
 impl<'de> Deserialize<'de> for UsdAmount {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let parsed = match Value::deserialize(d)? {
-            Value::Number(n) if n.as_u64() == Some(0) => Ok(UsdcAmount(0)),
-            Value::Number(n) => UsdcAmount::from_usd_json(&n).map_err(|e| e.to_string()),
-            // Zero in the one USDC decimal syntax (`"0"`, `"0.00"`); no blanks around it.
-            Value::String(s) if parse_usdc_units(&s) == Ok(0) => Ok(UsdcAmount(0)),
-            Value::String(s) => UsdcAmount::from_usd_str(&s).map_err(|e| e.to_string()),
-            _ => Err("must be a number or a decimal string".into()),
+        let text = money_text(Value::deserialize(d)?).map_err(D::Error::custom)?;
+        // Zero in the one USDC decimal syntax (`"0"`, `0.00`); no blanks around it.
+        let parsed = if parse_usdc_units(&text) == Ok(0) {
+            Ok(UsdcAmount(0))
+        } else {
+            UsdcAmount::from_usd_str(&text)
         };
         parsed.map(Self).map_err(D::Error::custom)
     }
@@ -497,15 +524,32 @@ mod tests {
     }
 
     #[test]
-    fn prices_are_numbers_exact_and_positive() {
-        assert_eq!(read::<PriceUsd>(json!(0.01)).unwrap().0, UsdcAmount(10_000));
-        for bad in [json!("0.01"), json!(0), json!(-1), json!(0.0000001)] {
+    fn money_is_a_number_or_a_decimal_string_exact_and_positive() {
+        for good in [json!(0.01), json!("0.01"), json!(1e-2)] {
+            assert_eq!(read::<PriceUsd>(good).unwrap().0, UsdcAmount(10_000));
+        }
+        assert_eq!(read::<PriceUsd>(json!(1e-6)).unwrap().0, UsdcAmount(1));
+        for bad in [
+            json!(0),
+            json!("0"),
+            json!(-1),
+            json!(0.0000001),
+            json!("0.0000001"),
+            json!(" 1"),
+            json!(true),
+        ] {
             assert!(read::<PriceUsd>(bad.clone()).is_err(), "{bad}");
         }
         assert_eq!(
-            read::<PriceUsd>(json!("1")).unwrap_err(),
-            "must be a number"
+            read::<PriceUsd>(json!([1])).unwrap_err(),
+            "must be a decimal string or a number"
         );
+        for good in [json!(12.5), json!("12.5"), json!(12.500000)] {
+            assert_eq!(read::<UsdcDecimal>(good).unwrap().0, UsdcAmount(12_500_000));
+        }
+        for bad in [json!(0), json!(1.0000001), json!("abc"), json!(null)] {
+            assert!(read::<UsdcDecimal>(bad.clone()).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -41,11 +41,11 @@ proptest! {
         prop_assert_eq!(UsdcAmount::from_usd_str(&a.to_decimal().to_string()), Ok(a));
         // The x402 wire form (`Display`) is the integer base units.
         prop_assert_eq!(a.to_string().parse::<u64>(), Ok(units));
+        // Written as plain decimal text (never an exponent), read back exactly, as a client
+        // would send it.
         let json = a.to_usd_json();
-        let n = json.as_number().expect("a number");
-        prop_assert_eq!(UsdcAmount::from_usd_json(n), Ok(a));
-        // Through a real JSON text, as a client would send it.
-        let parsed: serde_json::Number = serde_json::from_str(&json.to_string()).unwrap();
+        prop_assert!(!json.get().contains(['e', 'E']), "{}", json.get());
+        let parsed: serde_json::Number = serde_json::from_str(json.get()).unwrap();
         prop_assert_eq!(UsdcAmount::from_usd_json(&parsed), Ok(a));
     }
 

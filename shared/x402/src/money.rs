@@ -2,7 +2,6 @@
 
 use rust_decimal::Decimal;
 use std::fmt;
-use std::str::FromStr;
 
 /// USDC has 6 decimals: 1 USDC = 1,000,000 base units.
 pub const USDC_DECIMALS: u32 = 6;
@@ -127,6 +126,21 @@ impl UsdcAmount {
         Self::from_usd_str(&format!("{f}"))
     }
 
+    /// The decimal text a JSON number was written as, in plain notation (`1e-6` -> `0.000001`):
+    /// integers as they are, others by their shortest round-trip digits (what the client wrote,
+    /// for any value with at most 15 significant digits). `None` for a non-finite number.
+    pub fn json_number_text(n: &serde_json::Number) -> Option<String> {
+        if let Some(u) = n.as_u64() {
+            return Some(u.to_string());
+        }
+        if let Some(i) = n.as_i64() {
+            return Some(i.to_string());
+        }
+        let f = n.as_f64().filter(|f| f.is_finite())?;
+        // `{}` on f64 never uses exponent notation and prints the shortest round-trip digits.
+        Some(format!("{f}"))
+    }
+
     /// Converts an exact decimal USD amount into base units.
     pub fn from_usd_decimal(d: Decimal) -> Result<Self, PriceError> {
         if d <= Decimal::ZERO {
@@ -152,12 +166,13 @@ impl UsdcAmount {
 
     /// The amount as a JSON number of USD (for `priceUSD`). Values are <= 1e6 with <= 6 decimals,
     /// so the f64's shortest rendering is the exact decimal.
-    pub fn to_usd_json(self) -> serde_json::Value {
-        let text = self.to_decimal().to_string();
-        match serde_json::Number::from_str(&text) {
-            Ok(n) => serde_json::Value::Number(n),
-            Err(_) => serde_json::Value::Null,
-        }
+    pub fn to_usd_json(self) -> Box<serde_json::value::RawValue> {
+        // Written as the decimal text itself (`0.000001`), never through `f64`, which
+        // serde_json would write as `1e-6`.
+        let text = self.to_decimal().normalize().to_string();
+        serde_json::value::RawValue::from_string(text).unwrap_or_else(|_| {
+            serde_json::value::RawValue::from_string("null".into()).unwrap_or_default()
+        })
     }
 }
 
@@ -261,9 +276,13 @@ mod tests {
             1_000_000_000_000,
         ] {
             let v = UsdcAmount(units).to_usd_json();
-            let back = UsdcAmount::from_usd_json(v.as_number().unwrap()).unwrap();
+            let n: serde_json::Number = serde_json::from_str(v.get()).unwrap();
+            let back = UsdcAmount::from_usd_json(&n).unwrap();
             assert_eq!(back.0, units);
         }
-        assert_eq!(UsdcAmount(10_000).to_usd_json().to_string(), "0.01");
+        assert_eq!(UsdcAmount(10_000).to_usd_json().get(), "0.01");
+        // Plain decimal notation, never an exponent.
+        assert_eq!(UsdcAmount(1).to_usd_json().get(), "0.000001");
+        assert_eq!(UsdcAmount(1_000_000_000_000).to_usd_json().get(), "1000000");
     }
 }
