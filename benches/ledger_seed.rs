@@ -163,6 +163,8 @@ async fn main() -> anyhow::Result<()> {
             status: PayoutStatus::Pending,
             cpn_payment_id: None,
             events: Vec::new(),
+            failure_code: None,
+            failure_message: None,
             created_at: rfc3339(at),
             updated_at: rfc3339(at),
         };

@@ -286,6 +286,29 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
         let r = e.pay(&id, &format!("bad-{i}"), body).await;
         assert_eq!(error_of(r).await.1, *code, "{body}");
     }
+    // Every problem is in `details`, as the management API reports them; the code is SPEC's for
+    // the first.
+    let mut two = good.clone();
+    two["amountUSDC"] = json!("0");
+    two["beneficiary"] = json!({"name": "Ada"});
+    let r = e.pay(&id, "bad-two", &two).await;
+    let (status, code, body) = error_of(r).await;
+    assert_eq!(status, 400);
+    assert!(
+        ["INVALID_AMOUNT", "INVALID_BENEFICIARY"].contains(&code.as_str()),
+        "{body}"
+    );
+    let fields: Vec<_> = body["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap().to_string())
+        .collect();
+    assert!(fields.iter().any(|f| f == "amountUSDC"), "{body}");
+    assert!(
+        fields.iter().any(|f| f.starts_with("beneficiary")),
+        "{body}"
+    );
     // None of that reached the provider; the quote is still usable.
     assert!(e.provider_payouts().await.is_empty());
     // Money is read one way: the quoted "50" given as the JSON number 50 is the same amount.
@@ -573,7 +596,16 @@ async fn webhooks_are_verified_deduplicated_and_ordered_by_the_state_machine() {
     let failed = event("payments.payment_failed", cpn_b);
     let (s, _) = post_webhook(&e, Some(hmac_hex("first-test-secret", &failed)), &failed).await;
     assert_eq!(s, 200);
-    assert_eq!(e.payment(&id, pid_b).await["status"], "FAILED");
+    let failed = e.payment(&id, pid_b).await;
+    assert_eq!(failed["status"], "FAILED");
+    // The reason comes with it, from the provider's event.
+    assert_eq!(failed["failureCode"], "X", "{failed}");
+    assert!(failed["failureMessage"]
+        .as_str()
+        .unwrap()
+        .contains("2026-11-22T10:00:00Z"));
+    // A settled payout has no reason, even after a late failure event (ignored).
+    assert_eq!(e.payment(&id, pid_a).await["failureCode"], Value::Null);
 
     // Signed but malformed: 400. Unknown payment: kept, 202.
     let bad = br#"{"type":"payments.payment_completed"}"#;

@@ -113,7 +113,11 @@ fn corridor_error(e: BodyError) -> ApiError {
         (ProblemKind::Invalid, "destCurrency") => ErrorCode::InvalidCurrency,
         _ => ErrorCode::BadRequest,
     };
-    err(code, format!("{field} {}", p.detail.problem))
+    // SPEC's code for the problem that decides it, and every problem in `details`, as the
+    // management API reports them.
+    let mut e = err(code, format!("{field} {}", p.detail.problem));
+    e.details = problems.into_iter().map(|p| p.detail).collect();
+    e
 }
 
 /// `POST /corridors {destCurrency}`: `201` with a new corridor, or `200` with the org's
@@ -312,6 +316,8 @@ pub async fn pay(
         status: PayoutStatus::Initiating,
         cpn_payment_id: None,
         events: Vec::new(),
+        failure_code: None,
+        failure_message: None,
         created_at: now.clone(),
         updated_at: now,
     };

@@ -244,6 +244,8 @@ impl PayoutEngine {
             }
             Err(ProviderError::Rejected(why)) => {
                 payout.status = PayoutStatus::Failed;
+                payout.failure_code = Some("PROVIDER_REJECTED".into());
+                payout.failure_message = Some(format!("the payout provider refused it: {why}"));
                 payout.updated_at = paygate_domain::now_rfc3339();
                 self.store.refuse_payout(&payout).await?;
                 tracing::warn!(payout = %payout.id, reason = %why, "payout refused by the provider");

@@ -210,8 +210,43 @@ pub struct Payout {
     /// The provider's id, once the provider accepted the payout.
     pub cpn_payment_id: Option<String>,
     pub events: Vec<AppliedEvent>,
+    /// Why a `FAILED` payout failed: a word (`PROVIDER_REJECTED`, or the provider's status
+    /// word of its `payment_failed` event) and a sentence.
+    #[serde(default)]
+    pub failure_code: Option<String>,
+    #[serde(default)]
+    pub failure_message: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+impl Payout {
+    /// Applies a verified provider event: the next status (`None`: the event changes nothing,
+    /// e.g. after a terminal status), the event kept in the timeline, and a failure's reason.
+    pub fn apply_event(
+        &mut self,
+        event: &webhook::ProviderEvent,
+        received_at: &str,
+    ) -> Option<PayoutStatus> {
+        let next = self.status.after(event.event_type)?;
+        self.status = next;
+        self.updated_at = received_at.to_string();
+        self.events.push(AppliedEvent {
+            event_type: event.event_type.as_str().to_string(),
+            provider_status: event.provider_status.clone(),
+            update_date: event.update_date.clone(),
+            received_at: received_at.to_string(),
+        });
+        if next == PayoutStatus::Failed {
+            self.failure_code = Some(event.provider_status.to_ascii_uppercase());
+            self.failure_message = Some(format!(
+                "the payout provider reported the payment as {} on {}: rejected or not \
+                 completed; the USDC was not delivered to the beneficiary",
+                event.provider_status, event.update_date
+            ));
+        }
+        Some(next)
+    }
 }
 
 /// What an `Idempotency-Key` of the pay endpoint stands for.

@@ -149,6 +149,13 @@ pub struct PayoutView {
     last_event: Option<super::AppliedEvent>,
     /// Every provider event applied, oldest first: the payout's status timeline.
     events: Vec<super::AppliedEvent>,
+    /// Why a `FAILED` payout failed (`PROVIDER_REJECTED`, or the provider's status word of its
+    /// failure event); null otherwise.
+    #[schema(required)]
+    failure_code: Option<String>,
+    /// The same in a sentence; null unless `FAILED`.
+    #[schema(required)]
+    failure_message: Option<String>,
     created_at: String,
     updated_at: String,
 }
@@ -179,6 +186,8 @@ impl From<&Payout> for PayoutView {
             },
             last_event: p.events.last().cloned(),
             events: p.events.clone(),
+            failure_code: p.failure_code.clone(),
+            failure_message: p.failure_message.clone(),
             created_at: p.created_at.clone(),
             updated_at: p.updated_at.clone(),
         }

@@ -166,6 +166,8 @@ impl Fixture {
             status: PayoutStatus::Initiating,
             cpn_payment_id: None,
             events: Vec::new(),
+            failure_code: None,
+            failure_message: None,
             created_at: paygate_domain::now_rfc3339(),
             updated_at: paygate_domain::now_rfc3339(),
         };

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use paygate_domain::{StoreError, StoreResult};
 use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};
 use paygate_payouts::webhook::ProviderEvent;
-use paygate_payouts::{AppliedEvent, Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
+use paygate_payouts::{Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
 use sqlx::{Postgres, Row, Transaction};
 
 /// Inside `tx`: stores a payout whole, with the columns reconciliation and lookups use.
@@ -305,18 +305,10 @@ impl PayoutStore for PgStore {
             return Ok(EventOutcome::Duplicate);
         }
         let mut p: Payout = doc(&row)?;
-        let Some(next) = p.status.after(event.event_type) else {
+        let Some(next) = p.apply_event(event, received_at) else {
             tx.commit().await.map_err(backend)?;
             return Ok(EventOutcome::Ignored(p.status));
         };
-        p.status = next;
-        p.updated_at = received_at.to_string();
-        p.events.push(AppliedEvent {
-            event_type: event.event_type.as_str().to_string(),
-            provider_status: event.provider_status.clone(),
-            update_date: event.update_date.clone(),
-            received_at: received_at.to_string(),
-        });
         put_payout(&mut tx, &p).await?;
         tx.commit().await.map_err(backend)?;
         Ok(EventOutcome::Applied(next))

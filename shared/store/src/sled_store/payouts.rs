@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use paygate_domain::{StoreError, StoreResult};
 use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};
 use paygate_payouts::webhook::ProviderEvent;
-use paygate_payouts::{AppliedEvent, Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
+use paygate_payouts::{Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
 use sled::transaction::Transactional;
 
 pub struct PayoutTrees {
@@ -328,17 +328,9 @@ impl PayoutStore for SledStore {
                 let mut p: Payout =
                     dec(&p).map_err(sled::transaction::ConflictableTransactionError::Abort)?;
                 events.insert(event_key.as_bytes(), received_at.as_bytes())?;
-                let Some(next) = p.status.after(event.event_type) else {
+                let Some(next) = p.apply_event(event, received_at) else {
                     return Ok(EventOutcome::Ignored(p.status));
                 };
-                p.status = next;
-                p.updated_at = received_at.to_string();
-                p.events.push(AppliedEvent {
-                    event_type: event.event_type.as_str().to_string(),
-                    provider_status: event.provider_status.clone(),
-                    update_date: event.update_date.clone(),
-                    received_at: received_at.to_string(),
-                });
                 let bytes =
                     enc(&p).map_err(sled::transaction::ConflictableTransactionError::Abort)?;
                 put_payout(payouts, initiating, &p, &bytes)?;
