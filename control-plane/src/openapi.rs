@@ -75,10 +75,19 @@ pub struct ApiDoc;
 /// `GET /openapi.json`: this description.
 #[utoipa::path(get, path = "/openapi.json", tag = "meta",
     responses((status = 200, description = "The OpenAPI 3.1 description", body = Object)))]
-pub async fn openapi_json() -> axum::response::Response {
+pub async fn openapi_json(
+    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
+) -> axum::response::Response {
     use axum::response::IntoResponse;
     static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let doc = DOC.get_or_init(|| ApiDoc::openapi().to_json().unwrap_or_default());
+    let doc = DOC.get_or_init(|| {
+        let mut doc = ApiDoc::openapi();
+        // Where this deployment answers: generated clients default to it.
+        doc.servers = Some(vec![utoipa::openapi::server::Server::new(
+            state.config.server.public_base_url(),
+        )]);
+        doc.to_json().unwrap_or_default()
+    });
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         doc.as_str(),
@@ -165,6 +174,7 @@ impl Modify for CommonErrors {
             "adminToken",
             bearer("The operator's admin token (from the environment)"),
         );
+        unique_operation_ids(doc);
         for item in doc.paths.paths.values_mut() {
             let ops = [
                 &mut item.get,
@@ -195,6 +205,44 @@ impl Modify for CommonErrors {
     }
 }
 
+/// Operation ids from handler names repeat across modules (`list`, `create`, `get_one`):
+/// each repeated one gets its tag in front (`routes_list`, `corridors_list`), so client
+/// generators see every operation under its own name.
+fn unique_operation_ids(doc: &mut utoipa::openapi::OpenApi) {
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    let each = |doc: &mut utoipa::openapi::OpenApi, f: &mut dyn FnMut(&mut Operation)| {
+        for item in doc.paths.paths.values_mut() {
+            let ops = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            ops.into_iter().flatten().for_each(&mut *f);
+        }
+    };
+    each(doc, &mut |op| {
+        if let Some(id) = &op.operation_id {
+            *seen.entry(id.clone()).or_default() += 1;
+        }
+    });
+    each(doc, &mut |op| {
+        let Some(id) = op.operation_id.clone() else {
+            return;
+        };
+        if seen.get(&id).is_some_and(|n| *n > 1) {
+            let tag = op
+                .tags
+                .as_ref()
+                .and_then(|t| t.first())
+                .cloned()
+                .unwrap_or_default();
+            op.operation_id = Some(format!("{tag}_{id}"));
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +262,26 @@ mod tests {
             create["responses"]["401"]["content"]["application/json"]["schema"]["$ref"],
             "#/components/schemas/Error"
         );
+        assert_eq!(create["operationId"], "routes_create");
+        // A nullable money field is a number, a string or null (not an object).
+        let cap = &v["components"]["schemas"]["OrgUpdate"]["properties"]["mcpDailyCapUSD"];
+        assert!(!cap.to_string().contains("\"object\""), "{cap}");
+        // Payout statuses are the ones the API answers.
+        let status = &v["components"]["schemas"]["PayoutStatusName"]["enum"];
+        assert_eq!(
+            status,
+            &serde_json::json!(["PENDING", "COMPLIANCE_HOLD", "SETTLED", "FAILED"]),
+            "{}",
+            v["components"]["schemas"]["Payout"]
+        );
+        // Every operation id is unique (client generators name methods after them).
+        let mut ids = std::collections::HashSet::new();
+        for item in v["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                if let Some(id) = op.get("operationId").and_then(|i| i.as_str()) {
+                    assert!(ids.insert(id.to_string()), "duplicate operationId {id}");
+                }
+            }
+        }
     }
 }

@@ -125,6 +125,16 @@ pub struct BeneficiaryView {
 }
 
 /// A payout as `GET /corridors/{id}/payments/{paymentId}` shows it.
+/// A payout's status as the API answers it (`Initiating` is shown as `PENDING`).
+#[derive(ToSchema)]
+#[allow(clippy::upper_case_acronyms, non_camel_case_types, dead_code)]
+pub enum PayoutStatusName {
+    PENDING,
+    COMPLIANCE_HOLD,
+    SETTLED,
+    FAILED,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Payout)]
 #[serde(rename_all = "camelCase")]
@@ -134,6 +144,7 @@ pub struct PayoutView {
     #[schema(required)]
     cpn_payment_id: Option<String>,
     /// `PENDING`, `COMPLIANCE_HOLD`, `SETTLED` or `FAILED`.
+    #[schema(value_type = PayoutStatusName)]
     status: &'static str,
     quote_id: String,
     from_address: String,
