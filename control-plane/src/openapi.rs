@@ -175,33 +175,38 @@ impl Modify for CommonErrors {
             bearer("The operator's admin token (from the environment)"),
         );
         unique_operation_ids(doc);
-        for item in doc.paths.paths.values_mut() {
-            let ops = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-            ];
-            for op in ops.into_iter().flatten() {
-                add_error(
-                    op,
-                    "400",
-                    "Malformed request: query, header or JSON body (see `details`)",
-                );
-                if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
-                    add_error(op, "401", "Missing, invalid or revoked credentials");
-                }
-                if op.request_body.is_some() {
-                    add_error(op, "413", "Body larger than `server.max_body_bytes`");
-                }
-                add_error(
-                    op,
-                    "500",
-                    "Internal error (never expected; quote the requestId)",
-                );
+        each_operation(doc, &mut |op| {
+            add_error(
+                op,
+                "400",
+                "Malformed request: query, header or JSON body (see `details`)",
+            );
+            if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
+                add_error(op, "401", "Missing, invalid or revoked credentials");
             }
-        }
+            if op.request_body.is_some() {
+                add_error(op, "413", "Body larger than `server.max_body_bytes`");
+            }
+            add_error(
+                op,
+                "500",
+                "Internal error (never expected; quote the requestId)",
+            );
+        });
+    }
+}
+
+/// Runs `f` on every operation of the document.
+fn each_operation(doc: &mut utoipa::openapi::OpenApi, f: &mut dyn FnMut(&mut Operation)) {
+    for item in doc.paths.paths.values_mut() {
+        let ops = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        ops.into_iter().flatten().for_each(&mut *f);
     }
 }
 
@@ -210,24 +215,12 @@ impl Modify for CommonErrors {
 /// generators see every operation under its own name.
 fn unique_operation_ids(doc: &mut utoipa::openapi::OpenApi) {
     let mut seen = std::collections::HashMap::<String, usize>::new();
-    let each = |doc: &mut utoipa::openapi::OpenApi, f: &mut dyn FnMut(&mut Operation)| {
-        for item in doc.paths.paths.values_mut() {
-            let ops = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-            ];
-            ops.into_iter().flatten().for_each(&mut *f);
-        }
-    };
-    each(doc, &mut |op| {
+    each_operation(doc, &mut |op| {
         if let Some(id) = &op.operation_id {
             *seen.entry(id.clone()).or_default() += 1;
         }
     });
-    each(doc, &mut |op| {
+    each_operation(doc, &mut |op| {
         let Some(id) = op.operation_id.clone() else {
             return;
         };
