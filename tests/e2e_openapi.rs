@@ -7,12 +7,13 @@
 //! The gateway runs with anvil and Circle's USDC, so the facilitator endpoints are live, and with
 //! the sandbox payout provider; an organisation, a route and an ACTIVE corridor are seeded so the
 //! operations that need one reach their logic. `PAYGATE_SCHEMATHESIS_EXAMPLES` (default 15) sets
-//! the examples per operation; `make openapi-fuzz` runs 300.
+//! the examples per operation; `make openapi-fuzz` runs 300. A client generated from the
+//! document by openapi-python-client (PyPI) creates a route and reads it back.
 
 mod common;
 
 use common::chain::Chain;
-use common::{Gateway, ADMIN_TOKEN, WALLET_A};
+use common::{run_client, Gateway, ADMIN_TOKEN, WALLET_A};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -141,4 +142,36 @@ async fn schemathesis_finds_no_5xx_and_no_schema_violation() {
     );
     // Still serving after the run.
     assert_eq!(gw.get("/healthz").await.status(), 200);
+}
+
+/// The document validates (openapi-spec-validator) and generates a client
+/// (openapi-python-client) that works: the operator creates an organisation, the organisation
+/// creates a route with a price given as a string and reads it back, and a bad route is
+/// refused with every problem in `details`, all through the generated code.
+#[tokio::test]
+async fn a_generated_client_creates_and_reads_a_route() {
+    let python = std::env::var("PAYGATE_TEST_PYTHON")
+        .expect("PAYGATE_TEST_PYTHON must name the venv's python (run via `make test`)");
+    let gw = Gateway::start().await;
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/openapi_client.py"
+    ))
+    .arg(gw.url(""))
+    .arg(ADMIN_TOKEN);
+    let r = run_client(cmd).await;
+    assert!(r["operations"].as_u64().unwrap() >= 30, "{r}");
+    let route = &r["route"];
+    assert_eq!(route["path"], "/gen");
+    assert_eq!(route["priceUSD"], 0.05);
+    assert_eq!(r["read"], *route, "{r}");
+    assert_eq!(r["refused"]["status"], 400);
+    let fields: Vec<_> = r["refused"]["body"]["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["priceUSD", "targetUrl"], "{r}");
 }

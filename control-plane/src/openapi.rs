@@ -86,7 +86,9 @@ pub async fn openapi_json(
         doc.servers = Some(vec![utoipa::openapi::server::Server::new(
             state.config.server.public_base_url(),
         )]);
-        doc.to_json().unwrap_or_default()
+        let mut v = serde_json::to_value(&doc).unwrap_or_default();
+        merge_described_fields(&mut v);
+        v.to_string()
     });
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -193,6 +195,43 @@ impl Modify for CommonErrors {
                 "Internal error (never expected; quote the requestId)",
             );
         });
+    }
+}
+
+/// utoipa gives a documented field of an inlined type `allOf: [<the type>, {type: object,
+/// description}]`, which says the field is an object as well (client generators then build an
+/// object for a string). Each such pair becomes the type with the description.
+fn merge_described_fields(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            let pair = map
+                .get("allOf")
+                .and_then(Value::as_array)
+                .filter(|a| a.len() == 2)
+                .and_then(|a| {
+                    let extra = a[1].as_object()?;
+                    let only_description = extra.get("type") == Some(&Value::from("object"))
+                        && extra.keys().all(|k| k == "type" || k == "description");
+                    only_description.then(|| (a[0].clone(), extra.get("description").cloned()))
+                });
+            if let Some((mut base, description)) = pair {
+                if let (Some(b), Some(d)) = (base.as_object_mut(), description) {
+                    if !b.contains_key("$ref") {
+                        b.insert("description".into(), d);
+                    }
+                }
+                map.remove("allOf");
+                if let Value::Object(b) = base {
+                    for (k, val) in b {
+                        map.entry(k).or_insert(val);
+                    }
+                }
+            }
+            map.values_mut().for_each(merge_described_fields);
+        }
+        Value::Array(items) => items.iter_mut().for_each(merge_described_fields),
+        _ => {}
     }
 }
 

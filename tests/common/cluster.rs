@@ -74,9 +74,13 @@ where
     }
 }
 
-/// The cluster duties `node` does now (its `/healthz`).
+/// The cluster duties `node` does now (its `/healthz`); none while it does not answer (a node
+/// being restarted, or starved of CPU on a loaded machine).
 pub async fn duties(node: &Gateway) -> Vec<String> {
-    let v: Value = match node.get("/healthz").await.json().await {
+    let Ok(r) = node.http.get(node.url("/healthz")).send().await else {
+        return Vec::new();
+    };
+    let v: Value = match r.json().await {
         Ok(v) => v,
         Err(_) => return Vec::new(),
     };
