@@ -18,10 +18,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(n) = serde_json::from_str::<serde_json::Number>(s) {
         if let Ok(a) = UsdcAmount::from_usd_json(&n) {
-            assert_eq!(
-                UsdcAmount::from_usd_json(a.to_usd_json().as_number().unwrap()),
-                Ok(a)
-            );
+            // Written as plain decimal text (never an exponent) that reads back the same.
+            let written = a.to_usd_json();
+            assert!(!written.get().contains(['e', 'E']), "{}", written.get());
+            let back: serde_json::Number = serde_json::from_str(written.get()).unwrap();
+            assert_eq!(UsdcAmount::from_usd_json(&back), Ok(a));
         }
     }
 });
