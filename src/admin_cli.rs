@@ -162,27 +162,124 @@ async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {
             None,
         ),
     };
-    let url = format!("{}{}", args.url.trim_end_matches('/'), path);
+    let (ok, out) = send(&args.url, &args.token, method, &path, body, &[]).await?;
+    print_answer(ok, &out, true)
+}
+
+/// What a gateway answered: success, and the body (pretty JSON when it is JSON).
+pub(crate) struct Answer {
+    pub status: reqwest::StatusCode,
+    pub json: Option<Value>,
+    pub text: String,
+}
+
+/// One call of the gateway's API with a bearer token; `headers` are added as given.
+pub(crate) async fn send(
+    base: &str,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+    headers: &[(&str, String)],
+) -> anyhow::Result<(bool, Answer)> {
+    let url = format!("{}{}", base.trim_end_matches('/'), path);
     let mut req = reqwest::Client::new()
         .request(method, &url)
-        .bearer_auth(&args.token);
+        .bearer_auth(token);
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
     if let Some(b) = body {
         req = req.json(&b);
     }
     let resp = req.send().await?;
     let status = resp.status();
     let text = resp.text().await?;
-    let pretty = serde_json::from_str::<Value>(&text)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or(text);
-    if status.is_success() {
-        if !pretty.is_empty() {
-            println!("{pretty}");
+    let json = serde_json::from_str::<Value>(&text).ok();
+    Ok((status.is_success(), Answer { status, json, text }))
+}
+
+/// Prints an answer: the body as pretty JSON (or as sent) on stdout when it succeeded, with the
+/// status on stderr when not; the exit code says which.
+pub(crate) fn print_answer(ok: bool, a: &Answer, pretty: bool) -> anyhow::Result<ExitCode> {
+    let body = match (&a.json, pretty) {
+        (Some(_), true) => indent(&a.text),
+        _ => a.text.clone(),
+    };
+    if ok {
+        if !body.is_empty() {
+            println!("{body}");
         }
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("{status}\n{pretty}");
+        eprintln!("{}\n{body}", a.status);
         Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Valid JSON text laid out over lines, two spaces per level, every token kept as written (a
+/// number is not read into a float and printed again: `0.000001` stays, never `1e-6`).
+fn indent(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() * 2);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    let mut chars = json.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                let empty = matches!(chars.peek(), Some('}') | Some(']'));
+                depth += 1;
+                if !empty {
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                if !(out.ends_with('{') || out.ends_with('[')) {
+                    newline(&mut out, depth);
+                }
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn indenting_keeps_every_token_as_written() {
+        let text = r#"{"a":0.000001,"b":[],"c":{"d":"x,\"y\":{"},"e":[1,2]}"#;
+        let pretty = super::indent(text);
+        assert!(pretty.contains("\"a\": 0.000001"), "{pretty}");
+        assert!(pretty.contains(r#""x,\"y\":{""#), "{pretty}");
+        let a: serde_json::Value = serde_json::from_str(text).unwrap();
+        let b: serde_json::Value = serde_json::from_str(&pretty).unwrap();
+        assert_eq!(a, b);
     }
 }

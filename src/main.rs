@@ -5,6 +5,7 @@
 mod admin_cli;
 mod devchain;
 mod handover;
+mod org_cli;
 mod serve;
 mod tls;
 
@@ -45,6 +46,34 @@ enum Command {
     },
     /// Operator commands against a running gateway's admin API.
     Admin(admin_cli::AdminArgs),
+    /// An organisation's routes (its API key in PAYGATE_API_KEY).
+    Routes {
+        #[command(flatten)]
+        args: org_cli::OrgArgs,
+        #[command(subcommand)]
+        command: org_cli::RoutesCommand,
+    },
+    /// An organisation's gateway payments (the ledger).
+    Payments {
+        #[command(flatten)]
+        args: org_cli::OrgArgs,
+        #[command(subcommand)]
+        command: org_cli::PaymentsCommand,
+    },
+    /// An organisation's payout corridors and quotes.
+    Corridors {
+        #[command(flatten)]
+        args: org_cli::OrgArgs,
+        #[command(subcommand)]
+        command: org_cli::CorridorsCommand,
+    },
+    /// An organisation's payouts to bank accounts.
+    Payouts {
+        #[command(flatten)]
+        args: org_cli::OrgArgs,
+        #[command(subcommand)]
+        command: org_cli::PayoutsCommand,
+    },
     /// Development chain tools (local anvil only).
     #[command(subcommand)]
     Devchain(DevchainCommand),
@@ -69,6 +98,10 @@ fn main() -> ExitCode {
             serve::migrate(config.as_deref())
         }
         Command::Admin(args) => admin_cli::run(args),
+        Command::Routes { args, command } => org_cli::routes(args, command),
+        Command::Payments { args, command } => org_cli::payments(args, command),
+        Command::Corridors { args, command } => org_cli::corridors(args, command),
+        Command::Payouts { args, command } => org_cli::payouts(args, command),
         Command::Devchain(DevchainCommand::Setup(args)) => devchain::run(args),
     };
     match result {

@@ -1,0 +1,361 @@
+//! `paygate routes|payments|corridors|payouts ...`: an organisation's client of the management
+//! and corridor APIs, its API key read from the environment (`PAYGATE_API_KEY`). Lists print one
+//! line per item (`--json`: the API's JSON as it came); single records print as pretty JSON.
+
+use crate::admin_cli::{print_answer, send};
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct OrgArgs {
+    /// Base URL of the running gateway.
+    #[arg(
+        long,
+        env = "PAYGATE_URL",
+        default_value = "http://127.0.0.1:8402",
+        global = true
+    )]
+    url: String,
+    /// The organisation's API key (read from the environment; never on a shared command line).
+    #[arg(long, env = "PAYGATE_API_KEY", hide_env_values = true, global = true)]
+    key: Option<String>,
+    /// Print the API's JSON exactly as answered.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum RoutesCommand {
+    /// The organisation's routes, newest first.
+    List,
+    /// One route.
+    Get { id: String },
+    /// Create a route.
+    Create {
+        /// Path below /gateway/{orgSlug}.
+        #[arg(long)]
+        path: String,
+        /// USD per request (a decimal, at most 6 places).
+        #[arg(long)]
+        price: String,
+        /// The upstream URL.
+        #[arg(long)]
+        target: String,
+        #[arg(long, default_value = "base-sepolia")]
+        network: String,
+        #[arg(long)]
+        description: Option<String>,
+        /// Listed in discovery.
+        #[arg(long)]
+        discoverable: bool,
+        /// Offered at /mcp/x402/{orgSlug}, paid by the calling agent.
+        #[arg(long)]
+        public_tool: bool,
+    },
+    /// Change a route's price, activity or description.
+    Update {
+        id: String,
+        #[arg(long)]
+        price: Option<String>,
+        #[arg(long)]
+        active: Option<bool>,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// Delete a route.
+    Delete { id: String },
+}
+
+#[derive(Subcommand)]
+pub enum PaymentsCommand {
+    /// The ledger of gateway payments, newest first.
+    List {
+        #[arg(long)]
+        route: Option<String>,
+        /// RESERVED, SETTLED, FAILED or UNKNOWN.
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        payer: Option<String>,
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+    /// One payment with its transaction and receipt.
+    Get { id: String },
+}
+
+#[derive(Subcommand)]
+pub enum CorridorsCommand {
+    /// The organisation's payout corridors.
+    List,
+    /// Open a corridor to BRL, MXN, NGN, KES or ZAR (PENDING_KYC until the operator approves).
+    Create { currency: String },
+    /// An FX quote for an amount of USDC, with every fee.
+    Quote { corridor: String, amount: String },
+}
+
+#[derive(Subcommand)]
+pub enum PayoutsCommand {
+    /// A corridor's payouts, newest first.
+    List { corridor: String },
+    /// One payout with its status timeline.
+    Get { corridor: String, id: String },
+    /// Pay out a quote to a bank account. The same --idempotency-key never pays twice.
+    Pay {
+        corridor: String,
+        #[arg(long)]
+        quote: String,
+        #[arg(long)]
+        amount: String,
+        /// The wallet the payout is funded from.
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        idempotency_key: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        bank: String,
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        country: String,
+        #[arg(long)]
+        currency: String,
+    },
+}
+
+/// One resource command, as the API call it makes and how a list is summarised.
+struct Call {
+    method: Method,
+    path: String,
+    body: Option<Value>,
+    headers: Vec<(&'static str, String)>,
+    /// For a list: the field holding the items (`""`: the answer is the array), and the
+    /// fields shown per line.
+    list: Option<(&'static str, &'static [&'static str])>,
+}
+
+fn call(method: Method, path: String, body: Option<Value>) -> Call {
+    Call {
+        method,
+        path,
+        body,
+        headers: Vec::new(),
+        list: None,
+    }
+}
+
+fn listing(path: String, field: &'static str, shown: &'static [&'static str]) -> Call {
+    Call {
+        list: Some((field, shown)),
+        ..call(Method::GET, path, None)
+    }
+}
+
+/// A price or amount as the API reads money: the decimal string as given.
+fn money(v: &str) -> Value {
+    json!(v)
+}
+
+pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
+    let c = match cmd {
+        RoutesCommand::List => listing(
+            "/api/routes".into(),
+            "",
+            &["id", "path", "priceUSD", "network", "active"],
+        ),
+        RoutesCommand::Get { id } => call(Method::GET, format!("/api/routes/{id}"), None),
+        RoutesCommand::Create {
+            path,
+            price,
+            target,
+            network,
+            description,
+            discoverable,
+            public_tool,
+        } => {
+            let mut b = json!({"path": path, "priceUSD": money(&price), "targetUrl": target,
+                               "network": network, "discoverable": discoverable,
+                               "publicTool": public_tool});
+            if let Some(d) = description {
+                b["description"] = json!(d);
+            }
+            call(Method::POST, "/api/routes".into(), Some(b))
+        }
+        RoutesCommand::Update {
+            id,
+            price,
+            active,
+            description,
+        } => {
+            let mut b = json!({});
+            if let Some(p) = price {
+                b["priceUSD"] = money(&p);
+            }
+            if let Some(a) = active {
+                b["active"] = json!(a);
+            }
+            if let Some(d) = description {
+                b["description"] = json!(d);
+            }
+            call(Method::PATCH, format!("/api/routes/{id}"), Some(b))
+        }
+        RoutesCommand::Delete { id } => call(Method::DELETE, format!("/api/routes/{id}"), None),
+    };
+    run(args, c)
+}
+
+pub fn payments(args: OrgArgs, cmd: PaymentsCommand) -> anyhow::Result<ExitCode> {
+    let c = match cmd {
+        PaymentsCommand::List {
+            route,
+            status,
+            payer,
+            limit,
+        } => {
+            let mut q = url::form_urlencoded::Serializer::new(String::new());
+            for (k, v) in [("route", route), ("status", status), ("payer", payer)] {
+                if let Some(v) = v {
+                    q.append_pair(k, &v);
+                }
+            }
+            if let Some(l) = limit {
+                q.append_pair("limit", &l.to_string());
+            }
+            let query = q.finish();
+            listing(
+                format!("/api/payments?{query}"),
+                "payments",
+                &[
+                    "id",
+                    "status",
+                    "amountUSDC",
+                    "payer",
+                    "routePath",
+                    "createdAt",
+                ],
+            )
+        }
+        PaymentsCommand::Get { id } => call(Method::GET, format!("/api/payments/{id}"), None),
+    };
+    run(args, c)
+}
+
+pub fn corridors(args: OrgArgs, cmd: CorridorsCommand) -> anyhow::Result<ExitCode> {
+    let c = match cmd {
+        CorridorsCommand::List => {
+            listing("/corridors".into(), "", &["id", "destCurrency", "status"])
+        }
+        CorridorsCommand::Create { currency } => call(
+            Method::POST,
+            "/corridors".into(),
+            Some(json!({ "destCurrency": currency })),
+        ),
+        CorridorsCommand::Quote { corridor, amount } => {
+            let q = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("amount", &amount)
+                .finish();
+            call(
+                Method::GET,
+                format!("/corridors/{corridor}/quote?{q}"),
+                None,
+            )
+        }
+    };
+    run(args, c)
+}
+
+pub fn payouts(args: OrgArgs, cmd: PayoutsCommand) -> anyhow::Result<ExitCode> {
+    let c = match cmd {
+        PayoutsCommand::List { corridor } => listing(
+            format!("/corridors/{corridor}/payments"),
+            "payments",
+            &[
+                "paymentId",
+                "status",
+                "amountUSDC",
+                "destAmount",
+                "createdAt",
+            ],
+        ),
+        PayoutsCommand::Get { corridor, id } => call(
+            Method::GET,
+            format!("/corridors/{corridor}/payments/{id}"),
+            None,
+        ),
+        PayoutsCommand::Pay {
+            corridor,
+            quote,
+            amount,
+            from,
+            idempotency_key,
+            name,
+            bank,
+            account,
+            country,
+            currency,
+        } => Call {
+            headers: vec![("Idempotency-Key", idempotency_key)],
+            ..call(
+                Method::POST,
+                format!("/corridors/{corridor}/pay"),
+                Some(json!({
+                    "quoteId": quote, "amountUSDC": money(&amount), "fromAddress": from,
+                    "beneficiary": {"name": name, "bankName": bank, "accountNumber": account,
+                                    "country": country, "currency": currency},
+                })),
+            )
+        },
+    };
+    run(args, c)
+}
+
+fn run(args: OrgArgs, c: Call) -> anyhow::Result<ExitCode> {
+    let key = args
+        .key
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("set PAYGATE_API_KEY to the organisation's API key"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (ok, answer) = rt.block_on(send(&args.url, &key, c.method, &c.path, c.body, &c.headers))?;
+    let summary = match (ok, args.json, c.list, &answer.json) {
+        (true, false, Some((field, shown)), Some(v)) => {
+            let items = if field.is_empty() { v } else { &v[field] };
+            items.as_array().map(|items| lines(items, shown))
+        }
+        _ => None,
+    };
+    match summary {
+        Some(text) => {
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        None => print_answer(ok, &answer, !args.json),
+    }
+}
+
+/// One line per item: the shown fields, tab-separated, under a header line.
+fn lines(items: &[Value], shown: &[&str]) -> String {
+    let mut out = shown.join("\t") + "\n";
+    for item in items {
+        let cells: Vec<String> = shown
+            .iter()
+            .map(|f| match &item[*f] {
+                Value::String(s) => s.clone(),
+                Value::Null => "-".into(),
+                // Rust's float Display never uses an exponent (`0.000001`, not `1e-6`).
+                Value::Number(n) if n.is_f64() => {
+                    n.as_f64().map(|f| f.to_string()).unwrap_or_default()
+                }
+                v => v.to_string(),
+            })
+            .collect();
+        out.push_str(&cells.join("\t"));
+        out.push('\n');
+    }
+    out
+}
