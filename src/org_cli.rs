@@ -155,11 +155,6 @@ fn listing(path: String, field: &'static str, shown: &'static [&'static str]) ->
     }
 }
 
-/// A price or amount as the API reads money: the decimal string as given.
-fn money(v: &str) -> Value {
-    json!(v)
-}
-
 pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
     let c = match cmd {
         RoutesCommand::List => listing(
@@ -177,7 +172,7 @@ pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
             discoverable,
             public_tool,
         } => {
-            let mut b = json!({"path": path, "priceUSD": money(&price), "targetUrl": target,
+            let mut b = json!({"path": path, "priceUSD": price, "targetUrl": target,
                                "network": network, "discoverable": discoverable,
                                "publicTool": public_tool});
             if let Some(d) = description {
@@ -193,7 +188,7 @@ pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
         } => {
             let mut b = json!({});
             if let Some(p) = price {
-                b["priceUSD"] = money(&p);
+                b["priceUSD"] = json!(p);
             }
             if let Some(a) = active {
                 b["active"] = json!(a);
@@ -303,7 +298,7 @@ pub fn payouts(args: OrgArgs, cmd: PayoutsCommand) -> anyhow::Result<ExitCode> {
                 Method::POST,
                 format!("/corridors/{corridor}/pay"),
                 Some(json!({
-                    "quoteId": quote, "amountUSDC": money(&amount), "fromAddress": from,
+                    "quoteId": quote, "amountUSDC": amount, "fromAddress": from,
                     "beneficiary": {"name": name, "bankName": bank, "accountNumber": account,
                                     "country": country, "currency": currency},
                 })),

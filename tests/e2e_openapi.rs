@@ -153,6 +153,9 @@ async fn a_generated_client_creates_and_reads_a_route() {
     let python = std::env::var("PAYGATE_TEST_PYTHON")
         .expect("PAYGATE_TEST_PYTHON must name the venv's python (run via `make test`)");
     let gw = Gateway::start().await;
+    // Generated clients default to the deployment the document names.
+    let doc: Value = gw.get("/openapi.json").await.json().await.unwrap();
+    assert_eq!(doc["servers"][0]["url"], gw.url(""), "{}", doc["servers"]);
     let mut cmd = tokio::process::Command::new(python);
     cmd.arg(concat!(
         env!("CARGO_MANIFEST_DIR"),

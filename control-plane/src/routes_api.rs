@@ -2,11 +2,7 @@
 //! committed, made durable, and published to the proxy's route table before the answer is sent.
 
 use crate::auth::OrgAuth;
-use crate::body::fields::{
-    nullable, present, JsonSchemaDoc, MimeType, Nullable, PriceUsd, RoutePath, TargetUrl, Text,
-    Word,
-};
-use crate::body::{JsonBody, RequestBody};
+use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::input::IdempotencyKey;
 use crate::state::AppState;
@@ -16,242 +12,16 @@ use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_domain::ids::new_id;
-use paygate_domain::model::{Balancing, HealthCheck, IdempotencyRecord, Route, RouteTarget};
+use paygate_domain::model::{IdempotencyRecord, Route};
 use paygate_domain::StoreError;
 use paygate_domain::{now_rfc3339, ErrorCode, FieldProblem};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
-use serde::Deserialize;
-use utoipa::ToSchema;
 
+mod input;
 mod targets;
-pub use targets::{BalancingSpec, HealthCheckSpec, TargetSpec};
-
-/// Route fields the server assigns.
-const READ_ONLY: &[&str] = &["id", "orgId", "createdAt", "updatedAt"];
-
-/// `POST /api/routes`. Unknown and server-assigned fields are refused.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RouteCreate {
-    #[schema(inline)]
-    path: RoutePath,
-    #[serde(rename = "priceUSD")]
-    #[schema(inline)]
-    price_usd: PriceUsd,
-    /// The one upstream; or give `targets` (exactly one of the two).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    target_url: Option<TargetUrl>,
-    /// Several upstreams (1 to 16, distinct host and port); or give `targetUrl`.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    targets: Option<Vec<TargetSpec>>,
-    /// How requests are spread over `targets` (default weighted round robin).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    load_balancing: Option<BalancingSpec>,
-    /// Active health checks of the targets (default none: passive ejection only).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    health_check: Option<HealthCheckSpec>,
-    // A configured network, e.g. `base-sepolia` or `eip155:84532`.
-    #[schema(inline)]
-    network: Text<64>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    active: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    streaming: Option<bool>,
-    /// Listed by `/discovery/resources` (default false).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    discoverable: Option<bool>,
-    /// The origin deduplicates requests by `X-Paygate-Payment-Id` (default false): a retry of
-    /// a settled payment the origin never answered (a crash or an upstream failure between
-    /// settlement and the origin's answer) is forwarded again instead of refused as a replay.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    origin_deduplicates: Option<bool>,
-    #[serde(default)]
-    #[schema(schema_with = nullable::<Text<2000>>)]
-    description: Nullable<Text<2000>>,
-    #[serde(default)]
-    #[schema(schema_with = nullable::<Word<64>>)]
-    bazaar_category: Nullable<Word<64>>,
-    /// What the route answers (`application/json`), in its 402 challenge and discovery.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<MimeType>)]
-    mime_type: Nullable<MimeType>,
-    /// JSON Schema of what the route takes (its JSON body; for GET, its query parameters):
-    /// in discovery, the challenge's bazaar extension and MCP tool lists. `null` clears.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
-    input_schema: Nullable<JsonSchemaDoc>,
-    /// JSON Schema of what the route answers. `null` clears.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
-    output_schema: Nullable<JsonSchemaDoc>,
-    /// Offered as a tool at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the calling
-    /// agent's own wallet (default false).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    public_tool: Option<bool>,
-}
-
-impl RequestBody for RouteCreate {
-    const READ_ONLY: &'static [&'static str] = READ_ONLY;
-}
-
-/// `PATCH /api/routes/{id}`: any subset of the create fields.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RouteUpdate {
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    path: Option<RoutePath>,
-    #[serde(rename = "priceUSD", default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    price_usd: Option<PriceUsd>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    target_url: Option<TargetUrl>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    targets: Option<Vec<TargetSpec>>,
-    /// `null`: back to weighted round robin.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<BalancingSpec>)]
-    load_balancing: Nullable<BalancingSpec>,
-    /// `null`: no active health checks.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<HealthCheckSpec>)]
-    health_check: Nullable<HealthCheckSpec>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    network: Option<Text<64>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    active: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    streaming: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    discoverable: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    origin_deduplicates: Option<bool>,
-    #[serde(default)]
-    #[schema(schema_with = nullable::<Text<2000>>)]
-    description: Nullable<Text<2000>>,
-    #[serde(default)]
-    #[schema(schema_with = nullable::<Word<64>>)]
-    bazaar_category: Nullable<Word<64>>,
-    /// What the route answers (`application/json`), in its 402 challenge and discovery.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<MimeType>)]
-    mime_type: Nullable<MimeType>,
-    /// JSON Schema of what the route takes (its JSON body; for GET, its query parameters):
-    /// in discovery, the challenge's bazaar extension and MCP tool lists. `null` clears.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
-    input_schema: Nullable<JsonSchemaDoc>,
-    /// JSON Schema of what the route answers. `null` clears.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
-    output_schema: Nullable<JsonSchemaDoc>,
-    /// Offered as a tool at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the calling
-    /// agent's own wallet (default false).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    public_tool: Option<bool>,
-}
-
-impl RequestBody for RouteUpdate {
-    const READ_ONLY: &'static [&'static str] = READ_ONLY;
-}
-
-/// The route fields a request sets; `None` = not given.
-#[derive(Default, Clone)]
-struct RouteInput {
-    path: Option<String>,
-    price: Option<UsdcAmount>,
-    /// `targetUrl` or `targets` (the one-target form is a list of one).
-    targets: Option<Vec<RouteTarget>>,
-    /// Where the targets came from, for field names in problems.
-    targets_field: &'static str,
-    balancing: Option<Balancing>,
-    health_check: Option<Option<HealthCheck>>,
-    /// Problems found while reading the body's target fields.
-    problems: Vec<FieldProblem>,
-    network: Option<String>,
-    active: Option<bool>,
-    streaming: Option<bool>,
-    discoverable: Option<bool>,
-    origin_deduplicates: Option<bool>,
-    description: Option<Option<String>>,
-    bazaar_category: Option<Option<String>>,
-    mime_type: Option<Option<String>>,
-    input_schema: Option<Option<serde_json::Value>>,
-    output_schema: Option<Option<serde_json::Value>>,
-    public_tool: Option<bool>,
-}
-
-impl From<RouteCreate> for RouteInput {
-    fn from(b: RouteCreate) -> Self {
-        let mut input = Self {
-            path: Some(b.path.0),
-            price: Some(b.price_usd.0),
-            health_check: b.health_check.map(|h| Some(h.into())),
-            network: Some(b.network.0),
-            active: b.active,
-            streaming: b.streaming,
-            discoverable: b.discoverable,
-            origin_deduplicates: b.origin_deduplicates,
-            description: b.description.patch().map(|d| d.map(|t| t.0)),
-            bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
-            mime_type: b.mime_type.patch().map(|m| m.map(|t| t.0)),
-            input_schema: b.input_schema.patch().map(|m| m.map(|t| t.0)),
-            output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
-            public_tool: b.public_tool,
-            ..Self::default()
-        };
-        input.read_targets(b.target_url, b.targets, true);
-        input.read_balancing(b.load_balancing);
-        input
-    }
-}
-
-impl From<RouteUpdate> for RouteInput {
-    fn from(b: RouteUpdate) -> Self {
-        let mut input = Self {
-            path: b.path.map(|p| p.0),
-            price: b.price_usd.map(|p| p.0),
-            health_check: b.health_check.patch().map(|h| h.map(Into::into)),
-            network: b.network.map(|n| n.0),
-            active: b.active,
-            streaming: b.streaming,
-            discoverable: b.discoverable,
-            origin_deduplicates: b.origin_deduplicates,
-            description: b.description.patch().map(|d| d.map(|t| t.0)),
-            bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
-            mime_type: b.mime_type.patch().map(|m| m.map(|t| t.0)),
-            input_schema: b.input_schema.patch().map(|m| m.map(|t| t.0)),
-            output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
-            public_tool: b.public_tool,
-            ..Self::default()
-        };
-        input.read_targets(b.target_url, b.targets, false);
-        match b.load_balancing {
-            Nullable::Null => input.balancing = Some(Balancing::RoundRobin),
-            Nullable::Set(spec) => input.read_balancing(Some(spec)),
-            Nullable::Absent => {}
-        }
-        input
-    }
-}
+use input::RouteInput;
+pub use input::{RouteCreate, RouteUpdate};
 
 /// The deployment's rule on a well-formed body: the network is a configured one.
 fn network_problem(input: &RouteInput, networks: &Networks) -> Option<FieldProblem> {
@@ -290,59 +60,6 @@ async fn check_input(state: &AppState, input: &RouteInput) -> Result<(), ApiErro
         Ok(())
     } else {
         Err(ApiError::validation(problems))
-    }
-}
-
-impl RouteInput {
-    fn apply(self, r: &mut Route) {
-        if let Some(v) = self.path {
-            r.path = v;
-        }
-        if let Some(v) = self.price {
-            r.price = v;
-        }
-        if let Some(v) = self.targets {
-            r.set_targets(v);
-        }
-        if let Some(v) = self.balancing {
-            r.balancing = v;
-        }
-        if let Some(v) = self.health_check {
-            r.health_check = v;
-        }
-        if let Some(v) = self.network {
-            r.network = v;
-        }
-        if let Some(v) = self.active {
-            r.active = v;
-        }
-        if let Some(v) = self.streaming {
-            r.streaming = v;
-        }
-        if let Some(v) = self.discoverable {
-            r.discoverable = v;
-        }
-        if let Some(v) = self.origin_deduplicates {
-            r.origin_deduplicates = v;
-        }
-        if let Some(v) = self.description {
-            r.description = v.unwrap_or_default();
-        }
-        if let Some(v) = self.bazaar_category {
-            r.bazaar_category = v;
-        }
-        if let Some(v) = self.mime_type {
-            r.mime_type = v;
-        }
-        if let Some(v) = self.input_schema {
-            r.input_schema = v;
-        }
-        if let Some(v) = self.output_schema {
-            r.output_schema = v;
-        }
-        if let Some(v) = self.public_tool {
-            r.public_tool = v;
-        }
     }
 }
 

@@ -362,10 +362,14 @@ pub struct PriceUsd(pub UsdcAmount);
 
 impl<'de> Deserialize<'de> for PriceUsd {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = money_text(Value::deserialize(d)?).map_err(D::Error::custom)?;
-        UsdcAmount::from_usd_str(&text)
-            .map(Self)
-            .map_err(D::Error::custom)
+        let read = match Value::deserialize(d)? {
+            // Numbers keep their own words (`must be greater than 0` for -1).
+            Value::Number(n) => UsdcAmount::from_usd_json(&n).map_err(|e| e.to_string()),
+            v => money_text(v)
+                .map_err(str::to_string)
+                .and_then(|text| UsdcAmount::from_usd_str(&text).map_err(|e| e.to_string())),
+        };
+        read.map(Self).map_err(D::Error::custom)
     }
 }
 

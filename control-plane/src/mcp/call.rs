@@ -406,19 +406,11 @@ fn payment_required(
     error: &str,
     receipt: Option<Value>,
 ) -> CallToolResult {
-    use base64::Engine;
-    let mut doc = entry
-        .payment
-        .as_ref()
-        .and_then(|(_, c)| {
-            base64::engine::general_purpose::STANDARD
-                .decode(c.payment_required_header.as_bytes())
-                .ok()
-        })
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .unwrap_or_else(|| serde_json::json!({"x402Version": 2, "accepts": []}));
-    doc["error"] = Value::String(error.to_string());
-    doc["extensions"] = extensions.clone();
+    let Some((req, _)) = &entry.payment else {
+        return tool_error(error);
+    };
+    let mut doc = serde_json::to_value(req.payment_required_v2(error, Some(extensions.clone())))
+        .unwrap_or_default();
     if let Some(r) = receipt {
         doc[PAYMENT_RESPONSE_META] = r;
     }

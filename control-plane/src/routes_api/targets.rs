@@ -1,7 +1,7 @@
 //! The upstream fields of a route body (issue 18): `targets`, `loadBalancing`, `healthCheck`,
 //! and how `targetUrl` / `targets` are read into a [`RouteInput`].
 
-use super::RouteInput;
+use super::input::RouteInput;
 use crate::body::fields::{present, Bounded, HeaderField, ProbePath, TargetUrl};
 use paygate_domain::model::{Balancing, HealthCheck, RouteTarget};
 use paygate_domain::FieldProblem;

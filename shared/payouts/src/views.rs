@@ -125,15 +125,22 @@ pub struct BeneficiaryView {
 }
 
 /// A payout as `GET /corridors/{id}/payments/{paymentId}` shows it.
-/// A payout's status as the API answers it (`Initiating` is shown as `PENDING`).
-#[derive(ToSchema)]
-#[allow(clippy::upper_case_acronyms, non_camel_case_types, dead_code)]
-pub enum PayoutStatusName {
-    PENDING,
-    COMPLIANCE_HOLD,
-    SETTLED,
-    FAILED,
+/// A payout's status as the API answers it: the names [`PayoutStatus::as_str`] gives
+/// (`Initiating` is shown as `PENDING`).
+pub struct PayoutStatusName;
+
+impl utoipa::PartialSchema for PayoutStatusName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use PayoutStatus as S;
+        let names = [S::Pending, S::ComplianceHold, S::Settled, S::Failed].map(S::as_str);
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(names))
+            .into()
+    }
 }
+
+impl ToSchema for PayoutStatusName {}
 
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Payout)]

@@ -166,6 +166,28 @@ impl PaymentRequirements {
     }
 }
 
+impl PaymentRequirements {
+    /// The v2 `PaymentRequired` document for these requirements (`PAYMENT-REQUIRED`'s JSON, and
+    /// what an MCP tool error carries), with `error` and the server's `extensions`.
+    pub fn payment_required_v2(
+        &self,
+        error: &str,
+        extensions: Option<serde_json::Value>,
+    ) -> v2::PaymentRequiredV2 {
+        v2::PaymentRequiredV2 {
+            x402_version: 2,
+            error: Some(error.to_string()),
+            resource: v2::ResourceInfo {
+                url: self.resource.clone(),
+                description: Some(self.description.clone()),
+                mime_type: Some(self.mime_type.clone()),
+            },
+            accepts: vec![self.to_v2()],
+            extensions,
+        }
+    }
+}
+
 /// The three renderings of one route's `402`, computed once per route change so the hot path
 /// only copies bytes.
 #[derive(Debug, Clone)]
@@ -213,17 +235,7 @@ impl Challenge {
             accepts: vec![v1_req],
         })
         .unwrap_or_default();
-        let v2_doc = v2::PaymentRequiredV2 {
-            x402_version: 2,
-            error: Some(error.to_string()),
-            resource: v2::ResourceInfo {
-                url: req.resource.clone(),
-                description: Some(req.description.clone()),
-                mime_type: Some(req.mime_type.clone()),
-            },
-            accepts: vec![req.to_v2()],
-            extensions: extensions.as_deref().cloned(),
-        };
+        let v2_doc = req.payment_required_v2(error, extensions.as_deref().cloned());
         let payment_required_header = base64::engine::general_purpose::STANDARD
             .encode(serde_json::to_vec(&v2_doc).unwrap_or_default());
         Self {

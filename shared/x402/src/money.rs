@@ -122,8 +122,7 @@ impl UsdcAmount {
         if f <= 0.0 {
             return Err(PriceError::NotPositive);
         }
-        // `{}` on f64 never uses exponent notation and prints the shortest round-trip digits.
-        Self::from_usd_str(&format!("{f}"))
+        Self::from_usd_str(&Self::json_number_text(n).ok_or(PriceError::NotANumber)?)
     }
 
     /// The decimal text a JSON number was written as, in plain notation (`1e-6` -> `0.000001`):
