@@ -61,11 +61,14 @@ FUZZ_TARGETS := payment_header webhook route_path amounts
 FUZZ_SECONDS ?= 600
 FUZZ_SHORT_SECONDS := 15
 fuzz: fuzz-deps
+	@echo "fuzz: building the targets"; \
+	  RUSTC_BOOTSTRAP=1 cargo fuzz build --target-dir target/fuzz > target/fuzz-build.log 2>&1 \
+	  || { tail -n 60 target/fuzz-build.log; df -h . ; exit 1; }
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz $$t for $(FUZZ_SECONDS) s"; \
 	  RUSTC_BOOTSTRAP=1 cargo fuzz run --target-dir target/fuzz $$t -- \
 	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | grep -E '^(Done|stat::number_of_executed_units|==|SUMMARY|.*panicked)' ; \
-	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	  rc=$${PIPESTATUS[0]}; test $$rc -eq 0 || { echo "fuzz $$t failed (exit $$rc)"; ls fuzz/artifacts/$$t 2>/dev/null; exit 1; }; \
 	done
 
 fuzz-deps: sys-deps

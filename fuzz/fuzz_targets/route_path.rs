@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use paygate_gateway::route_path::{lookup_key, normalize};
+use paygate_domain::route_path::{lookup_key, normalize};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

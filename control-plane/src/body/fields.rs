@@ -2,7 +2,7 @@
 //! the answer's `details` shows, and describes itself to the OpenAPI document.
 
 use alloy_primitives::Address;
-use paygate_gateway::route_path;
+use paygate_domain::route_path;
 use paygate_gateway::route_table::SANDBOX_SLUG;
 use paygate_payouts::money::parse_amount;
 use paygate_x402::money::{parse_usdc_units, UsdcAmount};

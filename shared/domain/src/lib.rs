@@ -9,6 +9,7 @@ pub mod ids;
 pub mod model;
 pub mod origin_proof;
 pub mod rollup;
+pub mod route_path;
 pub mod secrets;
 
 pub use error::{ErrorBody, ErrorCode, FieldProblem, StoreError, StoreResult};

@@ -8,7 +8,6 @@ pub mod bazaar;
 pub mod follow;
 pub mod metrics;
 pub mod payments;
-pub mod route_path;
 pub mod route_table;
 pub mod target_policy;
 mod unflushed;
