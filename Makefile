@@ -105,17 +105,18 @@ bench: sys-deps bench-deps chain-deps
 
 ## bench-tls: paygate's TLS listener next to nginx with the same certificate (full handshakes,
 ## 402s over HTTP/1.1 and HTTP/2 on kept connections); writes its section of BENCHMARKS.md.
-bench-tls: sys-deps bench-deps
+bench-tls: sys-deps bench-deps chain-deps
 	cargo build --release --bin paygate
-	python3 benches/tls.py --paygate target/release/paygate
+	python3 benches/tls.py --paygate target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## bench-seller: the seller's view at scale: 1,000,000 payments, 100,000 payouts and 1,000
 ## routes seeded into one organisation (benches/ledger_seed.rs), then ledger pages, org metrics
 ## and the console's overview in headless Chromium timed; writes its section of BENCHMARKS.md.
-bench-seller: sys-deps py-deps browser-deps
+bench-seller: sys-deps py-deps browser-deps chain-deps
 	cargo build --release --bin paygate
 	cargo build --release --example ledger_seed
-	$(PY) benches/ledger.py --paygate target/release/paygate --seed target/release/examples/ledger_seed
+	$(PY) benches/ledger.py --paygate target/release/paygate --seed target/release/examples/ledger_seed \
+	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## bench-cluster: paygate on PostgreSQL next to sled, propagation between nodes, paid throughput
 ## with 1, 2 and 3 nodes on one database; writes its section of BENCHMARKS.md.

@@ -36,6 +36,8 @@ RELAYERS = [
     "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
     "0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
 ]
+# Anvil's account 4 (gas only): the relayer of the nodes of the unpaid runs.
+UNPAID_RELAYER = "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a"
 PAYERS = [
     ("0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"),
     ("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC", "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"),
@@ -91,9 +93,10 @@ def node(a, work, name, database_url=None, relayer=None, rpc=None):
     return Paygate(a.paygate, work, name, env)
 
 
-def unpaid(a, work, procs, database_url, up):
-    sled = node(a, work, "sled")
-    pgn = node(a, work, "pg-unpaid", database_url)
+def unpaid(a, work, procs, database_url, up, rpc):
+    # Routes are only created on a network the node settles: these settle too (never used).
+    sled = node(a, work, "sled", relayer=UNPAID_RELAYER, rpc=rpc)
+    pgn = node(a, work, "pg-unpaid", database_url, relayer=UNPAID_RELAYER, rpc=rpc)
     procs += [sled, pgn]
     for gw in (sled, pgn):
         gw.route(gw.org("u" + str(gw.port)), "/r", up)
@@ -318,8 +321,8 @@ def main():
         procs.append(Command(work, "upstream", ["nginx", "-c", conf, "-p", work]))
         up = f"http://127.0.0.1:{up_port}/"
         wait_http(up)
-        r = {"unpaid": unpaid(a, work, procs, database_url, up)}
         rpc = start_chain(a, work, procs, [p for p, _ in PAYERS])
+        r = {"unpaid": unpaid(a, work, procs, database_url, up, rpc)}
         r["paid"] = paid_cpu(a, work, procs, database_url, rpc, up)
         nodes = [node(a, work, f"node{i}", database_url, RELAYERS[1 + i], rpc) for i in range(3)]
         procs += nodes

@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import ROOT, Paygate, call, in_work_dir  # noqa: E402
+from run import PAYER, ROOT, Paygate, call, in_work_dir, settling, start_chain  # noqa: E402
 
 BEGIN, END = "<!-- seller:begin -->", "<!-- seller:end -->"
 
@@ -84,7 +84,8 @@ def overview_render(base, key, reps):
 
 
 def run(a, work, procs):
-    pg = Paygate(a.paygate, work, "seller")
+    rpc = start_chain(a, work, procs, [PAYER[0]])
+    pg = Paygate(a.paygate, work, "seller", settling(rpc))
     procs.append(pg)
     key = pg.org("acme")
     routes = []
@@ -101,7 +102,7 @@ def run(a, work, procs):
                           capture_output=True, text=True, check=True)
     seeded = json.loads(seed.stdout.strip().splitlines()[-1])
     print("seeded", seeded, flush=True)
-    pg = Paygate(a.paygate, work, "seller")
+    pg = Paygate(a.paygate, work, "seller", settling(rpc))
     procs.append(pg)
 
     n = a.requests
@@ -177,6 +178,9 @@ def main():
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--render-reps", type=int, default=5)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--anvil", required=True)
+    ap.add_argument("--artifacts", required=True)
+    ap.add_argument("--block-time", type=float, default=1.0)
     a = ap.parse_args()
     r = in_work_dir("paygate-ledger-", lambda work, procs: run(a, work, procs))
     text = section(a, r)

@@ -377,20 +377,20 @@ def start_chain(a, work, procs, mint_to):
     return rpc
 
 
-def paid_path(a, work, procs, up):
+def settling(rpc, relayer=RELAYER_KEY):
+    """Environment for a paygate settling on the chain at `rpc`: a route can only be created on
+    a network the deployment settles, so every benchmarked gateway settles (most never do)."""
+    return {"PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": rpc, "PAYGATE_RELAYER_KEY": relayer}
+
+
+def paid_path(a, work, procs, up, rpc):
     """Verify + settle + proxy on anvil: paygate (embedded facilitator) vs the x402-axum peer
     settling through paygate's facilitator API (same relayer, chain and nonce manager).
 
     anvil mines a block every --block-time seconds (Base mines every 2 s) and keeps no history,
     so it does not slow down as the run goes on (automine makes a block per transaction and
     degraded to a third of its speed within a few thousand payments)."""
-    rpc = start_chain(a, work, procs, [PAYER[0]])
-    gw = Paygate(
-        a.paygate,
-        work,
-        "paygate-paid",
-        {"PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL": rpc, "PAYGATE_RELAYER_KEY": RELAYER_KEY},
-    )
+    gw = Paygate(a.paygate, work, "paygate-paid", settling(rpc))
     procs.append(gw)
     key = gw.org("paid")
     gw.route(key, "/r", up + "/", price=0.001)
@@ -451,11 +451,12 @@ def run(a, work, procs):
     procs.append(upstream)
     up = f"http://127.0.0.1:{up_port}"
     wait_http(up + "/")
-    r["paid"] = paid_path(a, work, procs, up)
+    rpc = start_chain(a, work, procs, [PAYER[0]])
+    r["paid"] = paid_path(a, work, procs, up, rpc)
     if a.paid_only:
         return r
 
-    gw = Paygate(a.paygate, work, "paygate")
+    gw = Paygate(a.paygate, work, "paygate", settling(rpc))
     procs.append(gw)
     key = gw.org("bench")
     gw.route(key, "/r", up + "/")
@@ -489,7 +490,7 @@ def run(a, work, procs):
                           proxy_set_header Connection ""; }} }}""",
     )
     procs.append(nproxy)
-    bgw = Paygate(a.bench_paygate, work, "paygate-bench")
+    bgw = Paygate(a.bench_paygate, work, "paygate-bench", settling(rpc))
     procs.append(bgw)
     bkey = bgw.org("bench")
     bgw.route(bkey, "/r", up + "/")

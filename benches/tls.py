@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import ROOT, Nginx, Paygate, free_port, in_work_dir, pin, wait_http, wrk  # noqa: E402
+from run import PAYER, ROOT, Nginx, Paygate, free_port, in_work_dir, pin, settling, start_chain, wait_http, wrk  # noqa: E402
 
 BEGIN, END = "<!-- tls:begin -->", "<!-- tls:end -->"
 
@@ -60,10 +60,12 @@ def certificate(work):
 def run(a, work, procs):
     cert, key = certificate(work)
     tls_port = free_port()
+    rpc = start_chain(a, work, procs, [PAYER[0]])
     gw = Paygate(a.paygate, work, "paygate-tls", {
         "PAYGATE__SERVER__TLS__LISTEN": f"127.0.0.1:{tls_port}",
         "PAYGATE__SERVER__TLS__CERT": cert,
         "PAYGATE__SERVER__TLS__KEY": key,
+        **settling(rpc),
     })
     procs.append(gw)
     key_ = gw.org("bench")
@@ -159,6 +161,9 @@ def main():
     ap.add_argument("--duration", type=int, default=6)
     ap.add_argument("--conns", type=int, default=32)
     ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    ap.add_argument("--anvil", required=True)
+    ap.add_argument("--artifacts", required=True)
+    ap.add_argument("--block-time", type=float, default=1.0)
     a = ap.parse_args()
     write(a, in_work_dir("paygate-tls-bench-", lambda work, procs: run(a, work, procs)))
 

@@ -292,7 +292,21 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         StorageBackend::Sled => paygate_gateway::usage::PlanUsage::new(dyn_store.clone()),
         StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(dyn_store.clone()),
     });
-    let payments = Arc::new(PaymentService::new(dyn_store.clone(), facilitator, usage));
+    let networks = table.render_context().networks.clone();
+    let payments = Arc::new(PaymentService::new(
+        dyn_store.clone(),
+        facilitator.clone(),
+        usage,
+        networks,
+    ));
+    // What the facilitator settles, before the first probe: routes may be created at once.
+    if let Some(f) = &facilitator {
+        let timeout = Duration::from_secs(cfg.facilitator.request_timeout_seconds.clamp(1, 2));
+        let asked = rt.block_on(async { tokio::time::timeout(timeout, f.supported()).await });
+        if let Ok(Ok(kinds)) = asked {
+            payments.settleable().learn_supported(&kinds);
+        }
+    }
     let draining = crate::handover::watch_draining(&server);
     let limits = Arc::new(paygate_proxy::limits::Limits::from_config(&cfg.limits));
     server.add_service(background_service(

@@ -14,7 +14,7 @@ async fn challenge_carries_all_three_forms_built_from_the_route() {
     gw.create_route(
         &key,
         json!({"path": "/v1/quote", "priceUSD": 0.000001, "targetUrl": "https://api.example.com",
-               "network": "eip155:8453", "description": "Quotes"}),
+               "network": "eip155:84532", "description": "Quotes"}),
     )
     .await;
     let r = gw.get("/gateway/acme/v1/quote?symbol=ETH").await;
@@ -32,8 +32,8 @@ async fn challenge_carries_all_three_forms_built_from_the_route() {
     assert_eq!(v1, &seed, "seed header equals the v1 requirement");
     assert_eq!(v1["scheme"], "exact");
     assert_eq!(
-        v1["network"], "base",
-        "v1 name even though the route says eip155:8453"
+        v1["network"], "base-sepolia",
+        "v1 name even though the route says eip155:84532"
     );
     assert_eq!(v1["maxAmountRequired"], "1");
     assert_eq!(
@@ -42,8 +42,8 @@ async fn challenge_carries_all_three_forms_built_from_the_route() {
         "absolute, without the query"
     );
     assert_eq!(v1["payTo"], WALLET_A);
-    assert_eq!(v1["asset"], "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913");
-    assert_eq!(v1["extra"], json!({"name": "USD Coin", "version": "2"}));
+    assert_eq!(v1["asset"], "0x036CbD53842c5426634e7929541eC2318f3dCF7e");
+    assert_eq!(v1["extra"], json!({"name": "USDC", "version": "2"}));
     assert_eq!(v1["maxTimeoutSeconds"], 60);
     assert_eq!(v1["description"], "Quotes");
     assert_eq!(v1["mimeType"], "");
@@ -51,7 +51,7 @@ async fn challenge_carries_all_three_forms_built_from_the_route() {
     assert_eq!(v2["x402Version"], 2);
     assert_eq!(v2["resource"]["url"], json!(resource));
     let a = &v2["accepts"][0];
-    assert_eq!(a["network"], "eip155:8453");
+    assert_eq!(a["network"], "eip155:84532");
     assert_eq!(a["amount"], "1");
     assert_eq!(a["payTo"], WALLET_A);
     assert_eq!(a["asset"], v1["asset"]);

@@ -152,7 +152,7 @@ async fn one_idempotency_key_sent_to_every_node_at_once_has_one_effect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_payment_sent_to_every_node_at_once_is_settled_and_served_once() {
-    let chain = Chain::start();
+    let chain = std::sync::Arc::new(Chain::start());
     let pg = paygate_store::testing::PgCluster::start();
     let n = paid_nodes(&chain, &pg.url(), &[]).await;
     let upstream = Upstream::start().await;
@@ -263,7 +263,7 @@ async fn org_metrics_count_every_nodes_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_limit_holds_exactly_across_nodes() {
     const LIMIT: usize = 3;
-    let chain = Chain::start();
+    let chain = std::sync::Arc::new(Chain::start());
     let pg = paygate_store::testing::PgCluster::start();
     let limit = LIMIT.to_string();
     let n = paid_nodes(
@@ -353,7 +353,7 @@ async fn mcp_post(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_sessions_and_the_daily_cap_hold_across_nodes() {
     const CAP_CALLS: usize = 3;
-    let chain = Chain::start();
+    let chain = std::sync::Arc::new(Chain::start());
     let pg = paygate_store::testing::PgCluster::start();
     // Every node decrypts the payer wallet: they share the master key.
     let master = ("PAYGATE_MASTER_KEY", MCP_MASTER_KEY);

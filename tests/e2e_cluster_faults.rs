@@ -67,7 +67,7 @@ async fn a_node_started_before_its_database_waits_and_says_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relayer_account_is_one_nodes_alone() {
-    let chain = Chain::start();
+    let chain = std::sync::Arc::new(Chain::start());
     let pg = paygate_store::testing::PgCluster::start();
     let env = chain.gateway_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -84,7 +84,7 @@ async fn a_relayer_account_is_one_nodes_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restarted_under_load_charges_nothing_and_every_node_recovers() {
-    let chain = Chain::start();
+    let chain = std::sync::Arc::new(Chain::start());
     let pg = paygate_store::testing::PgCluster::start();
     let n = paid_nodes(&chain, &pg.url(), &[]).await;
     let upstream = Upstream::start().await;
@@ -195,7 +195,7 @@ fn trials() -> usize {
 async fn cluster_sigkill_of_the_elected_node_mid_payment_loses_nothing() {
     const VALIDITY_SECS: u64 = 12;
     let trials = trials();
-    let chain = Chain::start();
+    let chain = std::sync::Arc::new(Chain::start());
     let pg = paygate_store::testing::PgCluster::start();
     let mut n = paid_nodes(
         &chain,

@@ -381,43 +381,43 @@ async fn invalid_input_is_refused_with_details_and_changes_nothing() {
     let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
     let cases: Vec<(Value, &str)> = vec![
         (
-            json!({"priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base"}),
+            json!({"priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "path",
         ),
         (
-            json!({"path": "a", "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a", "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "priceUSD",
         ),
         (
-            json!({"path": "a", "priceUSD": 0, "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a", "priceUSD": 0, "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "priceUSD",
         ),
         (
-            json!({"path": "a", "priceUSD": -1, "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a", "priceUSD": -1, "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "priceUSD",
         ),
         (
-            json!({"path": "a", "priceUSD": 0.0000001, "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a", "priceUSD": 0.0000001, "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "priceUSD",
         ),
         (
-            json!({"path": "a", "priceUSD": 1000001, "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a", "priceUSD": 1000001, "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "priceUSD",
         ),
         (
-            json!({"path": "a", "priceUSD": "0.0000001", "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a", "priceUSD": "0.0000001", "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "priceUSD",
         ),
         (
-            json!({"path": "a", "priceUSD": [0.01], "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a", "priceUSD": [0.01], "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "priceUSD",
         ),
         (
-            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "ftp://x.io", "network": "base"}),
+            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "ftp://x.io", "network": "base-sepolia"}),
             "targetUrl",
         ),
         (
-            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "not a url", "network": "base"}),
+            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "not a url", "network": "base-sepolia"}),
             "targetUrl",
         ),
         (
@@ -425,23 +425,23 @@ async fn invalid_input_is_refused_with_details_and_changes_nothing() {
             "network",
         ),
         (
-            json!({"path": "a/../b", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a/../b", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "path",
         ),
         (
-            json!({"path": "a?b=1", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base"}),
+            json!({"path": "a?b=1", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia"}),
             "path",
         ),
         (
-            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base", "active": "yes"}),
+            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia", "active": "yes"}),
             "active",
         ),
         (
-            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base", "colour": "red"}),
+            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia", "colour": "red"}),
             "colour",
         ),
         (
-            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base", "id": "rt_x"}),
+            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia", "id": "rt_x"}),
             "id",
         ),
     ];
@@ -462,8 +462,31 @@ async fn invalid_input_is_refused_with_details_and_changes_nothing() {
             "{err}"
         );
     }
-    // Both network spellings are accepted and stored as given.
-    for n in ["base", "eip155:8453", "base-sepolia", "eip155:84532"] {
+    // A network this deployment does not settle (Base: no RPC here) is refused by either
+    // spelling, and the problem names the networks it does settle.
+    for n in ["base", "eip155:8453"] {
+        let body = json!({"path": "a", "priceUSD": 1, "targetUrl": "http://x.io", "network": n});
+        let (status, code, err) =
+            error_of(gw.api(&key, Method::POST, "/api/routes", Some(body)).await).await;
+        assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"), "{err}");
+        assert_eq!(err["details"][0]["field"], "network", "{err}");
+        assert_eq!(
+            err["details"][0]["problem"],
+            "must be a network this deployment settles: base-sepolia, eip155:84532",
+            "{err}"
+        );
+    }
+    // ...as /facilitator/supported lists them.
+    let supported: Value = gw.get("/facilitator/supported").await.json().await.unwrap();
+    let networks: Vec<&str> = supported["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["network"].as_str().unwrap())
+        .collect();
+    assert_eq!(networks, ["base-sepolia", "eip155:84532"], "{supported}");
+    // Both spellings of a settled network are accepted and stored as given.
+    for n in ["base-sepolia", "eip155:84532"] {
         let path = format!("n-{}", n.replace(':', "-"));
         let r = gw
             .create_route(
@@ -527,7 +550,7 @@ async fn invalid_input_is_refused_with_details_and_changes_nothing() {
         .json()
         .await
         .unwrap();
-    assert_eq!(list.as_array().unwrap().len(), 5);
+    assert_eq!(list.as_array().unwrap().len(), 3);
     // Unknown endpoints and methods answer JSON too.
     let (status, code, _) = error_of(gw.get("/nope").await).await;
     assert_eq!((status, code.as_str()), (404, "NOT_FOUND"));

@@ -121,8 +121,10 @@ pub async fn prometheus(State(state): State<AppState>, _scraper: ScrapeAuth) -> 
     )
 }
 
-/// Probes the facilitator every `metrics.probe_interval_seconds`: failure (or none configured)
-/// is `down`, slower than `metrics.degraded_latency_ms` is `degraded`, else `up`.
+/// Probes the facilitator every `metrics.probe_interval_seconds`: failure, none configured, or
+/// none of its networks answering is `down`; some of its networks not answering, or an answer
+/// slower than `metrics.degraded_latency_ms`, is `degraded`; else `up`. What answered is what
+/// routes may be paid on until the next probe ([`paygate_gateway::settleable`]).
 pub async fn probe_facilitator(state: AppState) {
     let cfg = &state.config.metrics;
     let degraded = Duration::from_millis(cfg.degraded_latency_ms);
@@ -139,12 +141,18 @@ pub async fn probe_facilitator(state: AppState) {
             },
             Some(f) => {
                 let t = Instant::now();
-                let ok = matches!(tokio::time::timeout(timeout, f.probe()).await, Ok(Ok(())));
+                let reach = match tokio::time::timeout(timeout, f.reach()).await {
+                    Ok(Ok(r)) => Some(r),
+                    _ => None,
+                };
                 let took = t.elapsed();
-                let status = match (ok, took > degraded) {
-                    (false, _) => "down",
-                    (true, true) => "degraded",
-                    (true, false) => "up",
+                state.payments.settleable().learn(reach.as_ref());
+                let status = match reach {
+                    None => "down",
+                    Some(r) if r.answering.is_empty() => "down",
+                    Some(r) if r.answering.len() < r.supported.len() => "degraded",
+                    Some(_) if took > degraded => "degraded",
+                    Some(_) => "up",
                 };
                 FacilitatorHealth {
                     status,

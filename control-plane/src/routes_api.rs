@@ -15,31 +15,66 @@ use paygate_domain::ids::new_id;
 use paygate_domain::model::{IdempotencyRecord, Route};
 use paygate_domain::StoreError;
 use paygate_domain::{now_rfc3339, ErrorCode, FieldProblem};
+use paygate_gateway::settleable::Standing;
 use paygate_x402::money::UsdcAmount;
-use paygate_x402::network::Networks;
 
 mod input;
 mod targets;
 use input::RouteInput;
 pub use input::{RouteCreate, RouteUpdate};
 
-/// The deployment's rule on a well-formed body: the network is a configured one.
-fn network_problem(input: &RouteInput, networks: &Networks) -> Option<FieldProblem> {
-    match &input.network {
-        Some(n) if networks.resolve(n).is_none() => Some(FieldProblem::new(
-            "network",
-            format!("must be one of {}", networks.spellings().join(", ")),
+/// The deployment's rule on a well-formed body's network: one this deployment settles (a
+/// problem naming those otherwise); `Err` when it settles it but cannot now (its facilitator or
+/// RPC does not answer): `503`, try again.
+fn network_problem(input: &RouteInput, state: &AppState) -> Result<Option<FieldProblem>, ApiError> {
+    let Some(spelling) = &input.network else {
+        return Ok(None);
+    };
+    let settleable = state.payments.settleable();
+    let standing = state
+        .networks()
+        .resolve(spelling)
+        .map(|n| (n, settleable.standing(n)));
+    match standing {
+        Some((_, Standing::Settles)) => Ok(None),
+        Some((n, Standing::NotAnswering)) => Err(ApiError::new(
+            ErrorCode::FacilitatorUnavailable,
+            format!(
+                "payments on {} cannot be settled now (the facilitator or the network's RPC does \
+                 not answer); try again later",
+                n.v1_name
+            ),
         )),
-        _ => None,
+        None | Some((_, Standing::NotSettled)) => {
+            let choice = settleable.spellings();
+            let message = if choice.is_empty() {
+                "no network can be settled by this deployment now (no facilitator is configured \
+                 or none answers)"
+                    .to_string()
+            } else {
+                format!(
+                    "must be a network this deployment settles: {}",
+                    choice.join(", ")
+                )
+            };
+            Ok(Some(FieldProblem::new("network", message)))
+        }
     }
 }
 
 /// Refuses the body's own problems with its target fields, and a target that resolves to an
 /// internal address (SSRF), unless allow-listed: every problem in `details`.
-/// Also refuses a network this deployment does not know.
+/// Also refuses a network this deployment does not settle (and, when no other problem is
+/// found, one it cannot settle now: `503`).
 async fn check_input(state: &AppState, input: &RouteInput) -> Result<(), ApiError> {
     let mut problems = input.problems.clone();
-    problems.extend(network_problem(input, state.networks()));
+    let unanswered = match network_problem(input, state) {
+        Ok(p) => {
+            problems.extend(p);
+            None
+        }
+        Err(e) => Some(e),
+    };
     for (i, t) in input.targets.iter().flatten().enumerate() {
         let Some(target) = paygate_gateway::route_table::UpstreamTarget::parse(&t.url) else {
             continue;
@@ -56,10 +91,10 @@ async fn check_input(state: &AppState, input: &RouteInput) -> Result<(), ApiErro
             problems.push(FieldProblem::new(field, problem.to_string()));
         }
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::validation(problems))
+    match unanswered {
+        _ if !problems.is_empty() => Err(ApiError::validation(problems)),
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 
@@ -155,7 +190,7 @@ fn route_not_found() -> ApiError {
     )
 }
 
-#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(post, path = "/api/routes", tag = "routes", security(("orgKey" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), request_body = RouteCreate, responses((status = 201, description = "Created (also a replay of the same Idempotency-Key)", body = RouteView), (status = 409, description = "Path already used, or the Idempotency-Key was used with another request", body = paygate_domain::ErrorBody), (status = 503, description = "The network is one this deployment settles, but its facilitator or RPC does not answer now: try again", body = paygate_domain::ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
@@ -248,7 +283,7 @@ pub async fn get_one(
     Ok(Json(RouteView::from(&route).with_health(health)).into_response())
 }
 
-#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(patch, path = "/api/routes/{id}", tag = "routes", security(("orgKey" = [])), params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters")), request_body = RouteUpdate, responses((status = 200, description = "Updated, effective at once", body = RouteView), (status = 404, description = "No such route in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "Path already used, or Idempotency-Key reused with another request", body = paygate_domain::ErrorBody), (status = 503, description = "The network is one this deployment settles, but its facilitator or RPC does not answer now: try again", body = paygate_domain::ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
     auth: OrgAuth,

@@ -54,7 +54,8 @@ impl AppState {
     ) -> Self {
         let admin_token = config.admin.token().map(Arc::from);
         let usage = Arc::new(PlanUsage::new(store.clone()));
-        let payments = Arc::new(PaymentService::new(store.clone(), None, usage));
+        let networks = table.render_context().networks.clone();
+        let payments = Arc::new(PaymentService::new(store.clone(), None, usage, networks));
         let payouts = PayoutEngine::new(store.clone(), None);
         Self {
             store,

@@ -343,6 +343,17 @@ impl Gateway {
             ));
         };
         let refused = |r: Refusal| Answer::refused(r, requirements, challenge, request_id);
+        // A network that cannot settle now (no facilitator for it, or it stopped answering the
+        // health probe) is a 503 before any challenge: never invite a payment that cannot land.
+        if !entry.sandbox && !self.payments.settleable().now(&requirements.network) {
+            return Err(Answer::Error(
+                ErrorCode::FacilitatorUnavailable,
+                Cow::Owned(format!(
+                    "payments on {} cannot be settled now; try again later",
+                    requirements.network.v1_name
+                )),
+            ));
+        }
         #[cfg(feature = "bench-free-pass")]
         if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
             let to = self

@@ -5,31 +5,23 @@ use super::chain::{address, Chain, KEYS};
 use super::upstream::Upstream;
 use super::Gateway;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The most a change may take to reach another node before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
-/// Three nodes on the database `url`.
+/// Three nodes on the database `url`, settling on a local chain they share.
 pub async fn nodes(url: &str) -> Vec<Gateway> {
-    let mut out = Vec::new();
-    for _ in 0..3 {
-        out.push(Gateway::start_on(url, &[]).await);
-    }
-    out
+    paid_nodes(&Arc::new(Chain::start()), url, &[]).await
 }
 
 /// Three nodes settling on `chain`, each with its own relayer account (a node refuses to start
 /// with a relayer another live node holds), plus `extra` environment.
-pub async fn paid_nodes(chain: &Chain, url: &str, extra: &[(&str, &str)]) -> Vec<Gateway> {
+pub async fn paid_nodes(chain: &Arc<Chain>, url: &str, extra: &[(&str, &str)]) -> Vec<Gateway> {
     let mut n = Vec::new();
     for relayer in &KEYS[5..8] {
-        let mut env = chain.gateway_env();
-        env.retain(|(k, _)| k != "PAYGATE_RELAYER_KEY");
-        env.push(("PAYGATE_RELAYER_KEY".into(), relayer.to_string()));
-        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        n.push(Gateway::start_on(url, &env).await);
+        n.push(Gateway::start_on_chain(url, chain, relayer, extra).await);
     }
     n
 }

@@ -45,6 +45,18 @@ pub struct Gateway {
     _pg: Option<paygate_store::testing::PgCluster>,
     /// The database the gateway uses, when on PostgreSQL (its own, or a cluster's shared one).
     database_url: Option<String>,
+    /// The local chain the gateway settles on, when the harness gave it one (a route can only
+    /// be created on a network the deployment settles); shared by a cluster's nodes.
+    chain: Option<std::sync::Arc<chain::Chain>>,
+    /// The environment settling on that chain (the test's own environment overrides it).
+    chain_env: Vec<(String, String)>,
+}
+
+/// Whether `env` chooses how the gateway settles (a relayer key or a facilitator kind): the
+/// harness then gives it no chain of its own.
+fn settles_by_itself(env: &[(&str, &str)]) -> bool {
+    env.iter()
+        .any(|(k, _)| *k == "PAYGATE_RELAYER_KEY" || *k == "PAYGATE__FACILITATOR__KIND")
 }
 
 /// Whether this run of the suite puts gateways on PostgreSQL (`make test` runs the end-to-end
@@ -63,15 +75,50 @@ impl Gateway {
         Self::start_with(&refs).await
     }
 
+    /// A gateway with `env`; unless `env` says how it settles, it settles on a local chain of
+    /// its own (anvil with USDC, started here).
     pub async fn start_with(env: &[(&str, &str)]) -> Self {
         let pg = on_postgres().then(paygate_store::testing::PgCluster::start);
         let url = pg.as_ref().map(|c| c.url());
-        Self::start_inner(env, pg, url).await
+        let mut g = Self::unstarted(env, pg, url);
+        if !settles_by_itself(env) {
+            g.settle_on(std::sync::Arc::new(chain::Chain::start()), chain::KEYS[0]);
+        }
+        g.spawn().await;
+        g
     }
 
-    /// A node of a cluster: a gateway on the shared PostgreSQL database `url`.
+    /// A node of a cluster: a gateway on the shared PostgreSQL database `url` (with no chain
+    /// unless `env` names one).
     pub async fn start_on(url: &str, env: &[(&str, &str)]) -> Self {
         Self::start_inner(env, None, Some(url.to_string())).await
+    }
+
+    /// A node of a cluster settling on the shared `chain` with its own `relayer` key.
+    pub async fn start_on_chain(
+        url: &str,
+        chain: &std::sync::Arc<chain::Chain>,
+        relayer: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut g = Self::unstarted(env, None, Some(url.to_string()));
+        g.settle_on(chain.clone(), relayer);
+        g.spawn().await;
+        g
+    }
+
+    /// Settles on `chain` with the `relayer` key (set before the first start).
+    fn settle_on(&mut self, chain: std::sync::Arc<chain::Chain>, relayer: &str) {
+        let mut env = chain.gateway_env();
+        env.retain(|(k, _)| k != "PAYGATE_RELAYER_KEY");
+        env.push(("PAYGATE_RELAYER_KEY".into(), relayer.into()));
+        self.chain_env = env;
+        self.chain = Some(chain);
+    }
+
+    /// The chain the harness gave this gateway, if it did.
+    pub fn chain(&self) -> Option<&chain::Chain> {
+        self.chain.as_deref()
     }
 
     /// A gateway that may refuse to start: its log once it exited (`Ok` if it served).
@@ -126,6 +173,8 @@ impl Gateway {
             upgrading: false,
             _pg: pg,
             database_url,
+            chain: None,
+            chain_env: Vec::new(),
         }
     }
 
@@ -233,7 +282,7 @@ impl Gateway {
             cmd.env("PAYGATE__STORAGE__BACKEND", "postgres")
                 .env("PAYGATE_DATABASE_URL", url);
         }
-        for (k, v) in &self.extra_env {
+        for (k, v) in self.chain_env.iter().chain(&self.extra_env) {
             cmd.env(k, v);
         }
         self.child = Some(cmd.spawn().expect("spawn paygate"));
@@ -646,4 +695,32 @@ pub fn decode_v2(r: &reqwest::Response) -> Value {
 pub fn b64_header(payload: &Value) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(payload.to_string())
+}
+
+/// A gateway started with `env`, with org `acme` (receiver account 9) and its paid `/echo`.
+pub async fn gateway_with_echo(
+    env: Vec<(String, String)>,
+) -> (Gateway, upstream::Upstream, alloy_primitives::Address) {
+    let gw = Gateway::start_with_owned(env).await;
+    let upstream = upstream::Upstream::start().await;
+    let receiver = chain::address(9);
+    let (_, key) = gw
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    gw.create_route(
+        &key,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo?fixed=1", upstream.url),
+               "network": "base-sepolia", "description": "echo"}),
+    )
+    .await;
+    (gw, upstream, receiver)
+}
+
+pub async fn pay_v1(gw: &Gateway, spec: &chain::PaymentSpec) -> reqwest::Response {
+    gw.http
+        .get(gw.url("/gateway/acme/echo?q=1"))
+        .header("X-PAYMENT", spec.v1_header())
+        .send()
+        .await
+        .unwrap()
 }

@@ -10,6 +10,7 @@ use paygate_gateway::route_table::RouteEntry;
 use paygate_store::SpendReservation;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::sign::payment_header;
+use paygate_x402::PaymentRequirements;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::ErrorData as McpError;
 use serde_json::Value;
@@ -296,6 +297,17 @@ fn own_url(state: &AppState, slug: &str, entry: &RouteEntry) -> Result<url::Url,
     ))
 }
 
+/// A tool error when payments on the route's network cannot be settled now (as the proxy
+/// answers `503` before any challenge): nothing is signed or offered.
+fn unsettleable(state: &AppState, req: &PaymentRequirements) -> Option<CallToolResult> {
+    (!state.payments.settleable().now(&req.network)).then(|| {
+        tool_error(format!(
+            "this tool cannot be paid now: payments on {} cannot be settled; try again later",
+            req.network.v1_name
+        ))
+    })
+}
+
 /// Calls `entry` of organisation `org_id` (reached at `/gateway/{slug}`) with `args`.
 pub async fn call_tool(
     state: &AppState,
@@ -313,6 +325,9 @@ pub async fn call_tool(
             "this API cannot be paid yet: its organisation has no receiver wallet",
         ));
     };
+    if let Some(refused) = unsettleable(state, req) {
+        return Ok(refused);
+    }
     let org = state
         .store
         .get_org(org_id)
@@ -448,6 +463,9 @@ pub async fn call_paid_by_caller(
     let Some((req, _)) = &entry.payment else {
         return tool_error("this API cannot be paid yet: its organisation has no receiver wallet");
     };
+    if let Some(refused) = unsettleable(state, req) {
+        return refused;
+    }
     let Some(payment) = payment else {
         return payment_required(
             &entry,

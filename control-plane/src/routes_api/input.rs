@@ -41,7 +41,8 @@ pub struct RouteCreate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     health_check: Option<HealthCheckSpec>,
-    // A configured network, e.g. `base-sepolia` or `eip155:84532`.
+    /// A network this deployment settles (as `GET /facilitator/supported` lists), by its v1
+    /// name or CAIP-2 id: `base-sepolia` or `eip155:84532`.
     #[schema(inline)]
     network: Text<64>,
     #[serde(default, deserialize_with = "present")]
@@ -114,6 +115,7 @@ pub struct RouteUpdate {
     #[serde(default)]
     #[schema(schema_with = nullable::<HealthCheckSpec>)]
     health_check: Nullable<HealthCheckSpec>,
+    /// A network this deployment settles (as `GET /facilitator/supported` lists).
     #[serde(default, deserialize_with = "present")]
     #[schema(inline, nullable = false)]
     network: Option<Text<64>>,

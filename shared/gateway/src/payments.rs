@@ -3,6 +3,7 @@
 //! [`Paid`] or a [`Refusal`]; each caller (the Pingora hot path, the facilitator API) turns a
 //! refusal into its own wire answer through the one mapping on [`Refusal`].
 
+use crate::settleable::Settleable;
 use crate::usage::{PlanUsage, Slot};
 use alloy_primitives::Address;
 use base64::Engine;
@@ -12,6 +13,7 @@ use paygate_domain::StoreError;
 use paygate_store::{PaymentReservation, Store};
 use paygate_x402::facilitator::wire::SettleResponse;
 use paygate_x402::facilitator::{Facilitator, FacilitatorError, PaymentRequest};
+use paygate_x402::network::Networks;
 use paygate_x402::payment::{DecodeError, PaymentPayload, ProtocolVersion, SignedAuthorization};
 use paygate_x402::verify::{self, Rejection};
 use paygate_x402::PaymentRequirements;
@@ -163,19 +165,32 @@ pub struct PaymentService {
     store: Arc<dyn Store>,
     facilitator: Option<Arc<dyn Facilitator>>,
     usage: Arc<PlanUsage>,
+    settleable: Settleable,
 }
 
 impl PaymentService {
+    /// `networks`: the configured ones, of which the facilitator settles some.
     pub fn new(
         store: Arc<dyn Store>,
         facilitator: Option<Arc<dyn Facilitator>>,
         usage: Arc<PlanUsage>,
+        networks: Networks,
     ) -> Self {
+        let settleable = match facilitator {
+            Some(_) => Settleable::new(networks),
+            None => Settleable::none(networks),
+        };
         Self {
             store,
             facilitator,
             usage,
+            settleable,
         }
+    }
+
+    /// Which networks settle now, as the facilitator last said.
+    pub fn settleable(&self) -> &Settleable {
+        &self.settleable
     }
 
     /// The plan counters this service takes slots from.

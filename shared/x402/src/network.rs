@@ -34,6 +34,13 @@ pub struct Network {
     pub config: NetworkConfig,
 }
 
+impl Network {
+    /// Whether `spelling` names this network (its v1 name or its CAIP-2 id).
+    pub fn spelled(&self, spelling: &str) -> bool {
+        self.v1_name == spelling || self.caip2 == spelling
+    }
+}
+
 /// The configured networks, looked up by either spelling.
 #[derive(Debug, Clone, Default)]
 pub struct Networks {
@@ -61,7 +68,7 @@ impl Networks {
         if let Some(n) = self.by_name.get(spelling) {
             return Some(n);
         }
-        self.by_name.values().find(|n| n.caip2 == spelling)
+        self.by_name.values().find(|n| n.spelled(spelling))
     }
 
     /// Every configured network.

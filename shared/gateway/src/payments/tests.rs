@@ -92,8 +92,13 @@ impl Fixture {
         let facilitator = Arc::new(facilitator);
         let usage = Arc::new(PlanUsage::new(store.clone()));
         let f: Arc<dyn Facilitator> = facilitator.clone();
-        let service = Arc::new(PaymentService::new(store.clone(), Some(f), usage));
         let networks = Networks::from_config(&builtin_networks());
+        let service = Arc::new(PaymentService::new(
+            store.clone(),
+            Some(f),
+            usage,
+            networks.clone(),
+        ));
         let req = PaymentRequirements {
             network: networks.resolve("base-sepolia").unwrap().clone(),
             amount: UsdcAmount(10_000),
@@ -221,6 +226,7 @@ async fn without_a_facilitator_a_valid_payment_is_503_before_anything_is_reserve
         f.store.clone(),
         None,
         Arc::new(PlanUsage::new(f.store.clone())),
+        Networks::from_config(&builtin_networks()),
     );
     let header = f.header();
     let r = service

@@ -2,7 +2,9 @@
 //! signed by a relayer key, after an `eth_call` simulation. Transaction nonces come from a small
 //! per-chain manager so concurrent settlements are pipelined without colliding.
 
-use super::{Facilitator, FacilitatorError, PaymentRequest, Settlement, SetupError, SupportedKind};
+use super::{
+    Facilitator, FacilitatorError, PaymentRequest, Reach, Settlement, SetupError, SupportedKind,
+};
 use crate::network::{Network, Networks};
 use crate::verify::Rejection;
 use alloy_network::Ethereum;
@@ -286,32 +288,21 @@ impl Facilitator for EmbeddedFacilitator {
     }
 
     async fn supported(&self) -> Result<Vec<SupportedKind>, FacilitatorError> {
-        let mut out = Vec::new();
-        for chain in self.chains.values() {
-            out.push(SupportedKind {
-                x402_version: 1,
-                scheme: "exact".into(),
-                network: chain.network.v1_name.clone(),
-            });
-            out.push(SupportedKind {
-                x402_version: 2,
-                scheme: "exact".into(),
-                network: chain.network.caip2.clone(),
-            });
-        }
-        out.sort_by(|a, b| (a.x402_version, &a.network).cmp(&(b.x402_version, &b.network)));
-        Ok(out)
+        Ok(kinds_of(self.chains.values()))
     }
 
-    /// The chains' health: a latest-block round trip on each.
-    async fn probe(&self) -> Result<(), FacilitatorError> {
-        for chain in self.chains.values() {
-            tokio::time::timeout(self.rpc_timeout, chain.provider.get_block_number())
-                .await
-                .map_err(|_| unavailable("timeout"))?
-                .map_err(unavailable)?;
-        }
-        Ok(())
+    /// The chains' health: a latest-block round trip on each, all at once; a chain that does
+    /// not answer within the RPC timeout is not answering.
+    async fn reach(&self) -> Result<Reach, FacilitatorError> {
+        let rounds = self.chains.values().map(|chain| async move {
+            let round = tokio::time::timeout(self.rpc_timeout, chain.provider.get_block_number());
+            matches!(round.await, Ok(Ok(_))).then_some(chain)
+        });
+        let answering = futures_util::future::join_all(rounds).await;
+        Ok(Reach {
+            supported: kinds_of(self.chains.values()),
+            answering: kinds_of(answering.into_iter().flatten()),
+        })
     }
 
     /// `embedded:` and the networks it settles on (their RPC URLs stay private).
@@ -324,6 +315,11 @@ impl Facilitator for EmbeddedFacilitator {
         names.sort();
         format!("embedded:{}", names.join(","))
     }
+}
+
+/// The `exact` kinds of `chains`' networks.
+fn kinds_of<'a>(chains: impl Iterator<Item = &'a Chain>) -> Vec<SupportedKind> {
+    SupportedKind::exact(chains.map(|c| &c.network))
 }
 
 /// Why a receipt could not be read after broadcasting (the settlement is then ambiguous).

@@ -61,6 +61,32 @@ pub struct SupportedKind {
     pub network: String,
 }
 
+/// What a facilitator settles, and which of those networks answered just now (a health probe).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach {
+    /// Every kind it settles when its networks answer.
+    pub supported: Vec<SupportedKind>,
+    /// The kinds whose network answered the probe.
+    pub answering: Vec<SupportedKind>,
+}
+
+impl SupportedKind {
+    /// The `exact` kinds of `networks`, by v1 name (x402 v1) and CAIP-2 id (v2), sorted by
+    /// version then network.
+    pub fn exact<'a>(networks: impl Iterator<Item = &'a crate::network::Network>) -> Vec<Self> {
+        let mut out: Vec<Self> = networks
+            .flat_map(|n| [(1, n.v1_name.clone()), (2, n.caip2.clone())])
+            .map(|(x402_version, network)| Self {
+                x402_version,
+                scheme: "exact".into(),
+                network,
+            })
+            .collect();
+        out.sort_by(|a, b| (a.x402_version, &a.network).cmp(&(b.x402_version, &b.network)));
+        out
+    }
+}
+
 /// Verifies and settles payments. Implementations must be safe to call concurrently.
 #[async_trait]
 pub trait Facilitator: Send + Sync + 'static {
@@ -74,9 +100,14 @@ pub trait Facilitator: Send + Sync + 'static {
     /// What it is, for health reports any organisation sees: never a credential nor an RPC URL
     /// (which often embeds a provider's key).
     fn url(&self) -> String;
-    /// A cheap health check (by default `supported`).
-    async fn probe(&self) -> Result<(), FacilitatorError> {
-        self.supported().await.map(|_| ())
+    /// A cheap health check: what it settles and which of it answers now. By default one
+    /// `supported` call, all of whose kinds count as answering.
+    async fn reach(&self) -> Result<Reach, FacilitatorError> {
+        let supported = self.supported().await?;
+        Ok(Reach {
+            answering: supported.clone(),
+            supported,
+        })
     }
 }
 
@@ -94,7 +125,7 @@ impl<T: Facilitator + ?Sized> Facilitator for Arc<T> {
     fn url(&self) -> String {
         (**self).url()
     }
-    async fn probe(&self) -> Result<(), FacilitatorError> {
-        (**self).probe().await
+    async fn reach(&self) -> Result<Reach, FacilitatorError> {
+        (**self).reach().await
     }
 }
