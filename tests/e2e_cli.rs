@@ -9,17 +9,10 @@ use serde_json::Value;
 
 /// Runs `paygate ARGS` against `gw` with `key` in the environment: (success, stdout, stderr).
 async fn cli(gw: &Gateway, key: Option<&str>, args: &[&str]) -> (bool, String, String) {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_paygate"));
-    cmd.env_clear().env("PAYGATE_URL", gw.url("")).args(args);
-    if let Some(k) = key {
-        cmd.env("PAYGATE_API_KEY", k);
-    }
-    let out = cmd.output().await.expect("run paygate");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let url = gw.url("");
+    let mut env = vec![("PAYGATE_URL", url.as_str())];
+    env.extend(key.map(|k| ("PAYGATE_API_KEY", k)));
+    run(&env, args).await
 }
 
 #[tokio::test]
@@ -154,4 +147,85 @@ async fn a_seller_manages_routes_and_payouts_from_the_command_line() {
     assert!(ok);
     let (ok, _, err) = cli(&gw, k, &["routes", "get", id]).await;
     assert!(!ok && err.contains("404"), "{err}");
+}
+
+/// Runs `paygate ARGS` with `env` only: (success, stdout, stderr).
+async fn run(env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_paygate"));
+    cmd.env_clear().envs(env.iter().copied()).args(args);
+    let out = cmd.output().await.expect("run paygate");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn an_agent_funds_a_new_wallet_and_pays_a_route_from_the_command_line() {
+    let (gw, upstream, receiver) = common::gateway_with_echo(Vec::new()).await;
+    let chain = gw.chain().expect("the harness's chain");
+    let url = gw.url("/gateway/acme/echo");
+    // A wallet nobody funded yet.
+    let wallet = alloy_signer_local::PrivateKeySigner::random();
+    let wallet_key = format!("0x{}", alloy_primitives::hex::encode(wallet.to_bytes()));
+    let address = wallet.address().to_checksum(None);
+    let payer = [("PAYGATE_PAYER_KEY", wallet_key.as_str())];
+
+    // Unfunded: the payment is refused for want of USDC, and nothing is served.
+    let (ok, _, err) = run(&payer, &["pay", &url]).await;
+    assert!(!ok && err.contains("402"), "{err}");
+    assert_eq!(upstream.hits(), 0);
+
+    // Funded by address, then (no address) the wallet of PAYGATE_PAYER_KEY.
+    let deployer = ("PAYGATE_DEVCHAIN_DEPLOYER_KEY", common::chain::KEYS[0]);
+    let (ok, out, err) = run(
+        &[deployer],
+        &[
+            "devchain", "fund", &address, "--amount", "2", "--rpc", &chain.rpc,
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let funded: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(funded["balanceUSDC"], "2", "{out}");
+    let (ok, out, err) = run(
+        &[deployer, payer[0]],
+        &["devchain", "fund", "--amount", "3", "--rpc", &chain.rpc],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let funded: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(funded["address"], address.as_str(), "{out}");
+    assert_eq!(funded["balanceUSDC"], "5", "{out}");
+    assert_eq!(chain.balance(wallet.address()).await, 5_000_000);
+
+    // Dearer than the cap: not paid, nothing signed or moved.
+    let (ok, _, err) = run(&payer, &["pay", &url, "--max-usd", "0.001"]).await;
+    assert!(!ok && err.contains("not paid"), "{err}");
+    assert_eq!(chain.balance(wallet.address()).await, 5_000_000);
+
+    // Paid: the API's answer on stdout, what was paid and the receipt on stderr.
+    let (ok, out, err) = run(&payer, &["pay", &url, "-H", "x-agent: cli"]).await;
+    assert!(ok, "{err}");
+    assert!(err.contains("paid $0.01 on eip155:84532"), "{err}");
+    assert!(err.contains("\"success\":true"), "{err}");
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(answer["headers"]["x-agent"], "cli", "{out}");
+    assert_eq!(upstream.hits(), 1);
+    assert_eq!(chain.balance(wallet.address()).await, 4_990_000);
+    assert_eq!(chain.balance(receiver).await, 10_000);
+
+    // --json: one document; the sandbox route is paid with a sandbox receipt and moves nothing.
+    let (ok, out, err) = run(&payer, &["pay", &gw.url("/gateway/demo/demo"), "--json"]).await;
+    assert!(ok, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["status"], 200, "{doc}");
+    assert_eq!(doc["receipt"]["sandbox"], true, "{doc}");
+    assert_eq!(doc["paid"]["payer"], address.as_str());
+    assert_eq!(chain.balance(wallet.address()).await, 4_990_000);
+
+    // Without a key, nothing is paid.
+    let (ok, _, err) = run(&[], &["pay", &url]).await;
+    assert!(!ok && err.contains("PAYGATE_PAYER_KEY"), "{err}");
 }

@@ -165,6 +165,47 @@ async fn a_generated_client_creates_and_reads_a_route() {
     .arg(ADMIN_TOKEN);
     let r = run_client(cmd).await;
     assert!(r["operations"].as_u64().unwrap() >= 30, "{r}");
+    // The document's request examples are requests the API takes as they are.
+    let example = |name: &str| doc["components"]["schemas"][name]["example"].clone();
+    let (org, key) = gw.create_org("examples", Some(WALLET_A)).await;
+    assert!(org["id"].is_string());
+    let created = gw.create_route(&key, example("RouteCreate")).await;
+    let updated = gw
+        .api(
+            &key,
+            reqwest::Method::PATCH,
+            &format!("/api/routes/{}", created["id"].as_str().unwrap()),
+            Some(example("RouteUpdate")),
+        )
+        .await;
+    assert_eq!(updated.status(), 200);
+    let updated: Value = updated.json().await.unwrap();
+    assert_eq!(updated["priceUSD"], 0.05, "{updated}");
+    let admin = gw
+        .admin(
+            reqwest::Method::POST,
+            "/admin/orgs",
+            Some(example("OrgCreate")),
+        )
+        .await;
+    assert_eq!(admin.status(), 201);
+    let changed = gw
+        .admin(
+            reqwest::Method::PATCH,
+            "/admin/orgs/globex",
+            Some(example("OrgUpdate")),
+        )
+        .await;
+    assert_eq!(changed.status(), 200);
+    let corridor = gw
+        .api(
+            &key,
+            reqwest::Method::POST,
+            "/corridors",
+            Some(example("CorridorCreate")),
+        )
+        .await;
+    assert_eq!(corridor.status(), 201);
     let route = &r["route"];
     assert_eq!(route["path"], "/gen");
     assert_eq!(route["priceUSD"], 0.05);

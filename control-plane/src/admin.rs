@@ -21,6 +21,8 @@ use utoipa::ToSchema;
 /// `POST /admin/orgs`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"slug": "globex", "name": "Globex",
+    "receiverWallet": "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720"}))]
 pub struct OrgCreate {
     #[schema(inline)]
     slug: Slug,
@@ -45,6 +47,7 @@ impl RequestBody for OrgCreate {
 /// `PATCH /admin/orgs/{slug}`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"suspended": false, "mcpDailyCapUSD": "5"}))]
 pub struct OrgUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(inline, nullable = false)]

@@ -66,6 +66,7 @@ fn amount_error(field: &str, e: &AmountError) -> ApiError {
 /// `POST /corridors`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"destCurrency": "BRL"}))]
 pub struct CorridorCreate {
     dest_currency: Currency,
 }
@@ -75,6 +76,10 @@ impl RequestBody for CorridorCreate {}
 /// `POST /corridors/{id}/pay`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"quoteId": "qt_0193d0c3c0d47a8e9f1b2c3d4e5f6a7b",
+    "fromAddress": "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720", "amountUSDC": "100",
+    "beneficiary": {"name": "Ana Souza", "bankName": "Banco Teste",
+    "accountNumber": "0001-23456-7", "country": "BR", "currency": "BRL"}}))]
 pub struct PayRequest {
     // From `GET /corridors/{id}/quote`; single-use.
     #[schema(inline)]

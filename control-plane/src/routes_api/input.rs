@@ -19,6 +19,9 @@ const READ_ONLY: &[&str] = &["id", "orgId", "createdAt", "updatedAt"];
 /// `POST /api/routes`. Unknown and server-assigned fields are refused.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"path": "/weather", "priceUSD": "0.02",
+    "targetUrl": "https://api.example.com/weather", "network": "base-sepolia",
+    "description": "Current weather for a city", "discoverable": true}))]
 pub struct RouteCreate {
     #[schema(inline)]
     path: RoutePath,
@@ -94,6 +97,7 @@ impl RequestBody for RouteCreate {
 /// `PATCH /api/routes/{id}`: any subset of the create fields.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"priceUSD": "0.05", "active": true}))]
 pub struct RouteUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(inline, nullable = false)]
