@@ -130,7 +130,12 @@ class Command:
 
     def stop(self):
         self.proc.terminate()
-        self.proc.wait(timeout=10)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            # A leftover would take CPU from every later measurement.
+            self.proc.kill()
+            self.proc.wait()
 
 
 class Paygate:

@@ -12,6 +12,13 @@ mod serve;
 mod tls;
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc instead of glibc's malloc: the hot path allocates and frees per request (Pingora's
+/// header maps and buffers), where glibc's allocator showed as the largest user-space cost in
+/// the profile (BENCHMARKS.md).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -68,6 +68,10 @@ fn main() {
     let conf = ServerConf {
         threads: 1,
         work_stealing: false,
+        // Stop at once on SIGTERM, as the benchmarked paygate does (grace period 0): Pingora's
+        // default drain kept a stopped floor process spinning beside the next measurements.
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
