@@ -13,9 +13,9 @@ mod tls;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc instead of glibc's malloc: the hot path allocates and frees per request (Pingora's
-/// header maps and buffers), where glibc's allocator showed as the largest user-space cost in
-/// the profile (BENCHMARKS.md).
+/// With the `mimalloc` feature, mimalloc instead of glibc's malloc: faster on the hot path, which
+/// allocates and frees per request, but it holds about twice the memory per idle connection
+/// (BENCHMARKS.md, "The hot path under load"), so it is not the default.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
