@@ -70,10 +70,7 @@ enum AdminCommand {
 }
 
 pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(call(args))
+    crate::block_on(call(args))?
 }
 
 async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {
@@ -85,16 +82,12 @@ async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {
             receiver_wallet,
             plan,
         } => {
-            let mut b = json!({ "slug": slug });
-            if let Some(v) = name {
-                b["name"] = json!(v);
-            }
-            if let Some(v) = receiver_wallet {
-                b["receiverWallet"] = json!(v);
-            }
-            if let Some(v) = plan {
-                b["plan"] = json!(v);
-            }
+            let b = given([
+                ("slug", Some(json!(slug))),
+                ("name", name.map(Value::from)),
+                ("receiverWallet", receiver_wallet.map(Value::from)),
+                ("plan", plan.map(Value::from)),
+            ]);
             (Method::POST, "/admin/orgs".to_string(), Some(b))
         }
         AdminCommand::ListOrgs => (Method::GET, "/admin/orgs".into(), None),
@@ -108,34 +101,35 @@ async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {
             mcp_daily_cap_usd,
             platform_fee_bps,
         } => {
-            let mut b = json!({});
-            if let Some(v) = mcp_daily_cap_usd {
-                b["mcpDailyCapUSD"] = if v == "default" {
+            // `default` (and `none` for the wallet) clears the field: JSON null.
+            let or_null = |v: String, clear: &str| {
+                if v == clear {
                     Value::Null
                 } else {
-                    json!(v)
-                };
-            }
-            if let Some(v) = platform_fee_bps {
-                b["platformFeeBps"] = match v.as_str() {
-                    "default" => Value::Null,
-                    n => json!(n
-                        .parse::<u64>()
-                        .map_err(|_| anyhow::anyhow!("--platform-fee-bps takes a number"))?),
-                };
-            }
-            if let Some(v) = suspended {
-                b["suspended"] = json!(v);
-            }
-            if let Some(v) = receiver_wallet {
-                b["receiverWallet"] = if v == "none" { Value::Null } else { json!(v) };
-            }
-            if let Some(v) = plan {
-                b["plan"] = json!(v);
-            }
-            if let Some(v) = name {
-                b["name"] = json!(v);
-            }
+                    Value::from(v)
+                }
+            };
+            let fee = match platform_fee_bps.as_deref() {
+                None => None,
+                Some("default") => Some(Value::Null),
+                Some(n) => Some(json!(n
+                    .parse::<u64>()
+                    .map_err(|_| anyhow::anyhow!("--platform-fee-bps takes a number"))?)),
+            };
+            let b = given([
+                (
+                    "mcpDailyCapUSD",
+                    mcp_daily_cap_usd.map(|v| or_null(v, "default")),
+                ),
+                ("platformFeeBps", fee),
+                ("suspended", suspended.map(Value::from)),
+                (
+                    "receiverWallet",
+                    receiver_wallet.map(|v| or_null(v, "none")),
+                ),
+                ("plan", plan.map(Value::from)),
+                ("name", name.map(Value::from)),
+            ]);
             (Method::PATCH, format!("/admin/orgs/{slug}"), Some(b))
         }
         AdminCommand::ApproveKyc { corridor_id } => (
@@ -164,6 +158,16 @@ async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {
     };
     let (ok, out) = send(&args.url, &args.token, method, &path, body, &[]).await?;
     print_answer(ok, &out, true)
+}
+
+/// A JSON object of the fields given (`Some`), in order; `None` leaves a field out.
+pub(crate) fn given<const N: usize>(fields: [(&str, Option<Value>); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_string(), v?)))
+            .collect(),
+    )
 }
 
 /// What a gateway answered: success, and the body (pretty JSON when it is JSON).

@@ -56,6 +56,9 @@ pub struct FundArgs {
     /// The address to fund (an agent's wallet); without it, the wallet of the key in
     /// PAYGATE_PAYER_KEY (the one `paygate pay` pays with).
     address: Option<Address>,
+    /// The wallet's key, when no ADDRESS is given (read from the environment).
+    #[arg(long, env = "PAYGATE_PAYER_KEY", hide_env_values = true)]
+    key: Option<String>,
     /// Whole test USDC to mint to it.
     #[arg(long, default_value_t = 100)]
     amount: u64,
@@ -100,10 +103,7 @@ fn link(code: &str, refs: &serde_json::Value, lib: Address) -> anyhow::Result<By
 }
 
 pub fn run(args: SetupArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(setup(args))?;
+    crate::block_on(setup(args))??;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -136,22 +136,13 @@ async fn token_call(provider: &impl Provider, token: Address, data: Vec<u8>) -> 
 }
 
 pub fn fund(args: FundArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let address = match args.address {
         Some(a) => a,
-        None => {
-            let key = std::env::var("PAYGATE_PAYER_KEY")
-                .context("give an ADDRESS, or set PAYGATE_PAYER_KEY to the wallet's key")?;
-            let signer: PrivateKeySigner = key
-                .trim()
-                .parse()
-                .map_err(|_| anyhow!("PAYGATE_PAYER_KEY is not a private key"))?;
-            signer.address()
-        }
+        None => crate::pay_cli::payer(args.key.as_deref())
+            .context("give an ADDRESS, or the wallet's key")?
+            .address(),
     };
-    rt.block_on(async {
+    crate::block_on(async {
         let (_, provider) = deployer(&args.deployer_key_env, &args.rpc)?;
         let amount = U256::from(args.amount) * U256::from(1_000_000u64);
         let data = mintCall {
@@ -162,13 +153,10 @@ pub fn fund(args: FundArgs) -> anyhow::Result<ExitCode> {
         token_call(&provider, args.token_address, data)
             .await
             .context("minting (is this the chain `devchain setup` prepared?)")?;
-        let balance = paygate_x402::facilitator::embedded::balance_of(
-            &args.rpc,
-            args.token_address,
-            address,
-        )
-        .await
-        .map_err(|e| anyhow!("reading the balance: {e}"))?;
+        let balance =
+            paygate_x402::facilitator::embedded::balance_of(&args.rpc, args.token_address, address)
+                .await
+                .map_err(|e| anyhow!("reading the balance: {e}"))?;
         println!(
             "{}",
             serde_json::json!({
@@ -178,7 +166,7 @@ pub fn fund(args: FundArgs) -> anyhow::Result<ExitCode> {
             })
         );
         Ok(ExitCode::SUCCESS)
-    })
+    })?
 }
 
 async fn setup(args: SetupArgs) -> anyhow::Result<()> {

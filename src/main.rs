@@ -128,6 +128,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs a command's future to completion on a runtime of its own (the CLI commands).
+fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(f))
+}
+
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     // Pingora's fd hand-over logs its own expected first poll of an upgrade as an ERROR ("No

@@ -2,7 +2,7 @@
 //! and corridor APIs, its API key read from the environment (`PAYGATE_API_KEY`). Lists print one
 //! line per item (`--json`: the API's JSON as it came); single records print as pretty JSON.
 
-use crate::admin_cli::{print_answer, send};
+use crate::admin_cli::{given, print_answer, send};
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -172,12 +172,15 @@ pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
             discoverable,
             public_tool,
         } => {
-            let mut b = json!({"path": path, "priceUSD": price, "targetUrl": target,
-                               "network": network, "discoverable": discoverable,
-                               "publicTool": public_tool});
-            if let Some(d) = description {
-                b["description"] = json!(d);
-            }
+            let b = given([
+                ("path", Some(json!(path))),
+                ("priceUSD", Some(json!(price))),
+                ("targetUrl", Some(json!(target))),
+                ("network", Some(json!(network))),
+                ("discoverable", Some(json!(discoverable))),
+                ("publicTool", Some(json!(public_tool))),
+                ("description", description.map(Value::from)),
+            ]);
             call(Method::POST, "/api/routes".into(), Some(b))
         }
         RoutesCommand::Update {
@@ -186,16 +189,11 @@ pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
             active,
             description,
         } => {
-            let mut b = json!({});
-            if let Some(p) = price {
-                b["priceUSD"] = json!(p);
-            }
-            if let Some(a) = active {
-                b["active"] = json!(a);
-            }
-            if let Some(d) = description {
-                b["description"] = json!(d);
-            }
+            let b = given([
+                ("priceUSD", price.map(Value::from)),
+                ("active", active.map(Value::from)),
+                ("description", description.map(Value::from)),
+            ]);
             call(Method::PATCH, format!("/api/routes/{id}"), Some(b))
         }
         RoutesCommand::Delete { id } => call(Method::DELETE, format!("/api/routes/{id}"), None),
@@ -313,10 +311,8 @@ fn run(args: OrgArgs, c: Call) -> anyhow::Result<ExitCode> {
         .key
         .clone()
         .ok_or_else(|| anyhow::anyhow!("set PAYGATE_API_KEY to the organisation's API key"))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (ok, answer) = rt.block_on(send(&args.url, &key, c.method, &c.path, c.body, &c.headers))?;
+    let (ok, answer) =
+        crate::block_on(send(&args.url, &key, c.method, &c.path, c.body, &c.headers))??;
     let summary = match (ok, args.json, c.list, &answer.json) {
         (true, false, Some((field, shown)), Some(v)) => {
             let items = if field.is_empty() { v } else { &v[field] };

@@ -7,7 +7,6 @@
 
 use alloy_signer_local::PrivateKeySigner;
 use anyhow::{anyhow, bail, Context};
-use base64::Engine;
 use clap::Args;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::{builtin_networks, Networks};
@@ -43,10 +42,15 @@ pub struct PayArgs {
 }
 
 pub fn run(args: PayArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(pay(args))
+    crate::block_on(pay(args))?
+}
+
+/// The payer's signer from its key (`PAYGATE_PAYER_KEY`).
+pub(crate) fn payer(key: Option<&str>) -> anyhow::Result<PrivateKeySigner> {
+    key.ok_or_else(|| anyhow!("set PAYGATE_PAYER_KEY to the payer's private key"))?
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("PAYGATE_PAYER_KEY is not a private key"))
 }
 
 /// An answer as received.
@@ -89,13 +93,9 @@ async fn call(args: &PayArgs, payment: Option<&str>) -> anyhow::Result<Answer> {
     })
 }
 
-/// A base64 JSON header (`PAYMENT-REQUIRED`, `PAYMENT-RESPONSE`).
+/// The JSON of a base64 x402 header of `headers`.
 fn b64_json(headers: &HeaderMap, name: &str) -> Option<Value> {
-    let raw = headers.get(name)?.to_str().ok()?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(raw.trim())
-        .ok()?;
-    serde_json::from_slice(&bytes).ok()
+    paygate_x402::b64_json(headers.get(name)?.to_str().ok()?)
 }
 
 /// The offer to pay from a v2 challenge: the first `exact` requirement on a network this
@@ -144,14 +144,7 @@ async fn pay(args: PayArgs) -> anyhow::Result<ExitCode> {
             max.to_decimal()
         );
     }
-    let key = args
-        .key
-        .as_deref()
-        .ok_or_else(|| anyhow!("set PAYGATE_PAYER_KEY to the payer's private key"))?;
-    let signer: PrivateKeySigner = key
-        .trim()
-        .parse()
-        .map_err(|_| anyhow!("PAYGATE_PAYER_KEY is not a private key"))?;
+    let signer = payer(args.key.as_deref())?;
     let header = paygate_x402::sign::payment_header_echoing(
         &req,
         offered,

@@ -161,10 +161,7 @@ pub fn migrate(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     if cfg.storage.backend != StorageBackend::Postgres {
         anyhow::bail!("paygate migrate is for storage.backend = \"postgres\"");
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(open_store(&cfg.storage, |_| {}))?;
+    crate::block_on(open_store(&cfg.storage, |_| {}))??;
     tracing::info!("database migrated");
     Ok(ExitCode::SUCCESS)
 }

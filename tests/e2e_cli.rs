@@ -229,3 +229,104 @@ async fn an_agent_funds_a_new_wallet_and_pays_a_route_from_the_command_line() {
     let (ok, _, err) = run(&[], &["pay", &url]).await;
     assert!(!ok && err.contains("PAYGATE_PAYER_KEY"), "{err}");
 }
+
+#[tokio::test]
+async fn an_operator_creates_and_changes_an_organisation_from_the_command_line() {
+    let gw = Gateway::start().await;
+    let url = gw.url("");
+    let admin = [
+        ("PAYGATE_URL", url.as_str()),
+        ("PAYGATE_ADMIN_TOKEN", common::ADMIN_TOKEN),
+    ];
+    let (ok, out, err) = run(
+        &admin,
+        &[
+            "admin",
+            "create-org",
+            "--slug",
+            "globex",
+            "--name",
+            "Globex",
+            "--receiver-wallet",
+            WALLET_A,
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let created: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(created["name"], "Globex", "{out}");
+    assert_eq!(created["receiverWallet"], WALLET_A, "{out}");
+    assert!(
+        created["apiKey"].as_str().unwrap().starts_with("pgk_"),
+        "{out}"
+    );
+
+    // Set two fields, then clear them with their words (`default`, `none`).
+    let (ok, _, err) = run(
+        &admin,
+        &[
+            "admin",
+            "update-org",
+            "globex",
+            "--suspended",
+            "true",
+            "--mcp-daily-cap-usd",
+            "2.5",
+            "--platform-fee-bps",
+            "25",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let org = globex(&gw).await;
+    assert_eq!(org["suspended"], true, "{org}");
+    assert_eq!(org["mcpDailyCapUSD"], serde_json::json!(2.5), "{org}");
+    assert_eq!(org["platformFeeBps"], 25, "{org}");
+    assert_eq!(org["receiverWallet"], WALLET_A, "{org}");
+    let (ok, _, err) = run(
+        &admin,
+        &[
+            "admin",
+            "update-org",
+            "globex",
+            "--mcp-daily-cap-usd",
+            "default",
+            "--platform-fee-bps",
+            "default",
+            "--receiver-wallet",
+            "none",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let org = globex(&gw).await;
+    assert_eq!(org["mcpDailyCapUSD"], Value::Null, "{org}");
+    assert_eq!(org["platformFeeBps"], Value::Null, "{org}");
+    assert_eq!(org["receiverWallet"], Value::Null, "{org}");
+    assert_eq!(org["suspended"], true, "untouched: {org}");
+    // A bad fee is refused before anything is sent.
+    let (ok, _, err) = run(
+        &admin,
+        &[
+            "admin",
+            "update-org",
+            "globex",
+            "--platform-fee-bps",
+            "many",
+        ],
+    )
+    .await;
+    assert!(
+        !ok && err.contains("--platform-fee-bps takes a number"),
+        "{err}"
+    );
+}
+
+/// Organisation `globex` as the admin API shows it.
+async fn globex(gw: &Gateway) -> Value {
+    gw.admin(reqwest::Method::GET, "/admin/orgs/globex", None)
+        .await
+        .json()
+        .await
+        .unwrap()
+}

@@ -120,31 +120,12 @@ async fn any_agent_lists_prices_pays_and_gets_the_result_once() {
     assert_eq!(ledger["payments"][0]["status"], "SETTLED", "{ledger}");
 }
 
-/// One JSON-RPC request to the stateless public endpoint; the `result` or `error` object.
-async fn rpc(gw: &Gateway, slug: &str, method: &str, params: Value) -> Value {
-    let r = gw
-        .http
-        .post(gw.url(&format!("/mcp/x402/{slug}")))
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2025-06-18")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{method}");
-    let v: Value = r.json().await.unwrap();
-    v.get("result")
-        .or_else(|| v.get("error"))
-        .cloned()
-        .unwrap_or(v)
-}
-
 async fn call(gw: &Gateway, tool: &str, payment: Option<Value>) -> Value {
     let mut params = json!({"name": tool, "arguments": {}});
     if let Some(p) = payment {
         params["_meta"] = json!({ "x402/payment": p });
     }
-    rpc(gw, "acme", "tools/call", params).await
+    mcp_x402_rpc(gw, "acme", "tools/call", params).await
 }
 
 /// Payments that cannot be taken get the requirements back and no API output, and move
@@ -216,7 +197,7 @@ async fn refused_payments_answer_requirements_and_nothing_else() {
         .as_str()
         .unwrap()
         .contains("unknown tool"));
-    let nobody = rpc(&gw, "nobody", "tools/list", json!({})).await;
+    let nobody = mcp_x402_rpc(&gw, "nobody", "tools/list", json!({})).await;
     assert_eq!(nobody["tools"], json!([]));
 
     let status = gw
@@ -229,7 +210,7 @@ async fn refused_payments_answer_requirements_and_nothing_else() {
         .status();
     assert_eq!(status, 200);
     assert_eq!(
-        rpc(&gw, "acme", "tools/list", json!({})).await["tools"],
+        mcp_x402_rpc(&gw, "acme", "tools/list", json!({})).await["tools"],
         json!([])
     );
 

@@ -6,7 +6,7 @@ mod common;
 
 use common::chain::{address, Chain, PaymentSpec};
 use common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const PRICE: u64 = 10_000; // $0.01
 
@@ -57,6 +57,20 @@ async fn a_network_whose_rpc_stops_answering_is_a_503_before_any_challenge_until
     let chain = Chain::start();
     let (mut gw, upstream, receiver) = gateway_with_echo(chain.gateway_env()).await;
     until_unpaid_answers(&gw, 402).await;
+    // The same API offered to any agent as a paid MCP tool.
+    let (_, tools_key) = gw.create_org("tools", Some(WALLET_A)).await;
+    gw.create_route(
+        &tools_key,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia", "publicTool": true}),
+    )
+    .await;
+    let tool_call = json!({"name": "echo", "arguments": {}});
+    let offered = mcp_x402_rpc(&gw, "tools", "tools/call", tool_call.clone()).await;
+    assert!(
+        offered["structuredContent"]["accepts"][0].is_object(),
+        "{offered}"
+    );
     // The chain's RPC goes away (the gateway now points at a port nothing listens on).
     let dead_rpc = format!("http://127.0.0.1:{}", free_port());
     let mut env = chain.gateway_env();
@@ -81,19 +95,44 @@ async fn a_network_whose_rpc_stops_answering_is_a_503_before_any_challenge_until
         let (status, code, _) = error_of(pay_v1(&gw, &spec).await).await;
         assert_eq!((status, code.as_str()), (503, "FACILITATOR_UNAVAILABLE"));
     }
+    // The MCP tool is a tool error saying so, with no requirements to sign.
+    let refused = mcp_x402_rpc(&gw, "tools", "tools/call", tool_call).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused.get("structuredContent").is_none_or(Value::is_null),
+        "{refused}"
+    );
+    assert!(
+        refused["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be paid now"),
+        "{refused}"
+    );
     assert_eq!(upstream.hits(), 0);
     assert_eq!(chain.balance(address(1)).await, 1_000_000_000);
     // A new route on that network cannot be created now (503, try again), nor on one this
     // deployment does not settle (400, naming what it settles: nothing answers now).
     let (_, key) = gw.create_org("other", Some(WALLET_A)).await;
-    let (status, code, _) = send_error(
+    let create = |body: Value| {
         gw.http
             .post(gw.url("/api/routes"))
             .bearer_auth(&key)
-            .json(&route_body("new")),
-    )
-    .await;
+            .json(&body)
+    };
+    let (status, code, _) = send_error(create(route_body("new"))).await;
     assert_eq!((status, code.as_str()), (503, "FACILITATOR_UNAVAILABLE"));
+    let mut on_base = route_body("new");
+    on_base["network"] = json!("base");
+    let (status, code, err) = send_error(create(on_base)).await;
+    assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"), "{err}");
+    assert!(
+        err["details"][0]["problem"]
+            .as_str()
+            .unwrap()
+            .starts_with("no network can be settled by this deployment now"),
+        "{err}"
+    );
     let health = gw.org_metrics(&key, "24h").await["facilitator"].clone();
     assert_eq!(health["status"], "down", "{health}");
     // The RPC answers again: the route is offered and paid as before.

@@ -724,3 +724,22 @@ pub async fn pay_v1(gw: &Gateway, spec: &chain::PaymentSpec) -> reqwest::Respons
         .await
         .unwrap()
 }
+
+/// One JSON-RPC request to the stateless public endpoint; the `result` or `error` object.
+pub async fn mcp_x402_rpc(gw: &Gateway, slug: &str, method: &str, params: Value) -> Value {
+    let r = gw
+        .http
+        .post(gw.url(&format!("/mcp/x402/{slug}")))
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{method}");
+    let v: Value = r.json().await.unwrap();
+    v.get("result")
+        .or_else(|| v.get("error"))
+        .cloned()
+        .unwrap_or(v)
+}

@@ -434,13 +434,6 @@ fn payment_required(
     result
 }
 
-/// The receipt header's JSON.
-fn decode_receipt(b64: &str) -> Option<Value> {
-    use base64::Engine;
-    let raw = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-    serde_json::from_slice(&raw).ok()
-}
-
 /// A public tool call (`/mcp/x402/{slug}`), paid by the caller: no payment answers the route's
 /// payment requirements as a tool error; a payment (`_meta["x402/payment"]`) goes through
 /// paygate's own public listener as the payment header of its version, so the proxy's one
@@ -506,7 +499,7 @@ pub async fn call_paid_by_caller(
             });
         }
     };
-    let receipt = answer.receipt.as_deref().and_then(decode_receipt);
+    let receipt = answer.receipt.as_deref().and_then(paygate_x402::b64_json);
     let network = req.network_name(paygate_x402::payment::ProtocolVersion::V2);
     if answer.status == reqwest::StatusCode::PAYMENT_REQUIRED
         || (receipt.is_none() && answer.status.is_client_error())

@@ -18,6 +18,18 @@ struct Known {
     answering: Option<Vec<u64>>,
 }
 
+impl Known {
+    /// Whether chain `id` can be settled on now: it answered the last probe; before the first
+    /// probe, it is one the facilitator settles (or nothing is known yet).
+    fn answers(&self, id: u64) -> bool {
+        match (&self.answering, &self.supported) {
+            (Some(a), _) => a.contains(&id),
+            (None, Some(s)) => s.contains(&id),
+            (None, None) => true,
+        }
+    }
+}
+
 /// Where a network stands for a new route.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Standing {
@@ -91,13 +103,7 @@ impl Settleable {
 
     /// Whether a payment on `network` can be settled now (the proxy's check).
     pub fn now(&self, network: &Network) -> bool {
-        let id = network.config.chain_id;
-        let k = self.known.load();
-        match (&k.answering, &k.supported) {
-            (Some(a), _) => a.contains(&id),
-            (None, Some(s)) => s.contains(&id),
-            (None, None) => true,
-        }
+        self.known.load().answers(network.config.chain_id)
     }
 
     /// Where `network` stands for a route created or moved onto it now.
@@ -106,9 +112,8 @@ impl Settleable {
         let k = self.known.load();
         match &k.supported {
             Some(s) if !s.contains(&id) => Standing::NotSettled,
-            None => Standing::NotAnswering,
-            Some(_) if self.now(network) => Standing::Settles,
-            Some(_) => Standing::NotAnswering,
+            Some(_) if k.answers(id) => Standing::Settles,
+            _ => Standing::NotAnswering,
         }
     }
 

@@ -204,6 +204,15 @@ pub struct Challenge {
     pub extensions: Option<std::sync::Arc<serde_json::Value>>,
 }
 
+/// The JSON inside a base64 x402 header (`PAYMENT-REQUIRED`, `PAYMENT-RESPONSE`), if it is one.
+pub fn b64_json(header: &str) -> Option<serde_json::Value> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(header.trim())
+        .ok()?;
+    serde_json::from_slice(&raw).ok()
+}
+
 /// A rendered header value. JSON from serde_json has no control characters, so this cannot
 /// fail; an empty value stands in if it ever did.
 fn header_value(s: String) -> http::HeaderValue {
