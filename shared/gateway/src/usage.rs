@@ -178,8 +178,17 @@ mod tests {
             assert!(usage.try_take(&org, 2).await.unwrap().is_none());
             store.flush().await.unwrap();
         }
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
-        let usage = PlanUsage::new(store);
+        // sled lets go of its directory lock when its flusher thread has stopped, a moment
+        // after the last handle is dropped (a CI run met the lock still held).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let reopened = loop {
+            match SledStore::open(dir.path()) {
+                Ok(s) => break s,
+                Err(e) if std::time::Instant::now() > deadline => panic!("reopening: {e}"),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        };
+        let usage = PlanUsage::new(Arc::new(reopened));
         assert_eq!(usage.used(&org).await.unwrap(), 2);
         assert!(usage.try_take(&org, 2).await.unwrap().is_none());
         assert!(usage.try_take(&org, 3).await.unwrap().is_some());
