@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 import dev_cluster  # noqa: E402
-from run import ROOT, Command, Paygate, call, cpu_seconds, free_port, start_chain, wait_http, wrk  # noqa: E402
+from run import ROOT, Command, Paygate, call, cpu_seconds, free_port, start_chain, wait_http, write_section, wrk  # noqa: E402
 
 # anvil's development accounts: relayers (gas only) and payers (minted USDC).
 RELAYERS = [
@@ -281,12 +281,7 @@ def report(a, r):
         )
     lines += ["", END]
     section = "\n".join(lines)
-    text = open(a.out).read() if os.path.exists(a.out) else ""
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    open(a.out, "w").write(text)
+    write_section(a.out, section)
     print(section)
 
 

@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import PAYER, ROOT, Paygate, call, in_work_dir, settling, start_chain  # noqa: E402
+from run import PAYER, ROOT, Paygate, call, in_work_dir, settling, start_chain, write_section  # noqa: E402
 
 BEGIN, END = "<!-- seller:begin -->", "<!-- seller:end -->"
 
@@ -187,13 +187,7 @@ def main():
     print(text)
     if a.no_write:
         return
-    path = os.path.join(ROOT, "BENCHMARKS.md")
-    doc = open(path).read()
-    if BEGIN in doc and END in doc:
-        doc = doc[: doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
-    else:
-        doc = doc.rstrip() + "\n\n" + text + "\n"
-    open(path, "w").write(doc)
+    write_section(os.path.join(ROOT, "BENCHMARKS.md"), text)
 
 
 if __name__ == "__main__":

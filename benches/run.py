@@ -38,7 +38,10 @@ def free_port():
 
 
 def pin(core):
-    return ["taskset", "-c", str(core)] if shutil.which("taskset") else []
+    """taskset's prefix pinning a command to `core` (None: no pinning)."""
+    if core is None or not shutil.which("taskset"):
+        return []
+    return ["taskset", "-c", str(core)]
 
 
 def wait_http(url, timeout=30):
@@ -83,11 +86,11 @@ def call(base, method, path, token, body=None, headers=None):
 
 
 class Nginx:
-    def __init__(self, work, name, server_block):
+    def __init__(self, work, name, server_block, workers=1, core=0):
         self.dir = os.path.join(work, name)
         os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
         conf = f"""
-worker_processes 1;
+worker_processes {workers};
 daemon off;
 pid {self.dir}/nginx.pid;
 error_log {self.dir}/logs/error.log warn;
@@ -106,7 +109,7 @@ http {{
         path = os.path.join(self.dir, "nginx.conf")
         open(path, "w").write(conf)
         self.proc = subprocess.Popen(
-            pin(0) + ["nginx", "-c", path, "-p", self.dir],
+            pin(core) + ["nginx", "-c", path, "-p", self.dir],
             stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(self.dir, "stderr.log"), "w"),
         )
@@ -119,10 +122,10 @@ http {{
 class Command:
     """A plain server process pinned to the servers' core."""
 
-    def __init__(self, work, name, argv, env=None):
+    def __init__(self, work, name, argv, env=None, core=0):
         log = open(os.path.join(work, f"{name}.log"), "w")
         self.proc = subprocess.Popen(
-            pin(0) + argv,
+            pin(core) + argv,
             stdout=log,
             stderr=log,
             env=dict(os.environ, **(env or {})),
@@ -139,7 +142,7 @@ class Command:
 
 
 class Paygate:
-    def __init__(self, binary, work, name, extra_env=None):
+    def __init__(self, binary, work, name, extra_env=None, threads=1, core=0):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.dir = os.path.join(work, name)
@@ -147,7 +150,7 @@ class Paygate:
         env = {
             "PATH": os.environ.get("PATH", ""),
             "PAYGATE__SERVER__LISTEN": f"127.0.0.1:{self.port}",
-            "PAYGATE__SERVER__THREADS": "1",
+            "PAYGATE__SERVER__THREADS": str(threads),
             # One load generator is one client address: the limits would be what is measured.
             "PAYGATE__LIMITS__CLIENT__PER_SECOND": "0",
             "PAYGATE__SERVER__GRACE_PERIOD_SECONDS": "0",
@@ -160,7 +163,7 @@ class Paygate:
         }
         env.update(extra_env or {})
         self.proc = subprocess.Popen(
-            pin(0) + [binary, "serve"],
+            pin(core) + [binary, "serve"],
             env=env,
             stdout=open(os.path.join(self.dir, "log"), "w"),
             stderr=subprocess.STDOUT,
@@ -200,8 +203,8 @@ class Paygate:
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 
 
-def wrk(url, conns, duration, headers=()):
-    cmd = pin(1) + ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency"]
+def wrk(url, conns, duration, headers=(), core=1):
+    cmd = pin(core) + ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency"]
     for h in headers:
         cmd += ["-H", h]
     out = subprocess.run(cmd + [url], capture_output=True, text=True, check=True).stdout
@@ -219,7 +222,7 @@ def wrk(url, conns, duration, headers=()):
         "p99": pct(99),
         "non2xx": int(non2xx.group(1)) if non2xx else 0,
         "errors": errors.group(1) if errors else "",
-        "cmd": " ".join(cmd[len(pin(1)) :] + [url]),
+        "cmd": " ".join(cmd[len(pin(core)) :] + [url]),
     }
 
 
@@ -277,6 +280,18 @@ def machine():
         "wrk": wrk_v,
         "commit": commit,
     }
+
+
+def write_section(path, section):
+    """Puts `section` (which starts with its begin marker and ends with its end marker) in place
+    of the same markers' section of the file at `path`, or appends it."""
+    begin, end = section.split("\n", 1)[0], section.rstrip("\n").rsplit("\n", 1)[-1]
+    text = open(path).read() if os.path.exists(path) else ""
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + section + text[text.index(end) + len(end) :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    open(path, "w").write(text)
 
 
 def in_work_dir(prefix, body, keep=False):
@@ -510,7 +525,7 @@ def run(a, work, procs):
         f.write(body + " " * (len(xreq) + len(preq)))
     min402_port, minproxy_port = free_port(), free_port()
     for port, mode, arg in ((min402_port, "402", floor_body), (minproxy_port, "proxy", f"127.0.0.1:{up_port}")):
-        procs.append(Command(work, f"minimal-{mode}", [a.minimal, f"127.0.0.1:{port}", mode, arg]))
+        procs.append(Command(work, f"minimal-{mode}", [a.minimal, f"127.0.0.1:{port}", mode, arg, "1", "1024"]))
         wait_http(f"http://127.0.0.1:{port}/")
 
     free = ["x-paygate-bench-free: 1"]
@@ -696,13 +711,8 @@ def write_report(a, r):
     w(f"| Pingora floor proxy req/s / nginx proxy_pass | {fmt3(spread(ratio('pingora_proxy', 'nginx_proxy', 'rps')), 2)} | (what Pingora allows) | |")
     w(f"| paygate proxy req/s / Pingora floor | {fmt3(spread(ratio('paygate_proxy', 'pingora_proxy', 'rps')), 2)} | (paygate's own share) | |")
     w("")
-    w("Where the time goes (perf on the 402 path, one thread): about a third of the CPU is the")
-    w("kernel's loopback send (which on loopback also runs the receiver's TCP input), allocation and")
-    w("copying in Pingora's HTTP/1 session about a fifth; paygate's own functions (lookup, request id,")
-    w("metrics event) a few per cent of samples, and with the Pingora work they cause (two long challenge")
-    w("headers, the request id header) paygate runs at the 'paygate / Pingora floor' ratio. The floor rows show the ceiling: a Pingora service that")
-    w("does nothing but answer reaches the ratio above against nginx on this machine, so the 1.0x")
-    w("target is out of reach for any Pingora handler here; see issue 7's notes.")
+    w("Where the time goes, the sweep over connection counts and core layouts, and which of issue 21's")
+    w("targets are met: \"The hot path under load\" and \"Hot-path sweep\" below (`make bench-sweep`).")
     w("")
     c = r["criterion"]
     w("## Verification cost (criterion, median per operation)")
@@ -767,16 +777,20 @@ def write_report(a, r):
     w(f"- x402-axum / paygate gateway CPU per paid request: **{fmt3(pcpu, 2)}** (paygate's capacity advantage once the chain is not the limit).")
     w('- Why the 1.5x target is missed: both sides settle through the same facilitator (one relayer,')
     w('  one nonce manager, the same anvil), and on this 2-core machine anvil spends several ms of CPU')
-    w('  per transfer (simulation, inclusion, receipts), which caps both at about 100 settlements/s; at')
+    w('  per transfer (simulation, inclusion, receipts), which caps both at 100-140 settlements/s; at')
     w('  that cap the gateway in front does not decide the throughput. What paygate saves shows in the')
-    w('  gateway CPU per paid request (the peer path spends 1.2-1.4x more: an HTTP round trip with JSON')
+    w('  gateway CPU per paid request (the peer path's ratio above: it adds an HTTP round trip with JSON')
     w('  encoding to the facilitator per payment). What would show it in requests/s: a chain that is not')
     w("  the bottleneck (a node on its own cores, or a real network's RPC), and fewer RPC calls per")
     w('  settlement on both sides (the fee estimate, `eth_feeHistory`, is still read per transaction and')
     w('  could be cached per block).')
     w("- Command: `" + " ".join(["target/release/examples/paid_load", "--url", "<url>", "--requests", str(a.paid_requests), "--concurrency", str(a.paid_conns)]) + "`")
     w("")
-    open(a.out, "w").write("\n".join(lines) + "\n")
+    # Everything from the first section another benchmark (or a hand-written reading) keeps
+    # between markers on is kept as it is.
+    old = open(a.out).read() if os.path.exists(a.out) else ""
+    first = re.search(r"<!-- \w+:begin -->", old)
+    open(a.out, "w").write("\n".join(lines) + ("\n\n" + old[first.start():] if first else "\n"))
     print(f"wrote {a.out}")
 
 

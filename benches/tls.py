@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import PAYER, ROOT, Nginx, Paygate, free_port, in_work_dir, pin, settling, start_chain, wait_http, wrk  # noqa: E402
+from run import PAYER, ROOT, Nginx, Paygate, free_port, in_work_dir, pin, settling, start_chain, wait_http, write_section, wrk  # noqa: E402
 
 BEGIN, END = "<!-- tls:begin -->", "<!-- tls:end -->"
 
@@ -144,13 +144,7 @@ def write(a, r):
         target = "(baseline)" if key == "plain" else f">= {plain:.2f} (plain) : {'met' if ratios[1] >= plain else 'missed'}"
         lines.append(f"| {label} | {nginx:,.0f} {unit} | {gw:,.0f} {unit} | {fmt(ratios)} | {target} |")
     lines += ["", END]
-    text = open(a.out).read() if os.path.exists(a.out) else ""
-    section = "\n".join(lines)
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    open(a.out, "w").write(text)
+    write_section(a.out, "\n".join(lines))
     print(json.dumps(r))
 
 

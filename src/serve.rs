@@ -232,6 +232,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     let conf = ServerConf {
         threads: cfg.server.threads,
         work_stealing: cfg.server.work_stealing,
+        upstream_keepalive_pool_size: cfg.server.upstream_keepalive_pool_size,
         grace_period_seconds: Some(cfg.server.grace_period_seconds),
         graceful_shutdown_timeout_seconds: Some(cfg.server.graceful_shutdown_timeout_seconds),
         pid_file: crate::handover::pid_file(&cfg).display().to_string(),

@@ -3,8 +3,10 @@
 //! given file; `proxy` mode forwards every request to one upstream address. Nothing else (no
 //! lookup, no request id, no metrics); same listener settings as `paygate serve`.
 //!
-//! `minimal_pingora <listen-addr> 402 <body-file>` or
-//! `minimal_pingora <listen-addr> proxy <upstream-addr>`; one worker thread, no work stealing.
+//! `minimal_pingora <listen-addr> 402 <body-file> [threads [pool]]` or
+//! `minimal_pingora <listen-addr> proxy <upstream-addr> [threads [pool]]`; one worker thread
+//! unless given (as `paygate serve`'s `server.threads`), no work stealing, and Pingora's upstream
+//! keep-alive pool of 128 unless given (`server.upstream_keepalive_pool_size`).
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -45,15 +47,27 @@ impl ProxyHttp for Minimal {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: minimal_pingora <listen-addr> (402 <body-file> | proxy <upstream-addr>)");
+    eprintln!(
+        "usage: minimal_pingora <listen-addr> (402 <body-file> | proxy <upstream-addr>) [threads [pool]]"
+    );
     std::process::exit(2);
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [listen, mode, arg] = args.as_slice() else {
-        usage();
+    let (listen, mode, arg, rest) = match args.as_slice() {
+        [listen, mode, arg, rest @ ..] if rest.len() <= 2 => (listen, mode, arg, rest),
+        _ => usage(),
     };
+    let number = |i: usize, default: usize| {
+        rest.get(i)
+            .map_or(Ok(default), |n: &String| n.parse())
+            .unwrap_or_else(|_| usage())
+    };
+    let (threads, pool) = (
+        number(0, 1),
+        number(1, ServerConf::default().upstream_keepalive_pool_size),
+    );
     let app = match mode.as_str() {
         "402" => Minimal {
             body: Some(Bytes::from(std::fs::read(arg).unwrap_or_else(|_| usage()))),
@@ -66,8 +80,9 @@ fn main() {
         _ => usage(),
     };
     let conf = ServerConf {
-        threads: 1,
+        threads,
         work_stealing: false,
+        upstream_keepalive_pool_size: pool,
         // Stop at once on SIGTERM, as the benchmarked paygate does (grace period 0): Pingora's
         // default drain kept a stopped floor process spinning beside the next measurements.
         grace_period_seconds: Some(0),

@@ -1,10 +1,16 @@
 //! Writing the answers the gateway gives itself: one function per shape, all reached through
 //! [`write`], so every answer carries the request id, CORS on `/gateway/`, and a settled
 //! payment's receipt.
+//!
+//! These headers are the gateway's own, so their names need no case kept: each answer's header
+//! is built as plain `http` parts ([`Own`]) under constant names and handed to Pingora as a
+//! case-free `ResponseHeader`. Pingora's `insert_header` would parse every name again and keep
+//! a second map of the names' case, a measurable share of a 402 (issue 21).
 
 use crate::decide::{Answer, Stage};
 use crate::Ctx;
 use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
 use paygate_domain::model::PaidAnswer;
 use paygate_domain::{ErrorBody, ErrorCode};
 use paygate_x402::Challenge;
@@ -13,12 +19,66 @@ use pingora::prelude::*;
 use pingora::proxy::Session;
 
 /// CORS on `/gateway/`: browsers may send payments and read receipts and challenges.
-const CORS_ALLOW_HEADERS: &str =
-    "X-PAYMENT, PAYMENT-SIGNATURE, Payment-Retry, Content-Type, Authorization, Accept";
-const CORS_EXPOSE_HEADERS: &str = "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, \
-                                   X-Payment-Requirements, X-Request-Id, Retry-After, \
-                                   X-Paygate-Replayed";
-const CORS_ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS";
+const CORS_ALLOW_HEADERS: HeaderValue = HeaderValue::from_static(
+    "X-PAYMENT, PAYMENT-SIGNATURE, Payment-Retry, Content-Type, Authorization, Accept",
+);
+const CORS_EXPOSE_HEADERS: HeaderValue = HeaderValue::from_static(
+    "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, X-Payment-Requirements, \
+     X-Request-Id, Retry-After, X-Paygate-Replayed",
+);
+const CORS_ALLOW_METHODS: HeaderValue =
+    HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS");
+const ANY: HeaderValue = HeaderValue::from_static("*");
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_PAYMENT_REQUIREMENTS: HeaderName = HeaderName::from_static("x-payment-requirements");
+const PAYMENT_REQUIRED: HeaderName = HeaderName::from_static("payment-required");
+const X_PAYGATE_SANDBOX: HeaderName = HeaderName::from_static("x-paygate-sandbox");
+const X_PAYGATE_REPLAYED: HeaderName = HeaderName::from_static("x-paygate-replayed");
+
+/// An answer's header of the gateway's own, being built (no header-name case kept).
+struct Own(http::response::Parts);
+
+impl Own {
+    /// With room for `size` more headers, and the answer's `content-length` and `x-request-id`.
+    fn new(status: u16, size: usize, body_len: Option<usize>, ctx: &Ctx) -> Result<Self> {
+        let (mut parts, ()) = http::Response::new(()).into_parts();
+        parts.status =
+            http::StatusCode::from_u16(status).or_err(InternalError, "invalid status")?;
+        parts.headers.reserve(size + 2);
+        let mut own = Self(parts);
+        if let Some(len) = body_len {
+            own.put(header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
+        let id = HeaderValue::from_str(&ctx.request_id)
+            .or_err(InternalError, "request id is not a header value")?;
+        own.put(X_REQUEST_ID, id);
+        Ok(own)
+    }
+
+    fn put(&mut self, name: HeaderName, value: HeaderValue) {
+        self.0.headers.insert(name, value);
+    }
+
+    /// A header whose name is known only at run time (a receipt's, by protocol version).
+    fn put_named(&mut self, name: &str, value: &str) -> Result<()> {
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).or_err(InternalError, "invalid header name")?;
+        let value = HeaderValue::from_str(value).or_err(InternalError, "invalid header value")?;
+        self.put(name, value);
+        Ok(())
+    }
+
+    /// CORS on `/gateway/`.
+    fn cors(&mut self) {
+        self.put(header::ACCESS_CONTROL_ALLOW_ORIGIN, ANY);
+        self.put(header::ACCESS_CONTROL_EXPOSE_HEADERS, CORS_EXPOSE_HEADERS);
+    }
+
+    fn done(self) -> Box<ResponseHeader> {
+        Box::new(ResponseHeader::from(self.0))
+    }
+}
 
 /// Writes `answer` and names its outcome on `ctx`.
 pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) -> Result<()> {
@@ -62,32 +122,28 @@ async fn error(
     retry_after: Option<u64>,
 ) -> Result<()> {
     let body = Bytes::from(ErrorBody::new(code, message, &ctx.request_id).to_json());
-    let mut resp = ResponseHeader::build(code.status(), Some(6))?;
+    let mut resp = Own::new(code.status(), 6, Some(body.len()), ctx)?;
     if let Some(secs) = retry_after {
-        resp.insert_header("retry-after", secs)?;
+        resp.put(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    resp.insert_header("content-type", "application/json")?;
-    resp.insert_header("content-length", body.len())?;
-    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+    resp.put(header::CONTENT_TYPE, JSON);
     if let Some(p) = ctx.paid() {
-        resp.insert_header(p.receipt_header, p.receipt.as_str())?;
+        resp.put_named(p.receipt_header, &p.receipt)?;
     }
     if ctx.gateway {
-        add_cors(&mut resp)?;
+        resp.cors();
     }
-    session.write_response_header(Box::new(resp), false).await?;
+    session.write_response_header(resp.done(), false).await?;
     session.write_response_body(Some(body), true).await
 }
 
 async fn payment_required(session: &mut Session, ctx: &Ctx, challenge: Challenge) -> Result<()> {
-    let mut resp = ResponseHeader::build(402, Some(6))?;
-    resp.insert_header("content-type", "application/json")?;
-    resp.insert_header("content-length", challenge.body.len())?;
-    resp.insert_header("x-payment-requirements", challenge.requirements_header)?;
-    resp.insert_header("payment-required", challenge.payment_required_header)?;
-    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
-    add_cors(&mut resp)?;
-    session.write_response_header(Box::new(resp), false).await?;
+    let mut resp = Own::new(402, 5, Some(challenge.body.len()), ctx)?;
+    resp.put(header::CONTENT_TYPE, JSON);
+    resp.put(X_PAYMENT_REQUIREMENTS, challenge.requirements_header);
+    resp.put(PAYMENT_REQUIRED, challenge.payment_required_header);
+    resp.cors();
+    session.write_response_header(resp.done(), false).await?;
     session
         .write_response_body(Some(challenge.body), true)
         .await
@@ -100,14 +156,12 @@ async fn sandbox(
     receipt: &str,
     body: Bytes,
 ) -> Result<()> {
-    let mut resp = ResponseHeader::build(200, Some(6))?;
-    resp.insert_header("content-type", "application/json")?;
-    resp.insert_header("content-length", body.len())?;
-    resp.insert_header(receipt_header, receipt)?;
-    resp.insert_header("x-paygate-sandbox", "true")?;
-    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
-    add_cors(&mut resp)?;
-    session.write_response_header(Box::new(resp), false).await?;
+    let mut resp = Own::new(200, 5, Some(body.len()), ctx)?;
+    resp.put(header::CONTENT_TYPE, JSON);
+    resp.put_named(receipt_header, receipt)?;
+    resp.put(X_PAYGATE_SANDBOX, HeaderValue::from_static("true"));
+    resp.cors();
+    session.write_response_header(resp.done(), false).await?;
     session.write_response_body(Some(body), true).await
 }
 
@@ -118,30 +172,35 @@ async fn kept_answer(session: &mut Session, ctx: &Ctx, kept: PaidAnswer) -> Resu
     let body = base64::engine::general_purpose::STANDARD
         .decode(kept.body.as_bytes())
         .unwrap_or_default();
-    let mut resp = ResponseHeader::build(kept.status, Some(7))?;
+    let mut resp = Own::new(kept.status, 5, Some(body.len()), ctx)?;
     if let Some(ct) = &kept.content_type {
-        resp.insert_header("content-type", ct.as_str())?;
+        resp.put_named("content-type", ct)?;
     }
-    resp.insert_header("content-length", body.len())?;
-    resp.insert_header(kept.receipt_header, kept.receipt.as_str())?;
-    resp.insert_header("x-paygate-replayed", "payment-identifier")?;
-    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
-    add_cors(&mut resp)?;
-    session.write_response_header(Box::new(resp), false).await?;
+    resp.put_named(&kept.receipt_header, &kept.receipt)?;
+    resp.put(
+        X_PAYGATE_REPLAYED,
+        HeaderValue::from_static("payment-identifier"),
+    );
+    resp.cors();
+    session.write_response_header(resp.done(), false).await?;
     session.write_response_body(Some(body.into()), true).await
 }
 
 async fn preflight(session: &mut Session, ctx: &Ctx) -> Result<()> {
-    let mut resp = ResponseHeader::build(204, Some(6))?;
-    add_cors(&mut resp)?;
-    resp.insert_header("access-control-allow-methods", CORS_ALLOW_METHODS)?;
-    resp.insert_header("access-control-allow-headers", CORS_ALLOW_HEADERS)?;
-    resp.insert_header("access-control-max-age", "600")?;
-    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
-    session.write_response_header(Box::new(resp), true).await
+    let mut resp = Own::new(204, 5, None, ctx)?;
+    resp.cors();
+    resp.put(header::ACCESS_CONTROL_ALLOW_METHODS, CORS_ALLOW_METHODS);
+    resp.put(header::ACCESS_CONTROL_ALLOW_HEADERS, CORS_ALLOW_HEADERS);
+    resp.put(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    session.write_response_header(resp.done(), true).await
 }
 
+/// CORS on a forwarded upstream response, whose header-name case is kept (so the names go
+/// through Pingora's `insert_header`).
 pub(crate) fn add_cors(resp: &mut ResponseHeader) -> Result<()> {
-    resp.insert_header("access-control-allow-origin", "*")?;
+    resp.insert_header("access-control-allow-origin", ANY)?;
     resp.insert_header("access-control-expose-headers", CORS_EXPOSE_HEADERS)
 }

@@ -10,6 +10,7 @@ pub mod limits;
 use async_trait::async_trait;
 use bytes::Bytes;
 use decide::{Decision, Stage};
+use http::header::{self, HeaderName};
 use paygate_config::UpstreamConfig;
 use paygate_domain::ids::new_request_id;
 use paygate_domain::origin_proof::{PAYMENT_ID_HEADER, SIGNATURE_HEADER};
@@ -29,28 +30,40 @@ use std::time::{Duration, Instant};
 
 /// Request headers never forwarded upstream: hop-by-hop ones (RFC 9110 7.6.1; Pingora frames
 /// bodies itself) and the payment, which is the gateway's business.
-const REQUEST_HOP_HEADERS: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-    "x-payment",
-    "payment-signature",
+const REQUEST_HOP_HEADERS: [HeaderName; 10] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
+    HeaderName::from_static("x-payment"),
+    HeaderName::from_static("payment-signature"),
 ];
 /// Hop-by-hop headers of an upstream response, not passed to the client.
-const RESPONSE_HOP_HEADERS: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
+const RESPONSE_HOP_HEADERS: [HeaderName; 7] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
 ];
+
+/// Which of `names` a message carries: one pass over its few headers rather than a lookup per
+/// name (most messages carry none of them; a lookup parsed and hashed each name, a visible
+/// share of a proxied request's profile, issue 21).
+fn carried(headers: &http::HeaderMap, names: &[HeaderName]) -> Vec<HeaderName> {
+    headers
+        .keys()
+        .filter(|k| names.contains(k))
+        .cloned()
+        .collect()
+}
+
 /// How upstreams are reached: timeouts, the SSRF policy, TLS exceptions and size limits.
 pub struct ProxySettings {
     pub policy: Arc<TargetPolicy>,
@@ -275,19 +288,13 @@ impl ProxyHttp for Gateway {
                 .map(|h| h.trim().to_ascii_lowercase())
                 .filter(|h| !h.is_empty())
                 .collect();
-            for h in REQUEST_HOP_HEADERS
-                .iter()
-                .copied()
-                .chain(listed.iter().map(String::as_str))
-            {
-                upstream.remove_header(h);
+            for h in carried(&upstream.headers, &REQUEST_HOP_HEADERS) {
+                upstream.remove_header(&h);
             }
-            let original_host = session
-                .req_header()
-                .headers
-                .get("host")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
+            for h in &listed {
+                upstream.remove_header(h.as_str());
+            }
+            let original_host = session.req_header().headers.get(header::HOST).cloned();
             let pq = target.path_and_query(session.req_header().uri.query());
             let uri = pq
                 .parse()
@@ -337,8 +344,8 @@ impl ProxyHttp for Gateway {
             if let (Some(p), Some(b)) = (f.picked, &f.route.balancer) {
                 b.succeeded(p);
             }
-            for h in RESPONSE_HOP_HEADERS {
-                resp.remove_header(*h);
+            for h in carried(&resp.headers, &RESPONSE_HOP_HEADERS) {
+                resp.remove_header(&h);
             }
         }
         Ok(())
@@ -545,13 +552,16 @@ impl ProxyHttp for Gateway {
 
 /// Headers only paygate sets on a forwarded request: whatever a client sent under these names
 /// is dropped, so an origin can trust them.
-const PROOF_HEADERS: &[&str] = &[PAYMENT_ID_HEADER, SIGNATURE_HEADER];
+const PROOF_HEADERS: [HeaderName; 2] = [
+    HeaderName::from_static(PAYMENT_ID_HEADER),
+    HeaderName::from_static(SIGNATURE_HEADER),
+];
 
 /// The proof of payment for the origin: the payment id (the same on every forward of one
 /// payment, for deduplication) and the signature over method, path, payment id and time.
 fn prove_payment(upstream: &mut RequestHeader, ctx: &mut Ctx, path_and_query: &str) -> Result<()> {
-    for h in PROOF_HEADERS {
-        upstream.remove_header(*h);
+    for h in carried(&upstream.headers, &PROOF_HEADERS) {
+        upstream.remove_header(&h);
     }
     let Some(f) = ctx.forwarding() else {
         return Ok(());

@@ -32,6 +32,10 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Cleartext HTTP/2 (prior knowledge, "h2c") on the plain listener, beside HTTP/1.1.
     pub h2c: bool,
+    /// Idle upstream connections kept for reuse, across all upstreams (Pingora's
+    /// `upstream_keepalive_pool_size`, 128 by default there): with more requests in flight than
+    /// this, every request beyond it opens and closes an upstream connection.
+    pub upstream_keepalive_pool_size: usize,
     /// The TLS listener (off unless `listen` is set).
     pub tls: TlsConfig,
 }
@@ -48,6 +52,7 @@ impl Default for ServerConfig {
             graceful_shutdown_timeout_seconds: 5,
             max_body_bytes: 1 << 20,
             h2c: false,
+            upstream_keepalive_pool_size: 1024,
             tls: TlsConfig {
                 h2: true,
                 reload_check_seconds: 10,

@@ -5,6 +5,7 @@
 //! Prometheus families behind `GET /metrics`, and the facilitator's last health probe.
 
 use crate::unflushed::{Counts, Unflushed};
+use crate::FastMap;
 use arc_swap::ArcSwap;
 use paygate_domain::model::MetricBucket;
 use paygate_domain::rollup::{RollupBucket, RollupRow, Tier};
@@ -16,7 +17,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -240,11 +240,11 @@ pub const DRAIN_EVERY: Duration = Duration::from_millis(50);
 /// One drained batch of events, folded by Prometheus series.
 #[derive(Default)]
 struct Batch {
-    requests: HashMap<(Arc<str>, Arc<str>, Outcome, u16), u64>,
-    challenge: HashMap<(Arc<str>, Arc<str>), Vec<u64>>,
-    settle: HashMap<(Arc<str>, Arc<str>), Vec<u64>>,
-    revenue: HashMap<(Arc<str>, Arc<str>), u64>,
-    upstream: HashMap<(Arc<str>, Arc<str>, u16), u64>,
+    requests: FastMap<(Arc<str>, Arc<str>, Outcome, u16), u64>,
+    challenge: FastMap<(Arc<str>, Arc<str>), Vec<u64>>,
+    settle: FastMap<(Arc<str>, Arc<str>), Vec<u64>>,
+    revenue: FastMap<(Arc<str>, Arc<str>), u64>,
+    upstream: FastMap<(Arc<str>, Arc<str>, u16), u64>,
 }
 
 impl Batch {

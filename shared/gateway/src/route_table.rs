@@ -15,6 +15,9 @@ use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
 use paygate_x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
 use std::collections::HashMap;
+
+/// The maps the proxy looks up on every request: organisation by slug, route by path.
+pub type ByKey<V> = crate::FastMap<String, V>;
 use std::sync::{Arc, Weak};
 
 /// Slug and path of the public sandbox route; no organisation can take the slug.
@@ -105,7 +108,7 @@ pub struct OrgRoutes {
     pub receiver_wallet: Option<Address>,
     /// Signs the requests forwarded for this organisation (`X-Paygate-Signature`).
     pub origin: Option<Arc<OriginSigner>>,
-    pub routes: HashMap<String, Arc<RouteEntry>>,
+    pub routes: ByKey<Arc<RouteEntry>>,
     /// A digest of the stored records this was built from (the organisation and all its
     /// routes); `None` after a one-route refresh. A resync republishes only what differs.
     source: Option<u64>,
@@ -114,7 +117,7 @@ pub struct OrgRoutes {
 /// An immutable view of every organisation's active routes.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    by_slug: HashMap<String, Arc<OrgRoutes>>,
+    by_slug: ByKey<Arc<OrgRoutes>>,
 }
 
 impl Snapshot {
@@ -357,7 +360,9 @@ impl RenderContext {
             plan_limit: 0,
             receiver_wallet: Some(self.sandbox_pay_to),
             origin: None,
-            routes: HashMap::from([(SANDBOX_PATH.to_string(), Arc::new(entry))]),
+            routes: [(SANDBOX_PATH.to_string(), Arc::new(entry))]
+                .into_iter()
+                .collect(),
             source: None,
         }
     }
@@ -376,7 +381,7 @@ pub struct RouteTable {
 impl RouteTable {
     /// Builds the table from everything in the store.
     pub async fn load(ctx: RenderContext, store: &dyn Store) -> StoreResult<Self> {
-        let mut by_slug = HashMap::new();
+        let mut by_slug = ByKey::default();
         for org in store.list_orgs().await? {
             let routes = store.list_routes(&org.id).await?;
             by_slug.insert(org.slug.clone(), Arc::new(ctx.org_routes(&org, routes)));

@@ -8,6 +8,7 @@
 //! was cut at an await when the runtime stopped) is sent again with the same id, and the store
 //! adds a batch once. So a retry never counts twice.
 
+use crate::FastMap;
 use paygate_domain::ids::new_id;
 use paygate_domain::model::MetricBucket;
 use paygate_domain::rollup::{CountBatch, RollupBucket, RollupRow, Tier, COUNT_BATCH_PREFIX};
@@ -20,9 +21,9 @@ use std::sync::{Arc, Mutex};
 #[derive(Default)]
 pub(crate) struct Counts {
     /// By organisation and unix minute.
-    pub minutes: HashMap<(Arc<str>, u64), MetricBucket>,
+    pub minutes: FastMap<(Arc<str>, u64), MetricBucket>,
     /// By organisation, route (`""`: no route matched) and hour start.
-    pub hours: HashMap<(Arc<str>, Arc<str>, u64), RollupBucket>,
+    pub hours: FastMap<(Arc<str>, Arc<str>, u64), RollupBucket>,
 }
 
 impl Counts {
