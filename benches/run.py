@@ -25,8 +25,18 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# paygate's `server.upstream_keepalive_pool_size` default, given to the floor too: the floor is a
+# bare Pingora service with paygate's server settings.
+FLOOR_POOL = "1024"
 ADMIN = "bench-admin-token"
 RECEIVER = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+
+
+def added_header_bytes(headers):
+    """Bytes of the headers paygate sends beyond the floor's own (content-type, content-length,
+    date, connection): the floor pads its body by this much, so both answer as many bytes."""
+    own = ("content-type", "content-length", "date", "connection")
+    return sum(len(k) + len(v) + 4 for k, v in headers.items() if k.lower() not in own)
 
 
 def free_port():
@@ -488,6 +498,7 @@ def run(a, work, procs):
         body = e.read().decode()
         xreq = e.headers["X-Payment-Requirements"]
         preq = e.headers["PAYMENT-REQUIRED"]
+        pad = added_header_bytes(e.headers)
     assert "'" not in body + xreq + preq
     n402_port = free_port()
     n402 = Nginx(
@@ -522,10 +533,10 @@ def run(a, work, procs):
     # Pingora proxy to the same upstream (same listener settings as paygate, one thread).
     floor_body = os.path.join(work, "floor402.json")
     with open(floor_body, "w") as f:
-        f.write(body + " " * (len(xreq) + len(preq)))
+        f.write(body + " " * pad)
     min402_port, minproxy_port = free_port(), free_port()
     for port, mode, arg in ((min402_port, "402", floor_body), (minproxy_port, "proxy", f"127.0.0.1:{up_port}")):
-        procs.append(Command(work, f"minimal-{mode}", [a.minimal, f"127.0.0.1:{port}", mode, arg, "1", "1024"]))
+        procs.append(Command(work, f"minimal-{mode}", [a.minimal, f"127.0.0.1:{port}", mode, arg, "1", FLOOR_POOL]))
         wait_http(f"http://127.0.0.1:{port}/")
 
     free = ["x-paygate-bench-free: 1"]
@@ -779,7 +790,7 @@ def write_report(a, r):
     w('  one nonce manager, the same anvil), and on this 2-core machine anvil spends several ms of CPU')
     w('  per transfer (simulation, inclusion, receipts), which caps both at 100-140 settlements/s; at')
     w('  that cap the gateway in front does not decide the throughput. What paygate saves shows in the')
-    w('  gateway CPU per paid request (the peer path's ratio above: it adds an HTTP round trip with JSON')
+    w("  gateway CPU per paid request (the peer path's ratio above: it adds an HTTP round trip with JSON")
     w('  encoding to the facilitator per payment). What would show it in requests/s: a chain that is not')
     w("  the bottleneck (a node on its own cores, or a real network's RPC), and fewer RPC calls per")
     w('  settlement on both sides (the fee estimate, `eth_feeHistory`, is still read per transaction and')

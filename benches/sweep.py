@@ -23,12 +23,14 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run import (  # noqa: E402
+    FLOOR_POOL,
     PAYER,
     RECEIVER,
     ROOT,
     Command,
     Nginx,
     Paygate,
+    added_header_bytes,
     free_port,
     in_work_dir,
     settling,
@@ -42,9 +44,6 @@ BEGIN, END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
 FREE = ["x-paygate-bench-free: 1"]
 # (path, contender): the gateways' rows; each path's floor and nginx are its baselines.
 PATHS = ("402", "404", "proxy")
-# paygate's `server.upstream_keepalive_pool_size` default, given to the floor too: the floor is a
-# bare Pingora service with paygate's server settings.
-POOL = "1024"
 
 
 def spread(xs):
@@ -65,11 +64,6 @@ def set_affinity(pid, cpus):
             continue
         for child in children:
             set_affinity(int(child), cpus)
-
-
-def added_header_bytes(headers):
-    own = ("content-type", "content-length", "date", "connection")
-    return sum(len(k) + len(v) + 4 for k, v in headers.items() if k.lower() not in own)
 
 
 def challenge_of(url):
@@ -100,7 +94,7 @@ def servers(a, work, procs, rpc, up, up_port, threads):
     nginx = Nginx(
         work,
         f"nginx-{tag}",
-        f"""upstream up {{ server 127.0.0.1:{up_port}; keepalive {POOL}; }}
+        f"""upstream up {{ server 127.0.0.1:{up_port}; keepalive {FLOOR_POOL}; }}
             server {{ listen 127.0.0.1:{n_port};
             location = /gateway/bench/r {{ default_type application/json;
               add_header X-Payment-Requirements '{xreq}' always;
@@ -122,9 +116,9 @@ def servers(a, work, procs, rpc, up, up_port, threads):
         with open(path, "w") as f:
             f.write(body + " " * extra)
         port = free_port()
-        floors[mode] = (port, Command(work, f"minimal-{mode}-{tag}", [a.minimal, f"127.0.0.1:{port}", "402", path, str(threads), POOL], core=None))
+        floors[mode] = (port, Command(work, f"minimal-{mode}-{tag}", [a.minimal, f"127.0.0.1:{port}", "402", path, str(threads), FLOOR_POOL], core=None))
     port = free_port()
-    floors["proxy"] = (port, Command(work, f"minimal-proxy-{tag}", [a.minimal, f"127.0.0.1:{port}", "proxy", f"127.0.0.1:{up_port}", str(threads), POOL], core=None))
+    floors["proxy"] = (port, Command(work, f"minimal-proxy-{tag}", [a.minimal, f"127.0.0.1:{port}", "proxy", f"127.0.0.1:{up_port}", str(threads), FLOOR_POOL], core=None))
     procs.extend(p for _, p in floors.values())
     peer_port = free_port()
     peer = Command(

@@ -174,7 +174,8 @@ async fn kept_answer(session: &mut Session, ctx: &Ctx, kept: PaidAnswer) -> Resu
         .unwrap_or_default();
     let mut resp = Own::new(kept.status, 5, Some(body.len()), ctx)?;
     if let Some(ct) = &kept.content_type {
-        resp.put_named("content-type", ct)?;
+        let ct = HeaderValue::from_str(ct).or_err(InternalError, "invalid header value")?;
+        resp.put(header::CONTENT_TYPE, ct);
     }
     resp.put_named(&kept.receipt_header, &kept.receipt)?;
     resp.put(
