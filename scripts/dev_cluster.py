@@ -120,6 +120,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(dev_env.ROOT, "target/release/paygate"))
     ap.add_argument("--anvil", required=True, help="the anvil binary")
     ap.add_argument("--artifacts", required=True, help="stablecoin-evm artifacts/hardhat/contracts")
+    ap.add_argument("--contracts", required=True, help="the compiled dev-chain contracts (.tools/contracts)")
     args = ap.parse_args()
     os.makedirs(CLUSTER, exist_ok=True)
     for i in range(len(NODES)):
@@ -157,6 +158,7 @@ def main():
         "chainId": 84532,
         "network": dev_env.DEV_NETWORK,
         "asset": USDC,
+        "contracts": args.placed,
         "adminToken": ADMIN_TOKEN,
         "org": {"slug": "acme", "apiKey": api_key, "receiverWallet": dev_env.RECEIVER_WALLET,
                 "payerWallet": dev_env.PAYER_WALLET},

@@ -214,7 +214,9 @@ def ensure_corridor(api_key):
 
 
 def start_chain(args, pid_file):
-    """anvil on RPC_ADDR with Circle's USDC set up and minted to every development account."""
+    """anvil on RPC_ADDR with Circle's USDC set up and minted to every development account, and the
+    batch-settlement contract with its deposit collector at their canonical addresses (what was
+    placed is left in args.placed, for .run/dev.json)."""
     anvil_log = open(os.path.join(RUN, "anvil.log"), "w")
     anvil = subprocess.Popen(
         [args.anvil, "--host", "127.0.0.1", "--port", RPC_ADDR.split(":")[1], "--chain-id", "84532"],
@@ -226,7 +228,7 @@ def start_chain(args, pid_file):
     wait_rpc(anvil)
     setup = subprocess.run(
         [args.binary, "devchain", "setup", "--rpc", RPC_URL, "--artifacts", args.artifacts,
-         "--mint-to", ",".join(a for a, _ in ACCOUNTS)],
+         "--mint-to", ",".join(a for a, _ in ACCOUNTS), "--contracts", args.contracts],
         env=dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY),
         capture_output=True,
         text=True,
@@ -234,6 +236,7 @@ def start_chain(args, pid_file):
     if setup.returncode != 0:
         anvil.terminate()
         sys.exit("setting up USDC on anvil failed:\n" + setup.stderr)
+    args.placed = json.loads(setup.stdout).get("contracts", {})
     return anvil
 
 
@@ -260,6 +263,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "target/release/paygate"))
     ap.add_argument("--anvil", required=True, help="the anvil binary")
     ap.add_argument("--artifacts", required=True, help="stablecoin-evm artifacts/hardhat/contracts")
+    ap.add_argument("--contracts", required=True, help="the compiled dev-chain contracts (.tools/contracts)")
     args = ap.parse_args()
     os.makedirs(RUN, exist_ok=True)
     pid_file = os.path.join(RUN, "paygate.pid")
@@ -322,6 +326,7 @@ def main():
         "chainId": 84532,
         "network": DEV_NETWORK,
         "asset": USDC,
+        "contracts": args.placed,
         "adminToken": ADMIN_TOKEN,
         "org": {"slug": "acme", "apiKey": api_key, "receiverWallet": RECEIVER_WALLET, "payerWallet": PAYER_WALLET},
         "payerKeys": [k for _, k in ACCOUNTS[1:9]],

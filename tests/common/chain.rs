@@ -38,6 +38,15 @@ pub fn address(i: usize) -> Address {
     signer(i).address()
 }
 
+/// `--contracts DIR` when the dev chain's compiled contracts are named (`make test` does), so
+/// the batch-settlement contract sits at its canonical address.
+fn contracts_arg() -> Vec<String> {
+    match std::env::var("PAYGATE_TEST_CONTRACTS") {
+        Ok(dir) => vec!["--contracts".into(), dir],
+        Err(_) => Vec::new(),
+    }
+}
+
 pub struct Chain {
     pub rpc: String,
     child: Child,
@@ -46,6 +55,8 @@ pub struct Chain {
 impl Chain {
     /// Starts anvil on a free port and sets up USDC, minting 1000 USDC to accounts 1..=6.
     pub fn start() -> Self {
+        // Its RPC clients are reqwest with rustls: the process's crypto provider first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let anvil = std::env::var("PAYGATE_TEST_ANVIL")
             .expect("PAYGATE_TEST_ANVIL must name the anvil binary (run via `make test`)");
         let artifacts = std::env::var("PAYGATE_TEST_USDC_ARTIFACTS").expect(
@@ -79,6 +90,7 @@ impl Chain {
                 &artifacts,
             ])
             .args(["--mint-to", &mint_to.join(",")])
+            .args(contracts_arg())
             .env("PAYGATE_DEVCHAIN_DEPLOYER_KEY", KEYS[0])
             .output()
             .expect("run devchain setup");

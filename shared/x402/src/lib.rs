@@ -6,6 +6,7 @@
 //! `X-Payment-Requirements` header, the v1 body, the v2 header).
 
 pub mod address;
+pub mod batch;
 pub mod facilitator;
 pub mod money;
 pub mod network;

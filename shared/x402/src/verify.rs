@@ -4,7 +4,7 @@
 
 use super::payment::{PaymentPayload, SignedAuthorization};
 use super::PaymentRequirements;
-use alloy_primitives::{Signature, U256};
+use alloy_primitives::{Address, Signature, B256, U256};
 use alloy_sol_types::{sol, Eip712Domain, SolStruct};
 use std::borrow::Cow;
 
@@ -117,28 +117,46 @@ pub fn signing_hash(auth: &SignedAuthorization, domain: &Eip712Domain) -> alloy_
     .eip712_signing_hash(domain)
 }
 
+/// Why a signature does not prove what it should.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// Not a 65-byte ECDSA signature: a smart wallet's, which only the chain can check.
+    #[error("not an EOA signature")]
+    NotEoa,
+    #[error("signature does not recover to the expected signer")]
+    Mismatch,
+}
+
+/// Checks a 65-byte EOA signature (v in {27, 28} or {0, 1}, low s) over `digest` against
+/// `signer`: one secp256k1 recovery.
+pub fn check_eoa_signature(
+    digest: &B256,
+    signature: &[u8],
+    signer: Address,
+) -> Result<(), SignatureError> {
+    if signature.len() != 65 {
+        return Err(SignatureError::NotEoa);
+    }
+    let sig = Signature::from_raw(signature).map_err(|_| SignatureError::Mismatch)?;
+    if sig.normalize_s().is_some() {
+        return Err(SignatureError::Mismatch);
+    }
+    match sig.recover_address_from_prehash(digest) {
+        Ok(a) if a == signer => Ok(()),
+        _ => Err(SignatureError::Mismatch),
+    }
+}
+
 /// Checks an EOA signature (65 bytes, v in {27, 28} or {0, 1}, low s) against `from`.
 /// Returns `Ok(false)` for longer (smart-wallet) signatures, which only the chain can check.
 pub fn check_signature(
     auth: &SignedAuthorization,
     domain: &Eip712Domain,
 ) -> Result<bool, Rejection> {
-    if auth.signature.len() != 65 {
-        return if auth.signature.len() > 65 {
-            Ok(false)
-        } else {
-            Err(Rejection::InvalidSignature)
-        };
-    }
-    let sig = Signature::from_raw(&auth.signature).map_err(|_| Rejection::InvalidSignature)?;
-    if sig.normalize_s().is_some() {
-        // High-s signatures are malleable; the token rejects them.
-        return Err(Rejection::InvalidSignature);
-    }
-    let hash = signing_hash(auth, domain);
-    match sig.recover_address_from_prehash(&hash) {
-        Ok(addr) if addr == auth.from => Ok(true),
-        _ => Err(Rejection::InvalidSignature),
+    match check_eoa_signature(&signing_hash(auth, domain), &auth.signature, auth.from) {
+        Ok(()) => Ok(true),
+        Err(SignatureError::NotEoa) if auth.signature.len() > 65 => Ok(false),
+        Err(_) => Err(Rejection::InvalidSignature),
     }
 }
 

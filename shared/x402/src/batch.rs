@@ -1,0 +1,774 @@
+//! The x402 `batch-settlement` scheme on EVM: payment channels. The payer deposits once into a
+//! channel of the `x402BatchSettlement` contract, then signs a cumulative voucher per request
+//! (`maxClaimableAmount` grows by each request's charge); the receiver claims many channels'
+//! vouchers in one transaction later and settles the claimed sum to its wallet.
+//!
+//! This module holds the scheme's protocol facts, apart from any store or server: the canonical
+//! contract addresses and limits, the EIP-712 types and digests (channel id, voucher, refund,
+//! claim batch, the deposit's `ReceiveWithAuthorization`), the contract's ABI, and local voucher
+//! verification (one secp256k1 recovery).
+
+use crate::verify::{check_eoa_signature, SignatureError};
+use alloy_primitives::{address, Address, B256, U256};
+use alloy_sol_types::{sol, Eip712Domain, SolStruct, SolValue};
+use std::borrow::Cow;
+
+/// The scheme's name in requirements and payloads.
+pub const SCHEME: &str = "batch-settlement";
+/// Where the official clients expect the settlement contract on every chain.
+pub const SETTLEMENT_ADDRESS: Address = address!("4020074e9dF2ce1deE5A9C1b5c3f541D02a10003");
+/// The ERC-3009 deposit collector the payer's `ReceiveWithAuthorization` names as `to`.
+pub const ERC3009_COLLECTOR_ADDRESS: Address = address!("4020806089470a89826cB9fB1f4059150b550004");
+/// The Permit2 deposit collector (tokens without ERC-3009).
+pub const PERMIT2_COLLECTOR_ADDRESS: Address = address!("4020425FAf3B746C082C2f942b4E5159887B0005");
+/// The withdraw delay's bounds, in seconds (15 minutes to 30 days), as the contract enforces.
+pub const MIN_WITHDRAW_DELAY: u64 = 900;
+pub const MAX_WITHDRAW_DELAY: u64 = 2_592_000;
+
+sol! {
+    /// A channel's immutable configuration; its EIP-712 hash is the channel id.
+    #[derive(Debug, PartialEq, Eq)]
+    struct ChannelConfig {
+        address payer;
+        address payerAuthorizer;
+        address receiver;
+        address receiverAuthorizer;
+        address token;
+        uint40 withdrawDelay;
+        bytes32 salt;
+    }
+
+    /// The payer's cumulative promise: the receiver may claim up to this much in total.
+    struct Voucher {
+        bytes32 channelId;
+        uint128 maxClaimableAmount;
+    }
+
+    /// A cooperative refund the receiver authorizer signs.
+    struct Refund {
+        bytes32 channelId;
+        uint256 nonce;
+        uint128 amount;
+    }
+
+    struct ClaimEntry {
+        bytes32 channelId;
+        uint128 maxClaimableAmount;
+        uint128 totalClaimed;
+    }
+
+    /// What the receiver authorizer signs to claim many channels in one transaction.
+    struct ClaimBatch {
+        ClaimEntry[] claims;
+    }
+
+    /// The deposit's ERC-3009 authorization (to the collector, nonce bound to the channel).
+    struct ReceiveWithAuthorization {
+        address from;
+        address to;
+        uint256 value;
+        uint256 validAfter;
+        uint256 validBefore;
+        bytes32 nonce;
+    }
+
+    /// The contract's interface, as the official clients call it.
+    interface IBatchSettlement {
+        struct VoucherBody {
+            ChannelConfig channel;
+            uint128 maxClaimableAmount;
+        }
+        struct VoucherClaim {
+            VoucherBody voucher;
+            bytes signature;
+            uint128 totalClaimed;
+        }
+        function deposit(ChannelConfig config, uint128 amount, address collector, bytes collectorData) external;
+        function claim(VoucherClaim[] voucherClaims) external;
+        function claimWithSignature(VoucherClaim[] voucherClaims, bytes authorizerSignature) external;
+        function settle(address receiver, address token) external;
+        function initiateWithdraw(ChannelConfig config, uint128 amount) external;
+        function finalizeWithdraw(ChannelConfig config) external;
+        function refund(ChannelConfig config, uint128 amount) external;
+        function refundWithSignature(ChannelConfig config, uint128 amount, uint256 nonce, bytes receiverAuthorizerSignature) external;
+        function multicall(bytes[] data) external returns (bytes[] results);
+        function getChannelId(ChannelConfig config) external view returns (bytes32);
+        function getVoucherDigest(bytes32 channelId, uint128 maxClaimableAmount) external view returns (bytes32);
+        function getRefundDigest(bytes32 channelId, uint256 nonce, uint128 amount) external view returns (bytes32);
+        function getClaimBatchDigest(VoucherClaim[] voucherClaims) external view returns (bytes32);
+        function channels(bytes32 channelId) external view returns (uint128 balance, uint128 totalClaimed);
+        function pendingWithdrawals(bytes32 channelId) external view returns (uint128 amount, uint40 initiatedAt);
+        function receivers(address receiver, address token) external view returns (uint128 totalClaimed, uint128 totalSettled);
+        function refundNonce(bytes32 channelId) external view returns (uint256);
+        event Deposited(bytes32 indexed channelId, address indexed payer, address indexed token, uint128 amount, uint128 balance);
+        event Claimed(bytes32 indexed channelId, address indexed receiver, uint128 totalClaimed, uint128 amount);
+        event Settled(address indexed receiver, address indexed token, address indexed sender, uint128 amount);
+        event WithdrawInitiated(bytes32 indexed channelId, uint128 amount, uint40 initiatedAt, uint40 finalizeAt);
+        event WithdrawFinalized(bytes32 indexed channelId, uint128 amount);
+        event Refunded(bytes32 indexed channelId, uint128 amount, uint256 nonce);
+    }
+}
+
+/// The settlement contract's EIP-712 domain on `chain_id`.
+pub fn settlement_domain(chain_id: u64) -> Eip712Domain {
+    Eip712Domain::new(
+        Some(Cow::Borrowed("x402 Batch Settlement")),
+        Some(Cow::Borrowed("1")),
+        Some(U256::from(chain_id)),
+        Some(SETTLEMENT_ADDRESS),
+        None,
+    )
+}
+
+impl ChannelConfig {
+    /// The channel id: the EIP-712 hash of this configuration under the settlement domain.
+    pub fn channel_id(&self, chain_id: u64) -> B256 {
+        self.eip712_signing_hash(&settlement_domain(chain_id))
+    }
+
+    /// Who signs this channel's vouchers: the payer authorizer, or the payer itself when none
+    /// is named (then only the chain can check a smart wallet's signature).
+    pub fn voucher_signer(&self) -> Address {
+        if self.payerAuthorizer == Address::ZERO {
+            self.payer
+        } else {
+            self.payerAuthorizer
+        }
+    }
+}
+
+/// The digest a payer signs for a voucher of `max` on `channel_id`.
+pub fn voucher_digest(chain_id: u64, channel_id: B256, max: u128) -> B256 {
+    Voucher {
+        channelId: channel_id,
+        maxClaimableAmount: max,
+    }
+    .eip712_signing_hash(&settlement_domain(chain_id))
+}
+
+/// The digest the receiver authorizer signs for a cooperative refund.
+pub fn refund_digest(chain_id: u64, channel_id: B256, nonce: U256, amount: u128) -> B256 {
+    Refund {
+        channelId: channel_id,
+        nonce,
+        amount,
+    }
+    .eip712_signing_hash(&settlement_domain(chain_id))
+}
+
+/// The digest the receiver authorizer signs to claim `claims` in one transaction.
+pub fn claim_batch_digest(chain_id: u64, claims: &[ClaimEntry]) -> B256 {
+    ClaimBatch {
+        claims: claims.to_vec(),
+    }
+    .eip712_signing_hash(&settlement_domain(chain_id))
+}
+
+/// The ERC-3009 nonce of a deposit into `channel_id` with the payer's `salt`.
+pub fn deposit_nonce(channel_id: B256, salt: U256) -> B256 {
+    alloy_primitives::keccak256((channel_id, salt).abi_encode())
+}
+
+/// The collector's `collectorData` for an ERC-3009 deposit.
+pub fn erc3009_collector_data(
+    valid_after: U256,
+    valid_before: U256,
+    salt: U256,
+    signature: &[u8],
+) -> Vec<u8> {
+    (
+        valid_after,
+        valid_before,
+        salt,
+        alloy_primitives::Bytes::copy_from_slice(signature),
+    )
+        .abi_encode_params()
+}
+
+/// Why a channel payment is refused, with the scheme's own reason words (what the official
+/// clients read: a `cumulative_amount_mismatch` makes an honest client resync from the corrective
+/// 402's `channelState` / `voucherState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ChannelRejection {
+    #[error("the payload is not a batch-settlement deposit, voucher or refund")]
+    PayloadType,
+    #[error("a channel field is malformed")]
+    Malformed,
+    #[error("the channel id is not the hash of the channel's configuration")]
+    ChannelIdMismatch,
+    #[error("the channel pays another receiver")]
+    ReceiverMismatch,
+    #[error("the channel names another receiver authorizer")]
+    ReceiverAuthorizerMismatch,
+    #[error("the channel holds another token")]
+    TokenMismatch,
+    #[error("the channel's withdraw delay is not this route's")]
+    WithdrawDelayMismatch,
+    #[error("the voucher's signature does not recover to the payer authorizer")]
+    VoucherSignature,
+    #[error("the deposit's ERC-3009 authorization is missing")]
+    Erc3009Required,
+    #[error("the deposit's authorization signature is invalid")]
+    DepositSignature,
+    #[error("the deposit's authorization has expired or expires too soon")]
+    DepositExpired,
+    #[error("the deposit's authorization is not valid yet")]
+    DepositNotYetValid,
+    #[error("the voucher's cumulative amount is not the charged amount plus this request's price")]
+    CumulativeMismatch,
+    #[error("the voucher's cumulative amount is not above what was already claimed")]
+    CumulativeBelowClaimed,
+    #[error("the voucher's cumulative amount is above the channel's balance")]
+    CumulativeExceedsBalance,
+    #[error("the channel's withdrawal finishes before a claim could land")]
+    WithdrawalDue,
+    #[error("the channel is serving another request")]
+    ChannelBusy,
+    #[error("no such channel")]
+    ChannelNotFound,
+}
+
+impl ChannelRejection {
+    /// The x402 reason word for this refusal.
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Self::PayloadType | Self::Malformed => "invalid_batch_settlement_evm_payload_type",
+            Self::ChannelIdMismatch => "invalid_batch_settlement_evm_channel_id_mismatch",
+            Self::ReceiverMismatch => "invalid_batch_settlement_evm_receiver_mismatch",
+            Self::ReceiverAuthorizerMismatch => {
+                "invalid_batch_settlement_evm_receiver_authorizer_mismatch"
+            }
+            Self::TokenMismatch => "invalid_batch_settlement_evm_token_mismatch",
+            Self::WithdrawDelayMismatch => "invalid_batch_settlement_evm_withdraw_delay_mismatch",
+            Self::VoucherSignature => "invalid_batch_settlement_evm_voucher_signature",
+            Self::Erc3009Required => "invalid_batch_settlement_evm_erc3009_authorization_required",
+            Self::DepositSignature => {
+                "invalid_batch_settlement_evm_receive_authorization_signature"
+            }
+            Self::DepositExpired => {
+                "invalid_batch_settlement_evm_payload_authorization_valid_before"
+            }
+            Self::DepositNotYetValid => {
+                "invalid_batch_settlement_evm_payload_authorization_valid_after"
+            }
+            Self::CumulativeMismatch => "invalid_batch_settlement_evm_cumulative_amount_mismatch",
+            Self::CumulativeBelowClaimed => "invalid_batch_settlement_evm_cumulative_below_claimed",
+            Self::CumulativeExceedsBalance => {
+                "invalid_batch_settlement_evm_cumulative_exceeds_balance"
+            }
+            // The official clients know no word for it; a withdrawing channel cannot be paid.
+            Self::WithdrawalDue => "invalid_batch_settlement_evm_withdraw_pending",
+            Self::ChannelBusy => "invalid_batch_settlement_evm_channel_busy",
+            Self::ChannelNotFound => "invalid_batch_settlement_evm_channel_not_found",
+        }
+    }
+}
+
+/// A channel configuration as it travels (addresses and salt as hex strings).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChannelConfigWire {
+    pub payer: String,
+    pub payer_authorizer: String,
+    pub receiver: String,
+    pub receiver_authorizer: String,
+    pub token: String,
+    pub withdraw_delay: u64,
+    pub salt: String,
+}
+
+/// A signed voucher as it travels.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VoucherWire {
+    pub channel_id: String,
+    pub max_claimable_amount: String,
+    pub signature: String,
+}
+
+/// A deposit's ERC-3009 `ReceiveWithAuthorization` (to the collector; the nonce is derived from
+/// the channel id and this salt).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Erc3009DepositWire {
+    pub valid_after: String,
+    pub valid_before: String,
+    pub salt: String,
+    pub signature: String,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DepositAuthorizationWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erc3009_authorization: Option<Erc3009DepositWire>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permit2_authorization: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepositWire {
+    pub amount: String,
+    pub authorization: DepositAuthorizationWire,
+}
+
+/// The scheme's payload (`payload` of a v2 payment): a deposit with its first voucher, a
+/// voucher, or a zero-charge voucher asking for a cooperative refund.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum ChannelPayloadWire {
+    Deposit {
+        channel_config: ChannelConfigWire,
+        voucher: VoucherWire,
+        deposit: DepositWire,
+    },
+    Voucher {
+        channel_config: ChannelConfigWire,
+        voucher: VoucherWire,
+    },
+    Refund {
+        channel_config: ChannelConfigWire,
+        voucher: VoucherWire,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        amount: Option<String>,
+    },
+}
+
+/// A deposit's ERC-3009 authorization in domain types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Erc3009Deposit {
+    pub amount: u128,
+    pub valid_after: U256,
+    pub valid_before: U256,
+    pub salt: U256,
+    pub signature: alloy_primitives::Bytes,
+}
+
+/// What the payment asks of the channel besides its voucher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelAction {
+    Deposit(Erc3009Deposit),
+    Voucher,
+    /// A cooperative refund of `amount` (all that is unclaimed when `None`).
+    Refund(Option<u128>),
+}
+
+/// A channel payment, parsed: the channel, its signed voucher and what it asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelPayment {
+    pub config: ChannelConfig,
+    pub channel_id: B256,
+    pub max_claimable: u128,
+    pub signature: alloy_primitives::Bytes,
+    pub action: ChannelAction,
+}
+
+/// What a route offers channels: the channel configuration it accepts, on one chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelOffer {
+    pub chain_id: u64,
+    pub receiver: Address,
+    pub receiver_authorizer: Address,
+    pub token: Address,
+    pub withdraw_delay: u64,
+}
+
+/// A channel as the gateway last knew it (on-chain figures and what it charged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChannelFigures {
+    pub balance: u128,
+    pub total_claimed: u128,
+    pub charged: u128,
+    /// When the payer's withdrawal can be finalized (unix seconds), if one was initiated.
+    pub withdraw_due: Option<u64>,
+}
+
+fn address_of(s: &str) -> Result<Address, ChannelRejection> {
+    crate::address::parse_address(s).ok_or(ChannelRejection::Malformed)
+}
+
+fn b256_of(s: &str) -> Result<B256, ChannelRejection> {
+    s.parse().map_err(|_| ChannelRejection::Malformed)
+}
+
+fn uint_of(s: &str) -> Result<U256, ChannelRejection> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ChannelRejection::Malformed);
+    }
+    U256::from_str_radix(s, 10).map_err(|_| ChannelRejection::Malformed)
+}
+
+fn u128_of(s: &str) -> Result<u128, ChannelRejection> {
+    u128::try_from(uint_of(s)?).map_err(|_| ChannelRejection::Malformed)
+}
+
+fn bytes_of(s: &str) -> Result<alloy_primitives::Bytes, ChannelRejection> {
+    s.parse().map_err(|_| ChannelRejection::Malformed)
+}
+
+impl ChannelConfigWire {
+    pub fn parse(&self) -> Result<ChannelConfig, ChannelRejection> {
+        if self.withdraw_delay > u64::from(u32::MAX) {
+            return Err(ChannelRejection::Malformed);
+        }
+        Ok(ChannelConfig {
+            payer: address_of(&self.payer)?,
+            payerAuthorizer: address_of(&self.payer_authorizer)?,
+            receiver: address_of(&self.receiver)?,
+            receiverAuthorizer: address_of(&self.receiver_authorizer)?,
+            token: address_of(&self.token)?,
+            withdrawDelay: alloy_primitives::aliases::U40::from(self.withdraw_delay),
+            salt: b256_of(&self.salt)?,
+        })
+    }
+}
+
+impl ChannelPayment {
+    /// Parses a payload for `chain_id`: every field well-formed and the voucher's channel id the
+    /// hash of the configuration sent with it.
+    pub fn parse(wire: &ChannelPayloadWire, chain_id: u64) -> Result<Self, ChannelRejection> {
+        let (config, voucher) = match wire {
+            ChannelPayloadWire::Deposit {
+                channel_config,
+                voucher,
+                ..
+            }
+            | ChannelPayloadWire::Voucher {
+                channel_config,
+                voucher,
+            }
+            | ChannelPayloadWire::Refund {
+                channel_config,
+                voucher,
+                ..
+            } => (channel_config.parse()?, voucher),
+        };
+        let channel_id = b256_of(&voucher.channel_id)?;
+        if channel_id != config.channel_id(chain_id) {
+            return Err(ChannelRejection::ChannelIdMismatch);
+        }
+        let action = match wire {
+            ChannelPayloadWire::Deposit { deposit, .. } => {
+                let auth = deposit
+                    .authorization
+                    .erc3009_authorization
+                    .as_ref()
+                    .ok_or(ChannelRejection::Erc3009Required)?;
+                ChannelAction::Deposit(Erc3009Deposit {
+                    amount: u128_of(&deposit.amount)?,
+                    valid_after: uint_of(&auth.valid_after)?,
+                    valid_before: uint_of(&auth.valid_before)?,
+                    salt: b256_of(&auth.salt)
+                        .map(|b| U256::from_be_bytes(b.0))
+                        .or_else(|_| uint_of(&auth.salt))?,
+                    signature: bytes_of(&auth.signature)?,
+                })
+            }
+            ChannelPayloadWire::Voucher { .. } => ChannelAction::Voucher,
+            ChannelPayloadWire::Refund { amount, .. } => {
+                ChannelAction::Refund(amount.as_deref().map(u128_of).transpose()?)
+            }
+        };
+        Ok(Self {
+            config,
+            channel_id,
+            max_claimable: u128_of(&voucher.max_claimable_amount)?,
+            signature: bytes_of(&voucher.signature)?,
+            action,
+        })
+    }
+
+    /// The channel must be one the route offers: its receiver, receiver authorizer, token and
+    /// withdraw delay.
+    pub fn check_offer(&self, offer: &ChannelOffer) -> Result<(), ChannelRejection> {
+        let c = &self.config;
+        if c.receiver != offer.receiver {
+            return Err(ChannelRejection::ReceiverMismatch);
+        }
+        if c.receiverAuthorizer != offer.receiver_authorizer {
+            return Err(ChannelRejection::ReceiverAuthorizerMismatch);
+        }
+        if c.token != offer.token {
+            return Err(ChannelRejection::TokenMismatch);
+        }
+        if c.withdrawDelay.to::<u64>() != offer.withdraw_delay {
+            return Err(ChannelRejection::WithdrawDelayMismatch);
+        }
+        Ok(())
+    }
+
+    /// The voucher's signature: `Ok(true)` recovered to the payer authorizer (one recovery);
+    /// `Ok(false)` a smart wallet's signature that only the chain can check.
+    pub fn check_voucher(&self, chain_id: u64) -> Result<bool, ChannelRejection> {
+        let digest = voucher_digest(chain_id, self.channel_id, self.max_claimable);
+        match check_eoa_signature(&digest, &self.signature, self.config.voucher_signer()) {
+            Ok(()) => Ok(true),
+            Err(SignatureError::NotEoa) if self.config.payerAuthorizer == Address::ZERO => {
+                Ok(false)
+            }
+            Err(_) => Err(ChannelRejection::VoucherSignature),
+        }
+    }
+
+    /// The deposit's authorization, for the token whose EIP-712 domain is `token_domain`, at
+    /// `now`: signed by the payer for this channel, not expiring within `min_validity` seconds.
+    pub fn check_deposit(
+        &self,
+        token_domain: &Eip712Domain,
+        now: u64,
+        min_validity: u64,
+    ) -> Result<(), ChannelRejection> {
+        let ChannelAction::Deposit(d) = &self.action else {
+            return Ok(());
+        };
+        if d.valid_after > U256::from(now) {
+            return Err(ChannelRejection::DepositNotYetValid);
+        }
+        if d.valid_before < U256::from(now.saturating_add(min_validity)) {
+            return Err(ChannelRejection::DepositExpired);
+        }
+        let digest = ReceiveWithAuthorization {
+            from: self.config.payer,
+            to: ERC3009_COLLECTOR_ADDRESS,
+            value: U256::from(d.amount),
+            validAfter: d.valid_after,
+            validBefore: d.valid_before,
+            nonce: deposit_nonce(self.channel_id, d.salt),
+        }
+        .eip712_signing_hash(token_domain);
+        check_eoa_signature(&digest, &d.signature, self.config.payer)
+            .map_err(|_| ChannelRejection::DepositSignature)
+    }
+
+    /// The cumulative step against what the gateway knows of the channel (`figures`, with a
+    /// deposit's amount already added to the balance): a paid voucher must be exactly
+    /// `charged + price` (a refund's: `charged`), above what was claimed, within the balance,
+    /// and the channel must not be withdrawing within `claim_lead` seconds of `now`.
+    pub fn check_step(
+        &self,
+        figures: &ChannelFigures,
+        price: u128,
+        now: u64,
+        claim_lead: u64,
+    ) -> Result<(), ChannelRejection> {
+        let expected = match self.action {
+            ChannelAction::Refund(_) => figures.charged,
+            _ => figures
+                .charged
+                .checked_add(price)
+                .ok_or(ChannelRejection::CumulativeExceedsBalance)?,
+        };
+        if self.max_claimable != expected {
+            return Err(ChannelRejection::CumulativeMismatch);
+        }
+        if !matches!(self.action, ChannelAction::Refund(_))
+            && self.max_claimable <= figures.total_claimed
+        {
+            return Err(ChannelRejection::CumulativeBelowClaimed);
+        }
+        if self.max_claimable > figures.balance {
+            return Err(ChannelRejection::CumulativeExceedsBalance);
+        }
+        if figures
+            .withdraw_due
+            .is_some_and(|due| due <= now.saturating_add(claim_lead))
+        {
+            return Err(ChannelRejection::WithdrawalDue);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_primitives::aliases::U40;
+    use alloy_signer::SignerSync;
+    use alloy_signer_local::PrivateKeySigner;
+
+    fn config() -> ChannelConfig {
+        ChannelConfig {
+            payer: address!("70997970C51812dc3A010C7d01b50e0d17dc79C8"),
+            payerAuthorizer: address!("70997970C51812dc3A010C7d01b50e0d17dc79C8"),
+            receiver: address!("209693Bc6afc0C5328bA36FaF03C514EF312287C"),
+            receiverAuthorizer: address!("3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"),
+            token: address!("036CbD53842c5426634e7929541eC2318f3dCF7e"),
+            withdrawDelay: U40::from(900),
+            salt: B256::ZERO,
+        }
+    }
+
+    #[test]
+    fn channel_id_depends_on_every_field_and_the_chain() {
+        let base = config();
+        let id = base.channel_id(84532);
+        assert_ne!(id, base.channel_id(8453));
+        let mut other = config();
+        other.withdrawDelay = U40::from(901);
+        assert_ne!(id, other.channel_id(84532));
+        let mut other = config();
+        other.salt = B256::repeat_byte(1);
+        assert_ne!(id, other.channel_id(84532));
+    }
+
+    #[test]
+    fn a_voucher_recovers_to_its_signer_only() {
+        let key: PrivateKeySigner =
+            "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+                .parse()
+                .unwrap();
+        let c = config();
+        let digest = voucher_digest(84532, c.channel_id(84532), 1000);
+        let sig = key.sign_hash_sync(&digest).unwrap().as_bytes();
+        assert_eq!(
+            check_eoa_signature(&digest, &sig, c.voucher_signer()),
+            Ok(())
+        );
+        let other = voucher_digest(84532, c.channel_id(84532), 1001);
+        assert_eq!(
+            check_eoa_signature(&other, &sig, c.voucher_signer()),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            check_eoa_signature(&digest, &sig[..64], c.voucher_signer()),
+            Err(SignatureError::NotEoa)
+        );
+    }
+
+    fn wire(max: &str, key: &PrivateKeySigner, kind: &str) -> ChannelPayloadWire {
+        let c = config();
+        let id = c.channel_id(84532);
+        let sig = key
+            .sign_hash_sync(&voucher_digest(84532, id, max.parse().unwrap()))
+            .unwrap()
+            .as_bytes();
+        let json = serde_json::json!({
+            "type": kind,
+            "channelConfig": {
+                "payer": c.payer.to_checksum(None),
+                "payerAuthorizer": c.payerAuthorizer.to_checksum(None),
+                "receiver": c.receiver.to_checksum(None),
+                "receiverAuthorizer": c.receiverAuthorizer.to_checksum(None),
+                "token": c.token.to_checksum(None),
+                "withdrawDelay": 900,
+                "salt": format!("{:#x}", c.salt),
+            },
+            "voucher": {
+                "channelId": format!("{id:#x}"),
+                "maxClaimableAmount": max,
+                "signature": format!("0x{}", alloy_primitives::hex::encode(sig)),
+            },
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn payer() -> PrivateKeySigner {
+        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_voucher_is_one_exact_cumulative_step_within_the_balance() {
+        let p = ChannelPayment::parse(&wire("300", &payer(), "voucher"), 84532).unwrap();
+        assert_eq!(p.check_voucher(84532), Ok(true));
+        let f = ChannelFigures {
+            balance: 1000,
+            total_claimed: 0,
+            charged: 200,
+            withdraw_due: None,
+        };
+        assert_eq!(p.check_step(&f, 100, 0, 60), Ok(()));
+        // A step that skips or repeats: the corrective 402's reason.
+        for charged in [100, 300, 150] {
+            let f = ChannelFigures { charged, ..f };
+            assert_eq!(
+                p.check_step(&f, 100, 0, 60),
+                Err(ChannelRejection::CumulativeMismatch)
+            );
+        }
+        let f2 = ChannelFigures { balance: 299, ..f };
+        assert_eq!(
+            p.check_step(&f2, 100, 0, 60),
+            Err(ChannelRejection::CumulativeExceedsBalance)
+        );
+        let f3 = ChannelFigures {
+            total_claimed: 300,
+            ..f
+        };
+        assert_eq!(
+            p.check_step(&f3, 100, 0, 60),
+            Err(ChannelRejection::CumulativeBelowClaimed)
+        );
+        // A withdrawal finishing before a claim could land refuses; a later one does not.
+        let f4 = ChannelFigures {
+            withdraw_due: Some(1_000),
+            ..f
+        };
+        assert_eq!(
+            p.check_step(&f4, 100, 950, 60),
+            Err(ChannelRejection::WithdrawalDue)
+        );
+        assert_eq!(p.check_step(&f4, 100, 900, 60), Ok(()));
+        // A refund's voucher repeats the charged amount.
+        let r = ChannelPayment::parse(&wire("200", &payer(), "refund"), 84532).unwrap();
+        assert_eq!(r.action, ChannelAction::Refund(None));
+        assert_eq!(r.check_step(&f, 100, 0, 60), Ok(()));
+    }
+
+    #[test]
+    fn forged_and_malformed_payloads_are_refused() {
+        let other: PrivateKeySigner =
+            "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+                .parse()
+                .unwrap();
+        let forged = ChannelPayment::parse(&wire("300", &other, "voucher"), 84532).unwrap();
+        assert_eq!(
+            forged.check_voucher(84532),
+            Err(ChannelRejection::VoucherSignature)
+        );
+        // Another chain's id for the same configuration.
+        assert_eq!(
+            ChannelPayment::parse(&wire("300", &payer(), "voucher"), 8453),
+            Err(ChannelRejection::ChannelIdMismatch)
+        );
+        let mut w = wire("300", &payer(), "voucher");
+        if let ChannelPayloadWire::Voucher { voucher, .. } = &mut w {
+            voucher.max_claimable_amount = "-1".into();
+        }
+        assert_eq!(
+            ChannelPayment::parse(&w, 84532),
+            Err(ChannelRejection::Malformed)
+        );
+        let mut w = wire("300", &payer(), "voucher");
+        if let ChannelPayloadWire::Voucher { channel_config, .. } = &mut w {
+            channel_config.payer = "0xnot-an-address".into();
+        }
+        assert_eq!(
+            ChannelPayment::parse(&w, 84532),
+            Err(ChannelRejection::Malformed)
+        );
+        assert!(serde_json::from_value::<ChannelPayloadWire>(
+            serde_json::json!({"type": "claim", "claims": []})
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn the_deposit_nonce_binds_channel_and_salt() {
+        let id = config().channel_id(84532);
+        assert_ne!(
+            deposit_nonce(id, U256::ZERO),
+            deposit_nonce(id, U256::from(1))
+        );
+        assert_ne!(
+            deposit_nonce(id, U256::ZERO),
+            deposit_nonce(B256::ZERO, U256::ZERO)
+        );
+    }
+}
