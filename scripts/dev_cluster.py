@@ -129,7 +129,7 @@ def main():
     dev_env.stop_leftover(anvil_pid_file)
 
     database_url = start_postgres()
-    anvil = dev_env.start_chain(args, anvil_pid_file)
+    anvil, contracts = dev_env.start_chain(args, anvil_pid_file)
     echo = http.server.ThreadingHTTPServer(ECHO_ADDR, dev_env.Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
     # All three at once: they apply the migrations once between them.
@@ -158,7 +158,7 @@ def main():
         "chainId": 84532,
         "network": dev_env.DEV_NETWORK,
         "asset": USDC,
-        "contracts": args.placed,
+        "contracts": contracts,
         "adminToken": ADMIN_TOKEN,
         "org": {"slug": "acme", "apiKey": api_key, "receiverWallet": dev_env.RECEIVER_WALLET,
                 "payerWallet": dev_env.PAYER_WALLET},

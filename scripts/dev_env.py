@@ -215,8 +215,8 @@ def ensure_corridor(api_key):
 
 def start_chain(args, pid_file):
     """anvil on RPC_ADDR with Circle's USDC set up and minted to every development account, and the
-    batch-settlement contract with its deposit collector at their canonical addresses (what was
-    placed is left in args.placed, for .run/dev.json)."""
+    batch-settlement contract with its deposit collector at their canonical addresses. Returns
+    the anvil process and the contracts placed (name -> address, for .run/dev.json)."""
     anvil_log = open(os.path.join(RUN, "anvil.log"), "w")
     anvil = subprocess.Popen(
         [args.anvil, "--host", "127.0.0.1", "--port", RPC_ADDR.split(":")[1], "--chain-id", "84532"],
@@ -236,8 +236,7 @@ def start_chain(args, pid_file):
     if setup.returncode != 0:
         anvil.terminate()
         sys.exit("setting up USDC on anvil failed:\n" + setup.stderr)
-    args.placed = json.loads(setup.stdout).get("contracts", {})
-    return anvil
+    return anvil, json.loads(setup.stdout).get("contracts", {})
 
 
 def gateway_env():
@@ -271,7 +270,7 @@ def main():
     stop_leftover(pid_file)
     stop_leftover(anvil_pid_file)
 
-    anvil = start_chain(args, anvil_pid_file)
+    anvil, contracts = start_chain(args, anvil_pid_file)
     echo = http.server.ThreadingHTTPServer(ECHO_ADDR, Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
 
@@ -326,7 +325,7 @@ def main():
         "chainId": 84532,
         "network": DEV_NETWORK,
         "asset": USDC,
-        "contracts": args.placed,
+        "contracts": contracts,
         "adminToken": ADMIN_TOKEN,
         "org": {"slug": "acme", "apiKey": api_key, "receiverWallet": RECEIVER_WALLET, "payerWallet": PAYER_WALLET},
         "payerKeys": [k for _, k in ACCOUNTS[1:9]],

@@ -205,9 +205,7 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
         &token["deployedLinkReferences"],
         checker_addr,
     )?;
-    let _: serde_json::Value = provider
-        .raw_request("anvil_setCode".into(), (args.token_address, runtime))
-        .await?;
+    set_code(&provider, args.token_address, runtime).await?;
 
     let calls: Vec<Vec<u8>> = {
         let mut v = vec![
@@ -288,6 +286,11 @@ async fn place(
     if runtime.is_empty() {
         bail!("{name}: empty runtime code");
     }
+    set_code(provider, at, runtime).await
+}
+
+/// Puts `runtime` at `at` (anvil's `anvil_setCode`: no constructor runs).
+async fn set_code(provider: &impl Provider, at: Address, runtime: Bytes) -> anyhow::Result<()> {
     let _: serde_json::Value = provider
         .raw_request("anvil_setCode".into(), (at, runtime))
         .await?;

@@ -9,7 +9,7 @@ mod common;
 
 use alloy_network::TransactionBuilder;
 use alloy_primitives::aliases::U40;
-use alloy_primitives::{Address, Bytes, B256, U256};
+use alloy_primitives::{Bytes, B256, U256};
 use alloy_provider::{Provider, ProviderBuilder};
 use alloy_rpc_types_eth::TransactionRequest;
 use alloy_signer::SignerSync;
@@ -19,7 +19,6 @@ use paygate_x402::batch::{
     self, ChannelConfig, ClaimEntry, IBatchSettlement, ReceiveWithAuthorization,
     ERC3009_COLLECTOR_ADDRESS, SETTLEMENT_ADDRESS,
 };
-use paygate_x402::verify::token_domain;
 
 const CHAIN_ID: u64 = 84532;
 // Accounts: 0 relayer (submits every transaction it may), 1 and 2 payers, 3 the receiver
@@ -135,55 +134,35 @@ impl Dev {
             .await;
         (r.balance, r.totalClaimed)
     }
-
-    /// The payer's signed deposit of `amount` into `c` (ERC-3009 to the collector).
-    fn deposit_call(&self, c: &ChannelConfig, amount: u64, salt: u64) -> Vec<u8> {
-        let req = token_requirements();
-        let id = c.channel_id(CHAIN_ID);
-        let valid_before = U256::from(chain::now() + 300);
-        let auth = ReceiveWithAuthorization {
-            from: c.payer,
-            to: ERC3009_COLLECTOR_ADDRESS,
-            value: U256::from(amount),
-            validAfter: U256::ZERO,
-            validBefore: valid_before,
-            nonce: batch::deposit_nonce(id, U256::from(salt)),
-        };
-        let payer = (0..chain::KEYS.len())
-            .find(|i| address(*i) == c.payer)
-            .expect("a dev key");
-        let sig = sign(payer, auth.eip712_signing_hash(&token_domain(&req)));
-        IBatchSettlement::depositCall {
-            config: c.clone(),
-            amount: u128::from(amount),
-            collector: ERC3009_COLLECTOR_ADDRESS,
-            collectorData: batch::erc3009_collector_data(
-                U256::ZERO,
-                valid_before,
-                U256::from(salt),
-                &sig,
-            )
-            .into(),
-        }
-        .abi_encode()
-    }
 }
 
-fn token_requirements() -> paygate_x402::PaymentRequirements {
-    let net =
-        paygate_x402::network::Networks::from_config(&paygate_x402::network::builtin_networks())
-            .resolve("base-sepolia")
-            .unwrap()
-            .clone();
-    paygate_x402::PaymentRequirements {
-        network: net,
-        amount: paygate_x402::money::UsdcAmount(1),
-        pay_to: Address::ZERO,
-        resource: String::new(),
-        description: String::new(),
-        mime_type: String::new(),
-        max_timeout_seconds: 60,
+/// `payer`'s signed deposit of `amount` into `c` (ERC-3009 to the collector, the nonce bound to
+/// the channel and `salt`).
+fn deposit_call(c: &ChannelConfig, payer: usize, amount: u64, salt: u64) -> Vec<u8> {
+    let id = c.channel_id(CHAIN_ID);
+    let valid_before = U256::from(chain::now() + 300);
+    let auth = ReceiveWithAuthorization {
+        from: c.payer,
+        to: ERC3009_COLLECTOR_ADDRESS,
+        value: U256::from(amount),
+        validAfter: U256::ZERO,
+        validBefore: valid_before,
+        nonce: batch::deposit_nonce(id, U256::from(salt)),
+    };
+    let sig = sign(payer, auth.eip712_signing_hash(&chain::usdc_domain()));
+    IBatchSettlement::depositCall {
+        config: c.clone(),
+        amount: u128::from(amount),
+        collector: ERC3009_COLLECTOR_ADDRESS,
+        collectorData: batch::erc3009_collector_data(
+            U256::ZERO,
+            valid_before,
+            U256::from(salt),
+            &sig,
+        )
+        .into(),
     }
+    .abi_encode()
 }
 
 #[tokio::test]
@@ -278,7 +257,6 @@ async fn digests_agree_with_the_contract_and_the_official_client() {
     let payment = batch::ChannelPayment::parse(&wire, CHAIN_ID).expect("parses");
     assert_eq!((payment.channel_id, payment.max_claimable), (id, 123_456));
     let offer = batch::ChannelOffer {
-        chain_id: CHAIN_ID,
         receiver: c.receiver,
         receiver_authorizer: c.receiverAuthorizer,
         token: c.token,
@@ -286,28 +264,62 @@ async fn digests_agree_with_the_contract_and_the_official_client() {
     };
     payment.check_offer(&offer).expect("the route's channel");
     assert_eq!(payment.check_voucher(CHAIN_ID), Ok(true));
-    let domain = token_domain(&token_requirements());
+    let domain = chain::usdc_domain();
     payment
         .check_deposit(&domain, chain::now(), 6)
         .expect("the deposit's authorization verifies");
-    for (field, bad) in [
+    for (bad, why) in [
         (
-            "receiver",
             batch::ChannelOffer {
                 receiver: address(0),
                 ..offer.clone()
             },
+            batch::ChannelRejection::ReceiverMismatch,
         ),
         (
-            "delay",
+            batch::ChannelOffer {
+                receiver_authorizer: address(0),
+                ..offer.clone()
+            },
+            batch::ChannelRejection::ReceiverAuthorizerMismatch,
+        ),
+        (
+            batch::ChannelOffer {
+                token: address(0),
+                ..offer.clone()
+            },
+            batch::ChannelRejection::TokenMismatch,
+        ),
+        (
             batch::ChannelOffer {
                 withdraw_delay: 901,
                 ..offer.clone()
             },
+            batch::ChannelRejection::WithdrawDelayMismatch,
         ),
     ] {
-        assert!(payment.check_offer(&bad).is_err(), "{field}");
+        assert_eq!(payment.check_offer(&bad), Err(why));
     }
+    // The deposit's authorization: too late to settle, not valid yet, altered after signing.
+    assert_eq!(
+        payment.check_deposit(&domain, chain::now() + 3600, 6),
+        Err(batch::ChannelRejection::DepositExpired)
+    );
+    let altered = |change: fn(&mut batch::Erc3009Deposit)| {
+        let mut p = payment.clone();
+        if let batch::ChannelAction::Deposit(d) = &mut p.action {
+            change(d);
+        }
+        p.check_deposit(&domain, chain::now(), 6)
+    };
+    assert_eq!(
+        altered(|d| d.valid_after = U256::from(chain::now() + 60)),
+        Err(batch::ChannelRejection::DepositNotYetValid)
+    );
+    assert_eq!(
+        altered(|d| d.amount += 1),
+        Err(batch::ChannelRejection::DepositSignature)
+    );
     let batch::ChannelAction::Deposit(d) = &payment.action else {
         panic!("a deposit")
     };
@@ -341,7 +353,7 @@ async fn deposit_claim_settle_refund_and_withdraw_move_each_amount_once() {
     let payer_before = dev.chain.balance(address(PAYER)).await;
 
     // Deposit 1 USDC through the ERC-3009 collector, submitted by the relayer.
-    let deposit = dev.deposit_call(&c, 1_000_000, 42);
+    let deposit = deposit_call(&c, PAYER, 1_000_000, 42);
     dev.send(0, deposit.clone()).await.expect("deposit");
     assert_eq!(dev.channel(&c).await, (1_000_000, 0));
     assert_eq!(
@@ -354,7 +366,7 @@ async fn deposit_claim_settle_refund_and_withdraw_move_each_amount_once() {
     assert_eq!(dev.channel(&c).await, (1_000_000, 0));
     // An authorization for this channel cannot fund another (its nonce names the channel).
     let other = config(PAYER, 2);
-    let mut stolen = dev.deposit_call(&c, 1_000, 43);
+    let mut stolen = deposit_call(&c, PAYER, 1_000, 43);
     let decoded = IBatchSettlement::depositCall::abi_decode(&stolen).unwrap();
     stolen = IBatchSettlement::depositCall {
         config: other.clone(),
@@ -498,7 +510,8 @@ async fn one_claim_transaction_covers_many_channels() {
         .map(|i| config(if i % 2 == 0 { PAYER } else { OTHER_PAYER }, 100 + i))
         .collect();
     for (i, c) in configs.iter().enumerate() {
-        let call = dev.deposit_call(c, 10_000, 1000 + i as u64);
+        let key = if i % 2 == 0 { PAYER } else { OTHER_PAYER };
+        let call = deposit_call(c, key, 10_000, 1000 + i as u64);
         dev.send(0, call).await.expect("deposit");
     }
     let claims: Vec<_> = configs

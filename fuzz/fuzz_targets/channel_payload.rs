@@ -17,7 +17,6 @@ fuzz_target!(|data: &[u8]| {
             continue;
         };
         let offer = ChannelOffer {
-            chain_id,
             receiver: address!("209693Bc6afc0C5328bA36FaF03C514EF312287C"),
             receiver_authorizer: address!("3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"),
             token: address!("036CbD53842c5426634e7929541eC2318f3dCF7e"),

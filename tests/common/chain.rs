@@ -129,6 +129,23 @@ impl Drop for Chain {
     }
 }
 
+/// The EIP-712 domain of the test chain's USDC (the production `base-sepolia` entry's).
+pub fn usdc_domain() -> alloy_sol_types::Eip712Domain {
+    let network = Networks::from_config(&builtin_networks())
+        .resolve("base-sepolia")
+        .expect("built-in network")
+        .clone();
+    token_domain(&PaymentRequirements {
+        network,
+        amount: UsdcAmount(0),
+        pay_to: Address::ZERO,
+        resource: String::new(),
+        description: String::new(),
+        mime_type: String::new(),
+        max_timeout_seconds: 60,
+    })
+}
+
 /// What to sign: defaults are a valid payment of `amount` to `pay_to` on Base Sepolia.
 #[derive(Clone)]
 pub struct PaymentSpec {
@@ -154,19 +171,6 @@ impl PaymentSpec {
     }
 
     fn signed(&self) -> (SignedAuthorization, String) {
-        let net = Networks::from_config(&builtin_networks())
-            .resolve("base-sepolia")
-            .unwrap()
-            .clone();
-        let req = PaymentRequirements {
-            network: net,
-            amount: UsdcAmount(self.amount),
-            pay_to: self.pay_to,
-            resource: String::new(),
-            description: String::new(),
-            mime_type: String::new(),
-            max_timeout_seconds: 60,
-        };
         let mut auth = SignedAuthorization {
             from: address(self.payer),
             to: self.pay_to,
@@ -176,7 +180,7 @@ impl PaymentSpec {
             nonce: self.nonce,
             signature: Default::default(),
         };
-        let hash = signing_hash(&auth, &token_domain(&req));
+        let hash = signing_hash(&auth, &usdc_domain());
         let sig = signer(self.signer.unwrap_or(self.payer))
             .sign_hash_sync(&hash)
             .expect("sign");

@@ -190,8 +190,6 @@ pub fn erc3009_collector_data(
 /// 402's `channelState` / `voucherState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ChannelRejection {
-    #[error("the payload is not a batch-settlement deposit, voucher or refund")]
-    PayloadType,
     #[error("a channel field is malformed")]
     Malformed,
     #[error("the channel id is not the hash of the channel's configuration")]
@@ -222,17 +220,13 @@ pub enum ChannelRejection {
     CumulativeExceedsBalance,
     #[error("the channel's withdrawal finishes before a claim could land")]
     WithdrawalDue,
-    #[error("the channel is serving another request")]
-    ChannelBusy,
-    #[error("no such channel")]
-    ChannelNotFound,
 }
 
 impl ChannelRejection {
     /// The x402 reason word for this refusal.
     pub const fn reason(self) -> &'static str {
         match self {
-            Self::PayloadType | Self::Malformed => "invalid_batch_settlement_evm_payload_type",
+            Self::Malformed => "invalid_batch_settlement_evm_payload_type",
             Self::ChannelIdMismatch => "invalid_batch_settlement_evm_channel_id_mismatch",
             Self::ReceiverMismatch => "invalid_batch_settlement_evm_receiver_mismatch",
             Self::ReceiverAuthorizerMismatch => {
@@ -258,8 +252,6 @@ impl ChannelRejection {
             }
             // The official clients know no word for it; a withdrawing channel cannot be paid.
             Self::WithdrawalDue => "invalid_batch_settlement_evm_withdraw_pending",
-            Self::ChannelBusy => "invalid_batch_settlement_evm_channel_busy",
-            Self::ChannelNotFound => "invalid_batch_settlement_evm_channel_not_found",
         }
     }
 }
@@ -371,7 +363,6 @@ pub struct ChannelPayment {
 /// What a route offers channels: the channel configuration it accepts, on one chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChannelOffer {
-    pub chain_id: u64,
     pub receiver: Address,
     pub receiver_authorizer: Address,
     pub token: Address,
@@ -636,6 +627,14 @@ mod tests {
         );
         assert_eq!(
             check_eoa_signature(&digest, &sig[..64], c.voucher_signer()),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            check_eoa_signature(
+                &digest,
+                &[sig.as_slice(), &[0; 32]].concat(),
+                c.voucher_signer()
+            ),
             Err(SignatureError::NotEoa)
         );
     }
@@ -737,22 +736,26 @@ mod tests {
             ChannelPayment::parse(&wire("300", &payer(), "voucher"), 8453),
             Err(ChannelRejection::ChannelIdMismatch)
         );
-        let mut w = wire("300", &payer(), "voucher");
-        if let ChannelPayloadWire::Voucher { voucher, .. } = &mut w {
-            voucher.max_claimable_amount = "-1".into();
+        let malformed: [fn(&mut ChannelConfigWire, &mut VoucherWire); 4] = [
+            |_, v| v.max_claimable_amount = "-1".into(),
+            |_, v| v.signature = "0xzz".into(),
+            |c, _| c.payer = "0xnot-an-address".into(),
+            |c, _| c.withdraw_delay = u64::MAX,
+        ];
+        for mutate in malformed {
+            let mut w = wire("300", &payer(), "voucher");
+            if let ChannelPayloadWire::Voucher {
+                channel_config,
+                voucher,
+            } = &mut w
+            {
+                mutate(channel_config, voucher);
+            }
+            assert_eq!(
+                ChannelPayment::parse(&w, 84532),
+                Err(ChannelRejection::Malformed)
+            );
         }
-        assert_eq!(
-            ChannelPayment::parse(&w, 84532),
-            Err(ChannelRejection::Malformed)
-        );
-        let mut w = wire("300", &payer(), "voucher");
-        if let ChannelPayloadWire::Voucher { channel_config, .. } = &mut w {
-            channel_config.payer = "0xnot-an-address".into();
-        }
-        assert_eq!(
-            ChannelPayment::parse(&w, 84532),
-            Err(ChannelRejection::Malformed)
-        );
         assert!(serde_json::from_value::<ChannelPayloadWire>(
             serde_json::json!({"type": "claim", "claims": []})
         )

@@ -120,7 +120,8 @@ pub fn signing_hash(auth: &SignedAuthorization, domain: &Eip712Domain) -> alloy_
 /// Why a signature does not prove what it should.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
-    /// Not a 65-byte ECDSA signature: a smart wallet's, which only the chain can check.
+    /// Longer than a 65-byte ECDSA signature: a smart wallet's (ERC-1271 / EIP-6492), which
+    /// only the chain can check.
     #[error("not an EOA signature")]
     NotEoa,
     #[error("signature does not recover to the expected signer")]
@@ -128,17 +129,18 @@ pub enum SignatureError {
 }
 
 /// Checks a 65-byte EOA signature (v in {27, 28} or {0, 1}, low s) over `digest` against
-/// `signer`: one secp256k1 recovery.
+/// `signer`: one secp256k1 recovery. A shorter signature is a mismatch.
 pub fn check_eoa_signature(
     digest: &B256,
     signature: &[u8],
     signer: Address,
 ) -> Result<(), SignatureError> {
-    if signature.len() != 65 {
+    if signature.len() > 65 {
         return Err(SignatureError::NotEoa);
     }
     let sig = Signature::from_raw(signature).map_err(|_| SignatureError::Mismatch)?;
     if sig.normalize_s().is_some() {
+        // High-s signatures are malleable; the token and the contract reject them.
         return Err(SignatureError::Mismatch);
     }
     match sig.recover_address_from_prehash(digest) {
@@ -155,8 +157,8 @@ pub fn check_signature(
 ) -> Result<bool, Rejection> {
     match check_eoa_signature(&signing_hash(auth, domain), &auth.signature, auth.from) {
         Ok(()) => Ok(true),
-        Err(SignatureError::NotEoa) if auth.signature.len() > 65 => Ok(false),
-        Err(_) => Err(Rejection::InvalidSignature),
+        Err(SignatureError::NotEoa) => Ok(false),
+        Err(SignatureError::Mismatch) => Err(Rejection::InvalidSignature),
     }
 }
 
