@@ -276,7 +276,8 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     )
     .with_context(|| format!("writing {}", crate::handover::pid_file(&cfg).display()))?;
 
-    let (facilitator, relayer) = build_facilitator(&cfg, &table.render_context().networks)?;
+    let (facilitator, relayer, chain_calls) =
+        build_facilitator(&cfg, &table.render_context().networks)?;
     if let (Some(_), Some(relayer)) = (&pg, &relayer) {
         rt.block_on(claim_relayer(dyn_store.as_ref(), relayer))?;
     }
@@ -291,12 +292,20 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(dyn_store.clone()),
     });
     let networks = table.render_context().networks.clone();
-    let payments = Arc::new(PaymentService::new(
-        dyn_store.clone(),
-        facilitator.clone(),
-        usage,
-        networks,
-    ));
+    let mut payments = PaymentService::new(dyn_store.clone(), facilitator.clone(), usage, networks);
+    let channels = build_channels(&cfg, dyn_store.clone(), chain_calls);
+    if let Some(c) = &channels {
+        payments = payments.with_channels(c.clone());
+        server.add_service(background_service(
+            "channel claimer",
+            Claimer {
+                channels: c.clone(),
+                store: dyn_store.clone(),
+                every: Duration::from_secs(cfg.channels.claim_interval_seconds),
+            },
+        ));
+    }
+    let payments = Arc::new(payments);
     // What the facilitator settles, before the first probe: routes may be created at once.
     if let Some(f) = &facilitator {
         let timeout = Duration::from_secs(cfg.facilitator.request_timeout_seconds.clamp(1, 2));
@@ -481,7 +490,12 @@ fn hex_secret() -> Vec<u8> {
 }
 
 /// The facilitator (if any) and the embedded one's relayer address.
-type Settling = (Option<Arc<dyn Facilitator>>, Option<String>);
+/// With the embedded one, its contract calls too (payment channels need them).
+type Settling = (
+    Option<Arc<dyn Facilitator>>,
+    Option<String>,
+    Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
+);
 
 /// The configured facilitator, or `None` (paid requests then answer 503) when the embedded one
 /// has no relayer key in the environment; with the embedded one, its relayer's address.
@@ -499,7 +513,7 @@ fn build_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<Settli
             let remote = RemoteFacilitator::new(&f.url, bearer, timeout)
                 .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
             tracing::info!(url = %f.url, "remote facilitator");
-            Ok((Some(Arc::new(remote)), None))
+            Ok((Some(Arc::new(remote)), None, None))
         }
         FacilitatorKind::Embedded => {
             let Ok(key) = std::env::var(&f.relayer_key_env) else {
@@ -507,7 +521,7 @@ fn build_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<Settli
                     env = %f.relayer_key_env,
                     "no relayer key in the environment: paid requests will answer 503"
                 );
-                return Ok((None, None));
+                return Ok((None, None, None));
             };
             let embedded = EmbeddedFacilitator::new(
                 networks,
@@ -518,7 +532,67 @@ fn build_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<Settli
             .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
             let relayer = embedded.relayer().to_string();
             tracing::info!(relayer = %relayer, "embedded facilitator");
-            Ok((Some(Arc::new(embedded)), Some(relayer)))
+            let embedded = Arc::new(embedded);
+            Ok((Some(embedded.clone()), Some(relayer), Some(embedded)))
+        }
+    }
+}
+
+/// Payment channels, where this deployment can serve them: the embedded facilitator's relayer
+/// sends deposits and claims, and a receiver authorizer key signs claims.
+fn build_channels(
+    cfg: &Config,
+    store: Arc<dyn Store>,
+    chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
+) -> Option<Arc<paygate_gateway::channels::Channels>> {
+    let authorizer = paygate_domain::secrets::receiver_authorizer(
+        &cfg.channels.receiver_authorizer_key_env,
+        &cfg.orgs.master_key_env,
+    );
+    match (chain, authorizer) {
+        (Some(chain), Some(authorizer)) => {
+            tracing::info!(receiver_authorizer = %authorizer.address(), "payment channels offered");
+            Some(Arc::new(paygate_gateway::channels::Channels::new(
+                store,
+                chain,
+                authorizer,
+                cfg.channels.clone(),
+            )))
+        }
+        (None, _) => None,
+        (Some(_), None) => {
+            tracing::warn!(
+                "no master key and no receiver authorizer key: routes do not offer payment channels"
+            );
+            None
+        }
+    }
+}
+
+/// The elected claimer: one node of a cluster (the lease `channel-claimer`) claims the
+/// channels' vouchers on chain every `every`.
+struct Claimer {
+    channels: Arc<paygate_gateway::channels::Channels>,
+    store: Arc<dyn Store>,
+    every: Duration,
+}
+
+#[async_trait]
+impl BackgroundService for Claimer {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut tick = tokio::time::interval(self.every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tick.tick() => {}
+            }
+            if !matches!(self.store.hold_lease("channel-claimer").await, Ok(true)) {
+                continue;
+            }
+            if let Err(e) = self.channels.claim_due(false).await {
+                tracing::warn!(error = %e, "channel claim pass failed; retried at the next");
+            }
         }
     }
 }

@@ -137,6 +137,7 @@ pub async fn settle(
             transaction: String::new(),
             network,
             payer,
+            extra: None,
         })
     };
     let (v, requirements) = match check(&state, &req, version) {
@@ -160,6 +161,7 @@ pub async fn settle(
             transaction: paid.record.transaction.clone().unwrap_or_default(),
             network,
             payer,
+            extra: None,
         })),
         Err(r) => match Answer::from(r) {
             Answer::Invalid(reason) => Ok(failed(reason, network, payer)),

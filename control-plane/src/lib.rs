@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod body;
+mod channels_api;
 mod console;
 mod corridor_lists;
 mod corridors;
@@ -60,6 +61,8 @@ pub fn app(state: AppState) -> Router {
             "/api/keys/{key_id}",
             axum::routing::delete(keys_api::delete),
         )
+        .route("/api/channels", get(channels_api::list))
+        .route("/api/channels/claim", post(channels_api::claim))
         .route("/api/payments", get(payments_api::list))
         .route("/api/payments/{id}", get(payments_api::get_one))
         .route("/api/origin-secret", get(origin_api::get))

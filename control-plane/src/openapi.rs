@@ -42,6 +42,8 @@ use utoipa::{Modify, OpenApi};
         crate::keys_api::list,
         crate::keys_api::create,
         crate::keys_api::delete,
+        crate::channels_api::list,
+        crate::channels_api::claim,
         crate::payments_api::list,
         crate::payments_api::get_one,
         crate::discovery::list,

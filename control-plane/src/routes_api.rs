@@ -228,6 +228,7 @@ pub async fn create(
         input_schema: None,
         output_schema: None,
         public_tool: false,
+        schemes: paygate_domain::model::exact_only(),
         created_at_ns: now.unix_timestamp_nanos(),
         created_at: stamp.clone(),
         updated_at: stamp,

@@ -45,6 +45,8 @@ pub struct RouteView {
     output_schema: Option<serde_json::Value>,
     /// Offered at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the caller.
     public_tool: bool,
+    /// The x402 schemes the route accepts, in its challenge's order.
+    schemes: Vec<paygate_domain::model::Scheme>,
     created_at: String,
     updated_at: String,
 }
@@ -94,6 +96,7 @@ impl From<&Route> for RouteView {
             input_schema: r.input_schema.clone(),
             output_schema: r.output_schema.clone(),
             public_tool: r.public_tool,
+            schemes: r.schemes.clone(),
             created_at: r.created_at.clone(),
             updated_at: r.updated_at.clone(),
         }

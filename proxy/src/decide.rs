@@ -9,6 +9,7 @@ use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::route_path::lookup_key;
 use paygate_domain::{unix_now, ErrorBody, ErrorCode};
 use paygate_gateway::balancer::Picked;
+use paygate_gateway::channels::{Admitted, ChannelCharge, ChannelRefusal};
 use paygate_gateway::metrics::Outcome;
 use paygate_gateway::payments::ids::{IdClaim, PaymentKey};
 use paygate_gateway::payments::{Charge, Paid, Refusal};
@@ -59,6 +60,11 @@ pub struct Forwarding {
     /// [`MAX_KEPT_ANSWER_BYTES`]; `None` once larger).
     pub captured: Option<Vec<u8>>,
     pub content_type: Option<String>,
+    /// A payment-channel voucher admitted for this request: charged once the origin answered
+    /// with success (`Channels::finish`), nothing otherwise.
+    pub channel: Option<Admitted>,
+    /// The committed channel charge's receipt (`PAYMENT-RESPONSE`) and amount.
+    pub channel_receipt: Option<(String, u128)>,
 }
 
 /// The largest answer kept under a payment identifier; a larger one is not kept (a retry is
@@ -86,6 +92,8 @@ impl Forwarding {
             answer_key: None,
             captured: None,
             content_type: None,
+            channel: None,
+            channel_receipt: None,
         })
     }
 }
@@ -151,14 +159,19 @@ impl Answer {
         body["x402Version"] = 1.into();
         body["error"] = rejection.reason().into();
         body["accepts"] = serde_json::json!([req.to_v1()]);
-        let with_reason =
-            Challenge::render_with(req, rejection.reason(), challenge.extensions.clone());
+        let with_reason = Challenge::render_offered(
+            req,
+            rejection.reason(),
+            challenge.extensions.clone(),
+            challenge.offer.clone(),
+        );
         Self::Challenge {
             challenge: Challenge {
                 requirements_header: challenge.requirements_header.clone(),
                 payment_required_header: with_reason.payment_required_header,
                 body: serde_json::to_vec(&body).unwrap_or_default().into(),
                 extensions: challenge.extensions.clone(),
+                offer: challenge.offer.clone(),
             },
             refused: Some(code),
         }
@@ -371,20 +384,31 @@ impl Gateway {
         self.limits
             .check_route(&entry.id)
             .map_err(Answer::Limited)?;
+        if version == ProtocolVersion::V2 && !entry.sandbox {
+            let json = paygate_x402::payment::header_json(raw)
+                .map_err(|e| refused(Refusal::Malformed(e)))?;
+            if let Some(wire) = paygate_x402::batch::channel_payload(&json) {
+                return self
+                    .channel_step(req, request_id, (&org_id, &entry, origin), wire)
+                    .await;
+            }
+        }
+        if !challenge.offer.exact && !entry.sandbox {
+            return Err(channel_refused(
+                ChannelRefusal::Malformed(
+                    "this route accepts batch-settlement payments only".into(),
+                ),
+                requirements,
+                challenge,
+                request_id,
+            ));
+        }
         if entry.sandbox {
             // The sandbox never takes a payment: a valid one is answered, nothing else happens.
             return Err(sandbox_answer(raw, version, requirements).map_err(refused)?);
         }
-        let declared = req
-            .headers
-            .get("content-length")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > self.settings.max_body_bytes) {
-            return Err(Answer::Error(
-                ErrorCode::PayloadTooLarge,
-                "request body is larger than this gateway forwards".into(),
-            ));
+        if let Some(too_large) = self.body_too_large(req) {
+            return Err(too_large);
         }
         let verified = self
             .payments
@@ -424,6 +448,69 @@ impl Gateway {
             forwarding.captured = Some(Vec::new());
         }
         forwarding.answer_key = answer_key;
+        Ok(forwarding)
+    }
+
+    /// A declared body larger than the gateway forwards is refused before any payment.
+    fn body_too_large(&self, req: &RequestHeader) -> Option<Answer> {
+        let declared = req
+            .headers
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        declared
+            .is_some_and(|n| n > self.settings.max_body_bytes)
+            .then(|| {
+                Answer::Error(
+                    ErrorCode::PayloadTooLarge,
+                    "request body is larger than this gateway forwards".into(),
+                )
+            })
+    }
+
+    /// A `batch-settlement` payment: the route must offer channels; the voucher is admitted
+    /// (the channel's lock taken, a deposit sent first) once the upstream is known to accept
+    /// connections; the charge comes after the answer (`Channels::finish`).
+    async fn channel_step(
+        &self,
+        req: &RequestHeader,
+        request_id: &str,
+        (org_id, entry, origin): (&Arc<str>, &Arc<RouteEntry>, Option<Arc<OriginSigner>>),
+        wire: Result<paygate_x402::batch::ChannelPayloadWire, paygate_x402::payment::DecodeError>,
+    ) -> Result<Box<Forwarding>, Answer> {
+        let Some((requirements, challenge)) = &entry.payment else {
+            return Err(Answer::Error(
+                ErrorCode::Misconfigured,
+                "this organisation has no receiver wallet configured".into(),
+            ));
+        };
+        let refused = |r: ChannelRefusal| channel_refused(r, requirements, challenge, request_id);
+        let wire = wire.map_err(|e| refused(ChannelRefusal::Malformed(e.to_string())))?;
+        let (Some(terms), Some(channels)) = (&challenge.offer.batch, self.payments.channels())
+        else {
+            return Err(refused(ChannelRefusal::Malformed(
+                "this route does not accept batch-settlement payments".into(),
+            )));
+        };
+        if let Some(too_large) = self.body_too_large(req) {
+            return Err(too_large);
+        }
+        let to = self
+            .reachable_upstream(entry, &req.headers)
+            .await
+            .map_err(|r| Answer::Error(r.code(), Cow::Owned(r.to_string())))?;
+        let charge = ChannelCharge {
+            org_id,
+            route_id: &entry.route.id,
+            requirements,
+            terms,
+        };
+        let admitted = channels.admit(&wire, &charge).await.map_err(refused)?;
+        self.limits
+            .check_payer(&admitted.payer().0 .0)
+            .map_err(Answer::Limited)?;
+        let mut forwarding = Forwarding::new(entry.clone(), to, None, origin);
+        forwarding.channel = Some(admitted);
         Ok(forwarding)
     }
 
@@ -499,6 +586,58 @@ impl Gateway {
             }
         }
         Err(refuse(last))
+    }
+}
+
+/// The answer to a refused channel payment: `402` with the challenge rendered with the reason
+/// (and, for a cumulative amount the gateway did not expect, the channel's state and highest
+/// voucher, so an honest client resyncs), or `503` when nothing could be decided.
+fn channel_refused(
+    refusal: ChannelRefusal,
+    req: &PaymentRequirements,
+    challenge: &Challenge,
+    request_id: &str,
+) -> Answer {
+    let message = refusal.to_string();
+    if !refusal.payment_required() {
+        return Answer::Error(ErrorCode::FacilitatorUnavailable, Cow::Owned(message));
+    }
+    let reason = refusal.reason();
+    let mut doc = req.payment_required_offered(
+        reason,
+        challenge.extensions.as_deref().cloned(),
+        &challenge.offer,
+    );
+    if let ChannelRefusal::Rejected {
+        state: Some(record),
+        ..
+    } = &refusal
+    {
+        for a in &mut doc.accepts {
+            if let Some(extra) = a.extra.channel.as_mut() {
+                extra.channel_state = Some(paygate_gateway::channels::state_wire(record));
+                extra.voucher_state = paygate_gateway::channels::voucher_wire(record);
+            }
+        }
+    }
+    let code = ErrorCode::PaymentRejected;
+    let mut body = ErrorBody::new(code, &message, request_id).to_value();
+    body["x402Version"] = 2.into();
+    body["error"] = reason.into();
+    body["accepts"] = serde_json::to_value(&doc.accepts).unwrap_or_default();
+    use base64::Engine;
+    let header = base64::engine::general_purpose::STANDARD
+        .encode(serde_json::to_vec(&doc).unwrap_or_default());
+    Answer::Challenge {
+        challenge: Challenge {
+            requirements_header: challenge.requirements_header.clone(),
+            payment_required_header: http::HeaderValue::from_str(&header)
+                .unwrap_or_else(|_| challenge.payment_required_header.clone()),
+            body: serde_json::to_vec(&body).unwrap_or_default().into(),
+            extensions: challenge.extensions.clone(),
+            offer: challenge.offer.clone(),
+        },
+        refused: Some(code),
     }
 }
 

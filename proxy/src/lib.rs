@@ -197,9 +197,10 @@ impl ProxyHttp for Gateway {
                 Ok(false)
             }
             Decision::Forward(f) => {
-                (ctx.outcome, ctx.kind) = match f.paid {
-                    Some(_) => (Some("PAID"), Outcome::Paid),
-                    None => (Some("BENCH_FREE"), Outcome::Other),
+                (ctx.outcome, ctx.kind) = match (&f.paid, &f.channel) {
+                    (Some(_), _) => (Some("PAID"), Outcome::Paid),
+                    (None, Some(_)) => (Some("CHANNEL_VOUCHER"), Outcome::Paid),
+                    (None, None) => (Some("BENCH_FREE"), Outcome::Other),
                 };
                 ctx.stage = Stage::Forwarding(f);
                 Ok(false)
@@ -348,6 +349,25 @@ impl ProxyHttp for Gateway {
                 resp.remove_header(&h);
             }
         }
+        let stated = resp.remove_header(CHARGE_HEADER);
+        let Some(f) = ctx.forwarding() else {
+            return Ok(());
+        };
+        if let Some(admitted) = f.channel.take() {
+            // Charged only for an answer that succeeded; anything else leaves the channel as it
+            // was (the admitted voucher, dropped, releases the channel's lock).
+            if resp.status.as_u16() < 400 {
+                let charge = usage_charge(stated.as_ref(), admitted.price(), &f.route.id);
+                if let Some(channels) = self.payments.channels() {
+                    match channels.finish(admitted, charge).await {
+                        Ok(receipt) => {
+                            f.channel_receipt = Some((receipt.header(), receipt.charged))
+                        }
+                        Err(e) => tracing::warn!(error = %e, "channel charge not committed"),
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
@@ -387,6 +407,11 @@ impl ProxyHttp for Gateway {
         if let Some(p) = ctx.paid() {
             resp.insert_header(p.receipt_header, p.receipt.as_str())?;
             resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        }
+        if let Some(f) = ctx.forwarding() {
+            if let Some((receipt, _)) = &f.channel_receipt {
+                resp.insert_header("payment-response", receipt.as_str())?;
+            }
         }
         if ctx.gateway && resp.headers.get("access-control-allow-origin").is_none() {
             answer::add_cors(resp)?;
@@ -496,6 +521,12 @@ impl ProxyHttp for Gateway {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let paid = ctx.forwarding().and_then(|f| f.paid.take());
         let upstream_status = ctx.forwarding().and_then(|f| f.upstream_status);
+        let channel_charged = ctx
+            .forwarding()
+            .and_then(|f| f.channel_receipt.as_ref())
+            .map_or(0, |(_, charged)| {
+                u64::try_from(*charged).unwrap_or(u64::MAX)
+            });
         // The whole answer passed: keep it under the payment's identifier.
         let kept = ctx.forwarding().and_then(|f| {
             let key = f.answer_key.take()?;
@@ -528,7 +559,7 @@ impl ProxyHttp for Gateway {
                 outcome: ctx.kind,
                 challenge_us: (ctx.kind == Outcome::Challenge).then_some(elapsed_us),
                 settle_ms: record.map(|r| r.settle_ms.unwrap_or(0) + r.verify_us / 1000),
-                revenue: record.map_or(0, |r| r.amount.0),
+                revenue: record.map_or(channel_charged, |r| r.amount.0),
                 upstream_status,
                 at: paygate_domain::unix_now(),
             });
@@ -547,6 +578,39 @@ impl ProxyHttp for Gateway {
             elapsed_us = ctx.start.elapsed().as_micros() as u64,
             error = e.map(|e| e.to_string()),
         );
+    }
+}
+
+/// The response header in which an origin states what a call cost (usage-based pricing):
+/// USDC base units as an integer (`1500`), or USD with a decimal point (`0.0015`). Removed
+/// before the answer reaches the caller.
+const CHARGE_HEADER: &str = "x-paygate-charge";
+
+/// What a channel request is charged: the origin's stated charge, at most the `price`; the
+/// price when the origin says nothing; nothing (and a warning for the operator) when what it
+/// says is not an amount.
+fn usage_charge(stated: Option<&http::HeaderValue>, price: u128, route: &str) -> u128 {
+    let Some(v) = stated else { return price };
+    let text = v.to_str().unwrap_or("").trim();
+    let amount = if text.contains('.') {
+        paygate_x402::money::UsdcAmount::from_usd_str(text)
+            .ok()
+            .map(|a| u128::from(a.0))
+    } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        text.parse::<u128>().ok()
+    } else {
+        None
+    };
+    match amount {
+        Some(a) => a.min(price),
+        None => {
+            tracing::warn!(
+                route,
+                value = text,
+                "the origin's X-Paygate-Charge is not an amount; nothing charged"
+            );
+            0
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use crate::body::fields::{
     Word,
 };
 use crate::body::RequestBody;
-use paygate_domain::model::{Balancing, HealthCheck, Route, RouteTarget};
+use paygate_domain::model::{Balancing, HealthCheck, Route, RouteTarget, Scheme};
 use paygate_domain::FieldProblem;
 use paygate_x402::money::UsdcAmount;
 use serde::Deserialize;
@@ -88,6 +88,12 @@ pub struct RouteCreate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     public_tool: Option<bool>,
+    /// The x402 schemes the route accepts, in the order its challenge lists them (default
+    /// `["exact"]`): `exact` (one on-chain settlement per request) and `batch-settlement`
+    /// (payment channels: a deposit, then a signed voucher per request).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    schemes: Option<Vec<Scheme>>,
 }
 
 impl RequestBody for RouteCreate {
@@ -159,6 +165,12 @@ pub struct RouteUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     public_tool: Option<bool>,
+    /// The x402 schemes the route accepts, in the order its challenge lists them (default
+    /// `["exact"]`): `exact` (one on-chain settlement per request) and `batch-settlement`
+    /// (payment channels: a deposit, then a signed voucher per request).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    schemes: Option<Vec<Scheme>>,
 }
 
 impl RequestBody for RouteUpdate {
@@ -189,6 +201,7 @@ pub(super) struct RouteInput {
     pub(super) input_schema: Option<Option<serde_json::Value>>,
     pub(super) output_schema: Option<Option<serde_json::Value>>,
     pub(super) public_tool: Option<bool>,
+    pub(super) schemes: Option<Vec<Scheme>>,
 }
 
 impl From<RouteCreate> for RouteInput {
@@ -210,6 +223,7 @@ impl From<RouteCreate> for RouteInput {
             public_tool: b.public_tool,
             ..Self::default()
         };
+        input.read_schemes(b.schemes);
         input.read_targets(b.target_url, b.targets, true);
         input.read_balancing(b.load_balancing);
         input
@@ -235,6 +249,7 @@ impl From<RouteUpdate> for RouteInput {
             public_tool: b.public_tool,
             ..Self::default()
         };
+        input.read_schemes(b.schemes);
         input.read_targets(b.target_url, b.targets, false);
         match b.load_balancing {
             Nullable::Null => input.balancing = Some(Balancing::RoundRobin),
@@ -294,6 +309,26 @@ impl RouteInput {
         }
         if let Some(v) = self.public_tool {
             r.public_tool = v;
+        }
+        if let Some(v) = self.schemes {
+            r.schemes = v;
+        }
+    }
+
+    /// `schemes`: at least one, each once.
+    fn read_schemes(&mut self, schemes: Option<Vec<Scheme>>) {
+        let Some(schemes) = schemes else { return };
+        let repeated = schemes
+            .iter()
+            .enumerate()
+            .any(|(i, s)| schemes[..i].contains(s));
+        if schemes.is_empty() || repeated {
+            self.problems.push(FieldProblem::new(
+                "schemes",
+                "must name at least one scheme, each once (exact, batch-settlement)",
+            ));
+        } else {
+            self.schemes = Some(schemes);
         }
     }
 }

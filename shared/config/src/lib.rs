@@ -30,6 +30,7 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub mcp: McpConfig,
     pub payout: PayoutConfig,
+    pub channels: ChannelsConfig,
 }
 
 fn builtin_plans() -> BTreeMap<String, PlanConfig> {
@@ -155,6 +156,7 @@ impl Config {
             .map_err(|e| ConfigError::Invalid(format!("mcp.daily_spend_cap_usd {e}")))?;
         self.validate_payout()?;
         self.limits.validate().map_err(ConfigError::Invalid)?;
+        self.channels.validate().map_err(ConfigError::Invalid)?;
         self.server.tls.validate().map_err(ConfigError::Invalid)?;
         if self.mcp.keep_alive_seconds == 0 || self.mcp.tool_timeout_seconds == 0 {
             return Err(ConfigError::Invalid(

@@ -484,3 +484,60 @@ impl Default for MetricsConfig {
         }
     }
 }
+
+/// Payment channels (x402 `batch-settlement`): the channel terms routes offer and when the
+/// claimer claims what vouchers promised.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelsConfig {
+    /// The `withdrawDelay` routes offer: how long a payer waits between asking for its money
+    /// back and taking it, so the claimer can claim first (900 s to 30 days).
+    pub withdraw_delay_seconds: u64,
+    /// Environment variable with the receiver authorizer's private key (hex), the key that
+    /// signs claims and cooperative refunds. Unset or empty: derived from the master key.
+    pub receiver_authorizer_key_env: String,
+    /// A channel is claimed once its unclaimed amount reaches this many USDC base units...
+    pub claim_min_base_units: u64,
+    /// ...or once its oldest unclaimed charge is this old.
+    pub claim_max_age_seconds: u64,
+    /// How often the elected claimer looks at the channels.
+    pub claim_interval_seconds: u64,
+    /// Most channels in one claim transaction.
+    pub claim_batch_max: usize,
+    /// A voucher is refused when the channel's withdrawal finishes within this many seconds
+    /// (a claim must land first).
+    pub claim_lead_seconds: u64,
+    /// How long a node keeps a channel after its last voucher before another node may take
+    /// it (a cluster's hand-over; renewed by every voucher's write).
+    pub lease_ms: u64,
+}
+
+impl Default for ChannelsConfig {
+    fn default() -> Self {
+        Self {
+            withdraw_delay_seconds: 86_400,
+            receiver_authorizer_key_env: "PAYGATE_RECEIVER_AUTHORIZER_KEY".into(),
+            claim_min_base_units: 1_000_000,
+            claim_max_age_seconds: 3_600,
+            claim_interval_seconds: 10,
+            claim_batch_max: 200,
+            claim_lead_seconds: 300,
+            lease_ms: 2_000,
+        }
+    }
+}
+
+impl ChannelsConfig {
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if !(900..=2_592_000).contains(&self.withdraw_delay_seconds) {
+            return Err("channels.withdraw_delay_seconds must be between 900 and 2592000".into());
+        }
+        if self.claim_lead_seconds >= self.withdraw_delay_seconds {
+            return Err("channels.claim_lead_seconds must be below withdraw_delay_seconds".into());
+        }
+        if self.claim_interval_seconds == 0 || self.claim_batch_max == 0 || self.lease_ms < 100 {
+            return Err("channels: claim_interval_seconds and claim_batch_max must be at least 1, lease_ms at least 100".into());
+        }
+        Ok(())
+    }
+}

@@ -4,6 +4,7 @@
 //! `StoreError`). It knows nothing of HTTP servers or of how records are stored.
 
 pub mod apikey;
+pub mod channel;
 pub mod error;
 pub mod ids;
 pub mod model;

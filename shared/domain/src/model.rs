@@ -97,13 +97,48 @@ pub struct Route {
     /// calls it and pays with its own wallet (x402's MCP transport).
     #[serde(default)]
     pub public_tool: bool,
+    /// The x402 schemes the route accepts, in the order its challenge lists them (a record
+    /// written before issue 29 stored none: `exact` alone).
+    #[serde(default = "exact_only")]
+    pub schemes: Vec<Scheme>,
     /// Nanoseconds since the epoch; orders the list newest first.
     pub created_at_ns: i128,
     pub created_at: String,
     pub updated_at: String,
 }
 
+/// How a route may be paid: the x402 schemes paygate serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+pub enum Scheme {
+    /// One on-chain settlement per request (an EIP-3009 transfer).
+    #[serde(rename = "exact")]
+    Exact,
+    /// Payment channels: one deposit, then a cumulative voucher per request, claimed in
+    /// batches (x402 `batch-settlement`).
+    #[serde(rename = "batch-settlement")]
+    BatchSettlement,
+}
+
+impl Scheme {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Exact => "exact",
+            Self::BatchSettlement => paygate_x402::batch::SCHEME,
+        }
+    }
+}
+
+/// The schemes of a route that names none.
+pub fn exact_only() -> Vec<Scheme> {
+    vec![Scheme::Exact]
+}
+
 impl Route {
+    /// Whether the route accepts `scheme`.
+    pub fn accepts(&self, scheme: Scheme) -> bool {
+        self.schemes.contains(&scheme)
+    }
+
     /// The route's upstreams: `targets`, or for a record that has none, `target_url` alone.
     pub fn targets(&self) -> Vec<RouteTarget> {
         if self.targets.is_empty() {

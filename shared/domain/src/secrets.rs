@@ -90,6 +90,41 @@ impl MasterKey {
 }
 
 /// The address of a secp256k1 private key given as hex, if it is one.
+/// The receiver authorizer's private key derived from the master key (hex): the key that signs
+/// payment channels' claims and cooperative refunds, domain-separated from every other use of
+/// the master key. `None` for a malformed master key.
+pub fn receiver_authorizer_from_master(
+    hex_key: &str,
+) -> Option<alloy_signer_local::PrivateKeySigner> {
+    use hmac::{Hmac, Mac};
+    let raw = hex::decode(hex_key.trim().trim_start_matches("0x")).ok()?;
+    if raw.len() != 32 {
+        return None;
+    }
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&raw).ok()?;
+    mac.update(b"paygate/receiver-authorizer/v1");
+    let derived = mac.finalize().into_bytes();
+    alloy_signer_local::PrivateKeySigner::from_slice(&derived).ok()
+}
+
+/// The receiver authorizer: the key in `key_env` when set, else derived from the master key in
+/// `master_env`; `None` when neither is (payment channels are then not offered).
+pub fn receiver_authorizer(
+    key_env: &str,
+    master_env: &str,
+) -> Option<alloy_signer_local::PrivateKeySigner> {
+    let given = (!key_env.is_empty())
+        .then(|| std::env::var(key_env).ok())
+        .flatten()
+        .filter(|v| !v.trim().is_empty());
+    match given {
+        Some(k) => k.trim().parse().ok(),
+        None => std::env::var(master_env)
+            .ok()
+            .and_then(|m| receiver_authorizer_from_master(&m)),
+    }
+}
+
 pub fn address_of_key(key_hex: &str) -> Option<alloy_primitives::Address> {
     key_hex
         .trim()

@@ -11,6 +11,7 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 
 pub mod balancer;
 pub mod bazaar;
+pub mod channels;
 pub mod follow;
 pub mod metrics;
 pub mod payments;

@@ -166,6 +166,8 @@ pub struct PaymentService {
     facilitator: Option<Arc<dyn Facilitator>>,
     usage: Arc<PlanUsage>,
     settleable: Settleable,
+    /// Payment channels (`batch-settlement`), where this deployment offers them.
+    channels: Option<Arc<crate::channels::Channels>>,
 }
 
 impl PaymentService {
@@ -185,7 +187,19 @@ impl PaymentService {
             facilitator,
             usage,
             settleable,
+            channels: None,
         }
+    }
+
+    /// With payment channels served by `channels`.
+    pub fn with_channels(mut self, channels: Arc<crate::channels::Channels>) -> Self {
+        self.channels = Some(channels);
+        self
+    }
+
+    /// The payment channels service, where this deployment offers channels.
+    pub fn channels(&self) -> Option<&Arc<crate::channels::Channels>> {
+        self.channels.as_ref()
     }
 
     /// Which networks settle now, as the facilitator last said.
@@ -463,6 +477,7 @@ fn paid(
         transaction: record.transaction.clone().unwrap_or_default(),
         network,
         payer: Some(record.payer.clone()),
+        extra: None,
     };
     let receipt = base64::engine::general_purpose::STANDARD
         .encode(serde_json::to_vec(&receipt).unwrap_or_default());

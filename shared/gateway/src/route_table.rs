@@ -151,6 +151,9 @@ pub struct RenderContext {
     /// The SSRF policy health checks resolve targets under.
     pub policy: Arc<TargetPolicy>,
     pub insecure_tls_hosts: Vec<String>,
+    /// The channel terms routes accepting `batch-settlement` offer; `None` when this deployment
+    /// has no receiver authorizer (channels are then not offered).
+    pub channel_terms: Option<paygate_x402::BatchTerms>,
     /// The balancers of routes with several targets or health checks, kept across rebuilds of
     /// their entries while their targets stay the same (so is their targets' health).
     balancers: Arc<std::sync::Mutex<KeptBalancers>>,
@@ -180,6 +183,14 @@ impl RenderContext {
                 cfg.upstream.allow_private_networks.clone(),
             )),
             insecure_tls_hosts: cfg.upstream.insecure_tls_hosts.clone(),
+            channel_terms: paygate_domain::secrets::receiver_authorizer(
+                &cfg.channels.receiver_authorizer_key_env,
+                &cfg.orgs.master_key_env,
+            )
+            .map(|k| paygate_x402::BatchTerms {
+                receiver_authorizer: k.address(),
+                withdraw_delay: cfg.channels.withdraw_delay_seconds,
+            }),
             balancers: Default::default(),
         }
     }
@@ -219,6 +230,21 @@ impl RenderContext {
         Some(b)
     }
 
+    /// The schemes `route`'s challenge offers: `batch-settlement` only where this deployment
+    /// has channel terms.
+    pub fn offer(&self, route: &Route) -> paygate_x402::Offer {
+        use paygate_domain::model::Scheme;
+        let batch = route
+            .accepts(Scheme::BatchSettlement)
+            .then(|| self.channel_terms.clone())
+            .flatten();
+        paygate_x402::Offer {
+            exact: route.accepts(Scheme::Exact),
+            batch_first: route.schemes.first() == Some(&Scheme::BatchSettlement),
+            batch,
+        }
+    }
+
     /// Absolute URL of a route: `{public_base_url}/gateway/{slug}{path}`.
     pub fn resource_url(&self, slug: &str, path: &str) -> String {
         format!("{}/gateway/{slug}{path}", self.public_base_url)
@@ -256,7 +282,12 @@ impl RenderContext {
                 // Retries under a payment identifier get the first answer back.
                 bazaar[crate::payments::ids::EXTENSION] = crate::payments::ids::declaration();
             }
-            let challenge = Challenge::render_with(&req, NO_PAYMENT_ERROR, Some(Arc::new(bazaar)));
+            let challenge = Challenge::render_offered(
+                &req,
+                NO_PAYMENT_ERROR,
+                Some(Arc::new(bazaar)),
+                self.offer(&route),
+            );
             (req, challenge)
         });
         let (upstream, balancer) = if sandbox {
@@ -348,6 +379,7 @@ impl RenderContext {
                 "required": ["sandbox", "message", "payer", "network", "amount"]
             })),
             public_tool: false,
+            schemes: paygate_domain::model::exact_only(),
             created_at_ns: 0,
             created_at: now.clone(),
             updated_at: now,

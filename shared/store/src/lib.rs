@@ -17,12 +17,13 @@ pub use sled_store::SledStore;
 /// `paygate_payouts::store::PayoutStore` for the payout aggregate).
 pub mod prelude {
     pub use super::{
-        ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore, RouteStore,
-        Store,
+        ChannelStore, ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore,
+        RouteStore, Store,
     };
 }
 
 use async_trait::async_trait;
+use paygate_domain::channel::ChannelRecord;
 use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentIdRecord,
     PaymentStatus, Route,
@@ -246,6 +247,22 @@ pub trait ClusterStore: Send + Sync {
     async fn purge_mcp_sessions(&self, before_unix: i64) -> StoreResult<usize>;
 }
 
+/// Payment channels (x402 `batch-settlement`): one record per channel, each write a
+/// compare-and-set on the version read, so two nodes never both move a channel from the same
+/// state.
+#[async_trait]
+pub trait ChannelStore: Send + Sync {
+    async fn get_channel(&self, id: &str) -> StoreResult<Option<ChannelRecord>>;
+    /// Stores `next` (whose `version` is `expected + 1`) if the stored channel is still at
+    /// version `expected` (`0`: no channel stored yet), durably; `false` (nothing written) when
+    /// another writer moved it first.
+    async fn put_channel_if(&self, expected: u64, next: &ChannelRecord) -> StoreResult<bool>;
+    /// The organisation's channels, in no particular order.
+    async fn list_channels(&self, org_id: &str) -> StoreResult<Vec<ChannelRecord>>;
+    /// Every channel with a charge not yet claimed on chain (what the claimer reads).
+    async fn unclaimed_channels(&self) -> StoreResult<Vec<ChannelRecord>>;
+}
+
 /// Every durable record, by aggregate. A backend implements each part; callers hold an
 /// `Arc<dyn Store>` (the parts' methods are callable on it without importing them).
 #[async_trait]
@@ -258,6 +275,7 @@ pub trait Store:
     + MetricStore
     + PayoutStore
     + ClusterStore
+    + ChannelStore
     + Send
     + Sync
     + 'static

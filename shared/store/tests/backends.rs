@@ -67,6 +67,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         input_schema: None,
         output_schema: None,
         public_tool: false,
+        schemes: paygate_domain::model::exact_only(),
         created_at_ns: 1,
         created_at: "t".into(),
         updated_at: "t".into(),
@@ -761,5 +762,84 @@ async fn payment_identifiers_are_claimed_once_kept_and_purged() {
         );
         assert_eq!(s.purge_payment_ids(4000).await.unwrap(), 1, "{name}");
         assert_eq!(s.purge_payment_ids(6000).await.unwrap(), 1, "{name}");
+    }
+}
+
+/// A channel is written only from the version read: of two writers that read the same version
+/// one wins, the other changes nothing; the unclaimed index follows every write; organisations
+/// see only their own channels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_move_only_from_the_version_read() {
+    use paygate_domain::channel::ChannelRecord;
+    use paygate_x402::batch::ChannelConfigWire;
+    let both = Both::new().await;
+    for (name, s) in both.each() {
+        let mut c = ChannelRecord {
+            id: format!("0x{name}01"),
+            org_id: "o1".into(),
+            route_id: "rt".into(),
+            network: "eip155:84532".into(),
+            config: ChannelConfigWire {
+                payer: "0x1".into(),
+                payer_authorizer: "0x1".into(),
+                receiver: "0x2".into(),
+                receiver_authorizer: "0x3".into(),
+                token: "0x4".into(),
+                withdraw_delay: 900,
+                salt: "0x00".into(),
+            },
+            balance: 5_000,
+            deposited: 5_000,
+            total_claimed: 0,
+            charged: 0,
+            refunded: 0,
+            voucher_max: 0,
+            voucher_signature: String::new(),
+            requests: 0,
+            withdraw_due: None,
+            refund_nonce: 0,
+            owner: Some("n1".into()),
+            lease_until_ms: 0,
+            unclaimed_since: None,
+            claim_transaction: None,
+            version: 1,
+            created_at: String::new(),
+            updated_at: String::new(),
+        };
+        assert!(s.put_channel_if(0, &c).await.unwrap(), "{name}");
+        assert!(
+            !s.put_channel_if(0, &c).await.unwrap(),
+            "{name}: created twice"
+        );
+        assert!(s.unclaimed_channels().await.unwrap().is_empty(), "{name}");
+        // Two nodes read version 1 and charge: one write lands.
+        let mut a = c.clone();
+        a.charged = 1_000;
+        a.version = 2;
+        let mut b = c.clone();
+        b.charged = 2_000;
+        b.owner = Some("n2".into());
+        b.version = 2;
+        let (ra, rb) = tokio::join!(s.put_channel_if(1, &a), s.put_channel_if(1, &b));
+        assert!(ra.unwrap() ^ rb.unwrap(), "{name}: exactly one writer wins");
+        let stored = s.get_channel(&c.id).await.unwrap().unwrap();
+        assert!(stored == a || stored == b, "{name}");
+        assert_eq!(
+            s.unclaimed_channels().await.unwrap(),
+            vec![stored.clone()],
+            "{name}"
+        );
+        // Claimed: out of the unclaimed index.
+        c = stored;
+        c.total_claimed = c.charged;
+        c.version = 3;
+        assert!(s.put_channel_if(2, &c).await.unwrap(), "{name}");
+        assert!(s.unclaimed_channels().await.unwrap().is_empty(), "{name}");
+        assert_eq!(
+            s.list_channels("o1").await.unwrap(),
+            vec![c.clone()],
+            "{name}"
+        );
+        assert!(s.list_channels("o2").await.unwrap().is_empty(), "{name}");
     }
 }

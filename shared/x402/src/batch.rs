@@ -331,6 +331,69 @@ pub enum ChannelPayloadWire {
     },
 }
 
+/// A channel's state as the scheme's messages carry it (the corrective 402's
+/// `extra.channelState`, the payment response's `extra.channelState`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelStateWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_claimed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdraw_requested_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund_nonce: Option<String>,
+    pub charged_cumulative_amount: String,
+}
+
+/// The highest voucher the server holds for a channel (the corrective 402's
+/// `extra.voucherState`): the client checks its signature and resumes from it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VoucherStateWire {
+    pub signed_max_claimable: String,
+    pub signature: String,
+}
+
+/// What a v2 payment header names before its payload is read.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeaderProbe {
+    x402_version: u8,
+    accepted: AcceptedProbe,
+    payload: serde_json::Value,
+}
+
+#[derive(serde::Deserialize)]
+struct AcceptedProbe {
+    scheme: String,
+}
+
+/// The channel payload of a v2 payment's JSON (a decoded `PAYMENT-SIGNATURE`) when its
+/// `accepted.scheme` is `batch-settlement`; `None` for any other scheme (or JSON that is not a
+/// v2 payment at all: the `exact` decoder says what is wrong with it).
+pub fn channel_payload(
+    json: &[u8],
+) -> Option<Result<ChannelPayloadWire, crate::payment::DecodeError>> {
+    let probe: HeaderProbe = serde_json::from_slice(json).ok()?;
+    if probe.accepted.scheme != SCHEME {
+        return None;
+    }
+    if probe.x402_version != 2 {
+        return Some(Err(crate::payment::DecodeError::Version(
+            probe.x402_version,
+            2,
+        )));
+    }
+    Some(
+        serde_json::from_value(probe.payload)
+            .map_err(|e| crate::payment::DecodeError::Json(2, e.to_string())),
+    )
+}
+
 /// A deposit's ERC-3009 authorization in domain types.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Erc3009Deposit {

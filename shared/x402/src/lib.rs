@@ -22,11 +22,58 @@ use alloy_primitives::Address;
 use base64::Engine;
 use serde::Serialize;
 
-/// The `extra` object of a requirement: the token's EIP-712 domain name and version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+/// The `extra` object of a requirement: the token's EIP-712 domain name and version, and for
+/// `batch-settlement` the channel terms (receiver authorizer, withdraw delay).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenExtra {
     pub name: String,
     pub version: String,
+    /// `batch-settlement`'s terms and state (boxed: an `exact` requirement carries none).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<Box<ChannelExtra>>,
+}
+
+/// The `extra` fields of a `batch-settlement` requirement.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelExtra {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_authorizer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdraw_delay: Option<u64>,
+    /// A corrective 402's channel state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_state: Option<batch::ChannelStateWire>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voucher_state: Option<batch::VoucherStateWire>,
+}
+
+/// The schemes a route's challenge offers: `exact`, and `batch-settlement` with its channel
+/// terms, in the route's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    pub exact: bool,
+    pub batch: Option<BatchTerms>,
+    /// `batch-settlement` is listed first.
+    pub batch_first: bool,
+}
+
+impl Default for Offer {
+    fn default() -> Self {
+        Self {
+            exact: true,
+            batch: None,
+            batch_first: false,
+        }
+    }
+}
+
+/// The channel terms a route offers (x402 `batch-settlement`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchTerms {
+    pub receiver_authorizer: Address,
+    pub withdraw_delay: u64,
 }
 
 /// What a route asks to be paid: everything needed to render a requirement in either version.
@@ -55,6 +102,30 @@ impl PaymentRequirements {
         TokenExtra {
             name: self.network.config.eip712_name.clone(),
             version: self.network.config.eip712_version.clone(),
+            ..TokenExtra::default()
+        }
+    }
+
+    /// The v2 `batch-settlement` requirement for these requirements and channel `terms`.
+    pub fn to_v2_batch(&self, terms: &BatchTerms) -> v2::PaymentRequirementsV2 {
+        let mut r = self.to_v2();
+        r.scheme = batch::SCHEME.into();
+        r.extra.channel = Some(Box::new(ChannelExtra {
+            receiver_authorizer: Some(terms.receiver_authorizer.to_checksum(None)),
+            withdraw_delay: Some(terms.withdraw_delay),
+            ..ChannelExtra::default()
+        }));
+        r
+    }
+
+    /// The v2 `accepts` list of `offer`.
+    pub fn accepts_v2(&self, offer: &Offer) -> Vec<v2::PaymentRequirementsV2> {
+        let exact = offer.exact.then(|| self.to_v2());
+        let batch = offer.batch.as_ref().map(|t| self.to_v2_batch(t));
+        if offer.batch_first {
+            batch.into_iter().chain(exact).collect()
+        } else {
+            exact.into_iter().chain(batch).collect()
         }
     }
 
@@ -175,6 +246,16 @@ impl PaymentRequirements {
         error: &str,
         extensions: Option<serde_json::Value>,
     ) -> v2::PaymentRequiredV2 {
+        self.payment_required_offered(error, extensions, &Offer::default())
+    }
+
+    /// [`Self::payment_required_v2`] for the schemes of `offer`.
+    pub fn payment_required_offered(
+        &self,
+        error: &str,
+        extensions: Option<serde_json::Value>,
+        offer: &Offer,
+    ) -> v2::PaymentRequiredV2 {
         v2::PaymentRequiredV2 {
             x402_version: 2,
             error: Some(error.to_string()),
@@ -183,7 +264,7 @@ impl PaymentRequirements {
                 description: Some(self.description.clone()),
                 mime_type: Some(self.mime_type.clone()),
             },
-            accepts: vec![self.to_v2()],
+            accepts: self.accepts_v2(offer),
             extensions,
         }
     }
@@ -203,6 +284,8 @@ pub struct Challenge {
     /// The v2 document's `extensions` (the route's bazaar data), kept to render the challenge
     /// again with another `error`.
     pub extensions: Option<std::sync::Arc<serde_json::Value>>,
+    /// The schemes offered.
+    pub offer: Offer,
 }
 
 /// The JSON inside a base64 x402 header (`PAYMENT-REQUIRED`, `PAYMENT-RESPONSE`), if it is one.
@@ -237,6 +320,17 @@ impl Challenge {
         error: &str,
         extensions: Option<std::sync::Arc<serde_json::Value>>,
     ) -> Self {
+        Self::render_offered(req, error, extensions, Offer::default())
+    }
+
+    /// Renders the challenge offering the schemes of `offer` (the v1 forms only ever carry
+    /// `exact`: `batch-settlement` is a v2 scheme).
+    pub fn render_offered(
+        req: &PaymentRequirements,
+        error: &str,
+        extensions: Option<std::sync::Arc<serde_json::Value>>,
+        offer: Offer,
+    ) -> Self {
         let v1_req = req.to_v1();
         let requirements_header = serde_json::to_string(&v1_req).unwrap_or_default();
         let body = serde_json::to_vec(&v1::PaymentRequiredV1 {
@@ -245,7 +339,7 @@ impl Challenge {
             accepts: vec![v1_req],
         })
         .unwrap_or_default();
-        let v2_doc = req.payment_required_v2(error, extensions.as_deref().cloned());
+        let v2_doc = req.payment_required_offered(error, extensions.as_deref().cloned(), &offer);
         let payment_required_header = base64::engine::general_purpose::STANDARD
             .encode(serde_json::to_vec(&v2_doc).unwrap_or_default());
         Self {
@@ -253,6 +347,7 @@ impl Challenge {
             payment_required_header: header_value(payment_required_header),
             body: body.into(),
             extensions,
+            offer,
         }
     }
 }

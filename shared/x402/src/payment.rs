@@ -122,18 +122,23 @@ pub enum DecodeError {
     Field(&'static str),
 }
 
+/// The JSON inside a payment header value (base64, padded or not, at most
+/// [`MAX_PAYMENT_HEADER`] bytes).
+pub fn header_json(raw: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    if raw.len() > MAX_PAYMENT_HEADER {
+        return Err(DecodeError::TooLarge);
+    }
+    let trimmed = raw.trim_ascii();
+    base64::engine::general_purpose::STANDARD
+        .decode(trimmed)
+        .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(trimmed))
+        .map_err(|_| DecodeError::Base64)
+}
+
 impl PaymentPayload {
     /// Decodes a header value; `version` is the header's own (V1 for `X-PAYMENT`).
     pub fn decode(raw: &[u8], version: ProtocolVersion) -> Result<Self, DecodeError> {
-        if raw.len() > MAX_PAYMENT_HEADER {
-            return Err(DecodeError::TooLarge);
-        }
-        let trimmed = raw.trim_ascii();
-        let json = base64::engine::general_purpose::STANDARD
-            .decode(trimmed)
-            .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(trimmed))
-            .map_err(|_| DecodeError::Base64)?;
-        Self::from_json(&json, version)
+        Self::from_json(&header_json(raw)?, version)
     }
 
     /// Parses the JSON payload (the decoded header, or the `paymentPayload` a facilitator is

@@ -14,6 +14,7 @@ use sled::transaction::{
 };
 use std::path::Path;
 
+mod channels;
 mod cluster;
 mod counters;
 mod orgs;
@@ -49,6 +50,10 @@ pub struct SledStore {
     payment_ids: sled::Tree,
     mcp_spend: sled::Tree,
     mcp_sessions: sled::Tree,
+    /// Payment channels by id (`ChannelRecord`).
+    channels: sled::Tree,
+    /// Ids of channels with a charge not yet claimed.
+    channels_unclaimed: sled::Tree,
     /// The leases asked for (all held: one process opens a sled database).
     leases: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
@@ -214,6 +219,8 @@ impl SledStore {
             payment_ids: tree("payment_ids")?,
             mcp_spend: tree("mcp_spend")?,
             mcp_sessions: tree("mcp_sessions")?,
+            channels: tree("channels")?,
+            channels_unclaimed: tree("channels_unclaimed")?,
             leases: Default::default(),
             corridors: payouts::PayoutTrees::open(&db)?,
             db,

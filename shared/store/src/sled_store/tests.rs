@@ -25,6 +25,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         input_schema: None,
         output_schema: None,
         public_tool: false,
+        schemes: paygate_domain::model::exact_only(),
         created_at_ns: 1,
         created_at: "t".into(),
         updated_at: "t".into(),

@@ -6,19 +6,33 @@ use paygate_domain::model::{GatewayPayment, PaymentStatus};
 use paygate_store::postgres::{PgSettings, PgStore};
 use paygate_store::testing::PgCluster;
 use paygate_store::{
-    ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore, RouteStore,
-    SledStore,
+    ChannelStore, ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore,
+    RouteStore, SledStore,
 };
 use paygate_x402::money::UsdcAmount;
 use std::sync::Arc;
 
 /// The aggregates both backends implement.
 pub trait Backend:
-    OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore + ClusterStore
+    OrgStore
+    + KeyStore
+    + RouteStore
+    + PaymentStore
+    + CounterStore
+    + MetricStore
+    + ClusterStore
+    + ChannelStore
 {
 }
 impl<
-        T: OrgStore + KeyStore + RouteStore + PaymentStore + CounterStore + MetricStore + ClusterStore,
+        T: OrgStore
+            + KeyStore
+            + RouteStore
+            + PaymentStore
+            + CounterStore
+            + MetricStore
+            + ClusterStore
+            + ChannelStore,
     > Backend for T
 {
 }

@@ -3,13 +3,14 @@
 //! per-chain manager so concurrent settlements are pipelined without colliding.
 
 use super::{
-    Facilitator, FacilitatorError, PaymentRequest, Reach, Settlement, SetupError, SupportedKind,
+    CallError, ChainCalls, Facilitator, FacilitatorError, PaymentRequest, Reach, Settlement,
+    SetupError, SupportedKind,
 };
 use crate::network::{Network, Networks};
 use crate::verify::Rejection;
 use alloy_network::Ethereum;
 use alloy_network::TransactionBuilder;
-use alloy_primitives::{Address, U256};
+use alloy_primitives::{Address, B256, U256};
 use alloy_provider::{DynProvider, PendingTransactionBuilder, Provider, ProviderBuilder};
 use alloy_rpc_types_eth::{TransactionReceipt, TransactionRequest};
 use alloy_signer_local::PrivateKeySigner;
@@ -236,6 +237,47 @@ impl EmbeddedFacilitator {
         }
     }
 
+    /// Sends `tx` (simulated already) with the relayer's next nonce and waits for its receipt.
+    async fn broadcast(
+        &self,
+        chain: &Chain,
+        tx: TransactionRequest,
+        gas_limit: u64,
+    ) -> Result<B256, Broadcast> {
+        let nonce = self.take_nonce(chain).await.map_err(|e| match e {
+            FacilitatorError::Unavailable(m) => Broadcast::Refused(m),
+            other => Broadcast::Refused(other.to_string()),
+        })?;
+        let tx = tx.with_nonce(nonce).with_gas_limit(gas_limit);
+        let pending = match chain.provider.send_transaction(tx).await {
+            Ok(p) => p,
+            Err(e) => {
+                // The nonce may not have been used; re-read it before the next transaction.
+                self.resync_nonce(chain).await;
+                tracing::debug!(error = %e, nonce, "transaction not sent");
+                if relayer_unfunded(&e.to_string()) {
+                    // The operator's problem, not the payer's: nothing was sent or charged.
+                    return Err(Broadcast::Unfunded);
+                }
+                return Err(if is_revert(&e) {
+                    Broadcast::Refused(e.to_string())
+                } else {
+                    // A transport error after the request left: it may have been broadcast.
+                    Broadcast::Ambiguous(e.to_string())
+                });
+            }
+        };
+        let hash = *pending.tx_hash();
+        let receipt = self
+            .await_receipt(chain, pending)
+            .await
+            .map_err(|e| Broadcast::Ambiguous(format!("transaction {hash}: {e}")))?;
+        if !receipt.status() {
+            return Err(Broadcast::Reverted(hash));
+        }
+        Ok(hash)
+    }
+
     async fn resync_nonce(&self, chain: &Chain) {
         *chain.next_nonce.lock().await = None;
     }
@@ -253,36 +295,17 @@ impl Facilitator for EmbeddedFacilitator {
         let chain = self.chain(req)?;
         let tx = self.call_tx(req);
         self.simulate(chain, &tx).await?;
-        let nonce = self.take_nonce(chain).await?;
-        let tx = tx.with_nonce(nonce).with_gas_limit(GAS_LIMIT);
-        let pending = match chain.provider.send_transaction(tx).await {
-            Ok(p) => p,
-            Err(e) => {
-                // The nonce may not have been used; re-read it before the next settlement.
-                self.resync_nonce(chain).await;
-                tracing::debug!(error = %e, nonce, "transfer not sent");
-                if relayer_unfunded(&e.to_string()) {
-                    // The operator's problem, not the payer's: nothing was sent or charged.
-                    return Err(self.unfunded());
-                }
-                return Err(if is_revert(&e) {
-                    FacilitatorError::Rejected(revert_reason(&e.to_string()))
-                } else {
-                    // A transport error after the request left: it may have been broadcast.
-                    FacilitatorError::Ambiguous(e.to_string())
-                });
-            }
-        };
-        let hash = *pending.tx_hash();
-        let receipt = self
-            .await_receipt(chain, pending)
+        let transaction = self
+            .broadcast(chain, tx, GAS_LIMIT)
             .await
-            .map_err(|e| FacilitatorError::Ambiguous(format!("transaction {hash}: {e}")))?;
-        if !receipt.status() {
-            return Err(FacilitatorError::Rejected(Rejection::SettlementFailed));
-        }
+            .map_err(|e| match e {
+                Broadcast::Unfunded => self.unfunded(),
+                Broadcast::Refused(m) => FacilitatorError::Rejected(revert_reason(&m)),
+                Broadcast::Ambiguous(m) => FacilitatorError::Ambiguous(m),
+                Broadcast::Reverted(_) => FacilitatorError::Rejected(Rejection::SettlementFailed),
+            })?;
         Ok(Settlement {
-            transaction: hash,
+            transaction,
             payer: req.auth.from,
         })
     }
@@ -320,6 +343,80 @@ impl Facilitator for EmbeddedFacilitator {
 /// The `exact` kinds of `chains`' networks.
 fn kinds_of<'a>(chains: impl Iterator<Item = &'a Chain>) -> Vec<SupportedKind> {
     SupportedKind::exact(chains.map(|c| &c.network))
+}
+
+/// How a transaction the relayer sends failed.
+enum Broadcast {
+    /// The relayer cannot pay for gas: nothing was sent.
+    Unfunded,
+    /// The node refused it (nothing was sent), with its message.
+    Refused(String),
+    /// It may have been broadcast; its outcome is not known.
+    Ambiguous(String),
+    /// Mined, and reverted.
+    Reverted(B256),
+}
+
+#[async_trait]
+impl ChainCalls for EmbeddedFacilitator {
+    async fn send_call(
+        &self,
+        chain_id: u64,
+        to: Address,
+        data: Vec<u8>,
+        gas_limit: u64,
+    ) -> Result<B256, CallError> {
+        let chain = self
+            .chains
+            .get(&chain_id)
+            .ok_or_else(|| CallError::Unavailable(format!("no RPC for chain {chain_id}")))?;
+        let tx = TransactionRequest::default()
+            .with_from(self.relayer)
+            .with_to(to)
+            .with_input(data);
+        match chain.provider.call(tx.clone()).await {
+            Ok(_) => {}
+            Err(e) if relayer_unfunded(&e.to_string()) => {
+                self.unfunded();
+                return Err(CallError::Unavailable(
+                    "the relayer cannot pay for gas".into(),
+                ));
+            }
+            Err(e) if is_revert(&e) => return Err(CallError::Reverted(e.to_string())),
+            Err(e) => return Err(CallError::Unavailable(e.to_string())),
+        }
+        self.broadcast(chain, tx, gas_limit)
+            .await
+            .map_err(|e| match e {
+                Broadcast::Unfunded => {
+                    self.unfunded();
+                    CallError::Unavailable("the relayer cannot pay for gas".into())
+                }
+                Broadcast::Refused(m) => CallError::Reverted(m),
+                Broadcast::Ambiguous(m) => CallError::Ambiguous(m),
+                Broadcast::Reverted(h) => CallError::Reverted(format!("transaction {h} reverted")),
+            })
+    }
+
+    async fn view_call(
+        &self,
+        chain_id: u64,
+        to: Address,
+        data: Vec<u8>,
+    ) -> Result<alloy_primitives::Bytes, CallError> {
+        let chain = self
+            .chains
+            .get(&chain_id)
+            .ok_or_else(|| CallError::Unavailable(format!("no RPC for chain {chain_id}")))?;
+        let tx = TransactionRequest::default().with_to(to).with_input(data);
+        chain.provider.call(tx).await.map_err(|e| {
+            if is_revert(&e) {
+                CallError::Reverted(e.to_string())
+            } else {
+                CallError::Unavailable(e.to_string())
+            }
+        })
+    }
 }
 
 /// Why a receipt could not be read after broadcasting (the settlement is then ambiguous).

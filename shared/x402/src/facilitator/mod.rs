@@ -53,6 +53,42 @@ pub enum FacilitatorError {
     Ambiguous(String),
 }
 
+/// How a contract call the relayer sends (or reads) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The call reverts (in simulation, or mined): nothing moved.
+    #[error("the call reverts: {0}")]
+    Reverted(String),
+    /// The chain could not be reached, or the relayer cannot pay for gas: nothing was sent.
+    #[error("the chain is unavailable: {0}")]
+    Unavailable(String),
+    /// Sent, outcome unknown: it may still land.
+    #[error("outcome unknown: {0}")]
+    Ambiguous(String),
+}
+
+/// Contract calls beyond a token transfer, sent from the relayer (payment channels: deposits,
+/// claims, settlement, refunds) and read from the chain.
+#[async_trait]
+pub trait ChainCalls: Send + Sync + 'static {
+    /// Simulates `data` to `to` on chain `chain_id`, then sends it and waits for its receipt:
+    /// the transaction hash of a call that succeeded.
+    async fn send_call(
+        &self,
+        chain_id: u64,
+        to: Address,
+        data: Vec<u8>,
+        gas_limit: u64,
+    ) -> Result<B256, CallError>;
+    /// A read-only call.
+    async fn view_call(
+        &self,
+        chain_id: u64,
+        to: Address,
+        data: Vec<u8>,
+    ) -> Result<alloy_primitives::Bytes, CallError>;
+}
+
 /// A `(version, scheme, network)` the facilitator can settle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SupportedKind {

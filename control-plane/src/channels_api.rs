@@ -1,0 +1,118 @@
+//! Payment channels for the seller (issue 29): `GET /api/channels` lists the organisation's
+//! channels (deposited, charged, claimed, refunded, withdrawing) and `POST /api/channels/claim`
+//! claims every charge not yet claimed on chain now, in as few transactions as the batch size
+//! allows, instead of waiting for the claimer's thresholds.
+
+use crate::auth::OrgAuth;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use paygate_domain::channel::ChannelRecord;
+use paygate_domain::ErrorCode;
+use paygate_gateway::channels::{ChannelRefusal, Channels};
+use serde::Serialize;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// One channel as the seller sees it; amounts in USDC base units (decimal strings).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelView {
+    id: String,
+    payer: String,
+    network: String,
+    route_id: String,
+    balance: String,
+    deposited: String,
+    charged: String,
+    claimed: String,
+    unclaimed: String,
+    refunded: String,
+    requests: u64,
+    /// `open`, or `withdrawing` once the payer asked for its money back.
+    status: &'static str,
+    #[schema(required)]
+    claim_transaction: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<ChannelRecord> for ChannelView {
+    fn from(r: ChannelRecord) -> Self {
+        Self {
+            payer: r.config.payer.clone(),
+            network: r.network.clone(),
+            route_id: r.route_id.clone(),
+            balance: r.balance.to_string(),
+            deposited: r.deposited.to_string(),
+            charged: r.charged.to_string(),
+            claimed: r.total_claimed.to_string(),
+            unclaimed: r.unclaimed().to_string(),
+            refunded: r.refunded.to_string(),
+            requests: r.requests,
+            status: if r.withdraw_due.is_some() {
+                "withdrawing"
+            } else {
+                "open"
+            },
+            claim_transaction: r.claim_transaction.clone(),
+            created_at: r.created_at.clone(),
+            updated_at: r.updated_at.clone(),
+            id: r.id,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelList {
+    channels: Vec<ChannelView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimResult {
+    /// Channels whose charges were claimed and settled to the receiver.
+    claimed_channels: usize,
+}
+
+fn channels(state: &AppState) -> Result<&Arc<Channels>, ApiError> {
+    state.payments.channels().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::FacilitatorUnavailable,
+            "this deployment does not offer payment channels",
+        )
+    })
+}
+
+fn refused(e: ChannelRefusal) -> ApiError {
+    ApiError::new(ErrorCode::FacilitatorUnavailable, e.to_string())
+}
+
+#[utoipa::path(get, path = "/api/channels", tag = "channels", security(("orgKey" = [])), responses((status = 200, description = "The organisation's payment channels", body = ChannelList)))]
+pub async fn list(
+    State(state): State<AppState>,
+    OrgAuth { org }: OrgAuth,
+) -> Result<Json<ChannelList>, ApiError> {
+    let mut records = channels(&state)?.list(&org.id).await.map_err(refused)?;
+    records.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    Ok(Json(ChannelList {
+        channels: records.into_iter().map(ChannelView::from).collect(),
+    }))
+}
+
+#[utoipa::path(post, path = "/api/channels/claim", tag = "channels", security(("orgKey" = [])), responses((status = 200, description = "What was claimed", body = ClaimResult), (status = 503, description = "The chain or the store cannot be reached; nothing was claimed twice", body = paygate_domain::ErrorBody)))]
+pub async fn claim(
+    State(state): State<AppState>,
+    org: OrgAuth,
+) -> Result<Json<ClaimResult>, ApiError> {
+    let org = org.active()?;
+    let claimed = channels(&state)?
+        .claim_due_for(Some(&org.id))
+        .await
+        .map_err(refused)?;
+    Ok(Json(ClaimResult {
+        claimed_channels: claimed,
+    }))
+}

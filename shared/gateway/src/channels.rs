@@ -1,0 +1,768 @@
+//! Payment channels (x402 `batch-settlement`) on the hot path: a request is *admitted* (its
+//! voucher checked against the channel, a deposit sent on chain first when the payload carries
+//! one) before it is forwarded, and *finished* once the origin answered: the charge is committed
+//! only for an answer that succeeded, so a failed upstream leaves the channel as it was and the
+//! same voucher can be sent again.
+//!
+//! Requests of one channel are serialized by a per-channel lock on the node serving it. Across
+//! nodes a channel is leased to one node (`owner`, `lease_until_ms` in its record): the lease is
+//! renewed by the write that commits each voucher, so the common case (one agent on one node)
+//! costs one store write per voucher and no read; another node takes the channel over once the
+//! lease has run out (a compare-and-set on the record's version, so two nodes never both move a
+//! channel from the same state). ARCHITECTURE.md has the design.
+
+use alloy_primitives::{Address, B256};
+use alloy_signer_local::PrivateKeySigner;
+use alloy_sol_types::SolCall;
+use paygate_config::ChannelsConfig;
+use paygate_domain::channel::ChannelRecord;
+use paygate_store::Store;
+use paygate_x402::batch::{
+    self, ChannelAction, ChannelConfigWire, ChannelOffer, ChannelPayloadWire, ChannelPayment,
+    ChannelRejection, ChannelStateWire, IBatchSettlement, VoucherStateWire,
+};
+use paygate_x402::facilitator::{CallError, ChainCalls};
+use paygate_x402::{BatchTerms, PaymentRequirements};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+/// Gas for a deposit through the ERC-3009 collector (measured about 110k on the dev chain).
+const DEPOSIT_GAS: u64 = 250_000;
+/// Gas per channel of a claim, and for the transaction around it.
+const CLAIM_GAS_PER_CHANNEL: u64 = 40_000;
+const CLAIM_GAS_BASE: u64 = 150_000;
+/// A deposit authorization must stay valid this long after it reaches the gateway.
+const DEPOSIT_MIN_VALIDITY: u64 = 6;
+/// How long a request waits for the channel's previous request on this node.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a channel payment was not admitted. Nothing was charged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChannelRefusal {
+    /// The payload could not be decoded.
+    #[error("{0}")]
+    Malformed(String),
+    /// The payer must sign again; `state` is the channel as the gateway has it (the corrective
+    /// 402 carries it, so an honest client resyncs).
+    #[error("{rejection}")]
+    Rejected {
+        rejection: ChannelRejection,
+        state: Option<Box<ChannelRecord>>,
+    },
+    /// The deposit's transfer failed on chain (nothing moved).
+    #[error("the deposit failed on chain: {0}")]
+    DepositFailed(String),
+    /// Another request of this channel is still being served.
+    #[error("another request of this channel is being served; retry it")]
+    Busy,
+    /// The store or the chain cannot be reached: nothing was charged, retry later.
+    #[error("payment channels are unavailable now ({0}); nothing was charged, retry later")]
+    Unavailable(String),
+}
+
+impl ChannelRefusal {
+    /// The x402 reason word.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Malformed(_) => "invalid_batch_settlement_evm_payload_type",
+            Self::Rejected { rejection, .. } => rejection.reason(),
+            Self::DepositFailed(_) => "invalid_batch_settlement_evm_deposit_failed",
+            Self::Busy => "invalid_batch_settlement_evm_channel_busy",
+            Self::Unavailable(_) => "unexpected_settle_error",
+        }
+    }
+
+    /// Whether the refusal is a `402` (the payer can do something about it) rather than a `503`.
+    pub fn payment_required(&self) -> bool {
+        !matches!(self, Self::Unavailable(_))
+    }
+
+    fn rejected(rejection: ChannelRejection) -> Self {
+        Self::Rejected {
+            rejection,
+            state: None,
+        }
+    }
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ChannelCounters {
+    pub vouchers: AtomicU64,
+    pub deposits: AtomicU64,
+    pub refused: AtomicU64,
+    pub claims: AtomicU64,
+    pub claimed_channels: AtomicU64,
+    pub refunds: AtomicU64,
+    /// Store writes made for vouchers (the commit, a take-over).
+    pub writes: AtomicU64,
+    /// Store reads made for vouchers (a channel not held by this node).
+    pub reads: AtomicU64,
+}
+
+/// What a route asks of a channel payment.
+pub struct ChannelCharge<'a> {
+    pub org_id: &'a str,
+    pub route_id: &'a str,
+    pub requirements: &'a PaymentRequirements,
+    pub terms: &'a BatchTerms,
+}
+
+/// The cached record of one channel on this node, behind the lock that serializes its requests.
+type Slot = Arc<Mutex<Option<ChannelRecord>>>;
+
+/// A channel payment admitted: the channel's lock is held until [`Channels::finish`] (or until
+/// this is dropped, which charges nothing).
+pub struct Admitted {
+    slot: OwnedMutexGuard<Option<ChannelRecord>>,
+    payment: ChannelPayment,
+    price: u128,
+    network: String,
+    deposit_tx: Option<B256>,
+}
+
+impl Admitted {
+    pub fn payer(&self) -> Address {
+        self.payment.config.payer
+    }
+
+    pub fn channel_id(&self) -> B256 {
+        self.payment.channel_id
+    }
+
+    /// The most this request may be charged (the route's price).
+    pub fn price(&self) -> u128 {
+        self.price
+    }
+}
+
+/// A committed charge: the payment response's content.
+#[derive(Debug, Clone)]
+pub struct ChannelReceipt {
+    pub charged: u128,
+    pub record: ChannelRecord,
+    /// The deposit's transaction, when the request carried one.
+    pub transaction: Option<B256>,
+    pub network: String,
+}
+
+impl ChannelReceipt {
+    /// The `PAYMENT-RESPONSE` header's value (base64 JSON), as the scheme's payment response
+    /// contract says: `extra.chargedAmount` and `extra.channelState`, an empty `transaction`
+    /// for a voucher alone.
+    pub fn header(&self) -> String {
+        use base64::Engine;
+        let r = &self.record;
+        let response = paygate_x402::facilitator::wire::SettleResponse {
+            success: true,
+            error_reason: None,
+            transaction: self
+                .transaction
+                .map(|t| format!("{t:#x}"))
+                .unwrap_or_default(),
+            network: self.network.clone(),
+            payer: Some(r.config.payer.clone()),
+            extra: Some(serde_json::json!({
+                "chargedAmount": self.charged.to_string(),
+                "channelState": state_wire(r),
+            })),
+        };
+        base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&response).unwrap_or_default())
+    }
+}
+
+/// A record's state as the scheme's messages carry it.
+pub fn state_wire(r: &ChannelRecord) -> ChannelStateWire {
+    ChannelStateWire {
+        channel_id: Some(r.id.clone()),
+        balance: Some(r.balance.to_string()),
+        total_claimed: Some(r.total_claimed.to_string()),
+        withdraw_requested_at: Some(
+            r.withdraw_due
+                .map_or(0, |due| due.saturating_sub(r.config.withdraw_delay)),
+        ),
+        refund_nonce: Some(r.refund_nonce.to_string()),
+        charged_cumulative_amount: r.charged.to_string(),
+    }
+}
+
+/// The record's highest voucher, for a corrective 402 (`None` before the first charge).
+pub fn voucher_wire(r: &ChannelRecord) -> Option<VoucherStateWire> {
+    (!r.voucher_signature.is_empty()).then(|| VoucherStateWire {
+        signed_max_claimable: r.voucher_max.to_string(),
+        signature: r.voucher_signature.clone(),
+    })
+}
+
+/// The payment channels service: one per process.
+pub struct Channels {
+    store: Arc<dyn Store>,
+    chain: Arc<dyn ChainCalls>,
+    authorizer: PrivateKeySigner,
+    cfg: ChannelsConfig,
+    /// This process's name in channel leases.
+    node: String,
+    slots: std::sync::Mutex<HashMap<B256, Slot>>,
+    pub counters: ChannelCounters,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ChannelRefusal {
+    ChannelRefusal::Unavailable(e.to_string())
+}
+
+impl Channels {
+    pub fn new(
+        store: Arc<dyn Store>,
+        chain: Arc<dyn ChainCalls>,
+        authorizer: PrivateKeySigner,
+        cfg: ChannelsConfig,
+    ) -> Self {
+        Self {
+            store,
+            chain,
+            authorizer,
+            cfg,
+            node: paygate_domain::ids::new_id("node"),
+            slots: Default::default(),
+            counters: ChannelCounters::default(),
+        }
+    }
+
+    pub fn receiver_authorizer(&self) -> Address {
+        self.authorizer.address()
+    }
+
+    pub fn config(&self) -> &ChannelsConfig {
+        &self.cfg
+    }
+
+    fn slot(&self, id: B256) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.entry(id).or_default().clone()
+    }
+
+    /// Admits a channel payment for `charge`: checks the payload, takes the channel's lock,
+    /// loads (or takes over) the channel, sends a deposit on chain when the payload carries
+    /// one, then checks the voucher's cumulative step.
+    pub async fn admit(
+        &self,
+        wire: &ChannelPayloadWire,
+        charge: &ChannelCharge<'_>,
+    ) -> Result<Admitted, ChannelRefusal> {
+        let result = self.admit_inner(wire, charge).await;
+        if result.is_err() {
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    async fn admit_inner(
+        &self,
+        wire: &ChannelPayloadWire,
+        charge: &ChannelCharge<'_>,
+    ) -> Result<Admitted, ChannelRefusal> {
+        let req = charge.requirements;
+        let chain_id = req.network.config.chain_id;
+        let payment = ChannelPayment::parse(wire, chain_id).map_err(ChannelRefusal::rejected)?;
+        let offer = ChannelOffer {
+            receiver: req.pay_to,
+            receiver_authorizer: charge.terms.receiver_authorizer,
+            token: req.network.config.asset,
+            withdraw_delay: charge.terms.withdraw_delay,
+        };
+        payment
+            .check_offer(&offer)
+            .map_err(ChannelRefusal::rejected)?;
+        if !payment
+            .check_voucher(chain_id)
+            .map_err(ChannelRefusal::rejected)?
+        {
+            // A smart-wallet voucher (EIP-1271) is only checked by the chain: not served here.
+            return Err(ChannelRefusal::rejected(ChannelRejection::VoucherSignature));
+        }
+        let now = paygate_domain::unix_now();
+        let domain = token_domain(req);
+        payment
+            .check_deposit(&domain, now, DEPOSIT_MIN_VALIDITY)
+            .map_err(ChannelRefusal::rejected)?;
+        let slot = self.slot(payment.channel_id);
+        let mut guard = tokio::time::timeout(LOCK_WAIT, slot.lock_owned())
+            .await
+            .map_err(|_| ChannelRefusal::Busy)?;
+        let mut record = self.hold(&mut guard, &payment, charge).await?;
+        let mut deposit_tx = None;
+        if let ChannelAction::Deposit(d) = &payment.action {
+            let (tx, on_chain) = self.deposit(&payment, d, chain_id).await?;
+            deposit_tx = Some(tx);
+            let mut next = record.clone();
+            next.balance = on_chain.0;
+            next.total_claimed = on_chain.1;
+            next.deposited = next.deposited.saturating_add(d.amount);
+            record = self.write(&mut guard, &record, next).await?;
+            self.counters.deposits.fetch_add(1, Ordering::Relaxed);
+        }
+        if matches!(payment.action, ChannelAction::Refund(_)) {
+            // Cooperative refunds are not served on this path yet.
+            return Err(ChannelRefusal::Malformed(
+                "refund payloads are answered by POST /api/channels/{id}/refund".into(),
+            ));
+        }
+        payment
+            .check_step(
+                &record.figures(),
+                req.amount.0.into(),
+                now,
+                self.cfg.claim_lead_seconds,
+            )
+            .map_err(|rejection| ChannelRefusal::Rejected {
+                rejection,
+                state: Some(Box::new(record.clone())),
+            })?;
+        Ok(Admitted {
+            slot: guard,
+            payment,
+            price: req.amount.0.into(),
+            network: req.network.caip2.clone(),
+            deposit_tx,
+        })
+    }
+
+    /// The channel's record with this node holding it: the cached one while its lease holds,
+    /// else read from the store (waiting for another node's lease to run out) and taken over;
+    /// a channel the store does not know is read from the chain (a deposit starts a new one).
+    async fn hold(
+        &self,
+        guard: &mut OwnedMutexGuard<Option<ChannelRecord>>,
+        payment: &ChannelPayment,
+        charge: &ChannelCharge<'_>,
+    ) -> Result<ChannelRecord, ChannelRefusal> {
+        let margin = self.cfg.lease_ms / 4;
+        if let Some(r) = guard
+            .as_ref()
+            .filter(|r| r.leased_to(&self.node, now_ms(), margin))
+        {
+            return Ok(r.clone());
+        }
+        let id = format!("{:#x}", payment.channel_id);
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(self.cfg.lease_ms + 1_000);
+        loop {
+            self.counters.reads.fetch_add(1, Ordering::Relaxed);
+            let stored = self.store.get_channel(&id).await.map_err(unavailable)?;
+            let current = match stored {
+                Some(r) => r,
+                None => self.discover(&id, payment, charge).await?,
+            };
+            if current.org_id != charge.org_id {
+                return Err(ChannelRefusal::rejected(ChannelRejection::ReceiverMismatch));
+            }
+            let now = now_ms();
+            if !current.servable_by(&self.node, now) {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(ChannelRefusal::Busy);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            let mut next = current.clone();
+            next.owner = Some(self.node.clone());
+            next.lease_until_ms = now + self.cfg.lease_ms;
+            match self.write(guard, &current, next).await {
+                Ok(r) => return Ok(r),
+                Err(ChannelRefusal::Busy) if tokio::time::Instant::now() < deadline => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A channel the store does not hold: new (version 0) for a deposit; otherwise what the
+    /// chain holds for it (a channel opened before this store, or elsewhere), charged up to
+    /// what was claimed.
+    async fn discover(
+        &self,
+        id: &str,
+        payment: &ChannelPayment,
+        charge: &ChannelCharge<'_>,
+    ) -> Result<ChannelRecord, ChannelRefusal> {
+        let (balance, total_claimed) = match payment.action {
+            ChannelAction::Deposit(_) => (0, 0),
+            _ => {
+                let chain_id = charge.requirements.network.config.chain_id;
+                let on_chain = self.on_chain(chain_id, payment.channel_id).await?;
+                if on_chain.0 == 0 {
+                    return Err(ChannelRefusal::rejected(
+                        ChannelRejection::CumulativeExceedsBalance,
+                    ));
+                }
+                on_chain
+            }
+        };
+        let now = paygate_domain::now_rfc3339();
+        Ok(ChannelRecord {
+            id: id.to_string(),
+            org_id: charge.org_id.to_string(),
+            route_id: charge.route_id.to_string(),
+            network: charge.requirements.network.caip2.clone(),
+            config: config_wire(&payment.config),
+            balance,
+            deposited: 0,
+            total_claimed,
+            charged: total_claimed,
+            refunded: 0,
+            voucher_max: 0,
+            voucher_signature: String::new(),
+            requests: 0,
+            withdraw_due: None,
+            refund_nonce: 0,
+            owner: None,
+            lease_until_ms: 0,
+            unclaimed_since: None,
+            claim_transaction: None,
+            version: 0,
+            created_at: now.clone(),
+            updated_at: now,
+        })
+    }
+
+    /// `(balance, totalClaimed)` of a channel on chain.
+    async fn on_chain(&self, chain_id: u64, id: B256) -> Result<(u128, u128), ChannelRefusal> {
+        let out = self
+            .chain
+            .view_call(
+                chain_id,
+                batch::SETTLEMENT_ADDRESS,
+                IBatchSettlement::channelsCall { channelId: id }.abi_encode(),
+            )
+            .await
+            .map_err(unavailable)?;
+        let r = IBatchSettlement::channelsCall::abi_decode_returns(&out).map_err(unavailable)?;
+        Ok((r.balance, r.totalClaimed))
+    }
+
+    /// Sends the deposit on chain; the channel's figures on chain afterwards.
+    async fn deposit(
+        &self,
+        payment: &ChannelPayment,
+        d: &batch::Erc3009Deposit,
+        chain_id: u64,
+    ) -> Result<(B256, (u128, u128)), ChannelRefusal> {
+        let call = IBatchSettlement::depositCall {
+            config: payment.config.clone(),
+            amount: d.amount,
+            collector: batch::ERC3009_COLLECTOR_ADDRESS,
+            collectorData: batch::erc3009_collector_data(
+                d.valid_after,
+                d.valid_before,
+                d.salt,
+                &d.signature,
+            )
+            .into(),
+        };
+        let tx = self
+            .chain
+            .send_call(
+                chain_id,
+                batch::SETTLEMENT_ADDRESS,
+                call.abi_encode(),
+                DEPOSIT_GAS,
+            )
+            .await
+            .map_err(|e| match e {
+                CallError::Reverted(m) => {
+                    tracing::debug!(error = %m, "deposit reverted");
+                    ChannelRefusal::DepositFailed(
+                        "the deposit's transfer was refused (authorization used, expired, or \
+                         funds missing)"
+                            .into(),
+                    )
+                }
+                other => {
+                    tracing::warn!(error = %other, "deposit not sent");
+                    unavailable(other)
+                }
+            })?;
+        let figures = self.on_chain(chain_id, payment.channel_id).await?;
+        Ok((tx, figures))
+    }
+
+    /// Writes `next` over `read` (compare-and-set on its version), caching what was written.
+    /// `Busy` when another writer moved the channel first (the cache is dropped).
+    async fn write(
+        &self,
+        guard: &mut OwnedMutexGuard<Option<ChannelRecord>>,
+        read: &ChannelRecord,
+        mut next: ChannelRecord,
+    ) -> Result<ChannelRecord, ChannelRefusal> {
+        next.version = read.version + 1;
+        next.updated_at = paygate_domain::now_rfc3339();
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        match self.store.put_channel_if(read.version, &next).await {
+            Ok(true) => {
+                **guard = Some(next.clone());
+                Ok(next)
+            }
+            Ok(false) => {
+                **guard = None;
+                Err(ChannelRefusal::Busy)
+            }
+            Err(e) => {
+                **guard = None;
+                tracing::warn!(error = %e, channel = %next.id, "could not write a channel");
+                Err(unavailable(e))
+            }
+        }
+    }
+
+    /// The origin answered: commits `charged` (at most the price) with the voucher and renews
+    /// this node's lease, in one write. A record the claimer moved meanwhile (its version
+    /// changed, this node still holding it) is read again and the charge applied to it.
+    pub async fn finish(
+        &self,
+        mut a: Admitted,
+        charged: u128,
+    ) -> Result<ChannelReceipt, ChannelRefusal> {
+        let charged = charged.min(a.price);
+        let Some(mut read) = a.slot.clone() else {
+            return Err(ChannelRefusal::Busy);
+        };
+        for _ in 0..4 {
+            let mut next = read.clone();
+            next.charged = read.charged + charged;
+            if a.payment.max_claimable >= next.voucher_max {
+                next.voucher_max = a.payment.max_claimable;
+                next.voucher_signature = a.payment.signature.to_string();
+            }
+            next.requests += 1;
+            if charged > 0 && next.unclaimed_since.is_none() {
+                next.unclaimed_since = Some(paygate_domain::unix_now());
+            }
+            next.owner = Some(self.node.clone());
+            next.lease_until_ms = now_ms() + self.cfg.lease_ms;
+            match self.write(&mut a.slot, &read, next).await {
+                Ok(record) => {
+                    self.counters.vouchers.fetch_add(1, Ordering::Relaxed);
+                    return Ok(ChannelReceipt {
+                        charged,
+                        record,
+                        transaction: a.deposit_tx,
+                        network: a.network.clone(),
+                    });
+                }
+                Err(ChannelRefusal::Busy) => {
+                    let id = format!("{:#x}", a.payment.channel_id);
+                    let Some(fresh) = self.store.get_channel(&id).await.map_err(unavailable)?
+                    else {
+                        break;
+                    };
+                    if fresh.owner.as_deref() != Some(&self.node) || fresh.charged != read.charged {
+                        break;
+                    }
+                    read = fresh;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        tracing::warn!(channel = %a.payment.channel_id, "a served voucher's charge could not be committed: another node took the channel");
+        Err(ChannelRefusal::Busy)
+    }
+
+    /// The organisation's channels.
+    pub async fn list(&self, org_id: &str) -> Result<Vec<ChannelRecord>, ChannelRefusal> {
+        self.store.list_channels(org_id).await.map_err(unavailable)
+    }
+
+    /// One claim pass (the elected claimer's): every channel whose unclaimed amount or age
+    /// passed the thresholds (all of them with `all`), in batches of `claim_batch_max`, each
+    /// batch one transaction (`claimWithSignature` over the batch, then `settle` of each
+    /// receiver), the records updated after. Returns the channels claimed.
+    pub async fn claim_due(&self, all: bool) -> Result<usize, ChannelRefusal> {
+        self.claim_matching(all, None).await
+    }
+
+    /// Claims every unclaimed charge of `org_id`'s channels now (all organisations' with
+    /// `None`), whatever the thresholds.
+    pub async fn claim_due_for(&self, org_id: Option<&str>) -> Result<usize, ChannelRefusal> {
+        self.claim_matching(true, org_id).await
+    }
+
+    async fn claim_matching(
+        &self,
+        all: bool,
+        org_id: Option<&str>,
+    ) -> Result<usize, ChannelRefusal> {
+        let now = paygate_domain::unix_now();
+        let due: Vec<ChannelRecord> = self
+            .store
+            .unclaimed_channels()
+            .await
+            .map_err(unavailable)?
+            .into_iter()
+            .filter(|r| org_id.is_none_or(|o| o == r.org_id))
+            .filter(|r| {
+                all || r.unclaimed() >= u128::from(self.cfg.claim_min_base_units)
+                    || r.unclaimed_since
+                        .is_some_and(|t| now.saturating_sub(t) >= self.cfg.claim_max_age_seconds)
+                    || r.withdraw_due.is_some()
+            })
+            .collect();
+        let mut by_network: HashMap<String, Vec<ChannelRecord>> = HashMap::new();
+        for r in due {
+            by_network.entry(r.network.clone()).or_default().push(r);
+        }
+        let mut claimed = 0;
+        for (network, records) in by_network {
+            let Some(chain_id) = network
+                .strip_prefix("eip155:")
+                .and_then(|c| c.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            for batch in records.chunks(self.cfg.claim_batch_max) {
+                claimed += self.claim_batch(chain_id, batch).await?;
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn claim_batch(
+        &self,
+        chain_id: u64,
+        records: &[ChannelRecord],
+    ) -> Result<usize, ChannelRefusal> {
+        let mut claims = Vec::new();
+        let mut entries = Vec::new();
+        let mut receivers = Vec::new();
+        for r in records {
+            let Ok(config) = r.config.parse() else {
+                continue;
+            };
+            let Ok(signature) = r.voucher_signature.parse::<alloy_primitives::Bytes>() else {
+                continue;
+            };
+            let id = config.channel_id(chain_id);
+            entries.push(batch::ClaimEntry {
+                channelId: id,
+                maxClaimableAmount: r.voucher_max,
+                totalClaimed: r.charged,
+            });
+            if !receivers.contains(&(config.receiver, config.token)) {
+                receivers.push((config.receiver, config.token));
+            }
+            claims.push(IBatchSettlement::VoucherClaim {
+                voucher: IBatchSettlement::VoucherBody {
+                    channel: config,
+                    maxClaimableAmount: r.voucher_max,
+                },
+                signature,
+                totalClaimed: r.charged,
+            });
+        }
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        let digest = batch::claim_batch_digest(chain_id, &entries);
+        let signature = alloy_signer::SignerSync::sign_hash_sync(&self.authorizer, &digest)
+            .map_err(unavailable)?;
+        let mut calls: Vec<alloy_primitives::Bytes> =
+            vec![IBatchSettlement::claimWithSignatureCall {
+                voucherClaims: claims.clone(),
+                authorizerSignature: signature.as_bytes().to_vec().into(),
+            }
+            .abi_encode()
+            .into()];
+        for (receiver, token) in receivers {
+            calls.push(
+                IBatchSettlement::settleCall { receiver, token }
+                    .abi_encode()
+                    .into(),
+            );
+        }
+        let gas = CLAIM_GAS_BASE + CLAIM_GAS_PER_CHANNEL * claims.len() as u64;
+        let tx = self
+            .chain
+            .send_call(
+                chain_id,
+                batch::SETTLEMENT_ADDRESS,
+                IBatchSettlement::multicallCall { data: calls }.abi_encode(),
+                gas,
+            )
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, channels = claims.len(), "claim not made");
+                unavailable(e)
+            })?;
+        self.counters.claims.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(transaction = %tx, channels = claims.len(), "channels claimed");
+        for r in records {
+            self.mark_claimed(r, chain_id, tx).await;
+        }
+        self.counters
+            .claimed_channels
+            .fetch_add(claims.len() as u64, Ordering::Relaxed);
+        Ok(claims.len())
+    }
+
+    /// Records what the chain now says was claimed of `r`'s channel (re-read until the write
+    /// lands: the node serving it may write between).
+    async fn mark_claimed(&self, r: &ChannelRecord, chain_id: u64, tx: B256) {
+        let Ok(id) = r.id.parse::<B256>() else { return };
+        let Ok((balance, total_claimed)) = self.on_chain(chain_id, id).await else {
+            return;
+        };
+        for _ in 0..8 {
+            let Ok(Some(read)) = self.store.get_channel(&r.id).await else {
+                return;
+            };
+            let mut next = read.clone();
+            next.balance = balance;
+            next.total_claimed = total_claimed;
+            next.claim_transaction = Some(format!("{tx:#x}"));
+            if next.unclaimed() == 0 {
+                next.unclaimed_since = None;
+            }
+            next.version = read.version + 1;
+            next.updated_at = paygate_domain::now_rfc3339();
+            if let Ok(true) = self.store.put_channel_if(read.version, &next).await {
+                // This node's cache of the channel (if it serves it) is stale now.
+                let slot = self.slot(id);
+                if let Ok(mut cached) = slot.try_lock() {
+                    *cached = None;
+                };
+                return;
+            }
+        }
+        tracing::warn!(channel = %r.id, "claimed, but the record could not be updated; the next pass reads the chain again");
+    }
+}
+
+/// The EIP-712 domain of the route's token.
+fn token_domain(req: &PaymentRequirements) -> alloy_sol_types::Eip712Domain {
+    alloy_sol_types::eip712_domain! {
+        name: req.network.config.eip712_name.clone(),
+        version: req.network.config.eip712_version.clone(),
+        chain_id: req.network.config.chain_id,
+        verifying_contract: req.network.config.asset,
+    }
+}
+
+fn config_wire(c: &batch::ChannelConfig) -> ChannelConfigWire {
+    ChannelConfigWire {
+        payer: c.payer.to_checksum(None),
+        payer_authorizer: c.payerAuthorizer.to_checksum(None),
+        receiver: c.receiver.to_checksum(None),
+        receiver_authorizer: c.receiverAuthorizer.to_checksum(None),
+        token: c.token.to_checksum(None),
+        withdraw_delay: c.withdrawDelay.to::<u64>(),
+        salt: format!("{:#x}", c.salt),
+    }
+}

@@ -1,0 +1,54 @@
+// Pays a paygate route N times over one payment channel with the official npm clients:
+// @x402/fetch's wrapFetchWithPayment and @x402/evm's batch-settlement client scheme (one
+// deposit, then a voucher per request), no code of paygate's on the client side.
+//
+// Usage: NODE_PATH=<node_modules> node x402_channel_pay.cjs URL PRIVATE_KEY RPC_URL N
+// Prints one JSON line {statuses, bodies, receipts (decoded PAYMENT-RESPONSE of the first and
+// last answers), deposits (answers whose receipt carries a transaction)}; exits non-zero unless
+// every answer is 200 with a receipt.
+"use strict";
+const { wrapFetchWithPayment, x402Client, decodePaymentResponseHeader } = require("@x402/fetch");
+const { BatchSettlementEvmScheme } = require("@x402/evm/batch-settlement/client");
+const { toClientEvmSigner } = require("@x402/evm");
+const { privateKeyToAccount } = require("viem/accounts");
+const { createPublicClient, http } = require("viem");
+const { baseSepolia } = require("viem/chains");
+
+async function main(url, key, rpc, n) {
+  const account = privateKeyToAccount(key);
+  const publicClient = createPublicClient({ chain: baseSepolia, transport: http(rpc) });
+  const signer = toClientEvmSigner(account, publicClient);
+  const client = new x402Client();
+  client.register(
+    "eip155:84532",
+    new BatchSettlementEvmScheme(signer, { depositPolicy: { depositMultiplier: n } }),
+  );
+  const pay = wrapFetchWithPayment(fetch, client);
+  const statuses = {};
+  const receipts = [];
+  let deposits = 0;
+  let charged = "0";
+  for (let i = 0; i < n; i++) {
+    const r = await pay(url, { method: "GET" });
+    await r.text();
+    statuses[r.status] = (statuses[r.status] || 0) + 1;
+    const raw = r.headers.get("payment-response");
+    if (!raw) continue;
+    const receipt = decodePaymentResponseHeader(raw);
+    if (receipt.transaction) deposits += 1;
+    charged = receipt.extra && receipt.extra.channelState
+      ? receipt.extra.channelState.chargedCumulativeAmount
+      : charged;
+    if (i === 0 || i === n - 1) receipts.push(receipt);
+  }
+  console.log(JSON.stringify({ statuses, receipts, deposits, charged }));
+  return statuses[200] === n ? 0 : 1;
+}
+
+main(process.argv[2], process.argv[3], process.argv[4], Number(process.argv[5])).then(
+  (code) => process.exit(code),
+  (err) => {
+    console.error(err && err.stack ? err.stack : err);
+    process.exit(2);
+  },
+);
