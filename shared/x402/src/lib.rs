@@ -30,8 +30,22 @@ pub struct TokenExtra {
     pub name: String,
     pub version: String,
     /// `batch-settlement`'s terms and state (boxed: an `exact` requirement carries none).
-    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        flatten,
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "channel_extra"
+    )]
     pub channel: Option<Box<ChannelExtra>>,
+}
+
+/// A flattened `ChannelExtra` with none of its fields is no channel extra at all (so an `exact`
+/// requirement read back equals the one rendered).
+fn channel_extra<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Box<ChannelExtra>>, D::Error> {
+    let e = <ChannelExtra as serde::Deserialize>::deserialize(d)?;
+    Ok((e != ChannelExtra::default()).then(|| Box::new(e)))
 }
 
 /// The `extra` fields of a `batch-settlement` requirement.
@@ -397,6 +411,24 @@ mod tests {
         let header: serde_json::Value =
             serde_json::from_str(c.requirements_header.to_str().unwrap()).unwrap();
         assert_eq!(&header, a);
+    }
+
+    #[test]
+    fn requirements_read_back_equal_the_rendered_ones() {
+        let r = req("base-sepolia");
+        let exact = r.to_v2();
+        let back: v2::PaymentRequirementsV2 =
+            serde_json::from_value(serde_json::to_value(&exact).unwrap()).unwrap();
+        assert_eq!(back, exact);
+        let terms = BatchTerms {
+            receiver_authorizer: Address::repeat_byte(7),
+            withdraw_delay: 900,
+        };
+        let batch = r.to_v2_batch(&terms);
+        let json = serde_json::to_value(&batch).unwrap();
+        assert_eq!(json["extra"]["withdrawDelay"], 900);
+        let back: v2::PaymentRequirementsV2 = serde_json::from_value(json).unwrap();
+        assert_eq!(back, batch);
     }
 
     #[test]
