@@ -9,6 +9,7 @@ mod handover;
 mod org_cli;
 mod pay_cli;
 mod serve;
+mod settlement;
 mod tls;
 
 use clap::{Parser, Subcommand};

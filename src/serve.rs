@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use async_trait::async_trait;
-use paygate_config::{Config, FacilitatorKind, StorageBackend, StorageConfig};
+use paygate_config::{Config, StorageBackend, StorageConfig};
 use paygate_control_plane::AppState;
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::{RenderContext, RouteTable};
@@ -12,10 +12,7 @@ use paygate_gateway::target_policy::TargetPolicy;
 use paygate_proxy::{Gateway, GatewayParts, ProxySettings};
 use paygate_store::postgres::{PgSettings, PgStore};
 use paygate_store::{SledStore, Store};
-use paygate_x402::facilitator::embedded::EmbeddedFacilitator;
-use paygate_x402::facilitator::remote::RemoteFacilitator;
 use paygate_x402::facilitator::Facilitator;
-use paygate_x402::network::Networks;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
@@ -277,7 +274,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     .with_context(|| format!("writing {}", crate::handover::pid_file(&cfg).display()))?;
 
     let (facilitator, relayer, chain_calls) =
-        build_facilitator(&cfg, &table.render_context().networks)?;
+        crate::settlement::build_facilitator(&cfg, &table.render_context().networks)?;
     if let (Some(_), Some(relayer)) = (&pg, &relayer) {
         rt.block_on(claim_relayer(dyn_store.as_ref(), relayer))?;
     }
@@ -293,17 +290,8 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     });
     let networks = table.render_context().networks.clone();
     let mut payments = PaymentService::new(dyn_store.clone(), facilitator.clone(), usage, networks);
-    let channels = build_channels(&cfg, dyn_store.clone(), chain_calls);
-    if let Some(c) = &channels {
-        payments = payments.with_channels(c.clone());
-        server.add_service(background_service(
-            "channel claimer",
-            Claimer {
-                channels: c.clone(),
-                store: dyn_store.clone(),
-                every: Duration::from_secs(cfg.channels.claim_interval_seconds),
-            },
-        ));
+    if let Some(c) = crate::settlement::build_channels(&cfg, dyn_store.clone(), chain_calls) {
+        payments = payments.with_channels(c);
     }
     let payments = Arc::new(payments);
     // What the facilitator settles, before the first probe: routes may be created at once.
@@ -487,114 +475,6 @@ fn build_payouts(cfg: &Config) -> anyhow::Result<Payouts> {
 
 fn hex_secret() -> Vec<u8> {
     hex::encode(rand::random::<[u8; 32]>()).into_bytes()
-}
-
-/// The facilitator (if any) and the embedded one's relayer address.
-/// With the embedded one, its contract calls too (payment channels need them).
-type Settling = (
-    Option<Arc<dyn Facilitator>>,
-    Option<String>,
-    Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
-);
-
-/// The configured facilitator, or `None` (paid requests then answer 503) when the embedded one
-/// has no relayer key in the environment; with the embedded one, its relayer's address.
-fn build_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<Settling> {
-    let f = &cfg.facilitator;
-    let timeout = Duration::from_secs(f.request_timeout_seconds);
-    match f.kind {
-        FacilitatorKind::Remote => {
-            if f.url.trim().is_empty() {
-                anyhow::bail!("facilitator.kind = \"remote\" needs facilitator.url");
-            }
-            let bearer = (!f.bearer_token_env.is_empty())
-                .then(|| std::env::var(&f.bearer_token_env).ok())
-                .flatten();
-            let remote = RemoteFacilitator::new(&f.url, bearer, timeout)
-                .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
-            tracing::info!(url = %f.url, "remote facilitator");
-            Ok((Some(Arc::new(remote)), None, None))
-        }
-        FacilitatorKind::Embedded => {
-            let Ok(key) = std::env::var(&f.relayer_key_env) else {
-                tracing::warn!(
-                    env = %f.relayer_key_env,
-                    "no relayer key in the environment: paid requests will answer 503"
-                );
-                return Ok((None, None, None));
-            };
-            let embedded = EmbeddedFacilitator::new(
-                networks,
-                &key,
-                Duration::from_secs(f.settle_timeout_seconds),
-                timeout,
-            )
-            .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
-            let relayer = embedded.relayer().to_string();
-            tracing::info!(relayer = %relayer, "embedded facilitator");
-            let embedded = Arc::new(embedded);
-            Ok((Some(embedded.clone()), Some(relayer), Some(embedded)))
-        }
-    }
-}
-
-/// Payment channels, where this deployment can serve them: the embedded facilitator's relayer
-/// sends deposits and claims, and a receiver authorizer key signs claims.
-fn build_channels(
-    cfg: &Config,
-    store: Arc<dyn Store>,
-    chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
-) -> Option<Arc<paygate_gateway::channels::Channels>> {
-    let authorizer = paygate_domain::secrets::receiver_authorizer(
-        &cfg.channels.receiver_authorizer_key_env,
-        &cfg.orgs.master_key_env,
-    );
-    match (chain, authorizer) {
-        (Some(chain), Some(authorizer)) => {
-            tracing::info!(receiver_authorizer = %authorizer.address(), "payment channels offered");
-            Some(Arc::new(paygate_gateway::channels::Channels::new(
-                store,
-                chain,
-                authorizer,
-                cfg.channels.clone(),
-            )))
-        }
-        (None, _) => None,
-        (Some(_), None) => {
-            tracing::warn!(
-                "no master key and no receiver authorizer key: routes do not offer payment channels"
-            );
-            None
-        }
-    }
-}
-
-/// The elected claimer: one node of a cluster (the lease `channel-claimer`) claims the
-/// channels' vouchers on chain every `every`.
-struct Claimer {
-    channels: Arc<paygate_gateway::channels::Channels>,
-    store: Arc<dyn Store>,
-    every: Duration,
-}
-
-#[async_trait]
-impl BackgroundService for Claimer {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut tick = tokio::time::interval(self.every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.changed() => return,
-                _ = tick.tick() => {}
-            }
-            if !matches!(self.store.hold_lease("channel-claimer").await, Ok(true)) {
-                continue;
-            }
-            if let Err(e) = self.channels.claim_due(false).await {
-                tracing::warn!(error = %e, "channel claim pass failed; retried at the next");
-            }
-        }
-    }
 }
 
 /// The PostgreSQL settings of `storage`, the URL read from its environment variable.

@@ -150,19 +150,14 @@ fn deposit_call(c: &ChannelConfig, payer: usize, amount: u64, salt: u64) -> Vec<
         nonce: batch::deposit_nonce(id, U256::from(salt)),
     };
     let sig = sign(payer, auth.eip712_signing_hash(&chain::usdc_domain()));
-    IBatchSettlement::depositCall {
-        config: c.clone(),
+    let deposit = batch::Erc3009Deposit {
         amount: u128::from(amount),
-        collector: ERC3009_COLLECTOR_ADDRESS,
-        collectorData: batch::erc3009_collector_data(
-            U256::ZERO,
-            valid_before,
-            U256::from(salt),
-            &sig,
-        )
-        .into(),
-    }
-    .abi_encode()
+        valid_after: U256::ZERO,
+        valid_before,
+        salt: U256::from(salt),
+        signature: sig,
+    };
+    batch::deposit_call(c, &deposit).abi_encode()
 }
 
 #[tokio::test]
@@ -323,19 +318,7 @@ async fn digests_agree_with_the_contract_and_the_official_client() {
     let batch::ChannelAction::Deposit(d) = &payment.action else {
         panic!("a deposit")
     };
-    let call = IBatchSettlement::depositCall {
-        config: payment.config.clone(),
-        amount: d.amount,
-        collector: ERC3009_COLLECTOR_ADDRESS,
-        collectorData: batch::erc3009_collector_data(
-            d.valid_after,
-            d.valid_before,
-            d.salt,
-            &d.signature,
-        )
-        .into(),
-    }
-    .abi_encode();
+    let call = batch::deposit_call(&payment.config, d).abi_encode();
     dev.send(0, call.clone())
         .await
         .expect("the official deposit lands");

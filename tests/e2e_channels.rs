@@ -40,7 +40,9 @@ async fn setup() -> (Chain, Gateway, Upstream, String) {
     (chain, gw, upstream, key)
 }
 
-async fn channel_pay(gw: &Gateway, chain: &Chain, payer: usize, n: usize) -> Value {
+/// The official client's run of `n` requests to `query` on the route, in a process of its own
+/// (a new process knows nothing of the channel but what the chain and the gateway tell it).
+async fn channel_pay(gw: &Gateway, chain: &Chain, payer: usize, query: &str, n: usize) -> Value {
     let modules = std::env::var("PAYGATE_TEST_NODE_MODULES").expect(
         "PAYGATE_TEST_NODE_MODULES must name a node_modules with @x402/fetch (run via `make test`)",
     );
@@ -50,7 +52,7 @@ async fn channel_pay(gw: &Gateway, chain: &Chain, payer: usize, n: usize) -> Val
             env!("CARGO_MANIFEST_DIR"),
             "/tests/interop/x402_channel_pay.cjs"
         ))
-        .arg(gw.url("/gateway/acme/search"))
+        .arg(gw.url(&format!("/gateway/acme/search{query}")))
         .arg(KEYS[payer])
         .arg(&chain.rpc)
         .arg(n.to_string());
@@ -102,7 +104,7 @@ async fn the_official_client_pays_a_thousand_requests_over_one_deposit() {
         chain.balance(address(6)).await,
         chain.balance(address(9)).await,
     );
-    let report = channel_pay(&gw, &chain, 6, N).await;
+    let report = channel_pay(&gw, &chain, 6, "", N).await;
     assert_eq!(report["statuses"]["200"], N, "{report}");
     assert_eq!(report["deposits"], 1, "one deposit: {report}");
     assert_eq!(
@@ -147,4 +149,55 @@ async fn the_official_client_pays_a_thousand_requests_over_one_deposit() {
         .unwrap();
     assert_eq!(again["claimedChannels"], 0, "{again}");
     assert_eq!(chain.balance(address(9)).await, receiver_before + deposit);
+}
+
+/// Pricing by usage, a failed origin and a client that lost its state: the origin's stated
+/// charge is what is charged (never seen by the caller); an answer of 500 charges nothing; a new
+/// client process is told the channel's state by the corrective 402 and goes on from it.
+#[tokio::test]
+async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
+    let (chain, gw, upstream, key) = setup().await;
+    // A payer without the USDC it signs a deposit for: the deposit fails on chain, nothing is
+    // kept of the channel and nothing reaches the origin.
+    let report = channel_pay(&gw, &chain, 7, "", 1).await;
+    assert_eq!(report["statuses"]["402"], 1, "{report}");
+    assert_eq!(channels(&gw, &key).await["channels"], json!([]));
+    assert_eq!(upstream.hits(), 0);
+
+    let report = channel_pay(&gw, &chain, 5, "?upstream_charge=250", 3).await;
+    assert_eq!(report["statuses"]["200"], 3, "{report}");
+    assert_eq!(report["charged"], "750", "{report}");
+    assert_eq!(report["receipts"][1]["extra"]["chargedAmount"], "250");
+    assert_eq!(report["chargeHeaderSeen"], false, "{report}");
+    let c = &channels(&gw, &key).await["channels"][0];
+    assert_eq!(
+        (c["charged"].as_str(), c["requests"].as_u64()),
+        (Some("750"), Some(3))
+    );
+
+    // A new client process: resynced by the corrective 402; the origin fails: nothing charged.
+    let report = channel_pay(&gw, &chain, 5, "?upstream_status=500", 1).await;
+    assert_eq!(report["statuses"]["500"], 1, "{report}");
+    assert_eq!(
+        report["receipts"],
+        json!([]),
+        "no receipt for a failed answer: {report}"
+    );
+    let c = &channels(&gw, &key).await["channels"][0];
+    assert_eq!(
+        (c["charged"].as_str(), c["requests"].as_u64()),
+        (Some("750"), Some(3))
+    );
+
+    // And the channel goes on, at the full price when the origin says nothing.
+    let report = channel_pay(&gw, &chain, 5, "", 1).await;
+    assert_eq!(report["statuses"]["200"], 1, "{report}");
+    assert_eq!(
+        report["deposits"], 0,
+        "the first deposit still covers it: {report}"
+    );
+    assert_eq!(report["charged"], (750 + PRICE).to_string(), "{report}");
+    let c = &channels(&gw, &key).await["channels"][0];
+    assert_eq!(c["requests"], 4);
+    assert_eq!(upstream.hits(), 5, "every request reached the origin once");
 }

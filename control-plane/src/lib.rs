@@ -148,6 +148,7 @@ pub async fn serve(
     let recon = tokio::spawn(reconciliation(state.clone()));
     let probe = tokio::spawn(metrics_api::probe_facilitator(state.clone()));
     let payouts = tokio::spawn(payout_reconciliation(state.clone()));
+    let claims = tokio::spawn(channel_claims(state.clone()));
     let state_metrics = state.metrics.clone();
     let aggregator = tokio::spawn(state.metrics.clone().run_aggregator(
         state.store.clone(),
@@ -163,6 +164,7 @@ pub async fn serve(
     recon.abort();
     probe.abort();
     payouts.abort();
+    claims.abort();
     // The aggregator counts what is queued; the exit path stores it (`Metrics::flush_now`).
     state_metrics.stop();
     let _ = tokio::time::timeout(Duration::from_secs(5), aggregator).await;
@@ -173,6 +175,8 @@ pub async fn serve(
 pub const PAYMENT_RECONCILIATION: &str = "payment-reconciliation";
 /// The lease of payout reconciliation.
 pub const PAYOUT_RECONCILIATION: &str = "payout-reconciliation";
+/// The lease of the payment channels' claimer.
+pub const CHANNEL_CLAIMS: &str = "channel-claims";
 
 /// Whether this node does `duty` now (holds its lease; on sled, always).
 async fn leads(state: &AppState, duty: &str) -> bool {
@@ -194,6 +198,26 @@ async fn payout_reconciliation(state: AppState) {
         tick.tick().await;
         if leads(&state, PAYOUT_RECONCILIATION).await {
             state.payouts.reconcile().await;
+        }
+    }
+}
+
+/// Claims the payment channels' vouchers on chain once their unclaimed amount or age passes the
+/// thresholds, every `channels.claim_interval_seconds`, on the node holding [`CHANNEL_CLAIMS`]
+/// (where this deployment offers channels).
+async fn channel_claims(state: AppState) {
+    let Some(channels) = state.payments.channels().cloned() else {
+        return;
+    };
+    let every = Duration::from_secs(state.config.channels.claim_interval_seconds.max(1));
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if !leads(&state, CHANNEL_CLAIMS).await {
+            continue;
+        }
+        if let Err(e) = channels.claim_due(false).await {
+            tracing::warn!(error = %e, "channel claim pass failed; retried at the next");
         }
     }
 }

@@ -2,6 +2,7 @@
 //! control plane, answer it here (challenge, refusal, preflight), or forward it upstream once
 //! its payment is taken. [`Gateway::decide`] returns the decision; `request_filter` acts on it.
 
+use crate::channel::Paying;
 use crate::limits::Refused;
 use crate::{Ctx, Gateway};
 use paygate_domain::model::PaidAnswer;
@@ -9,12 +10,13 @@ use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::route_path::lookup_key;
 use paygate_domain::{unix_now, ErrorBody, ErrorCode};
 use paygate_gateway::balancer::Picked;
-use paygate_gateway::channels::{Admitted, ChannelCharge, ChannelRefusal};
+use paygate_gateway::channels::Admitted;
 use paygate_gateway::metrics::Outcome;
 use paygate_gateway::payments::ids::{IdClaim, PaymentKey};
 use paygate_gateway::payments::{Charge, Paid, Refusal};
 use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
 use paygate_x402::payment::ProtocolVersion;
+use paygate_x402::verify::Rejection;
 use paygate_x402::{Challenge, PaymentRequirements};
 use pingora::http::RequestHeader;
 use std::borrow::Cow;
@@ -72,7 +74,7 @@ pub struct Forwarding {
 pub const MAX_KEPT_ANSWER_BYTES: usize = 256 * 1024;
 
 impl Forwarding {
-    fn new(
+    pub(crate) fn new(
         route: Arc<RouteEntry>,
         (addr, picked): (SocketAddr, Option<Picked>),
         paid: Option<Paid>,
@@ -144,7 +146,7 @@ pub enum Answer {
 impl Answer {
     /// The answer to a refused payment: `402` with the challenge and the reason when the payer
     /// must sign a new payment, otherwise the refusal's error.
-    fn refused(
+    pub(crate) fn refused(
         refusal: Refusal,
         req: &PaymentRequirements,
         challenge: &Challenge,
@@ -207,11 +209,11 @@ impl Answer {
 /// transaction. Nothing is reserved, settled or counted against a plan; the same payment may be
 /// shown again (it can never move money here).
 fn sandbox_answer(
-    raw: &[u8],
+    json: &[u8],
     version: ProtocolVersion,
     requirements: &PaymentRequirements,
 ) -> Result<Answer, Refusal> {
-    let payment = paygate_x402::payment::PaymentPayload::decode(raw, version)?;
+    let payment = paygate_x402::payment::PaymentPayload::from_json(json, version)?;
     let auth = payment.authorization()?;
     paygate_x402::verify::verify(&payment, &auth, requirements, unix_now())
         .map_err(Refusal::Rejected)?;
@@ -384,35 +386,33 @@ impl Gateway {
         self.limits
             .check_route(&entry.id)
             .map_err(Answer::Limited)?;
-        if version == ProtocolVersion::V2 && !entry.sandbox {
-            let json = paygate_x402::payment::header_json(raw)
-                .map_err(|e| refused(Refusal::Malformed(e)))?;
-            if let Some(wire) = paygate_x402::batch::channel_payload(&json) {
-                return self
-                    .channel_step(req, request_id, (&org_id, &entry, origin), wire)
-                    .await;
-            }
-        }
-        if !challenge.offer.exact && !entry.sandbox {
-            return Err(channel_refused(
-                ChannelRefusal::Malformed(
-                    "this route accepts batch-settlement payments only".into(),
-                ),
-                requirements,
-                challenge,
-                request_id,
-            ));
-        }
+        let json =
+            paygate_x402::payment::header_json(raw).map_err(|e| refused(Refusal::Malformed(e)))?;
         if entry.sandbox {
             // The sandbox never takes a payment: a valid one is answered, nothing else happens.
-            return Err(sandbox_answer(raw, version, requirements).map_err(refused)?);
+            return Err(sandbox_answer(&json, version, requirements).map_err(refused)?);
+        }
+        if version == ProtocolVersion::V2 {
+            if let Some(wire) = paygate_x402::batch::channel_payload(&json) {
+                let paying = Paying {
+                    org_id: &org_id,
+                    entry: &entry,
+                    requirements,
+                    challenge,
+                    request_id,
+                };
+                return self.channel_step(req, &paying, origin, wire).await;
+            }
+        }
+        if !challenge.offer.exact {
+            return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
         }
         if let Some(too_large) = self.body_too_large(req) {
             return Err(too_large);
         }
         let verified = self
             .payments
-            .verify_header(raw, version, requirements, unix_now())
+            .verify_header_json(&json, version, requirements, unix_now())
             .map_err(refused)?;
         self.limits
             .check_payer(&verified.payer().0 .0)
@@ -452,7 +452,7 @@ impl Gateway {
     }
 
     /// A declared body larger than the gateway forwards is refused before any payment.
-    fn body_too_large(&self, req: &RequestHeader) -> Option<Answer> {
+    pub(crate) fn body_too_large(&self, req: &RequestHeader) -> Option<Answer> {
         let declared = req
             .headers
             .get("content-length")
@@ -468,58 +468,12 @@ impl Gateway {
             })
     }
 
-    /// A `batch-settlement` payment: the route must offer channels; the voucher is admitted
-    /// (the channel's lock taken, a deposit sent first) once the upstream is known to accept
-    /// connections; the charge comes after the answer (`Channels::finish`).
-    async fn channel_step(
-        &self,
-        req: &RequestHeader,
-        request_id: &str,
-        (org_id, entry, origin): (&Arc<str>, &Arc<RouteEntry>, Option<Arc<OriginSigner>>),
-        wire: Result<paygate_x402::batch::ChannelPayloadWire, paygate_x402::payment::DecodeError>,
-    ) -> Result<Box<Forwarding>, Answer> {
-        let Some((requirements, challenge)) = &entry.payment else {
-            return Err(Answer::Error(
-                ErrorCode::Misconfigured,
-                "this organisation has no receiver wallet configured".into(),
-            ));
-        };
-        let refused = |r: ChannelRefusal| channel_refused(r, requirements, challenge, request_id);
-        let wire = wire.map_err(|e| refused(ChannelRefusal::Malformed(e.to_string())))?;
-        let (Some(terms), Some(channels)) = (&challenge.offer.batch, self.payments.channels())
-        else {
-            return Err(refused(ChannelRefusal::Malformed(
-                "this route does not accept batch-settlement payments".into(),
-            )));
-        };
-        if let Some(too_large) = self.body_too_large(req) {
-            return Err(too_large);
-        }
-        let to = self
-            .reachable_upstream(entry, &req.headers)
-            .await
-            .map_err(|r| Answer::Error(r.code(), Cow::Owned(r.to_string())))?;
-        let charge = ChannelCharge {
-            org_id,
-            route_id: &entry.route.id,
-            requirements,
-            terms,
-        };
-        let admitted = channels.admit(&wire, &charge).await.map_err(refused)?;
-        self.limits
-            .check_payer(&admitted.payer().0 .0)
-            .map_err(Answer::Limited)?;
-        let mut forwarding = Forwarding::new(entry.clone(), to, None, origin);
-        forwarding.channel = Some(admitted);
-        Ok(forwarding)
-    }
-
     /// The upstream a paid request goes to, connected to once before the payment is taken, so
     /// that an origin refusing connections is a `503` with nothing charged. A target that does
     /// not accept is marked failed and the next healthy one tried. What can still fail after
     /// settlement (the origin going away between this check and the forwarded request, or in
     /// the middle of its answer) is said in RELIABILITY.md.
-    async fn reachable_upstream(
+    pub(crate) async fn reachable_upstream(
         &self,
         entry: &RouteEntry,
         headers: &http::HeaderMap,
@@ -586,58 +540,6 @@ impl Gateway {
             }
         }
         Err(refuse(last))
-    }
-}
-
-/// The answer to a refused channel payment: `402` with the challenge rendered with the reason
-/// (and, for a cumulative amount the gateway did not expect, the channel's state and highest
-/// voucher, so an honest client resyncs), or `503` when nothing could be decided.
-fn channel_refused(
-    refusal: ChannelRefusal,
-    req: &PaymentRequirements,
-    challenge: &Challenge,
-    request_id: &str,
-) -> Answer {
-    let message = refusal.to_string();
-    if !refusal.payment_required() {
-        return Answer::Error(ErrorCode::FacilitatorUnavailable, Cow::Owned(message));
-    }
-    let reason = refusal.reason();
-    let mut doc = req.payment_required_offered(
-        reason,
-        challenge.extensions.as_deref().cloned(),
-        &challenge.offer,
-    );
-    if let ChannelRefusal::Rejected {
-        state: Some(record),
-        ..
-    } = &refusal
-    {
-        for a in &mut doc.accepts {
-            if let Some(extra) = a.extra.channel.as_mut() {
-                extra.channel_state = Some(paygate_gateway::channels::state_wire(record));
-                extra.voucher_state = paygate_gateway::channels::voucher_wire(record);
-            }
-        }
-    }
-    let code = ErrorCode::PaymentRejected;
-    let mut body = ErrorBody::new(code, &message, request_id).to_value();
-    body["x402Version"] = 2.into();
-    body["error"] = reason.into();
-    body["accepts"] = serde_json::to_value(&doc.accepts).unwrap_or_default();
-    use base64::Engine;
-    let header = base64::engine::general_purpose::STANDARD
-        .encode(serde_json::to_vec(&doc).unwrap_or_default());
-    Answer::Challenge {
-        challenge: Challenge {
-            requirements_header: challenge.requirements_header.clone(),
-            payment_required_header: http::HeaderValue::from_str(&header)
-                .unwrap_or_else(|_| challenge.payment_required_header.clone()),
-            body: serde_json::to_vec(&body).unwrap_or_default().into(),
-            extensions: challenge.extensions.clone(),
-            offer: challenge.offer.clone(),
-        },
-        refused: Some(code),
     }
 }
 

@@ -4,6 +4,7 @@
 //! other path is passed to the control plane on its loopback address.
 
 mod answer;
+mod channel;
 mod decide;
 pub mod limits;
 
@@ -348,25 +349,7 @@ impl ProxyHttp for Gateway {
             for h in carried(&resp.headers, &RESPONSE_HOP_HEADERS) {
                 resp.remove_header(&h);
             }
-        }
-        let stated = resp.remove_header(CHARGE_HEADER);
-        let Some(f) = ctx.forwarding() else {
-            return Ok(());
-        };
-        if let Some(admitted) = f.channel.take() {
-            // Charged only for an answer that succeeded; anything else leaves the channel as it
-            // was (the admitted voucher, dropped, releases the channel's lock).
-            if resp.status.as_u16() < 400 {
-                let charge = usage_charge(stated.as_ref(), admitted.price(), &f.route.id);
-                if let Some(channels) = self.payments.channels() {
-                    match channels.finish(admitted, charge).await {
-                        Ok(receipt) => {
-                            f.channel_receipt = Some((receipt.header(), receipt.charged))
-                        }
-                        Err(e) => tracing::warn!(error = %e, "channel charge not committed"),
-                    }
-                }
-            }
+            self.finish_channel(f, resp).await;
         }
         Ok(())
     }
@@ -578,39 +561,6 @@ impl ProxyHttp for Gateway {
             elapsed_us = ctx.start.elapsed().as_micros() as u64,
             error = e.map(|e| e.to_string()),
         );
-    }
-}
-
-/// The response header in which an origin states what a call cost (usage-based pricing):
-/// USDC base units as an integer (`1500`), or USD with a decimal point (`0.0015`). Removed
-/// before the answer reaches the caller.
-const CHARGE_HEADER: &str = "x-paygate-charge";
-
-/// What a channel request is charged: the origin's stated charge, at most the `price`; the
-/// price when the origin says nothing; nothing (and a warning for the operator) when what it
-/// says is not an amount.
-fn usage_charge(stated: Option<&http::HeaderValue>, price: u128, route: &str) -> u128 {
-    let Some(v) = stated else { return price };
-    let text = v.to_str().unwrap_or("").trim();
-    let amount = if text.contains('.') {
-        paygate_x402::money::UsdcAmount::from_usd_str(text)
-            .ok()
-            .map(|a| u128::from(a.0))
-    } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse::<u128>().ok()
-    } else {
-        None
-    };
-    match amount {
-        Some(a) => a.min(price),
-        None => {
-            tracing::warn!(
-                route,
-                value = text,
-                "the origin's X-Paygate-Charge is not an amount; nothing charged"
-            );
-            0
-        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! A real upstream HTTP server on a loopback port that echoes what it receives and counts hits.
+//! A real upstream HTTP server on a loopback port that echoes what it receives and counts hits
+//! (and, asked in its query, answers another status or states a usage charge).
 #![allow(dead_code)]
 
 use axum::body::Bytes;
@@ -27,13 +28,32 @@ impl Upstream {
                         .iter()
                         .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or(""))))
                         .collect();
-                    Json(json!({
+                    let echo = Json(json!({
                         "method": method.as_str(),
                         "path": uri.path(),
                         "query": uri.query(),
                         "headers": headers,
                         "body": String::from_utf8_lossy(&body),
-                    }))
+                    }));
+                    // `upstream_status=NNN` answers that status, `upstream_charge=X` states a
+                    // usage charge (`X-Paygate-Charge`).
+                    let asked = |name: &str| {
+                        uri.query()?
+                            .split('&')
+                            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                            .map(str::to_string)
+                    };
+                    let status = asked("upstream_status")
+                        .and_then(|s| s.parse::<u16>().ok())
+                        .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
+                        .unwrap_or(axum::http::StatusCode::OK);
+                    let mut answer = axum::response::IntoResponse::into_response((status, echo));
+                    if let Some(charge) = asked("upstream_charge") {
+                        if let Ok(v) = axum::http::HeaderValue::from_str(&charge) {
+                            answer.headers_mut().insert("x-paygate-charge", v);
+                        }
+                    }
+                    answer
                 }
             },
         );

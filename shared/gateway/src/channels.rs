@@ -24,10 +24,11 @@ use paygate_x402::batch::{
 use paygate_x402::facilitator::{CallError, ChainCalls};
 use paygate_x402::{BatchTerms, PaymentRequirements};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Mutex, OwnedMutexGuard};
+
+mod claims;
 
 /// Gas for a deposit through the ERC-3009 collector (measured about 110k on the dev chain).
 const DEPOSIT_GAS: u64 = 250_000;
@@ -86,21 +87,6 @@ impl ChannelRefusal {
             state: None,
         }
     }
-}
-
-/// Counters for `/metrics`.
-#[derive(Debug, Default)]
-pub struct ChannelCounters {
-    pub vouchers: AtomicU64,
-    pub deposits: AtomicU64,
-    pub refused: AtomicU64,
-    pub claims: AtomicU64,
-    pub claimed_channels: AtomicU64,
-    pub refunds: AtomicU64,
-    /// Store writes made for vouchers (the commit, a take-over).
-    pub writes: AtomicU64,
-    /// Store reads made for vouchers (a channel not held by this node).
-    pub reads: AtomicU64,
 }
 
 /// What a route asks of a channel payment.
@@ -207,7 +193,6 @@ pub struct Channels {
     /// This process's name in channel leases.
     node: String,
     slots: std::sync::Mutex<HashMap<B256, Slot>>,
-    pub counters: ChannelCounters,
 }
 
 fn now_ms() -> u64 {
@@ -234,7 +219,6 @@ impl Channels {
             cfg,
             node: paygate_domain::ids::new_id("node"),
             slots: Default::default(),
-            counters: ChannelCounters::default(),
         }
     }
 
@@ -259,18 +243,6 @@ impl Channels {
         wire: &ChannelPayloadWire,
         charge: &ChannelCharge<'_>,
     ) -> Result<Admitted, ChannelRefusal> {
-        let result = self.admit_inner(wire, charge).await;
-        if result.is_err() {
-            self.counters.refused.fetch_add(1, Ordering::Relaxed);
-        }
-        result
-    }
-
-    async fn admit_inner(
-        &self,
-        wire: &ChannelPayloadWire,
-        charge: &ChannelCharge<'_>,
-    ) -> Result<Admitted, ChannelRefusal> {
         let req = charge.requirements;
         let chain_id = req.network.config.chain_id;
         let payment = ChannelPayment::parse(wire, chain_id).map_err(ChannelRefusal::rejected)?;
@@ -290,8 +262,14 @@ impl Channels {
             // A smart-wallet voucher (EIP-1271) is only checked by the chain: not served here.
             return Err(ChannelRefusal::rejected(ChannelRejection::VoucherSignature));
         }
+        if matches!(payment.action, ChannelAction::Refund(_)) {
+            // Cooperative refunds are not served yet: refused before the channel is touched.
+            return Err(ChannelRefusal::Malformed(
+                "refund payloads are not accepted yet".into(),
+            ));
+        }
         let now = paygate_domain::unix_now();
-        let domain = token_domain(req);
+        let domain = paygate_x402::verify::token_domain(req);
         payment
             .check_deposit(&domain, now, DEPOSIT_MIN_VALIDITY)
             .map_err(ChannelRefusal::rejected)?;
@@ -309,13 +287,6 @@ impl Channels {
             next.total_claimed = on_chain.1;
             next.deposited = next.deposited.saturating_add(d.amount);
             record = self.write(&mut guard, &record, next).await?;
-            self.counters.deposits.fetch_add(1, Ordering::Relaxed);
-        }
-        if matches!(payment.action, ChannelAction::Refund(_)) {
-            // Cooperative refunds are not served on this path yet.
-            return Err(ChannelRefusal::Malformed(
-                "refund payloads are answered by POST /api/channels/{id}/refund".into(),
-            ));
         }
         payment
             .check_step(
@@ -357,7 +328,6 @@ impl Channels {
         let deadline =
             tokio::time::Instant::now() + Duration::from_millis(self.cfg.lease_ms + 1_000);
         loop {
-            self.counters.reads.fetch_add(1, Ordering::Relaxed);
             let stored = self.store.get_channel(&id).await.map_err(unavailable)?;
             let current = match stored {
                 Some(r) => r,
@@ -377,6 +347,11 @@ impl Channels {
             let mut next = current.clone();
             next.owner = Some(self.node.clone());
             next.lease_until_ms = now + self.cfg.lease_ms;
+            if current.version == 0 {
+                // Not stored yet: the first write (the deposit's, or the first charge) creates
+                // it, so a refused request leaves no record behind.
+                return Ok(next);
+            }
             match self.write(guard, &current, next).await {
                 Ok(r) => return Ok(r),
                 Err(ChannelRefusal::Busy) if tokio::time::Instant::now() < deadline => continue,
@@ -413,7 +388,7 @@ impl Channels {
             org_id: charge.org_id.to_string(),
             route_id: charge.route_id.to_string(),
             network: charge.requirements.network.caip2.clone(),
-            config: config_wire(&payment.config),
+            config: ChannelConfigWire::from(&payment.config),
             balance,
             deposited: 0,
             total_claimed,
@@ -456,18 +431,7 @@ impl Channels {
         d: &batch::Erc3009Deposit,
         chain_id: u64,
     ) -> Result<(B256, (u128, u128)), ChannelRefusal> {
-        let call = IBatchSettlement::depositCall {
-            config: payment.config.clone(),
-            amount: d.amount,
-            collector: batch::ERC3009_COLLECTOR_ADDRESS,
-            collectorData: batch::erc3009_collector_data(
-                d.valid_after,
-                d.valid_before,
-                d.salt,
-                &d.signature,
-            )
-            .into(),
-        };
+        let call = batch::deposit_call(&payment.config, d);
         let tx = self
             .chain
             .send_call(
@@ -505,7 +469,6 @@ impl Channels {
     ) -> Result<ChannelRecord, ChannelRefusal> {
         next.version = read.version + 1;
         next.updated_at = paygate_domain::now_rfc3339();
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
         match self.store.put_channel_if(read.version, &next).await {
             Ok(true) => {
                 **guard = Some(next.clone());
@@ -550,7 +513,6 @@ impl Channels {
             next.lease_until_ms = now_ms() + self.cfg.lease_ms;
             match self.write(&mut a.slot, &read, next).await {
                 Ok(record) => {
-                    self.counters.vouchers.fetch_add(1, Ordering::Relaxed);
                     return Ok(ChannelReceipt {
                         charged,
                         record,
@@ -579,190 +541,5 @@ impl Channels {
     /// The organisation's channels.
     pub async fn list(&self, org_id: &str) -> Result<Vec<ChannelRecord>, ChannelRefusal> {
         self.store.list_channels(org_id).await.map_err(unavailable)
-    }
-
-    /// One claim pass (the elected claimer's): every channel whose unclaimed amount or age
-    /// passed the thresholds (all of them with `all`), in batches of `claim_batch_max`, each
-    /// batch one transaction (`claimWithSignature` over the batch, then `settle` of each
-    /// receiver), the records updated after. Returns the channels claimed.
-    pub async fn claim_due(&self, all: bool) -> Result<usize, ChannelRefusal> {
-        self.claim_matching(all, None).await
-    }
-
-    /// Claims every unclaimed charge of `org_id`'s channels now (all organisations' with
-    /// `None`), whatever the thresholds.
-    pub async fn claim_due_for(&self, org_id: Option<&str>) -> Result<usize, ChannelRefusal> {
-        self.claim_matching(true, org_id).await
-    }
-
-    async fn claim_matching(
-        &self,
-        all: bool,
-        org_id: Option<&str>,
-    ) -> Result<usize, ChannelRefusal> {
-        let now = paygate_domain::unix_now();
-        let due: Vec<ChannelRecord> = self
-            .store
-            .unclaimed_channels()
-            .await
-            .map_err(unavailable)?
-            .into_iter()
-            .filter(|r| org_id.is_none_or(|o| o == r.org_id))
-            .filter(|r| {
-                all || r.unclaimed() >= u128::from(self.cfg.claim_min_base_units)
-                    || r.unclaimed_since
-                        .is_some_and(|t| now.saturating_sub(t) >= self.cfg.claim_max_age_seconds)
-                    || r.withdraw_due.is_some()
-            })
-            .collect();
-        let mut by_network: HashMap<String, Vec<ChannelRecord>> = HashMap::new();
-        for r in due {
-            by_network.entry(r.network.clone()).or_default().push(r);
-        }
-        let mut claimed = 0;
-        for (network, records) in by_network {
-            let Some(chain_id) = network
-                .strip_prefix("eip155:")
-                .and_then(|c| c.parse::<u64>().ok())
-            else {
-                continue;
-            };
-            for batch in records.chunks(self.cfg.claim_batch_max) {
-                claimed += self.claim_batch(chain_id, batch).await?;
-            }
-        }
-        Ok(claimed)
-    }
-
-    async fn claim_batch(
-        &self,
-        chain_id: u64,
-        records: &[ChannelRecord],
-    ) -> Result<usize, ChannelRefusal> {
-        let mut claims = Vec::new();
-        let mut entries = Vec::new();
-        let mut receivers = Vec::new();
-        for r in records {
-            let Ok(config) = r.config.parse() else {
-                continue;
-            };
-            let Ok(signature) = r.voucher_signature.parse::<alloy_primitives::Bytes>() else {
-                continue;
-            };
-            let id = config.channel_id(chain_id);
-            entries.push(batch::ClaimEntry {
-                channelId: id,
-                maxClaimableAmount: r.voucher_max,
-                totalClaimed: r.charged,
-            });
-            if !receivers.contains(&(config.receiver, config.token)) {
-                receivers.push((config.receiver, config.token));
-            }
-            claims.push(IBatchSettlement::VoucherClaim {
-                voucher: IBatchSettlement::VoucherBody {
-                    channel: config,
-                    maxClaimableAmount: r.voucher_max,
-                },
-                signature,
-                totalClaimed: r.charged,
-            });
-        }
-        if claims.is_empty() {
-            return Ok(0);
-        }
-        let digest = batch::claim_batch_digest(chain_id, &entries);
-        let signature = alloy_signer::SignerSync::sign_hash_sync(&self.authorizer, &digest)
-            .map_err(unavailable)?;
-        let mut calls: Vec<alloy_primitives::Bytes> =
-            vec![IBatchSettlement::claimWithSignatureCall {
-                voucherClaims: claims.clone(),
-                authorizerSignature: signature.as_bytes().to_vec().into(),
-            }
-            .abi_encode()
-            .into()];
-        for (receiver, token) in receivers {
-            calls.push(
-                IBatchSettlement::settleCall { receiver, token }
-                    .abi_encode()
-                    .into(),
-            );
-        }
-        let gas = CLAIM_GAS_BASE + CLAIM_GAS_PER_CHANNEL * claims.len() as u64;
-        let tx = self
-            .chain
-            .send_call(
-                chain_id,
-                batch::SETTLEMENT_ADDRESS,
-                IBatchSettlement::multicallCall { data: calls }.abi_encode(),
-                gas,
-            )
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, channels = claims.len(), "claim not made");
-                unavailable(e)
-            })?;
-        self.counters.claims.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(transaction = %tx, channels = claims.len(), "channels claimed");
-        for r in records {
-            self.mark_claimed(r, chain_id, tx).await;
-        }
-        self.counters
-            .claimed_channels
-            .fetch_add(claims.len() as u64, Ordering::Relaxed);
-        Ok(claims.len())
-    }
-
-    /// Records what the chain now says was claimed of `r`'s channel (re-read until the write
-    /// lands: the node serving it may write between).
-    async fn mark_claimed(&self, r: &ChannelRecord, chain_id: u64, tx: B256) {
-        let Ok(id) = r.id.parse::<B256>() else { return };
-        let Ok((balance, total_claimed)) = self.on_chain(chain_id, id).await else {
-            return;
-        };
-        for _ in 0..8 {
-            let Ok(Some(read)) = self.store.get_channel(&r.id).await else {
-                return;
-            };
-            let mut next = read.clone();
-            next.balance = balance;
-            next.total_claimed = total_claimed;
-            next.claim_transaction = Some(format!("{tx:#x}"));
-            if next.unclaimed() == 0 {
-                next.unclaimed_since = None;
-            }
-            next.version = read.version + 1;
-            next.updated_at = paygate_domain::now_rfc3339();
-            if let Ok(true) = self.store.put_channel_if(read.version, &next).await {
-                // This node's cache of the channel (if it serves it) is stale now.
-                let slot = self.slot(id);
-                if let Ok(mut cached) = slot.try_lock() {
-                    *cached = None;
-                };
-                return;
-            }
-        }
-        tracing::warn!(channel = %r.id, "claimed, but the record could not be updated; the next pass reads the chain again");
-    }
-}
-
-/// The EIP-712 domain of the route's token.
-fn token_domain(req: &PaymentRequirements) -> alloy_sol_types::Eip712Domain {
-    alloy_sol_types::eip712_domain! {
-        name: req.network.config.eip712_name.clone(),
-        version: req.network.config.eip712_version.clone(),
-        chain_id: req.network.config.chain_id,
-        verifying_contract: req.network.config.asset,
-    }
-}
-
-fn config_wire(c: &batch::ChannelConfig) -> ChannelConfigWire {
-    ChannelConfigWire {
-        payer: c.payer.to_checksum(None),
-        payer_authorizer: c.payerAuthorizer.to_checksum(None),
-        receiver: c.receiver.to_checksum(None),
-        receiver_authorizer: c.receiverAuthorizer.to_checksum(None),
-        token: c.token.to_checksum(None),
-        withdraw_delay: c.withdrawDelay.to::<u64>(),
-        salt: format!("{:#x}", c.salt),
     }
 }

@@ -228,8 +228,20 @@ impl PaymentService {
         requirements: &PaymentRequirements,
         now: u64,
     ) -> Result<Verified, Refusal> {
+        let json = paygate_x402::payment::header_json(raw)?;
+        self.verify_header_json(&json, version, requirements, now)
+    }
+
+    /// [`Self::verify_header`] of a header already decoded to its JSON.
+    pub fn verify_header_json(
+        &self,
+        json: &[u8],
+        version: ProtocolVersion,
+        requirements: &PaymentRequirements,
+        now: u64,
+    ) -> Result<Verified, Refusal> {
         self.check(
-            PaymentPayload::decode(raw, version)?,
+            PaymentPayload::from_json(json, version)?,
             requirements,
             now,
             true,

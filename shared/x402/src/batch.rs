@@ -13,6 +13,10 @@ use alloy_primitives::{address, Address, B256, U256};
 use alloy_sol_types::{sol, Eip712Domain, SolStruct, SolValue};
 use std::borrow::Cow;
 
+mod wire;
+pub use wire::*;
+use wire::{b256_of, bytes_of, u128_of, uint_of};
+
 /// The scheme's name in requirements and payloads.
 pub const SCHEME: &str = "batch-settlement";
 /// Where the official clients expect the settlement contract on every chain.
@@ -185,6 +189,18 @@ pub fn erc3009_collector_data(
         .abi_encode_params()
 }
 
+/// The settlement contract's `deposit` of `d` into `config`'s channel through the ERC-3009
+/// collector.
+pub fn deposit_call(config: &ChannelConfig, d: &Erc3009Deposit) -> IBatchSettlement::depositCall {
+    IBatchSettlement::depositCall {
+        config: config.clone(),
+        amount: d.amount,
+        collector: ERC3009_COLLECTOR_ADDRESS,
+        collectorData: erc3009_collector_data(d.valid_after, d.valid_before, d.salt, &d.signature)
+            .into(),
+    }
+}
+
 /// Why a channel payment is refused, with the scheme's own reason words (what the official
 /// clients read: a `cumulative_amount_mismatch` makes an honest client resync from the corrective
 /// 402's `channelState` / `voucherState`).
@@ -256,144 +272,6 @@ impl ChannelRejection {
     }
 }
 
-/// A channel configuration as it travels (addresses and salt as hex strings).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ChannelConfigWire {
-    pub payer: String,
-    pub payer_authorizer: String,
-    pub receiver: String,
-    pub receiver_authorizer: String,
-    pub token: String,
-    pub withdraw_delay: u64,
-    pub salt: String,
-}
-
-/// A signed voucher as it travels.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct VoucherWire {
-    pub channel_id: String,
-    pub max_claimable_amount: String,
-    pub signature: String,
-}
-
-/// A deposit's ERC-3009 `ReceiveWithAuthorization` (to the collector; the nonce is derived from
-/// the channel id and this salt).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Erc3009DepositWire {
-    pub valid_after: String,
-    pub valid_before: String,
-    pub salt: String,
-    pub signature: String,
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DepositAuthorizationWire {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub erc3009_authorization: Option<Erc3009DepositWire>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permit2_authorization: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DepositWire {
-    pub amount: String,
-    pub authorization: DepositAuthorizationWire,
-}
-
-/// The scheme's payload (`payload` of a v2 payment): a deposit with its first voucher, a
-/// voucher, or a zero-charge voucher asking for a cooperative refund.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "lowercase",
-    rename_all_fields = "camelCase"
-)]
-pub enum ChannelPayloadWire {
-    Deposit {
-        channel_config: ChannelConfigWire,
-        voucher: VoucherWire,
-        deposit: DepositWire,
-    },
-    Voucher {
-        channel_config: ChannelConfigWire,
-        voucher: VoucherWire,
-    },
-    Refund {
-        channel_config: ChannelConfigWire,
-        voucher: VoucherWire,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        amount: Option<String>,
-    },
-}
-
-/// A channel's state as the scheme's messages carry it (the corrective 402's
-/// `extra.channelState`, the payment response's `extra.channelState`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ChannelStateWire {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub balance: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_claimed: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub withdraw_requested_at: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refund_nonce: Option<String>,
-    pub charged_cumulative_amount: String,
-}
-
-/// The highest voucher the server holds for a channel (the corrective 402's
-/// `extra.voucherState`): the client checks its signature and resumes from it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VoucherStateWire {
-    pub signed_max_claimable: String,
-    pub signature: String,
-}
-
-/// What a v2 payment header names before its payload is read.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HeaderProbe {
-    x402_version: u8,
-    accepted: AcceptedProbe,
-    payload: serde_json::Value,
-}
-
-#[derive(serde::Deserialize)]
-struct AcceptedProbe {
-    scheme: String,
-}
-
-/// The channel payload of a v2 payment's JSON (a decoded `PAYMENT-SIGNATURE`) when its
-/// `accepted.scheme` is `batch-settlement`; `None` for any other scheme (or JSON that is not a
-/// v2 payment at all: the `exact` decoder says what is wrong with it).
-pub fn channel_payload(
-    json: &[u8],
-) -> Option<Result<ChannelPayloadWire, crate::payment::DecodeError>> {
-    let probe: HeaderProbe = serde_json::from_slice(json).ok()?;
-    if probe.accepted.scheme != SCHEME {
-        return None;
-    }
-    if probe.x402_version != 2 {
-        return Some(Err(crate::payment::DecodeError::Version(
-            probe.x402_version,
-            2,
-        )));
-    }
-    Some(
-        serde_json::from_value(probe.payload)
-            .map_err(|e| crate::payment::DecodeError::Json(2, e.to_string())),
-    )
-}
-
 /// A deposit's ERC-3009 authorization in domain types.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Erc3009Deposit {
@@ -440,46 +318,6 @@ pub struct ChannelFigures {
     pub charged: u128,
     /// When the payer's withdrawal can be finalized (unix seconds), if one was initiated.
     pub withdraw_due: Option<u64>,
-}
-
-fn address_of(s: &str) -> Result<Address, ChannelRejection> {
-    crate::address::parse_address(s).ok_or(ChannelRejection::Malformed)
-}
-
-fn b256_of(s: &str) -> Result<B256, ChannelRejection> {
-    s.parse().map_err(|_| ChannelRejection::Malformed)
-}
-
-fn uint_of(s: &str) -> Result<U256, ChannelRejection> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ChannelRejection::Malformed);
-    }
-    U256::from_str_radix(s, 10).map_err(|_| ChannelRejection::Malformed)
-}
-
-fn u128_of(s: &str) -> Result<u128, ChannelRejection> {
-    u128::try_from(uint_of(s)?).map_err(|_| ChannelRejection::Malformed)
-}
-
-fn bytes_of(s: &str) -> Result<alloy_primitives::Bytes, ChannelRejection> {
-    s.parse().map_err(|_| ChannelRejection::Malformed)
-}
-
-impl ChannelConfigWire {
-    pub fn parse(&self) -> Result<ChannelConfig, ChannelRejection> {
-        if self.withdraw_delay > u64::from(u32::MAX) {
-            return Err(ChannelRejection::Malformed);
-        }
-        Ok(ChannelConfig {
-            payer: address_of(&self.payer)?,
-            payerAuthorizer: address_of(&self.payer_authorizer)?,
-            receiver: address_of(&self.receiver)?,
-            receiverAuthorizer: address_of(&self.receiver_authorizer)?,
-            token: address_of(&self.token)?,
-            withdrawDelay: alloy_primitives::aliases::U40::from(self.withdraw_delay),
-            salt: b256_of(&self.salt)?,
-        })
-    }
 }
 
 impl ChannelPayment {

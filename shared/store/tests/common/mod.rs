@@ -5,37 +5,12 @@
 use paygate_domain::model::{GatewayPayment, PaymentStatus};
 use paygate_store::postgres::{PgSettings, PgStore};
 use paygate_store::testing::PgCluster;
-use paygate_store::{
-    ChannelStore, ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore,
-    RouteStore, SledStore,
-};
+use paygate_store::SledStore;
 use paygate_x402::money::UsdcAmount;
 use std::sync::Arc;
 
-/// The aggregates both backends implement.
-pub trait Backend:
-    OrgStore
-    + KeyStore
-    + RouteStore
-    + PaymentStore
-    + CounterStore
-    + MetricStore
-    + ClusterStore
-    + ChannelStore
-{
-}
-impl<
-        T: OrgStore
-            + KeyStore
-            + RouteStore
-            + PaymentStore
-            + CounterStore
-            + MetricStore
-            + ClusterStore
-            + ChannelStore,
-    > Backend for T
-{
-}
+/// The aggregates both backends implement: the store itself.
+pub use paygate_store::Store as Backend;
 
 /// Both backends, each with what keeps it alive.
 pub struct Both {

@@ -1,0 +1,201 @@
+//! The scheme's messages as they travel: the payload's channel configuration, voucher and
+//! deposit (strings throughout, parsed into domain types here), the channel and voucher state of
+//! corrective 402s and payment responses, and the probe that tells a channel payment from any
+//! other v2 payment.
+
+use super::{ChannelConfig, ChannelRejection, SCHEME};
+use alloy_primitives::{Address, B256, U256};
+
+/// A channel configuration as it travels (addresses and salt as hex strings).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChannelConfigWire {
+    pub payer: String,
+    pub payer_authorizer: String,
+    pub receiver: String,
+    pub receiver_authorizer: String,
+    pub token: String,
+    pub withdraw_delay: u64,
+    pub salt: String,
+}
+
+/// A signed voucher as it travels.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VoucherWire {
+    pub channel_id: String,
+    pub max_claimable_amount: String,
+    pub signature: String,
+}
+
+/// A deposit's ERC-3009 `ReceiveWithAuthorization` (to the collector; the nonce is derived from
+/// the channel id and this salt).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Erc3009DepositWire {
+    pub valid_after: String,
+    pub valid_before: String,
+    pub salt: String,
+    pub signature: String,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DepositAuthorizationWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erc3009_authorization: Option<Erc3009DepositWire>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permit2_authorization: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepositWire {
+    pub amount: String,
+    pub authorization: DepositAuthorizationWire,
+}
+
+/// The scheme's payload (`payload` of a v2 payment): a deposit with its first voucher, a
+/// voucher, or a zero-charge voucher asking for a cooperative refund.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum ChannelPayloadWire {
+    Deposit {
+        channel_config: ChannelConfigWire,
+        voucher: VoucherWire,
+        deposit: DepositWire,
+    },
+    Voucher {
+        channel_config: ChannelConfigWire,
+        voucher: VoucherWire,
+    },
+    Refund {
+        channel_config: ChannelConfigWire,
+        voucher: VoucherWire,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        amount: Option<String>,
+    },
+}
+
+/// A channel's state as the scheme's messages carry it (the corrective 402's
+/// `extra.channelState`, the payment response's `extra.channelState`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelStateWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_claimed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdraw_requested_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund_nonce: Option<String>,
+    pub charged_cumulative_amount: String,
+}
+
+/// The highest voucher the server holds for a channel (the corrective 402's
+/// `extra.voucherState`): the client checks its signature and resumes from it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VoucherStateWire {
+    pub signed_max_claimable: String,
+    pub signature: String,
+}
+
+/// The scheme a v2 payment names (the rest is skipped unread: an `exact` payment pays for no
+/// more than this look).
+#[derive(serde::Deserialize)]
+struct HeaderProbe {
+    accepted: AcceptedProbe,
+}
+
+/// A v2 payment naming `batch-settlement`.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ChannelMessage {
+    x402_version: u8,
+    payload: ChannelPayloadWire,
+}
+
+#[derive(serde::Deserialize)]
+struct AcceptedProbe {
+    scheme: String,
+}
+
+/// The channel payload of a v2 payment's JSON (a decoded `PAYMENT-SIGNATURE`) when its
+/// `accepted.scheme` is `batch-settlement`; `None` for any other scheme (or JSON that is not a
+/// v2 payment at all: the `exact` decoder says what is wrong with it).
+pub fn channel_payload(
+    json: &[u8],
+) -> Option<Result<ChannelPayloadWire, crate::payment::DecodeError>> {
+    let probe: HeaderProbe = serde_json::from_slice(json).ok()?;
+    if probe.accepted.scheme != SCHEME {
+        return None;
+    }
+    let message = serde_json::from_slice::<ChannelMessage>(json)
+        .map_err(|e| crate::payment::DecodeError::Json(2, e.to_string()));
+    Some(message.and_then(|m| match m.x402_version {
+        2 => Ok(m.payload),
+        other => Err(crate::payment::DecodeError::Version(other, 2)),
+    }))
+}
+
+pub(super) fn address_of(s: &str) -> Result<Address, ChannelRejection> {
+    crate::address::parse_address(s).ok_or(ChannelRejection::Malformed)
+}
+
+pub(super) fn b256_of(s: &str) -> Result<B256, ChannelRejection> {
+    s.parse().map_err(|_| ChannelRejection::Malformed)
+}
+
+pub(super) fn uint_of(s: &str) -> Result<U256, ChannelRejection> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ChannelRejection::Malformed);
+    }
+    U256::from_str_radix(s, 10).map_err(|_| ChannelRejection::Malformed)
+}
+
+pub(super) fn u128_of(s: &str) -> Result<u128, ChannelRejection> {
+    u128::try_from(uint_of(s)?).map_err(|_| ChannelRejection::Malformed)
+}
+
+pub(super) fn bytes_of(s: &str) -> Result<alloy_primitives::Bytes, ChannelRejection> {
+    s.parse().map_err(|_| ChannelRejection::Malformed)
+}
+
+impl From<&ChannelConfig> for ChannelConfigWire {
+    fn from(c: &ChannelConfig) -> Self {
+        Self {
+            payer: c.payer.to_checksum(None),
+            payer_authorizer: c.payerAuthorizer.to_checksum(None),
+            receiver: c.receiver.to_checksum(None),
+            receiver_authorizer: c.receiverAuthorizer.to_checksum(None),
+            token: c.token.to_checksum(None),
+            withdraw_delay: c.withdrawDelay.to::<u64>(),
+            salt: format!("{:#x}", c.salt),
+        }
+    }
+}
+
+impl ChannelConfigWire {
+    pub fn parse(&self) -> Result<ChannelConfig, ChannelRejection> {
+        if self.withdraw_delay > u64::from(u32::MAX) {
+            return Err(ChannelRejection::Malformed);
+        }
+        Ok(ChannelConfig {
+            payer: address_of(&self.payer)?,
+            payerAuthorizer: address_of(&self.payer_authorizer)?,
+            receiver: address_of(&self.receiver)?,
+            receiverAuthorizer: address_of(&self.receiver_authorizer)?,
+            token: address_of(&self.token)?,
+            withdrawDelay: alloy_primitives::aliases::U40::from(self.withdraw_delay),
+            salt: b256_of(&self.salt)?,
+        })
+    }
+}

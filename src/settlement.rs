@@ -1,0 +1,92 @@
+//! What settles payments, built from the configuration: the facilitator (embedded, with its
+//! relayer, or remote) and, where the embedded one can send their transactions and a receiver
+//! authorizer key is at hand, payment channels.
+
+use paygate_config::{Config, FacilitatorKind};
+use paygate_store::Store;
+use paygate_x402::facilitator::embedded::EmbeddedFacilitator;
+use paygate_x402::facilitator::remote::RemoteFacilitator;
+use paygate_x402::facilitator::Facilitator;
+use paygate_x402::network::Networks;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The facilitator (if any) and the embedded one's relayer address.
+/// With the embedded one, its contract calls too (payment channels need them).
+pub(crate) type Settling = (
+    Option<Arc<dyn Facilitator>>,
+    Option<String>,
+    Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
+);
+
+/// The configured facilitator, or `None` (paid requests then answer 503) when the embedded one
+/// has no relayer key in the environment; with the embedded one, its relayer's address.
+pub(crate) fn build_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<Settling> {
+    let f = &cfg.facilitator;
+    let timeout = Duration::from_secs(f.request_timeout_seconds);
+    match f.kind {
+        FacilitatorKind::Remote => {
+            if f.url.trim().is_empty() {
+                anyhow::bail!("facilitator.kind = \"remote\" needs facilitator.url");
+            }
+            let bearer = (!f.bearer_token_env.is_empty())
+                .then(|| std::env::var(&f.bearer_token_env).ok())
+                .flatten();
+            let remote = RemoteFacilitator::new(&f.url, bearer, timeout)
+                .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
+            tracing::info!(url = %f.url, "remote facilitator");
+            Ok((Some(Arc::new(remote)), None, None))
+        }
+        FacilitatorKind::Embedded => {
+            let Ok(key) = std::env::var(&f.relayer_key_env) else {
+                tracing::warn!(
+                    env = %f.relayer_key_env,
+                    "no relayer key in the environment: paid requests will answer 503"
+                );
+                return Ok((None, None, None));
+            };
+            let embedded = EmbeddedFacilitator::new(
+                networks,
+                &key,
+                Duration::from_secs(f.settle_timeout_seconds),
+                timeout,
+            )
+            .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
+            let relayer = embedded.relayer().to_string();
+            tracing::info!(relayer = %relayer, "embedded facilitator");
+            let embedded = Arc::new(embedded);
+            Ok((Some(embedded.clone()), Some(relayer), Some(embedded)))
+        }
+    }
+}
+
+/// Payment channels, where this deployment can serve them: the embedded facilitator's relayer
+/// sends deposits and claims, and a receiver authorizer key signs claims.
+pub(crate) fn build_channels(
+    cfg: &Config,
+    store: Arc<dyn Store>,
+    chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
+) -> Option<Arc<paygate_gateway::channels::Channels>> {
+    let authorizer = paygate_domain::secrets::receiver_authorizer(
+        &cfg.channels.receiver_authorizer_key_env,
+        &cfg.orgs.master_key_env,
+    );
+    match (chain, authorizer) {
+        (Some(chain), Some(authorizer)) => {
+            tracing::info!(receiver_authorizer = %authorizer.address(), "payment channels offered");
+            Some(Arc::new(paygate_gateway::channels::Channels::new(
+                store,
+                chain,
+                authorizer,
+                cfg.channels.clone(),
+            )))
+        }
+        (None, _) => None,
+        (Some(_), None) => {
+            tracing::warn!(
+                "no master key and no receiver authorizer key: routes do not offer payment channels"
+            );
+            None
+        }
+    }
+}
