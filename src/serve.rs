@@ -290,7 +290,9 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     });
     let networks = table.render_context().networks.clone();
     let mut payments = PaymentService::new(dyn_store.clone(), facilitator.clone(), usage, networks);
-    if let Some(c) = crate::settlement::build_channels(&cfg, dyn_store.clone(), chain_calls) {
+    if let Some(c) =
+        crate::settlement::build_channels(&cfg, dyn_store.clone(), chain_calls, metrics.clone())
+    {
         payments = payments.with_channels(c);
     }
     let payments = Arc::new(payments);

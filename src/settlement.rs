@@ -66,6 +66,7 @@ pub(crate) fn build_channels(
     cfg: &Config,
     store: Arc<dyn Store>,
     chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
+    metrics: Arc<paygate_gateway::metrics::Metrics>,
 ) -> Option<Arc<paygate_gateway::channels::Channels>> {
     let authorizer = paygate_domain::secrets::receiver_authorizer(
         &cfg.channels.receiver_authorizer_key_env,
@@ -74,12 +75,15 @@ pub(crate) fn build_channels(
     match (chain, authorizer) {
         (Some(chain), Some(authorizer)) => {
             tracing::info!(receiver_authorizer = %authorizer.address(), "payment channels offered");
-            Some(Arc::new(paygate_gateway::channels::Channels::new(
-                store,
-                chain,
-                authorizer,
-                cfg.channels.clone(),
-            )))
+            Some(Arc::new(
+                paygate_gateway::channels::Channels::new(
+                    store,
+                    chain,
+                    authorizer,
+                    cfg.channels.clone(),
+                )
+                .with_metrics(metrics),
+            ))
         }
         (None, _) => None,
         (Some(_), None) => {

@@ -10,7 +10,7 @@ mod common;
 use alloy_network::TransactionBuilder;
 use alloy_primitives::aliases::U40;
 use alloy_primitives::{Bytes, B256, U256};
-use alloy_provider::{Provider, ProviderBuilder};
+use alloy_provider::Provider;
 use alloy_rpc_types_eth::TransactionRequest;
 use alloy_signer::SignerSync;
 use alloy_sol_types::{SolCall, SolStruct};
@@ -85,32 +85,12 @@ struct Dev {
 
 impl Dev {
     fn provider(&self, key: usize) -> impl Provider {
-        ProviderBuilder::new()
-            .wallet(signer(key))
-            .connect_http(self.chain.rpc.parse().unwrap())
+        self.chain.provider(key)
     }
 
     /// Sends `data` to the settlement contract from `key`; `Ok(gas used)` or the revert.
     async fn send(&self, key: usize, data: Vec<u8>) -> Result<u64, String> {
-        let p = self.provider(key);
-        let tx = TransactionRequest::default()
-            .with_to(SETTLEMENT_ADDRESS)
-            .with_input(data);
-        // Estimating first turns a revert into an error instead of a mined failure.
-        p.estimate_gas(tx.clone())
-            .await
-            .map_err(|e| e.to_string())?;
-        let receipt = p
-            .send_transaction(tx)
-            .await
-            .map_err(|e| e.to_string())?
-            .get_receipt()
-            .await
-            .map_err(|e| e.to_string())?;
-        if !receipt.status() {
-            return Err("reverted".into());
-        }
-        Ok(receipt.gas_used)
+        self.chain.send(key, SETTLEMENT_ADDRESS, data).await
     }
 
     async fn view<C: SolCall>(&self, call: C) -> C::Return {
@@ -468,11 +448,7 @@ async fn deposit_claim_settle_refund_and_withdraw_move_each_amount_once() {
     )
     .await
     .expect("claim during the delay");
-    let _: serde_json::Value = dev
-        .provider(0)
-        .raw_request("evm_increaseTime".into(), (901u64,))
-        .await
-        .unwrap();
+    dev.chain.advance(901).await;
     dev.send(0, finalize).await.expect("finalize");
     assert_eq!(dev.channel(&c).await, (400_000, 400_000));
     assert_eq!(

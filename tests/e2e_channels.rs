@@ -5,9 +5,11 @@
 
 mod common;
 
+use alloy_sol_types::SolCall;
 use common::chain::{address, Chain, KEYS};
 use common::upstream::Upstream;
 use common::*;
+use paygate_x402::batch::{IBatchSettlement, SETTLEMENT_ADDRESS};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -16,9 +18,15 @@ const MASTER_KEY: &str = "3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4
 const PRICE: u64 = 1_000;
 
 async fn setup() -> (Chain, Gateway, Upstream, String) {
+    setup_with(&[]).await
+}
+
+/// [`setup`] with more of the gateway's environment.
+async fn setup_with(extra: &[(&str, &str)]) -> (Chain, Gateway, Upstream, String) {
     let chain = Chain::start();
     let mut env = chain.gateway_env();
     env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
     let (_, key) = gw
@@ -42,7 +50,14 @@ async fn setup() -> (Chain, Gateway, Upstream, String) {
 
 /// The official client's run of `n` requests to `query` on the route, in a process of its own
 /// (a new process knows nothing of the channel but what the chain and the gateway tell it).
-async fn channel_pay(gw: &Gateway, chain: &Chain, payer: usize, query: &str, n: usize) -> Value {
+async fn channel_pay(
+    gw: &Gateway,
+    chain: &Chain,
+    payer: usize,
+    query: &str,
+    n: usize,
+    then: Option<&str>,
+) -> Value {
     let modules = std::env::var("PAYGATE_TEST_NODE_MODULES").expect(
         "PAYGATE_TEST_NODE_MODULES must name a node_modules with @x402/fetch (run via `make test`)",
     );
@@ -55,7 +70,8 @@ async fn channel_pay(gw: &Gateway, chain: &Chain, payer: usize, query: &str, n: 
         .arg(gw.url(&format!("/gateway/acme/search{query}")))
         .arg(KEYS[payer])
         .arg(&chain.rpc)
-        .arg(n.to_string());
+        .arg(n.to_string())
+        .args(then);
     run_client(cmd).await
 }
 
@@ -104,7 +120,7 @@ async fn the_official_client_pays_a_thousand_requests_over_one_deposit() {
         chain.balance(address(6)).await,
         chain.balance(address(9)).await,
     );
-    let report = channel_pay(&gw, &chain, 6, "", N).await;
+    let report = channel_pay(&gw, &chain, 6, "", N, None).await;
     assert_eq!(report["statuses"]["200"], N, "{report}");
     assert_eq!(report["deposits"], 1, "one deposit: {report}");
     assert_eq!(
@@ -159,12 +175,12 @@ async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
     let (chain, gw, upstream, key) = setup().await;
     // A payer without the USDC it signs a deposit for: the deposit fails on chain, nothing is
     // kept of the channel and nothing reaches the origin.
-    let report = channel_pay(&gw, &chain, 7, "", 1).await;
+    let report = channel_pay(&gw, &chain, 7, "", 1, None).await;
     assert_eq!(report["statuses"]["402"], 1, "{report}");
     assert_eq!(channels(&gw, &key).await["channels"], json!([]));
     assert_eq!(upstream.hits(), 0);
 
-    let report = channel_pay(&gw, &chain, 5, "?upstream_charge=250", 3).await;
+    let report = channel_pay(&gw, &chain, 5, "?upstream_charge=250", 3, None).await;
     assert_eq!(report["statuses"]["200"], 3, "{report}");
     assert_eq!(report["charged"], "750", "{report}");
     assert_eq!(report["receipts"][1]["extra"]["chargedAmount"], "250");
@@ -176,7 +192,7 @@ async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
     );
 
     // A new client process: resynced by the corrective 402; the origin fails: nothing charged.
-    let report = channel_pay(&gw, &chain, 5, "?upstream_status=500", 1).await;
+    let report = channel_pay(&gw, &chain, 5, "?upstream_status=500", 1, None).await;
     assert_eq!(report["statuses"]["500"], 1, "{report}");
     assert_eq!(
         report["receipts"],
@@ -190,7 +206,7 @@ async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
     );
 
     // And the channel goes on, at the full price when the origin says nothing.
-    let report = channel_pay(&gw, &chain, 5, "", 1).await;
+    let report = channel_pay(&gw, &chain, 5, "", 1, None).await;
     assert_eq!(report["statuses"]["200"], 1, "{report}");
     assert_eq!(
         report["deposits"], 0,
@@ -200,4 +216,216 @@ async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
     let c = &channels(&gw, &key).await["channels"][0];
     assert_eq!(c["requests"], 4);
     assert_eq!(upstream.hits(), 5, "every request reached the origin once");
+}
+
+/// The channel of `payer` in the seller's list.
+async fn channel_of(gw: &Gateway, key: &str, payer: usize) -> Value {
+    let list = channels(gw, key).await;
+    let who = address(payer).to_checksum(None);
+    list["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["payer"]
+                .as_str()
+                .is_some_and(|p| p.eq_ignore_ascii_case(&who))
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no channel of payer {payer}: {list}"))
+}
+
+/// Refunds, by the payer (the official client's cooperative `refund`) and by the seller (the
+/// API): what was charged is claimed for the seller in the same transaction, the rest goes back
+/// to the payer; a partial refund leaves the channel usable; repeated, nothing more moves.
+#[tokio::test]
+async fn the_payer_and_the_seller_refund_what_is_left() {
+    let (chain, gw, _upstream, key) = setup().await;
+    let receiver_before = chain.balance(address(9)).await;
+    let before = [
+        chain.balance(address(5)).await,
+        chain.balance(address(4)).await,
+    ];
+
+    // Payer 5: two requests over a deposit of three prices, then all that is left back.
+    let report = channel_pay(&gw, &chain, 5, "", 2, Some("refund")).await;
+    assert_eq!(report["statuses"]["200"], 2, "{report}");
+    let refund = &report["refund"];
+    assert_eq!(refund["success"], true, "{report}");
+    assert_eq!(refund["extra"]["refundedAmount"], PRICE.to_string());
+    assert!(
+        refund["transaction"].as_str().unwrap().len() == 66,
+        "{report}"
+    );
+    assert_eq!(chain.balance(address(5)).await, before[0] - 2 * PRICE);
+    assert_eq!(chain.balance(address(9)).await, receiver_before + 2 * PRICE);
+    let c = channel_of(&gw, &key, 5).await;
+    assert_eq!(
+        (
+            &c["balance"],
+            &c["claimed"],
+            &c["refunded"],
+            &c["unclaimed"]
+        ),
+        (
+            &json!((2 * PRICE).to_string()),
+            &json!((2 * PRICE).to_string()),
+            &json!(PRICE.to_string()),
+            &json!("0")
+        ),
+        "{c}"
+    );
+    // Again, from a client that knows only the chain: nothing is left, nothing moves.
+    let report = channel_pay(&gw, &chain, 5, "", 0, Some("refund")).await;
+    assert!(
+        report["refund"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no remaining balance")),
+        "{report}"
+    );
+    assert_eq!(chain.balance(address(5)).await, before[0] - 2 * PRICE);
+
+    // Payer 4: one request, then half a price back; the channel keeps working.
+    let half = PRICE / 2;
+    let report = channel_pay(&gw, &chain, 4, "", 1, Some(&format!("refund:{half}"))).await;
+    assert_eq!(report["refund"]["success"], true, "{report}");
+    assert_eq!(
+        chain.balance(address(4)).await,
+        before[1] - 3 * PRICE + half
+    );
+    let report = channel_pay(&gw, &chain, 4, "", 1, None).await;
+    assert_eq!(
+        report["statuses"]["200"], 1,
+        "resynced and served: {report}"
+    );
+    let c = channel_of(&gw, &key, 4).await;
+    assert_eq!(c["charged"], (2 * PRICE).to_string(), "{c}");
+
+    // The seller returns the rest: what was charged is claimed first.
+    let id = c["id"].as_str().unwrap().to_string();
+    let path = format!("/api/channels/{id}/refund");
+    let r = gw.api(&key, Method::POST, &path, Some(json!({}))).await;
+    assert_eq!(r.status(), 200);
+    let done: Value = r.json().await.unwrap();
+    let left = 3 * PRICE - half - 2 * PRICE;
+    assert_eq!(done["refundedAmount"], left.to_string(), "{done}");
+    assert!(done["transaction"].is_string(), "{done}");
+    assert_eq!(done["channel"]["unclaimed"], "0", "{done}");
+    assert_eq!(chain.balance(address(4)).await, before[1] - 2 * PRICE);
+    assert_eq!(chain.balance(address(9)).await, receiver_before + 4 * PRICE);
+    // Repeated: nothing moves.
+    let again: Value = gw
+        .api(&key, Method::POST, &path, Some(json!({})))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["refundedAmount"], "0", "{again}");
+    assert_eq!(again["transaction"], Value::Null);
+    assert_eq!(chain.balance(address(4)).await, before[1] - 2 * PRICE);
+    // Prometheus counts what the channels did, for the organisation.
+    let text = gw.prometheus(ADMIN_TOKEN).await;
+    let series = |event: &str, family: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with(family) && l.contains(&format!("event=\"{event}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let events = "paygate_channel_events_total";
+    let units = "paygate_channel_base_units_total";
+    assert_eq!(series("deposit", events), 2, "{text}");
+    assert_eq!(series("voucher", events), 4, "{text}");
+    assert_eq!(series("voucher", units), 4 * PRICE, "{text}");
+    assert_eq!(series("refund", events), 3, "{text}");
+    assert_eq!(series("refund", units), PRICE + half + left, "{text}");
+    assert_eq!(series("claimed", units), 4 * PRICE, "{text}");
+    // A channel the seller does not have.
+    for bad in ["0x".to_string() + &"ab".repeat(32), "nope".into()] {
+        let r = gw
+            .api(
+                &key,
+                Method::POST,
+                &format!("/api/channels/{bad}/refund"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status(), 404, "{bad}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["code"], "NOT_FOUND", "{body}");
+    }
+}
+
+/// The payer's escape hatch: once it asks for its deposit back on chain, the claimer (reading
+/// the contract's events) claims what was served before the delay ends and vouchers stop; the
+/// withdrawal returns only the rest, and the channel shows it.
+#[tokio::test]
+async fn a_withdrawal_is_watched_and_what_was_served_is_claimed_first() {
+    let (chain, gw, _upstream, key) = setup_with(&[
+        ("PAYGATE__CHANNELS__WITHDRAW_DELAY_SECONDS", "900"),
+        ("PAYGATE__CHANNELS__CLAIM_LEAD_SECONDS", "899"),
+        ("PAYGATE__CHANNELS__CLAIM_INTERVAL_SECONDS", "1"),
+    ])
+    .await;
+    let (payer_before, receiver_before) = (
+        chain.balance(address(3)).await,
+        chain.balance(address(9)).await,
+    );
+    let report = channel_pay(&gw, &chain, 3, "", 2, None).await;
+    assert_eq!(report["statuses"]["200"], 2, "{report}");
+    let c = channel_of(&gw, &key, 3).await;
+    assert_eq!(c["status"], "open");
+    let config: paygate_x402::batch::ChannelConfigWire =
+        serde_json::from_value(c["config"].clone()).unwrap();
+    let config = config.parse().unwrap();
+    let initiate = IBatchSettlement::initiateWithdrawCall {
+        config: config.clone(),
+        amount: u128::from(3 * PRICE),
+    };
+    chain
+        .send(3, SETTLEMENT_ADDRESS, initiate.abi_encode())
+        .await
+        .expect("initiateWithdraw");
+
+    // Below every threshold, yet claimed: the payer is withdrawing.
+    let c = eventually(|| async {
+        let c = channel_of(&gw, &key, 3).await;
+        (c["status"] == "withdrawing" && c["claimed"] == json!((2 * PRICE).to_string()))
+            .then_some(c)
+    })
+    .await;
+    assert_eq!(c["unclaimed"], "0", "{c}");
+    assert_eq!(chain.balance(address(9)).await, receiver_before + 2 * PRICE);
+    // No more vouchers while the withdrawal can finish before a claim would land.
+    let report = channel_pay(&gw, &chain, 3, "", 1, None).await;
+    assert_eq!(report["statuses"]["402"], 1, "{report}");
+
+    // The payer finishes it: only what was not served comes back.
+    chain.advance(901).await;
+    let finalize = IBatchSettlement::finalizeWithdrawCall { config };
+    chain
+        .send(3, SETTLEMENT_ADDRESS, finalize.abi_encode())
+        .await
+        .expect("finalizeWithdraw");
+    assert_eq!(chain.balance(address(3)).await, payer_before - 2 * PRICE);
+    let c = eventually(|| async {
+        let c = channel_of(&gw, &key, 3).await;
+        (c["status"] == "open").then_some(c)
+    })
+    .await;
+    assert_eq!(c["balance"], (2 * PRICE).to_string(), "{c}");
+}
+
+/// Polls `f` every 200 ms until it gives a value (at most 30 s).
+async fn eventually<T, F, Fut>(f: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..150 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("not reached within 30 s");
 }

@@ -1,16 +1,19 @@
 //! Payment channels for the seller (issue 29): `GET /api/channels` lists the organisation's
 //! channels (deposited, charged, claimed, refunded, withdrawing) and `POST /api/channels/claim`
 //! claims every charge not yet claimed on chain now, in as few transactions as the batch size
-//! allows, instead of waiting for the claimer's thresholds.
+//! allows, instead of waiting for the claimer's thresholds; `POST /api/channels/{id}/refund`
+//! returns what is left in a channel to its payer.
 
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
 use crate::state::AppState;
+use axum::extract::Path;
 use axum::extract::State;
 use axum::Json;
 use paygate_domain::channel::ChannelRecord;
 use paygate_domain::ErrorCode;
 use paygate_gateway::channels::{ChannelRefusal, Channels};
+use paygate_x402::batch::ChannelRejection;
 use serde::Serialize;
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -21,6 +24,10 @@ use utoipa::ToSchema;
 pub struct ChannelView {
     id: String,
     payer: String,
+    /// The channel's configuration as the contract takes it (payer, receiver, their
+    /// authorizers, token, withdraw delay, salt).
+    #[schema(value_type = Object)]
+    config: paygate_x402::batch::ChannelConfigWire,
     network: String,
     route_id: String,
     balance: String,
@@ -42,6 +49,7 @@ impl From<ChannelRecord> for ChannelView {
     fn from(r: ChannelRecord) -> Self {
         Self {
             payer: r.config.payer.clone(),
+            config: r.config.clone(),
             network: r.network.clone(),
             route_id: r.route_id.clone(),
             balance: r.balance.to_string(),
@@ -77,6 +85,17 @@ pub struct ClaimResult {
     claimed_channels: usize,
 }
 
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefundResult {
+    /// Base units returned to the payer now ("0" when nothing was left: a repeated refund).
+    refunded_amount: String,
+    /// The refund's transaction (with the claim of what was charged in front of it).
+    #[schema(required)]
+    transaction: Option<String>,
+    channel: ChannelView,
+}
+
 fn channels(state: &AppState) -> Result<&Arc<Channels>, ApiError> {
     state.payments.channels().ok_or_else(|| {
         ApiError::new(
@@ -87,7 +106,20 @@ fn channels(state: &AppState) -> Result<&Arc<Channels>, ApiError> {
 }
 
 fn refused(e: ChannelRefusal) -> ApiError {
-    ApiError::new(ErrorCode::FacilitatorUnavailable, e.to_string())
+    let code = match &e {
+        ChannelRefusal::Rejected {
+            rejection: ChannelRejection::MissingChannel,
+            ..
+        } => ErrorCode::NotFound,
+        ChannelRefusal::Rejected { .. } | ChannelRefusal::Malformed(_) => {
+            ErrorCode::ValidationError
+        }
+        ChannelRefusal::Busy => ErrorCode::DuplicateRequest,
+        ChannelRefusal::DepositFailed(_) | ChannelRefusal::Unavailable(_) => {
+            ErrorCode::FacilitatorUnavailable
+        }
+    };
+    ApiError::new(code, e.to_string())
 }
 
 #[utoipa::path(get, path = "/api/channels", tag = "channels", security(("orgKey" = [])), responses((status = 200, description = "The organisation's payment channels", body = ChannelList)))]
@@ -114,5 +146,23 @@ pub async fn claim(
         .map_err(refused)?;
     Ok(Json(ClaimResult {
         claimed_channels: claimed,
+    }))
+}
+
+#[utoipa::path(post, path = "/api/channels/{id}/refund", tag = "channels", security(("orgKey" = [])), params(("id" = String, Path, description = "The channel id (0x and 64 hex digits)")), responses((status = 200, description = "What was charged is claimed, everything else returned to the payer; repeated, nothing more moves", body = RefundResult), (status = 404, description = "No such channel in this organisation", body = paygate_domain::ErrorBody), (status = 503, description = "The chain or the store cannot be reached; nothing was refunded twice", body = paygate_domain::ErrorBody)))]
+pub async fn refund(
+    State(state): State<AppState>,
+    org: OrgAuth,
+    Path(id): Path<String>,
+) -> Result<Json<RefundResult>, ApiError> {
+    let org = org.active()?;
+    let refunded = channels(&state)?
+        .refund_for_seller(&org.id, &id)
+        .await
+        .map_err(refused)?;
+    Ok(Json(RefundResult {
+        refunded_amount: refunded.amount.to_string(),
+        transaction: refunded.transaction.map(|t| format!("{t:#x}")),
+        channel: refunded.record.into(),
     }))
 }

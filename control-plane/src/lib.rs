@@ -63,6 +63,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/api/channels", get(channels_api::list))
         .route("/api/channels/claim", post(channels_api::claim))
+        .route("/api/channels/{id}/refund", post(channels_api::refund))
         .route("/api/payments", get(payments_api::list))
         .route("/api/payments/{id}", get(payments_api::get_one))
         .route("/api/origin-secret", get(origin_api::get))
@@ -202,8 +203,8 @@ async fn payout_reconciliation(state: AppState) {
     }
 }
 
-/// Claims the payment channels' vouchers on chain once their unclaimed amount or age passes the
-/// thresholds, every `channels.claim_interval_seconds`, on the node holding [`CHANNEL_CLAIMS`]
+/// Reads the payers' withdrawals, then claims the payment channels' vouchers on chain once their
+/// unclaimed amount or age passes the thresholds (or the payer is withdrawing), every `channels.claim_interval_seconds`, on the node holding [`CHANNEL_CLAIMS`]
 /// (where this deployment offers channels).
 async fn channel_claims(state: AppState) {
     let Some(channels) = state.payments.channels().cloned() else {
@@ -215,6 +216,9 @@ async fn channel_claims(state: AppState) {
         tick.tick().await;
         if !leads(&state, CHANNEL_CLAIMS).await {
             continue;
+        }
+        if let Err(e) = channels.watch_withdrawals().await {
+            tracing::warn!(error = %e, "reading the payers' withdrawals failed; retried at the next pass");
         }
         if let Err(e) = channels.claim_due(false).await {
             tracing::warn!(error = %e, "channel claim pass failed; retried at the next");

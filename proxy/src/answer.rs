@@ -95,7 +95,10 @@ pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) 
             receipt_header,
             receipt,
             body,
-        } => sandbox(session, ctx, receipt_header, &receipt, body).await,
+        } => receipted(session, ctx, receipt_header, &receipt, body, true).await,
+        Answer::Refunded { receipt, body } => {
+            receipted(session, ctx, "PAYMENT-RESPONSE", &receipt, body, false).await
+        }
         Answer::Challenge { challenge, .. } => payment_required(session, ctx, challenge).await,
         Answer::Kept(kept) => kept_answer(session, ctx, kept).await,
         Answer::Error(code, message) => error(session, ctx, code, &message, None).await,
@@ -149,17 +152,22 @@ async fn payment_required(session: &mut Session, ctx: &Ctx, challenge: Challenge
         .await
 }
 
-async fn sandbox(
+/// `200` written by the gateway with a receipt: the sandbox route's answer (marked
+/// `X-Paygate-Sandbox`) or a payer's channel refund.
+async fn receipted(
     session: &mut Session,
     ctx: &Ctx,
     receipt_header: &'static str,
     receipt: &str,
     body: Bytes,
+    sandbox: bool,
 ) -> Result<()> {
     let mut resp = Own::new(200, 5, Some(body.len()), ctx)?;
     resp.put(header::CONTENT_TYPE, JSON);
     resp.put_named(receipt_header, receipt)?;
-    resp.put(X_PAYGATE_SANDBOX, HeaderValue::from_static("true"));
+    if sandbox {
+        resp.put(X_PAYGATE_SANDBOX, HeaderValue::from_static("true"));
+    }
     resp.cors();
     session.write_response_header(resp.done(), false).await?;
     session.write_response_body(Some(body), true).await

@@ -35,7 +35,8 @@ pub(crate) struct Paying<'a> {
 impl Gateway {
     /// A `batch-settlement` payment: the route must offer channels; the voucher is admitted
     /// (the channel's lock taken, a deposit sent first) once the upstream is known to accept
-    /// connections; the charge comes after the answer ([`Self::finish_channel`]).
+    /// connections; the charge comes after the answer ([`Self::finish_channel`]). A refund
+    /// payload is answered here (`Err` carries every answer the gateway writes itself).
     pub(crate) async fn channel_step(
         &self,
         req: &RequestHeader,
@@ -54,6 +55,25 @@ impl Gateway {
                 p.request_id,
             ));
         };
+        let charge = ChannelCharge {
+            org_id: p.org_id,
+            route_id: &p.entry.route.id,
+            requirements: p.requirements,
+            terms,
+        };
+        if matches!(wire, ChannelPayloadWire::Refund { .. }) {
+            // The payer takes back what is left: answered here, nothing forwarded.
+            let refunded = channels.refund(&wire, &charge).await.map_err(refused)?;
+            let body = serde_json::json!({
+                "message": "Refund acknowledged",
+                "channelId": refunded.record.id,
+                "refundedAmount": refunded.amount.to_string(),
+            });
+            return Err(Answer::Refunded {
+                receipt: refunded.header(),
+                body: serde_json::to_vec(&body).unwrap_or_default().into(),
+            });
+        }
         if let Some(too_large) = self.body_too_large(req) {
             return Err(too_large);
         }
@@ -61,12 +81,6 @@ impl Gateway {
             .reachable_upstream(p.entry, &req.headers)
             .await
             .map_err(|r| Answer::Error(r.code(), Cow::Owned(r.to_string())))?;
-        let charge = ChannelCharge {
-            org_id: p.org_id,
-            route_id: &p.entry.route.id,
-            requirements: p.requirements,
-            terms,
-        };
         let admitted = channels.admit(&wire, &charge).await.map_err(refused)?;
         self.limits
             .check_payer(&admitted.payer().0 .0)

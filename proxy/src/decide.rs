@@ -141,6 +141,8 @@ pub enum Answer {
         receipt: String,
         body: bytes::Bytes,
     },
+    /// `200` to a payer's channel refund: the refund went on chain; nothing was forwarded.
+    Refunded { receipt: String, body: bytes::Bytes },
 }
 
 impl Answer {
@@ -184,6 +186,7 @@ impl Answer {
         match self {
             Self::Preflight => ("PREFLIGHT", Outcome::Other),
             Self::Sandbox { .. } => ("SANDBOX_PAYMENT", Outcome::Other),
+            Self::Refunded { .. } => ("CHANNEL_REFUND", Outcome::Other),
             Self::Kept(_) => ("PAYMENT_ID_REPLAY", Outcome::Other),
             Self::Limited(_) => (ErrorCode::TooManyRequests.as_str(), Outcome::Other),
             Self::Challenge { refused: None, .. } => ("PAYMENT_REQUIRED", Outcome::Challenge),

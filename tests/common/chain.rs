@@ -113,6 +113,48 @@ impl Chain {
         ]
     }
 
+    /// A provider sending as account `key`.
+    pub fn provider(&self, key: usize) -> impl alloy_provider::Provider {
+        alloy_provider::ProviderBuilder::new()
+            .wallet(signer(key))
+            .connect_http(self.rpc.parse().unwrap())
+    }
+
+    /// Sends `data` to `to` from account `key`; `Ok(gas used)` or the revert.
+    pub async fn send(&self, key: usize, to: Address, data: Vec<u8>) -> Result<u64, String> {
+        use alloy_network::TransactionBuilder;
+        use alloy_provider::Provider;
+        let p = self.provider(key);
+        let tx = alloy_rpc_types_eth::TransactionRequest::default()
+            .with_to(to)
+            .with_input(data);
+        // Estimating first turns a revert into an error instead of a mined failure.
+        p.estimate_gas(tx.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let receipt = p
+            .send_transaction(tx)
+            .await
+            .map_err(|e| e.to_string())?
+            .get_receipt()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !receipt.status() {
+            return Err("reverted".into());
+        }
+        Ok(receipt.gas_used)
+    }
+
+    /// Moves the chain's clock `secs` ahead (the next block's timestamp).
+    pub async fn advance(&self, secs: u64) {
+        use alloy_provider::Provider;
+        let _: serde_json::Value = self
+            .provider(0)
+            .raw_request("evm_increaseTime".into(), (secs,))
+            .await
+            .expect("evm_increaseTime");
+    }
+
     pub async fn balance(&self, who: Address) -> u64 {
         let b =
             paygate_x402::facilitator::embedded::balance_of(&self.rpc, USDC.parse().unwrap(), who)

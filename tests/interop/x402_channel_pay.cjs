@@ -2,7 +2,9 @@
 // @x402/fetch's wrapFetchWithPayment and @x402/evm's batch-settlement client scheme (one
 // deposit, then a voucher per request), no code of paygate's on the client side.
 //
-// Usage: NODE_PATH=<node_modules> node x402_channel_pay.cjs URL PRIVATE_KEY RPC_URL N
+// Usage: NODE_PATH=<node_modules> node x402_channel_pay.cjs URL PRIVATE_KEY RPC_URL N [refund[:AMOUNT]]
+// With `refund`, the client's own cooperative refund follows the N requests (all that is
+// left, or AMOUNT base units); its settle response (or its error) is printed as `refund`.
 // Prints one JSON line {statuses, bodies, receipts (decoded PAYMENT-RESPONSE of the first and
 // last answers), deposits (answers whose receipt carries a transaction), charged (the last
 // receipt's chargedCumulativeAmount), chargeHeaderSeen (an answer showed X-Paygate-Charge)};
@@ -15,15 +17,15 @@ const { privateKeyToAccount } = require("viem/accounts");
 const { createPublicClient, http } = require("viem");
 const { baseSepolia } = require("viem/chains");
 
-async function main(url, key, rpc, n) {
+async function main(url, key, rpc, n, refund) {
   const account = privateKeyToAccount(key);
   const publicClient = createPublicClient({ chain: baseSepolia, transport: http(rpc) });
   const signer = toClientEvmSigner(account, publicClient);
   const client = new x402Client();
-  client.register(
-    "eip155:84532",
-    new BatchSettlementEvmScheme(signer, { depositPolicy: { depositMultiplier: Math.max(n, 3) } }),
-  );
+  const scheme = new BatchSettlementEvmScheme(signer, {
+    depositPolicy: { depositMultiplier: Math.max(n, 3) },
+  });
+  client.register("eip155:84532", scheme);
   const pay = wrapFetchWithPayment(fetch, client);
   const statuses = {};
   const receipts = [];
@@ -44,11 +46,20 @@ async function main(url, key, rpc, n) {
       : charged;
     if (i === 0 || i === n - 1) receipts.push(receipt);
   }
-  console.log(JSON.stringify({ statuses, receipts, deposits, charged, chargeHeaderSeen }));
+  const report = { statuses, receipts, deposits, charged, chargeHeaderSeen };
+  if (refund) {
+    const amount = refund.split(":")[1];
+    try {
+      report.refund = await scheme.refund(url, amount ? { amount } : {});
+    } catch (err) {
+      report.refund = { error: String(err && err.message ? err.message : err) };
+    }
+  }
+  console.log(JSON.stringify(report));
   return 0;
 }
 
-main(process.argv[2], process.argv[3], process.argv[4], Number(process.argv[5])).then(
+main(process.argv[2], process.argv[3], process.argv[4], Number(process.argv[5]), process.argv[6]).then(
   (code) => process.exit(code),
   (err) => {
     console.error(err && err.stack ? err.stack : err);

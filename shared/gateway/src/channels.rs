@@ -19,7 +19,7 @@ use paygate_domain::channel::ChannelRecord;
 use paygate_store::Store;
 use paygate_x402::batch::{
     self, ChannelAction, ChannelConfigWire, ChannelOffer, ChannelPayloadWire, ChannelPayment,
-    ChannelRejection, ChannelStateWire, IBatchSettlement, VoucherStateWire,
+    ChannelRejection, IBatchSettlement,
 };
 use paygate_x402::facilitator::{CallError, ChainCalls};
 use paygate_x402::{BatchTerms, PaymentRequirements};
@@ -29,6 +29,12 @@ use std::time::Duration;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 mod claims;
+mod receipts;
+mod refunds;
+mod withdrawals;
+
+pub use receipts::{state_wire, voucher_wire, ChannelReceipt};
+pub use refunds::Refunded;
 
 /// Gas for a deposit through the ERC-3009 collector (measured about 110k on the dev chain).
 const DEPOSIT_GAS: u64 = 250_000;
@@ -106,7 +112,6 @@ pub struct Admitted {
     slot: OwnedMutexGuard<Option<ChannelRecord>>,
     payment: ChannelPayment,
     price: u128,
-    network: String,
     deposit_tx: Option<B256>,
 }
 
@@ -125,65 +130,6 @@ impl Admitted {
     }
 }
 
-/// A committed charge: the payment response's content.
-#[derive(Debug, Clone)]
-pub struct ChannelReceipt {
-    pub charged: u128,
-    pub record: ChannelRecord,
-    /// The deposit's transaction, when the request carried one.
-    pub transaction: Option<B256>,
-    pub network: String,
-}
-
-impl ChannelReceipt {
-    /// The `PAYMENT-RESPONSE` header's value (base64 JSON), as the scheme's payment response
-    /// contract says: `extra.chargedAmount` and `extra.channelState`, an empty `transaction`
-    /// for a voucher alone.
-    pub fn header(&self) -> String {
-        use base64::Engine;
-        let r = &self.record;
-        let response = paygate_x402::facilitator::wire::SettleResponse {
-            success: true,
-            error_reason: None,
-            transaction: self
-                .transaction
-                .map(|t| format!("{t:#x}"))
-                .unwrap_or_default(),
-            network: self.network.clone(),
-            payer: Some(r.config.payer.clone()),
-            extra: Some(serde_json::json!({
-                "chargedAmount": self.charged.to_string(),
-                "channelState": state_wire(r),
-            })),
-        };
-        base64::engine::general_purpose::STANDARD
-            .encode(serde_json::to_vec(&response).unwrap_or_default())
-    }
-}
-
-/// A record's state as the scheme's messages carry it.
-pub fn state_wire(r: &ChannelRecord) -> ChannelStateWire {
-    ChannelStateWire {
-        channel_id: Some(r.id.clone()),
-        balance: Some(r.balance.to_string()),
-        total_claimed: Some(r.total_claimed.to_string()),
-        withdraw_requested_at: Some(
-            r.withdraw_due
-                .map_or(0, |due| due.saturating_sub(r.config.withdraw_delay)),
-        ),
-        refund_nonce: Some(r.refund_nonce.to_string()),
-        charged_cumulative_amount: r.charged.to_string(),
-    }
-}
-
-/// The record's highest voucher, for a corrective 402 (`None` before the first charge).
-pub fn voucher_wire(r: &ChannelRecord) -> Option<VoucherStateWire> {
-    (!r.voucher_signature.is_empty()).then(|| VoucherStateWire {
-        signed_max_claimable: r.voucher_max.to_string(),
-        signature: r.voucher_signature.clone(),
-    })
-}
-
 /// The payment channels service: one per process.
 pub struct Channels {
     store: Arc<dyn Store>,
@@ -193,6 +139,9 @@ pub struct Channels {
     /// This process's name in channel leases.
     node: String,
     slots: std::sync::Mutex<HashMap<B256, Slot>>,
+    /// The last block whose withdrawal events were read, per chain (`withdrawals`).
+    watched: std::sync::Mutex<HashMap<u64, u64>>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 fn now_ms() -> u64 {
@@ -219,6 +168,20 @@ impl Channels {
             cfg,
             node: paygate_domain::ids::new_id("node"),
             slots: Default::default(),
+            watched: Default::default(),
+            metrics: None,
+        }
+    }
+
+    /// Counts what the channels do in `metrics` (Prometheus `paygate_channel_*`).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn count(&self, org: &str, event: &'static str, amount: u128) {
+        if let Some(m) = &self.metrics {
+            m.channel_event(org, event, amount);
         }
     }
 
@@ -235,14 +198,31 @@ impl Channels {
         slots.entry(id).or_default().clone()
     }
 
-    /// Admits a channel payment for `charge`: checks the payload, takes the channel's lock,
-    /// loads (or takes over) the channel, sends a deposit on chain when the payload carries
-    /// one, then checks the voucher's cumulative step.
-    pub async fn admit(
+    /// Drops this node's cached record of channel `id` (another writer moved it), unless a
+    /// request of the channel holds it now (its write then finds the new version).
+    fn forget(&self, id: B256) {
+        if let Ok(mut cached) = self.slot(id).try_lock() {
+            *cached = None;
+        }
+    }
+
+    /// Takes the lock serializing the requests of channel `id` on this node.
+    async fn lock(
+        &self,
+        id: B256,
+    ) -> Result<OwnedMutexGuard<Option<ChannelRecord>>, ChannelRefusal> {
+        tokio::time::timeout(LOCK_WAIT, self.slot(id).lock_owned())
+            .await
+            .map_err(|_| ChannelRefusal::Busy)
+    }
+
+    /// The payload parsed for the route's chain, its channel one the route offers, its voucher
+    /// signed by the payer authorizer (one recovery).
+    fn checked(
         &self,
         wire: &ChannelPayloadWire,
         charge: &ChannelCharge<'_>,
-    ) -> Result<Admitted, ChannelRefusal> {
+    ) -> Result<ChannelPayment, ChannelRefusal> {
         let req = charge.requirements;
         let chain_id = req.network.config.chain_id;
         let payment = ChannelPayment::parse(wire, chain_id).map_err(ChannelRefusal::rejected)?;
@@ -262,22 +242,48 @@ impl Channels {
             // A smart-wallet voucher (EIP-1271) is only checked by the chain: not served here.
             return Err(ChannelRefusal::rejected(ChannelRejection::VoucherSignature));
         }
+        Ok(payment)
+    }
+
+    /// The payment's channel locked on this node and held ([`Self::hold`]).
+    async fn take(
+        &self,
+        payment: &ChannelPayment,
+        charge: &ChannelCharge<'_>,
+    ) -> Result<(OwnedMutexGuard<Option<ChannelRecord>>, ChannelRecord), ChannelRefusal> {
+        let mut guard = self.lock(payment.channel_id).await?;
+        let record = self
+            .hold(
+                &mut guard,
+                payment.channel_id,
+                Some((payment, charge)),
+                charge.org_id,
+            )
+            .await?;
+        Ok((guard, record))
+    }
+
+    /// Admits a channel payment for `charge`: checks the payload, takes the channel's lock,
+    /// loads (or takes over) the channel, sends a deposit on chain when the payload carries
+    /// one, then checks the voucher's cumulative step.
+    pub async fn admit(
+        &self,
+        wire: &ChannelPayloadWire,
+        charge: &ChannelCharge<'_>,
+    ) -> Result<Admitted, ChannelRefusal> {
+        let req = charge.requirements;
+        let chain_id = req.network.config.chain_id;
+        let payment = self.checked(wire, charge)?;
         if matches!(payment.action, ChannelAction::Refund(_)) {
-            // Cooperative refunds are not served yet: refused before the channel is touched.
-            return Err(ChannelRefusal::Malformed(
-                "refund payloads are not accepted yet".into(),
-            ));
+            // A refund is not a request to serve: [`Channels::refund`] answers it.
+            return Err(ChannelRefusal::rejected(ChannelRejection::Malformed));
         }
         let now = paygate_domain::unix_now();
         let domain = paygate_x402::verify::token_domain(req);
         payment
             .check_deposit(&domain, now, DEPOSIT_MIN_VALIDITY)
             .map_err(ChannelRefusal::rejected)?;
-        let slot = self.slot(payment.channel_id);
-        let mut guard = tokio::time::timeout(LOCK_WAIT, slot.lock_owned())
-            .await
-            .map_err(|_| ChannelRefusal::Busy)?;
-        let mut record = self.hold(&mut guard, &payment, charge).await?;
+        let (mut guard, mut record) = self.take(&payment, charge).await?;
         let mut deposit_tx = None;
         if let ChannelAction::Deposit(d) = &payment.action {
             let (tx, on_chain) = self.deposit(&payment, d, chain_id).await?;
@@ -287,6 +293,7 @@ impl Channels {
             next.total_claimed = on_chain.1;
             next.deposited = next.deposited.saturating_add(d.amount);
             record = self.write(&mut guard, &record, next).await?;
+            self.count(charge.org_id, "deposit", d.amount);
         }
         payment
             .check_step(
@@ -303,19 +310,20 @@ impl Channels {
             slot: guard,
             payment,
             price: req.amount.0.into(),
-            network: req.network.caip2.clone(),
             deposit_tx,
         })
     }
 
     /// The channel's record with this node holding it: the cached one while its lease holds,
     /// else read from the store (waiting for another node's lease to run out) and taken over;
-    /// a channel the store does not know is read from the chain (a deposit starts a new one).
+    /// a channel the store does not know is read from the chain when `discover` gives the
+    /// payment (a deposit starts a new one), else it is missing.
     async fn hold(
         &self,
         guard: &mut OwnedMutexGuard<Option<ChannelRecord>>,
-        payment: &ChannelPayment,
-        charge: &ChannelCharge<'_>,
+        channel_id: B256,
+        discover: Option<(&ChannelPayment, &ChannelCharge<'_>)>,
+        org_id: &str,
     ) -> Result<ChannelRecord, ChannelRefusal> {
         let margin = self.cfg.lease_ms / 4;
         if let Some(r) = guard
@@ -324,17 +332,26 @@ impl Channels {
         {
             return Ok(r.clone());
         }
-        let id = format!("{:#x}", payment.channel_id);
+        let id = format!("{channel_id:#x}");
         let deadline =
             tokio::time::Instant::now() + Duration::from_millis(self.cfg.lease_ms + 1_000);
         loop {
             let stored = self.store.get_channel(&id).await.map_err(unavailable)?;
-            let current = match stored {
-                Some(r) => r,
-                None => self.discover(&id, payment, charge).await?,
+            let current = match (stored, discover) {
+                (Some(r), _) => r,
+                (None, Some((payment, charge))) => self.discover(&id, payment, charge).await?,
+                (None, None) => {
+                    return Err(ChannelRefusal::rejected(ChannelRejection::MissingChannel))
+                }
             };
-            if current.org_id != charge.org_id {
-                return Err(ChannelRefusal::rejected(ChannelRejection::ReceiverMismatch));
+            if current.org_id != org_id {
+                // Another organisation's channel: a payer reached the wrong seller, and to a
+                // seller it does not exist.
+                return Err(ChannelRefusal::rejected(if discover.is_some() {
+                    ChannelRejection::ReceiverMismatch
+                } else {
+                    ChannelRejection::MissingChannel
+                }));
             }
             let now = now_ms();
             if !current.servable_by(&self.node, now) {
@@ -459,6 +476,23 @@ impl Channels {
         Ok((tx, figures))
     }
 
+    /// Sends `calls` to the settlement contract in one `multicall` transaction.
+    async fn multicall(
+        &self,
+        chain_id: u64,
+        calls: Vec<alloy_primitives::Bytes>,
+        gas: u64,
+    ) -> Result<B256, CallError> {
+        self.chain
+            .send_call(
+                chain_id,
+                batch::SETTLEMENT_ADDRESS,
+                IBatchSettlement::multicallCall { data: calls }.abi_encode(),
+                gas,
+            )
+            .await
+    }
+
     /// Writes `next` over `read` (compare-and-set on its version), caching what was written.
     /// `Busy` when another writer moved the channel first (the cache is dropped).
     async fn write(
@@ -513,11 +547,11 @@ impl Channels {
             next.lease_until_ms = now_ms() + self.cfg.lease_ms;
             match self.write(&mut a.slot, &read, next).await {
                 Ok(record) => {
+                    self.count(&record.org_id, "voucher", charged);
                     return Ok(ChannelReceipt {
                         charged,
                         record,
                         transaction: a.deposit_tx,
-                        network: a.network.clone(),
                     });
                 }
                 Err(ChannelRefusal::Busy) => {

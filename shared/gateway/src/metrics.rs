@@ -87,6 +87,12 @@ struct TargetLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelLabels {
+    org: String,
+    event: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     org: String,
     route: String,
@@ -110,6 +116,8 @@ struct Prom {
     target_healthy: Family<TargetLabels, Gauge>,
     facilitator_up: Gauge,
     facilitator_latency_ms: Gauge,
+    channel_events: Family<ChannelLabels, Counter>,
+    channel_base_units: Family<ChannelLabels, Counter>,
 }
 
 impl Prom {
@@ -129,6 +137,20 @@ impl Prom {
         let target_healthy = Family::<TargetLabels, Gauge>::default();
         let facilitator_up = Gauge::default();
         let facilitator_latency_ms = Gauge::default();
+        let channel_events = Family::<ChannelLabels, Counter>::default();
+        let channel_base_units = Family::<ChannelLabels, Counter>::default();
+        registry.register(
+            "channel_events",
+            "Payment channel events: voucher (a charge committed), deposit, claimed (a channel \
+             claimed on chain), refund, withdrawal (a payer asked for its deposit back)",
+            channel_events.clone(),
+        );
+        registry.register(
+            "channel_base_units",
+            "USDC base units of payment channels by event: voucher (charged), deposit, claimed, \
+             refund",
+            channel_base_units.clone(),
+        );
         registry.register(
             "gateway_requests",
             "Gateway requests by route, outcome and status class",
@@ -179,6 +201,8 @@ impl Prom {
             target_healthy,
             facilitator_up,
             facilitator_latency_ms,
+            channel_events,
+            channel_base_units,
         }
     }
 }
@@ -484,6 +508,21 @@ impl Metrics {
                     target,
                 })
                 .set(i64::from(healthy));
+        }
+    }
+
+    /// Counts a payment channel event of `org` moving `amount` base units.
+    pub fn channel_event(&self, org: &str, event: &'static str, amount: u128) {
+        let labels = ChannelLabels {
+            org: org.to_string(),
+            event: event.to_string(),
+        };
+        self.prom.channel_events.get_or_create(&labels).inc();
+        if amount > 0 {
+            self.prom
+                .channel_base_units
+                .get_or_create(&labels)
+                .inc_by(u64::try_from(amount).unwrap_or(u64::MAX));
         }
     }
 

@@ -236,6 +236,12 @@ pub enum ChannelRejection {
     CumulativeExceedsBalance,
     #[error("the channel's withdrawal finishes before a claim could land")]
     WithdrawalDue,
+    #[error("the channel has nothing left to refund")]
+    RefundNoBalance,
+    #[error("the refund amount must be a positive amount within what is left in the channel")]
+    RefundAmountInvalid,
+    #[error("no such channel")]
+    MissingChannel,
 }
 
 impl ChannelRejection {
@@ -268,6 +274,9 @@ impl ChannelRejection {
             }
             // The official clients know no word for it; a withdrawing channel cannot be paid.
             Self::WithdrawalDue => "invalid_batch_settlement_evm_withdraw_pending",
+            Self::RefundNoBalance => "invalid_batch_settlement_evm_refund_no_balance",
+            Self::RefundAmountInvalid => "invalid_batch_settlement_evm_refund_amount_invalid",
+            Self::MissingChannel => "invalid_batch_settlement_evm_missing_channel",
         }
     }
 }

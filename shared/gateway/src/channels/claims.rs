@@ -3,7 +3,7 @@
 //! records updated from what the chain says was claimed.
 
 use super::{unavailable, ChannelRefusal, Channels, CLAIM_GAS_BASE, CLAIM_GAS_PER_CHANNEL};
-use alloy_primitives::B256;
+use alloy_primitives::{Bytes, B256};
 use alloy_sol_types::SolCall;
 use paygate_domain::channel::ChannelRecord;
 use paygate_x402::batch::{self, IBatchSettlement};
@@ -68,14 +68,38 @@ impl Channels {
         chain_id: u64,
         records: &[ChannelRecord],
     ) -> Result<usize, ChannelRefusal> {
+        let (calls, count) = self.claim_calls(chain_id, records)?;
+        if count == 0 {
+            return Ok(0);
+        }
+        let gas = CLAIM_GAS_BASE + CLAIM_GAS_PER_CHANNEL * count as u64;
+        let tx = self.multicall(chain_id, calls, gas).await.map_err(|e| {
+            tracing::warn!(error = %e, channels = count, "claim not made");
+            unavailable(e)
+        })?;
+        tracing::info!(transaction = %tx, channels = count, "channels claimed");
+        for r in records {
+            self.mark_claimed(r, chain_id, tx).await;
+        }
+        Ok(count)
+    }
+
+    /// The calls that claim `records`' highest vouchers up to what each was charged (one
+    /// `claimWithSignature` the receiver authorizer signs over the batch) and settle each
+    /// receiver, and how many channels they claim (none: no calls).
+    pub(super) fn claim_calls(
+        &self,
+        chain_id: u64,
+        records: &[ChannelRecord],
+    ) -> Result<(Vec<Bytes>, usize), ChannelRefusal> {
         let mut claims = Vec::new();
         let mut entries = Vec::new();
         let mut receivers = Vec::new();
-        for r in records {
+        for r in records.iter().filter(|r| r.unclaimed() > 0) {
             let Ok(config) = r.config.parse() else {
                 continue;
             };
-            let Ok(signature) = r.voucher_signature.parse::<alloy_primitives::Bytes>() else {
+            let Ok(signature) = r.voucher_signature.parse::<Bytes>() else {
                 continue;
             };
             let id = config.channel_id(chain_id);
@@ -97,18 +121,17 @@ impl Channels {
             });
         }
         if claims.is_empty() {
-            return Ok(0);
+            return Ok((Vec::new(), 0));
         }
+        let count = claims.len();
         let digest = batch::claim_batch_digest(chain_id, &entries);
-        let signature = alloy_signer::SignerSync::sign_hash_sync(&self.authorizer, &digest)
-            .map_err(unavailable)?;
-        let mut calls: Vec<alloy_primitives::Bytes> =
-            vec![IBatchSettlement::claimWithSignatureCall {
-                voucherClaims: claims.clone(),
-                authorizerSignature: signature.as_bytes().to_vec().into(),
-            }
-            .abi_encode()
-            .into()];
+        let signature = self.sign(&digest)?;
+        let mut calls: Vec<Bytes> = vec![IBatchSettlement::claimWithSignatureCall {
+            voucherClaims: claims,
+            authorizerSignature: signature,
+        }
+        .abi_encode()
+        .into()];
         for (receiver, token) in receivers {
             calls.push(
                 IBatchSettlement::settleCall { receiver, token }
@@ -116,25 +139,14 @@ impl Channels {
                     .into(),
             );
         }
-        let gas = CLAIM_GAS_BASE + CLAIM_GAS_PER_CHANNEL * claims.len() as u64;
-        let tx = self
-            .chain
-            .send_call(
-                chain_id,
-                batch::SETTLEMENT_ADDRESS,
-                IBatchSettlement::multicallCall { data: calls }.abi_encode(),
-                gas,
-            )
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, channels = claims.len(), "claim not made");
-                unavailable(e)
-            })?;
-        tracing::info!(transaction = %tx, channels = claims.len(), "channels claimed");
-        for r in records {
-            self.mark_claimed(r, chain_id, tx).await;
-        }
-        Ok(claims.len())
+        Ok((calls, count))
+    }
+
+    /// The receiver authorizer's signature of `digest`.
+    pub(super) fn sign(&self, digest: &B256) -> Result<Bytes, ChannelRefusal> {
+        alloy_signer::SignerSync::sign_hash_sync(&self.authorizer, digest)
+            .map(|s| s.as_bytes().to_vec().into())
+            .map_err(unavailable)
     }
 
     /// Records what the chain now says was claimed of `r`'s channel (re-read until the write
@@ -158,11 +170,11 @@ impl Channels {
             next.version = read.version + 1;
             next.updated_at = paygate_domain::now_rfc3339();
             if let Ok(true) = self.store.put_channel_if(read.version, &next).await {
-                // This node's cache of the channel (if it serves it) is stale now.
-                let slot = self.slot(id);
-                if let Ok(mut cached) = slot.try_lock() {
-                    *cached = None;
-                };
+                let moved = total_claimed.saturating_sub(read.total_claimed);
+                if moved > 0 {
+                    self.count(&read.org_id, "claimed", moved);
+                }
+                self.forget(id);
                 return;
             }
         }

@@ -345,6 +345,14 @@ fn kinds_of<'a>(chains: impl Iterator<Item = &'a Chain>) -> Vec<SupportedKind> {
     SupportedKind::exact(chains.map(|c| &c.network))
 }
 
+impl EmbeddedFacilitator {
+    fn call_chain(&self, chain_id: u64) -> Result<&Chain, CallError> {
+        self.chains
+            .get(&chain_id)
+            .ok_or_else(|| CallError::Unavailable(format!("no RPC for chain {chain_id}")))
+    }
+}
+
 /// How a transaction the relayer sends failed.
 enum Broadcast {
     /// The relayer cannot pay for gas: nothing was sent.
@@ -366,10 +374,7 @@ impl ChainCalls for EmbeddedFacilitator {
         data: Vec<u8>,
         gas_limit: u64,
     ) -> Result<B256, CallError> {
-        let chain = self
-            .chains
-            .get(&chain_id)
-            .ok_or_else(|| CallError::Unavailable(format!("no RPC for chain {chain_id}")))?;
+        let chain = self.call_chain(chain_id)?;
         let tx = TransactionRequest::default()
             .with_from(self.relayer)
             .with_to(to)
@@ -404,10 +409,7 @@ impl ChainCalls for EmbeddedFacilitator {
         to: Address,
         data: Vec<u8>,
     ) -> Result<alloy_primitives::Bytes, CallError> {
-        let chain = self
-            .chains
-            .get(&chain_id)
-            .ok_or_else(|| CallError::Unavailable(format!("no RPC for chain {chain_id}")))?;
+        let chain = self.call_chain(chain_id)?;
         let tx = TransactionRequest::default().with_to(to).with_input(data);
         chain.provider.call(tx).await.map_err(|e| {
             if is_revert(&e) {
@@ -416,6 +418,40 @@ impl ChainCalls for EmbeddedFacilitator {
                 CallError::Unavailable(e.to_string())
             }
         })
+    }
+
+    fn chain_ids(&self) -> Vec<u64> {
+        self.chains.keys().copied().collect()
+    }
+
+    async fn block_number(&self, chain_id: u64) -> Result<u64, CallError> {
+        self.call_chain(chain_id)?
+            .provider
+            .get_block_number()
+            .await
+            .map_err(|e| CallError::Unavailable(e.to_string()))
+    }
+
+    async fn logs(
+        &self,
+        chain_id: u64,
+        address: Address,
+        events: &[B256],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<alloy_primitives::Log>, CallError> {
+        let filter = alloy_rpc_types_eth::Filter::new()
+            .address(address)
+            .event_signature(events.to_vec())
+            .from_block(from)
+            .to_block(to);
+        let logs = self
+            .call_chain(chain_id)?
+            .provider
+            .get_logs(&filter)
+            .await
+            .map_err(|e| CallError::Unavailable(e.to_string()))?;
+        Ok(logs.into_iter().map(|l| l.inner).collect())
     }
 }
 

@@ -87,6 +87,20 @@ pub trait ChainCalls: Send + Sync + 'static {
         to: Address,
         data: Vec<u8>,
     ) -> Result<alloy_primitives::Bytes, CallError>;
+    /// The chains these calls reach.
+    fn chain_ids(&self) -> Vec<u64>;
+    /// The number of the chain's latest block.
+    async fn block_number(&self, chain_id: u64) -> Result<u64, CallError>;
+    /// The logs `address` emitted with one of `events` as first topic in blocks `from..=to`,
+    /// in the chain's order.
+    async fn logs(
+        &self,
+        chain_id: u64,
+        address: Address,
+        events: &[B256],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<alloy_primitives::Log>, CallError>;
 }
 
 /// A `(version, scheme, network)` the facilitator can settle.

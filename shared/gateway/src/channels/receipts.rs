@@ -1,0 +1,73 @@
+//! What a channel payment's answers carry: the payment response (`PAYMENT-RESPONSE`) of a
+//! charge, and the channel's state as the scheme's messages (and corrective 402s) carry it.
+
+use alloy_primitives::B256;
+use paygate_domain::channel::ChannelRecord;
+use paygate_x402::batch::{ChannelStateWire, VoucherStateWire};
+
+/// A committed charge: the payment response's content.
+#[derive(Debug, Clone)]
+pub struct ChannelReceipt {
+    pub charged: u128,
+    pub record: ChannelRecord,
+    /// The deposit's transaction, when the request carried one.
+    pub transaction: Option<B256>,
+}
+
+impl ChannelReceipt {
+    /// The `PAYMENT-RESPONSE` header's value (base64 JSON), as the scheme's payment response
+    /// contract says: `extra.chargedAmount` and `extra.channelState`, an empty `transaction`
+    /// for a voucher alone.
+    pub fn header(&self) -> String {
+        settle_header(
+            &self.record,
+            self.transaction,
+            serde_json::json!({
+                "chargedAmount": self.charged.to_string(),
+                "channelState": state_wire(&self.record),
+            }),
+        )
+    }
+}
+
+/// A successful settle response about `r`'s channel, base64 JSON (a payment response header).
+pub(super) fn settle_header(
+    r: &ChannelRecord,
+    transaction: Option<B256>,
+    extra: serde_json::Value,
+) -> String {
+    use base64::Engine;
+    let response = paygate_x402::facilitator::wire::SettleResponse {
+        success: true,
+        error_reason: None,
+        transaction: transaction.map(|t| format!("{t:#x}")).unwrap_or_default(),
+        network: r.network.clone(),
+        payer: Some(r.config.payer.clone()),
+        extra: Some(extra),
+    };
+    base64::engine::general_purpose::STANDARD
+        .encode(serde_json::to_vec(&response).unwrap_or_default())
+}
+
+/// A record's state as the scheme's messages carry it.
+pub fn state_wire(r: &ChannelRecord) -> ChannelStateWire {
+    ChannelStateWire {
+        channel_id: Some(r.id.clone()),
+        balance: Some(r.balance.to_string()),
+        total_claimed: Some(r.total_claimed.to_string()),
+        withdraw_requested_at: Some(
+            r.withdraw_due
+                .map_or(0, |due| due.saturating_sub(r.config.withdraw_delay)),
+        ),
+        refund_nonce: Some(r.refund_nonce.to_string()),
+        charged_cumulative_amount: r.charged.to_string(),
+    }
+}
+
+/// The record's highest voucher, for a corrective 402 (`None` before the first charge).
+pub fn voucher_wire(r: &ChannelRecord) -> Option<VoucherStateWire> {
+    (!r.voucher_signature.is_empty()).then(|| VoucherStateWire {
+        signed_max_claimable: r.voucher_max.to_string(),
+        signature: r.voucher_signature.clone(),
+    })
+}
