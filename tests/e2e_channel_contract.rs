@@ -9,18 +9,14 @@ mod common;
 
 use alloy_network::TransactionBuilder;
 use alloy_primitives::aliases::U40;
-use alloy_primitives::{Bytes, B256, U256};
+use alloy_primitives::{B256, U256};
 use alloy_provider::Provider;
 use alloy_rpc_types_eth::TransactionRequest;
-use alloy_signer::SignerSync;
-use alloy_sol_types::{SolCall, SolStruct};
-use common::chain::{self, address, signer, Chain, USDC};
-use paygate_x402::batch::{
-    self, ChannelConfig, ClaimEntry, IBatchSettlement, ReceiveWithAuthorization,
-    ERC3009_COLLECTOR_ADDRESS, SETTLEMENT_ADDRESS,
-};
+use alloy_sol_types::SolCall;
+use common::chain::{self, address, Chain, USDC};
+use common::channel::{self, sign, voucher, CHAIN_ID};
+use paygate_x402::batch::{self, ChannelConfig, ClaimEntry, IBatchSettlement, SETTLEMENT_ADDRESS};
 
-const CHAIN_ID: u64 = 84532;
 // Accounts: 0 relayer (submits every transaction it may), 1 and 2 payers, 3 the receiver
 // authorizer, 4 the receiver.
 const PAYER: usize = 1;
@@ -38,23 +34,6 @@ fn config(payer: usize, salt: u8) -> ChannelConfig {
         withdrawDelay: U40::from(900),
         salt: B256::repeat_byte(salt),
     }
-}
-
-fn sign(key: usize, digest: B256) -> Bytes {
-    signer(key)
-        .sign_hash_sync(&digest)
-        .expect("sign")
-        .as_bytes()
-        .to_vec()
-        .into()
-}
-
-/// A voucher of `max` on `c`, signed by `key`.
-fn voucher(c: &ChannelConfig, max: u128, key: usize) -> Bytes {
-    sign(
-        key,
-        batch::voucher_digest(CHAIN_ID, c.channel_id(CHAIN_ID), max),
-    )
 }
 
 fn claim(c: &ChannelConfig, max: u128, total: u128, key: usize) -> IBatchSettlement::VoucherClaim {
@@ -119,25 +98,7 @@ impl Dev {
 /// `payer`'s signed deposit of `amount` into `c` (ERC-3009 to the collector, the nonce bound to
 /// the channel and `salt`).
 fn deposit_call(c: &ChannelConfig, payer: usize, amount: u64, salt: u64) -> Vec<u8> {
-    let id = c.channel_id(CHAIN_ID);
-    let valid_before = U256::from(chain::now() + 300);
-    let auth = ReceiveWithAuthorization {
-        from: c.payer,
-        to: ERC3009_COLLECTOR_ADDRESS,
-        value: U256::from(amount),
-        validAfter: U256::ZERO,
-        validBefore: valid_before,
-        nonce: batch::deposit_nonce(id, U256::from(salt)),
-    };
-    let sig = sign(payer, auth.eip712_signing_hash(&chain::usdc_domain()));
-    let deposit = batch::Erc3009Deposit {
-        amount: u128::from(amount),
-        valid_after: U256::ZERO,
-        valid_before,
-        salt: U256::from(salt),
-        signature: sig,
-    };
-    batch::deposit_call(c, &deposit).abi_encode()
+    batch::deposit_call(c, &channel::deposit(c, payer, amount, salt)).abi_encode()
 }
 
 #[tokio::test]

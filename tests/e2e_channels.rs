@@ -5,8 +5,10 @@
 
 mod common;
 
+use alloy_primitives::B256;
 use alloy_sol_types::SolCall;
 use common::chain::{address, Chain, KEYS};
+use common::channel::{self, HandPayer};
 use common::upstream::Upstream;
 use common::*;
 use paygate_x402::batch::{IBatchSettlement, SETTLEMENT_ADDRESS};
@@ -428,4 +430,118 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     panic!("not reached within 30 s");
+}
+
+/// Payments the official clients never send, each answered with the scheme's reason, nothing
+/// charged and nothing forwarded; the channel keeps working between and after them.
+#[tokio::test]
+async fn forged_replayed_and_out_of_step_payments_change_nothing() {
+    let (chain, gw, upstream, key) = setup().await;
+    let r = gw.get("/gateway/acme/search").await;
+    let doc = paygate_x402::b64_json(r.headers()["payment-required"].to_str().unwrap()).unwrap();
+    let payer = HandPayer::new(2, &doc["accepts"][1], 1);
+    let pay = |payload: Value| {
+        let header = payer.header(payload);
+        let gw = &gw;
+        async move {
+            let r = gw
+                .http
+                .get(gw.url("/gateway/acme/search"))
+                .header("payment-signature", header)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            (status, body)
+        }
+    };
+    let refused = |(status, body): (u16, Value), reason: &str| {
+        assert_eq!(status, 402, "{body}");
+        assert_eq!(
+            body["error"],
+            format!("invalid_batch_settlement_evm_{reason}"),
+            "{body}"
+        );
+    };
+    let price = u128::from(PRICE);
+    let balance_before = chain.balance(address(2)).await;
+
+    // A deposit signed by someone else: refused before anything is sent; nothing is kept.
+    let forged = channel::deposit(&payer.config, 3, 2 * PRICE, 1);
+    refused(
+        pay(payer.deposit(&forged, price)).await,
+        "receive_authorization_signature",
+    );
+    assert_eq!(channels(&gw, &key).await["channels"], json!([]));
+    // A voucher for a channel never opened: nothing on chain covers it.
+    refused(
+        pay(payer.voucher(price)).await,
+        "cumulative_exceeds_balance",
+    );
+
+    // The real deposit of two prices, with the first voucher.
+    let d = channel::deposit(&payer.config, 2, 2 * PRICE, 1);
+    let (status, body) = pay(payer.deposit(&d, price)).await;
+    assert_eq!(status, 200, "{body}");
+    // The same authorization again (a replay): the chain refuses the transfer.
+    refused(pay(payer.deposit(&d, 2 * price)).await, "deposit_failed");
+    assert_eq!(chain.balance(address(2)).await, balance_before - 2 * PRICE);
+
+    // A voucher signed by another key.
+    let forged = HandPayer::voucher_payload(&payer.config, 2 * price, 3);
+    refused(pay(forged).await, "voucher_signature");
+    // The voucher of another channel under this channel's configuration.
+    let mut other = payer.config.clone();
+    other.salt = B256::repeat_byte(2);
+    let mut mixed = payer.voucher(2 * price);
+    mixed["voucher"] = HandPayer::voucher_of(&other, 2 * price, 2);
+    refused(pay(mixed).await, "channel_id_mismatch");
+    // A channel paying another receiver.
+    let mut elsewhere = payer.config.clone();
+    elsewhere.receiver = address(8);
+    refused(
+        pay(HandPayer::voucher_payload(&elsewhere, 2 * price, 2)).await,
+        "receiver_mismatch",
+    );
+    // Skipping a step, repeating one: the corrective 402 says where the channel is.
+    for max in [3 * price, price] {
+        let (status, body) = pay(payer.voucher(max)).await;
+        refused((status, body.clone()), "cumulative_amount_mismatch");
+        let state = &body["accepts"][1]["extra"]["channelState"];
+        assert_eq!(
+            state["chargedCumulativeAmount"],
+            PRICE.to_string(),
+            "{body}"
+        );
+    }
+    // Not a channel payload at all.
+    refused(pay(json!({"type": "voucher"})).await, "payload_type");
+
+    // The next step is served; the one after it is above the balance.
+    let (status, body) = pay(payer.voucher(2 * price)).await;
+    assert_eq!(status, 200, "{body}");
+    refused(
+        pay(payer.voucher(3 * price)).await,
+        "cumulative_exceeds_balance",
+    );
+    let c = channel_of(&gw, &key, 2).await;
+    assert_eq!(
+        (
+            c["charged"].as_str(),
+            c["requests"].as_u64(),
+            c["balance"].as_str()
+        ),
+        (
+            Some(&*(2 * PRICE).to_string()),
+            Some(2),
+            Some(&*(2 * PRICE).to_string())
+        ),
+        "{c}"
+    );
+    assert_eq!(
+        upstream.hits(),
+        2,
+        "only the two paid requests reached the origin"
+    );
 }

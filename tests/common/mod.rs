@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod chain;
+pub mod channel;
 pub mod cluster;
 pub mod crash;
 pub mod upstream;

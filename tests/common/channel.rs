@@ -1,0 +1,130 @@
+//! Payment channel payloads signed by hand (the faults the official clients never send): a
+//! channel configuration for a route's `batch-settlement` offer, vouchers, deposits.
+#![allow(dead_code)]
+
+use super::chain::{self, address, signer};
+use alloy_primitives::aliases::U40;
+use alloy_primitives::{Address, Bytes, B256, U256};
+use alloy_signer::SignerSync;
+use alloy_sol_types::SolStruct;
+use base64::Engine;
+use paygate_x402::batch::{
+    self, ChannelConfig, ChannelConfigWire, ReceiveWithAuthorization, ERC3009_COLLECTOR_ADDRESS,
+};
+use serde_json::{json, Value};
+
+pub const CHAIN_ID: u64 = 84532;
+
+/// `digest` signed by account `key`.
+pub fn sign(key: usize, digest: B256) -> Bytes {
+    signer(key)
+        .sign_hash_sync(&digest)
+        .expect("sign")
+        .as_bytes()
+        .to_vec()
+        .into()
+}
+
+/// A voucher of `max` on `c`, signed by `key`.
+pub fn voucher(c: &ChannelConfig, max: u128, key: usize) -> Bytes {
+    sign(
+        key,
+        batch::voucher_digest(CHAIN_ID, c.channel_id(CHAIN_ID), max),
+    )
+}
+
+/// An ERC-3009 deposit of `amount` into `c`'s channel, signed by `payer`, valid five minutes.
+pub fn deposit(c: &ChannelConfig, payer: usize, amount: u64, salt: u64) -> batch::Erc3009Deposit {
+    let id = c.channel_id(CHAIN_ID);
+    let valid_before = U256::from(chain::now() + 300);
+    let auth = ReceiveWithAuthorization {
+        from: c.payer,
+        to: ERC3009_COLLECTOR_ADDRESS,
+        value: U256::from(amount),
+        validAfter: U256::ZERO,
+        validBefore: valid_before,
+        nonce: batch::deposit_nonce(id, U256::from(salt)),
+    };
+    batch::Erc3009Deposit {
+        amount: u128::from(amount),
+        valid_after: U256::ZERO,
+        valid_before,
+        salt: U256::from(salt),
+        signature: sign(payer, auth.eip712_signing_hash(&chain::usdc_domain())),
+    }
+}
+
+/// A payer paying a route's `batch-settlement` offer (`accepted`, from its challenge) by hand.
+pub struct HandPayer {
+    pub key: usize,
+    pub config: ChannelConfig,
+    pub accepted: Value,
+}
+
+impl HandPayer {
+    /// Payer `key`'s channel with `salt` on the offer `accepted`.
+    pub fn new(key: usize, accepted: &Value, salt: u8) -> Self {
+        let extra = &accepted["extra"];
+        let addr = |v: &Value| v.as_str().unwrap().parse::<Address>().unwrap();
+        Self {
+            key,
+            config: ChannelConfig {
+                payer: address(key),
+                payerAuthorizer: address(key),
+                receiver: addr(&accepted["payTo"]),
+                receiverAuthorizer: addr(&extra["receiverAuthorizer"]),
+                token: addr(&accepted["asset"]),
+                withdrawDelay: U40::from(extra["withdrawDelay"].as_u64().unwrap()),
+                salt: B256::repeat_byte(salt),
+            },
+            accepted: accepted.clone(),
+        }
+    }
+
+    /// The voucher object for `max` on `c` signed by `key`.
+    pub fn voucher_of(c: &ChannelConfig, max: u128, key: usize) -> Value {
+        json!({
+            "channelId": format!("{:#x}", c.channel_id(CHAIN_ID)),
+            "maxClaimableAmount": max.to_string(),
+            "signature": voucher(c, max, key).to_string(),
+        })
+    }
+
+    /// A `voucher` payload of `max`, signed by `key`, for configuration `c`.
+    pub fn voucher_payload(c: &ChannelConfig, max: u128, key: usize) -> Value {
+        json!({
+            "type": "voucher",
+            "channelConfig": ChannelConfigWire::from(c),
+            "voucher": Self::voucher_of(c, max, key),
+        })
+    }
+
+    /// This payer's own voucher of `max`.
+    pub fn voucher(&self, max: u128) -> Value {
+        Self::voucher_payload(&self.config, max, self.key)
+    }
+
+    /// A `deposit` payload of `d` with the first voucher of `max`.
+    pub fn deposit(&self, d: &batch::Erc3009Deposit, max: u128) -> Value {
+        json!({
+            "type": "deposit",
+            "channelConfig": ChannelConfigWire::from(&self.config),
+            "voucher": Self::voucher_of(&self.config, max, self.key),
+            "deposit": {
+                "amount": d.amount.to_string(),
+                "authorization": {"erc3009Authorization": {
+                    "validAfter": d.valid_after.to_string(),
+                    "validBefore": d.valid_before.to_string(),
+                    "salt": format!("{:#x}", B256::from(d.salt)),
+                    "signature": d.signature.to_string(),
+                }},
+            },
+        })
+    }
+
+    /// The `PAYMENT-SIGNATURE` header carrying `payload`.
+    pub fn header(&self, payload: Value) -> String {
+        let message = json!({"x402Version": 2, "accepted": self.accepted, "payload": payload});
+        base64::engine::general_purpose::STANDARD.encode(message.to_string())
+    }
+}
