@@ -25,7 +25,7 @@ TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAY
   PAYGATE_TEST_CONTRACTS=$(CONTRACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: browser-deps bench-seller bench-sweep bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -100,6 +100,7 @@ bench: bench-build
 	  --minimal target/release/examples/minimal_pingora --paid-load target/release/examples/paid_load \
 	  --peer target/release/x402-axum-peer --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 	$(MAKE) bench-sweep
+	$(MAKE) bench-channels
 	$(MAKE) bench-cluster
 	$(MAKE) bench-tls
 	$(MAKE) bench-seller
@@ -136,6 +137,14 @@ bench-seller: sys-deps py-deps browser-deps chain-deps
 	cargo build --release --example ledger_seed
 	$(PY) benches/ledger.py --paygate target/release/paygate --seed target/release/examples/ledger_seed \
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
+
+## bench-channels: voucher-paid requests (payment channels) next to free and exact-paid ones
+## through one gateway, then one claim of every channel; writes its section of BENCHMARKS.md.
+bench-channels: bench-build
+	cargo build --release --example paid_load
+	python3 benches/channels.py --bench-paygate target/bench/paygate --paygate target/release/paygate \
+	  --paid-load target/release/examples/paid_load --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) \
+	  --contracts $(CONTRACTS)
 
 ## bench-cluster: paygate on PostgreSQL next to sled, propagation between nodes, paid throughput
 ## with 1, 2 and 3 nodes on one database; writes its section of BENCHMARKS.md.

@@ -1,8 +1,11 @@
 //! The paid-path load generator of `make bench`: asks `--url` for its `402`, signs `--requests`
-//! EIP-3009 payments for the first v2 requirement (before the clock starts, each with its own
-//! nonce), then sends them with `--concurrency` requests in flight and prints one JSON line:
-//! requests/s, latency percentiles, status counts and how many answers carried a settlement
-//! receipt. Works against any v2 x402 server (paygate, and the x402-axum peer).
+//! payments before the clock starts, then sends them with `--concurrency` requests in flight
+//! and prints one JSON line: requests/s, latency percentiles, status counts and how many answers
+//! carried a receipt. `--scheme exact` (the default): one EIP-3009 payment a request for the
+//! first v2 requirement, each with its own nonce (any v2 x402 server: paygate, the x402-axum
+//! peer). `--scheme batch-settlement`: every connection its own payment channel, opened by a
+//! deposit before the clock starts, then one cumulative voucher a request. `--scheme free`: no
+//! payment, the bench build's `x-paygate-bench-free` pass (the same client on the free path).
 
 use alloy_signer_local::PrivateKeySigner;
 use base64::Engine;
@@ -11,8 +14,6 @@ use paygate_x402::network::{builtin_networks, Networks};
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::{sign, PaymentRequirements};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -27,6 +28,9 @@ struct Args {
     /// The payer's private key (hex); it must hold the USDC.
     #[arg(long, env = "PAID_LOAD_PAYER_KEY")]
     payer_key: String,
+    /// `exact`, `batch-settlement` or `free`.
+    #[arg(long, default_value = "exact")]
+    scheme: String,
 }
 
 struct Outcome {
@@ -43,10 +47,7 @@ fn fail(msg: String) -> ! {
 }
 
 /// The first usable requirement of the server's v2 `PAYMENT-REQUIRED` header, read and as sent.
-async fn requirement(
-    client: &reqwest::Client,
-    url: &str,
-) -> (PaymentRequirements, serde_json::Value) {
+async fn payment_required(client: &reqwest::Client, url: &str) -> serde_json::Value {
     let resp = client
         .get(url)
         .send()
@@ -62,8 +63,11 @@ async fn requirement(
     let json = base64::engine::general_purpose::STANDARD
         .decode(header.as_bytes())
         .unwrap_or_else(|e| fail(format!("PAYMENT-REQUIRED is not base64: {e}")));
-    let required: serde_json::Value =
-        serde_json::from_slice(&json).unwrap_or_else(|e| fail(format!("PAYMENT-REQUIRED: {e}")));
+    serde_json::from_slice(&json).unwrap_or_else(|e| fail(format!("PAYMENT-REQUIRED: {e}")))
+}
+
+/// The first usable `exact` requirement of the server's challenge, read and as sent.
+fn requirement(required: &serde_json::Value) -> (PaymentRequirements, serde_json::Value) {
     let networks = Networks::from_config(&builtin_networks());
     let accepts = required["accepts"].as_array().cloned().unwrap_or_default();
     accepts
@@ -99,33 +103,32 @@ async fn main() {
         .timeout(Duration::from_secs(120))
         .build()
         .unwrap_or_else(|e| fail(e.to_string()));
-    let (req, offered) = requirement(&client, &args.url).await;
-    let now = paygate_domain::unix_now();
-    let headers: Arc<Vec<String>> = Arc::new(
-        (0..args.requests)
-            .map(|_| sign::payment_header_echoing(&req, offered.clone(), &signer, now))
-            .collect::<Result<_, _>>()
-            .unwrap_or_else(|e| fail(e.to_string())),
-    );
+    let required = payment_required(&client, &args.url).await;
+    let lists = match args.scheme.as_str() {
+        "exact" => exact_payments(&required, &signer, &args),
+        "batch-settlement" => channel_payments(&client, &required, &signer, &args).await,
+        "free" => {
+            vec![vec![String::new(); args.requests.div_ceil(args.concurrency)]; args.concurrency]
+        }
+        other => fail(format!("--scheme {other}: exact, batch-settlement or free")),
+    };
+    let header = if args.scheme == "free" {
+        "x-paygate-bench-free"
+    } else {
+        "payment-signature"
+    };
 
-    let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
-    let workers: Vec<_> = (0..args.concurrency)
-        .map(|_| {
-            let (client, headers, next, url) = (
-                client.clone(),
-                headers.clone(),
-                next.clone(),
-                args.url.clone(),
-            );
+    let workers: Vec<_> = lists
+        .into_iter()
+        .map(|list| {
+            let (client, url) = (client.clone(), args.url.clone());
             tokio::spawn(async move {
                 let mut out = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(h) = headers.get(i) else { break };
+                for h in list {
                     let t = Instant::now();
                     let (status, receipt, body) =
-                        match client.get(&url).header("payment-signature", h).send().await {
+                        match client.get(&url).header(header, h).send().await {
                             Ok(resp) => {
                                 let receipt = resp.headers().contains_key("payment-response");
                                 let status = resp.status().as_u16();
@@ -168,6 +171,7 @@ async fn main() {
         ok.iter().map(Duration::as_secs_f64).sum::<f64>() * 1000.0 / ok.len() as f64
     };
     let report = serde_json::json!({
+        "scheme": args.scheme,
         "requests": outcomes.len(),
         "ok": ok.len(),
         "receipts": outcomes.iter().filter(|o| o.status == 200 && o.receipt).count(),
@@ -180,4 +184,75 @@ async fn main() {
         "first_refusal": outcomes.iter().find_map(|o| o.refusal.clone()),
     });
     println!("{report}");
+}
+
+/// `--requests` EIP-3009 payments for the first `exact` requirement, dealt to the connections.
+fn exact_payments(
+    required: &serde_json::Value,
+    signer: &PrivateKeySigner,
+    args: &Args,
+) -> Vec<Vec<String>> {
+    let (req, offered) = requirement(required);
+    let now = paygate_domain::unix_now();
+    let mut lists = vec![Vec::new(); args.concurrency];
+    for i in 0..args.requests {
+        let h = sign::payment_header_echoing(&req, offered.clone(), signer, now)
+            .unwrap_or_else(|e| fail(e.to_string()));
+        lists[i % args.concurrency].push(h);
+    }
+    lists
+}
+
+/// A channel per connection, each opened now (a deposit covering its share of the requests and
+/// its first voucher, sent before the clock starts), and that share of vouchers signed.
+async fn channel_payments(
+    client: &reqwest::Client,
+    required: &serde_json::Value,
+    signer: &PrivateKeySigner,
+    args: &Args,
+) -> Vec<Vec<String>> {
+    use alloy_primitives::{keccak256, U256};
+    use paygate_x402::batch::client::PayerChannel;
+    let accepted = required["accepts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["scheme"] == "batch-settlement"))
+        .unwrap_or_else(|| fail(format!("no batch-settlement offer in {required}")));
+    let price: u128 = accepted["amount"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| fail("the offer's amount is not an integer".into()));
+    let per = args.requests.div_ceil(args.concurrency) as u128;
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let opened = (0..args.concurrency).map(|w| {
+        let salt = keccak256(format!("{run}/{w}"));
+        let ch = PayerChannel::for_offer(signer.address(), accepted, salt)
+            .unwrap_or_else(|| fail(format!("not a usable offer: {accepted}")));
+        let deposit = ch.deposit(
+            price * (per + 1),
+            price,
+            paygate_domain::unix_now() + 3600,
+            U256::from_be_bytes(salt.0),
+            signer,
+        );
+        let (client, url, header) = (client.clone(), args.url.clone(), ch.header(&deposit));
+        async move {
+            let resp = client
+                .get(&url)
+                .header("payment-signature", header)
+                .send()
+                .await
+                .unwrap_or_else(|e| fail(format!("deposit: {e}")));
+            if resp.status() != 200 {
+                let status = resp.status();
+                let body = resp.text().await.unwrap_or_default();
+                fail(format!("deposit answered {status}: {body}"));
+            }
+            (2..=per + 1)
+                .map(|k| ch.header(&ch.voucher(price * k, signer)))
+                .collect::<Vec<_>>()
+        }
+    });
+    futures_util::future::join_all(opened).await
 }

@@ -547,3 +547,88 @@ async fn one_corridor_pay_key_sent_to_every_node_at_once_pays_once() {
         assert!(ids.contains(id), "{id} {ids:?}");
     }
 }
+
+/// A payment channel whose requests arrive on every node (issue 29): each voucher step is
+/// charged once whichever node serves it (a node takes the channel over once the last one's
+/// lease ran out), the same step sent to all three nodes at once is served once, and the claim
+/// pays the receiver exactly what was charged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_paid_on_every_node_charges_each_step_once() {
+    use common::channel::HandPayer;
+    const PRICE: u128 = 1_000;
+    let chain = std::sync::Arc::new(Chain::start());
+    let pg = paygate_store::testing::PgCluster::start();
+    let env = [
+        ("PAYGATE_MASTER_KEY", MCP_MASTER_KEY),
+        ("PAYGATE__CHANNELS__LEASE_MS", "300"),
+    ];
+    let n = paid_nodes(&chain, &pg.url(), &env).await;
+    let upstream = Upstream::start().await;
+    let (key, receiver) = acme_route(
+        &n,
+        json!({"path": "search", "priceUSD": "0.001", "network": "base-sepolia",
+               "targetUrl": format!("{}/search", upstream.url),
+               "schemes": ["exact", "batch-settlement"]}),
+    )
+    .await;
+    let r = n[0].get("/gateway/acme/search").await;
+    let doc = b64_json(r.headers()["payment-required"].to_str().unwrap());
+    let payer = HandPayer::new(1, &doc["accepts"][1], 3);
+    let send = |node: &Gateway, payload: Value| {
+        node.http
+            .get(node.url("/gateway/acme/search"))
+            .header("payment-signature", payer.header(payload))
+            .send()
+    };
+    let receiver_before = chain.balance(receiver).await;
+
+    // Opened on node 0, then one step on each node in turn.
+    let d = common::channel::deposit(&payer.config, 1, 20 * PRICE as u64, 1);
+    let r = send(&n[0], payer.deposit(&d, PRICE)).await.unwrap();
+    assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    for step in 2..=10u128 {
+        let r = send(&n[step as usize % 3], payer.voucher(step * PRICE))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "step {step}: {:?}", r.text().await);
+    }
+    // The next step sent to all three nodes at once: served once.
+    let sends = n.iter().map(|node| send(node, payer.voucher(11 * PRICE)));
+    let answers = futures_util::future::join_all(sends).await;
+    let statuses: Vec<u16> = answers
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| matches!(s, 200 | 402)),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        upstream.hits(),
+        11,
+        "every charged step reached the origin once"
+    );
+
+    let list: Value = n[2]
+        .api(&key, Method::GET, "/api/channels", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let c = &list["channels"][0];
+    assert_eq!(c["charged"], (11 * PRICE).to_string(), "{list}");
+    assert_eq!(c["requests"], 11, "{list}");
+    let r = n[1]
+        .api(&key, Method::POST, "/api/channels/claim", Some(json!({})))
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        chain.balance(receiver).await,
+        receiver_before + 11 * PRICE as u64
+    );
+}

@@ -34,8 +34,8 @@ pub(crate) struct Paying<'a> {
 
 impl Gateway {
     /// A `batch-settlement` payment: the route must offer channels; the voucher is admitted
-    /// (the channel's lock taken, a deposit sent first) once the upstream is known to accept
-    /// connections; the charge comes after the answer ([`Self::finish_channel`]). A refund
+    /// (the channel's lock taken, a deposit sent first) once the upstream is resolved and
+    /// allowed; the charge comes after the answer ([`Self::finish_channel`]). A refund
     /// payload is answered here (`Err` carries every answer the gateway writes itself).
     pub(crate) async fn channel_step(
         &self,
@@ -77,8 +77,10 @@ impl Gateway {
         if let Some(too_large) = self.body_too_large(req) {
             return Err(too_large);
         }
+        // No connection is opened first (as `exact` does): a voucher is charged only after the
+        // origin answered, so an origin that cannot be reached charges nothing anyway.
         let to = self
-            .reachable_upstream(p.entry, &req.headers)
+            .upstream_address(p.entry, &req.headers, &[])
             .await
             .map_err(|r| Answer::Error(r.code(), Cow::Owned(r.to_string())))?;
         let admitted = channels.admit(&wire, &charge).await.map_err(refused)?;

@@ -3,11 +3,10 @@
 #![allow(dead_code)]
 
 use super::chain::{self, address, signer};
-use alloy_primitives::aliases::U40;
-use alloy_primitives::{Address, Bytes, B256, U256};
+use alloy_primitives::{Bytes, B256, U256};
 use alloy_signer::SignerSync;
 use alloy_sol_types::SolStruct;
-use base64::Engine;
+use paygate_x402::batch::client::PayerChannel;
 use paygate_x402::batch::{
     self, ChannelConfig, ChannelConfigWire, ReceiveWithAuthorization, ERC3009_COLLECTOR_ADDRESS,
 };
@@ -57,37 +56,25 @@ pub fn deposit(c: &ChannelConfig, payer: usize, amount: u64, salt: u64) -> batch
 /// A payer paying a route's `batch-settlement` offer (`accepted`, from its challenge) by hand.
 pub struct HandPayer {
     pub key: usize,
+    pub channel: PayerChannel,
     pub config: ChannelConfig,
-    pub accepted: Value,
 }
 
 impl HandPayer {
     /// Payer `key`'s channel with `salt` on the offer `accepted`.
     pub fn new(key: usize, accepted: &Value, salt: u8) -> Self {
-        let extra = &accepted["extra"];
-        let addr = |v: &Value| v.as_str().unwrap().parse::<Address>().unwrap();
+        let channel = PayerChannel::for_offer(address(key), accepted, B256::repeat_byte(salt))
+            .expect("a batch-settlement offer");
         Self {
             key,
-            config: ChannelConfig {
-                payer: address(key),
-                payerAuthorizer: address(key),
-                receiver: addr(&accepted["payTo"]),
-                receiverAuthorizer: addr(&extra["receiverAuthorizer"]),
-                token: addr(&accepted["asset"]),
-                withdrawDelay: U40::from(extra["withdrawDelay"].as_u64().unwrap()),
-                salt: B256::repeat_byte(salt),
-            },
-            accepted: accepted.clone(),
+            config: channel.config.clone(),
+            channel,
         }
     }
 
     /// The voucher object for `max` on `c` signed by `key`.
     pub fn voucher_of(c: &ChannelConfig, max: u128, key: usize) -> Value {
-        json!({
-            "channelId": format!("{:#x}", c.channel_id(CHAIN_ID)),
-            "maxClaimableAmount": max.to_string(),
-            "signature": voucher(c, max, key).to_string(),
-        })
+        serde_json::to_value(PayerChannel::voucher_on(c, CHAIN_ID, max, &signer(key))).unwrap()
     }
 
     /// A `voucher` payload of `max`, signed by `key`, for configuration `c`.
@@ -101,30 +88,26 @@ impl HandPayer {
 
     /// This payer's own voucher of `max`.
     pub fn voucher(&self, max: u128) -> Value {
-        Self::voucher_payload(&self.config, max, self.key)
+        serde_json::to_value(self.channel.voucher(max, &signer(self.key))).unwrap()
     }
 
-    /// A `deposit` payload of `d` with the first voucher of `max`.
+    /// A `deposit` payload of `d` (whoever signed it) with this payer's first voucher of `max`.
     pub fn deposit(&self, d: &batch::Erc3009Deposit, max: u128) -> Value {
-        json!({
-            "type": "deposit",
-            "channelConfig": ChannelConfigWire::from(&self.config),
-            "voucher": Self::voucher_of(&self.config, max, self.key),
-            "deposit": {
-                "amount": d.amount.to_string(),
-                "authorization": {"erc3009Authorization": {
-                    "validAfter": d.valid_after.to_string(),
-                    "validBefore": d.valid_before.to_string(),
-                    "salt": format!("{:#x}", B256::from(d.salt)),
-                    "signature": d.signature.to_string(),
-                }},
-            },
-        })
+        let mut payload = serde_json::to_value(self.channel.deposit(
+            d.amount,
+            max,
+            d.valid_before.to::<u64>(),
+            d.salt,
+            &signer(self.key),
+        ))
+        .unwrap();
+        payload["deposit"]["authorization"]["erc3009Authorization"]["signature"] =
+            d.signature.to_string().into();
+        payload
     }
 
     /// The `PAYMENT-SIGNATURE` header carrying `payload`.
     pub fn header(&self, payload: Value) -> String {
-        let message = json!({"x402Version": 2, "accepted": self.accepted, "payload": payload});
-        base64::engine::general_purpose::STANDARD.encode(message.to_string())
+        self.channel.header(&payload)
     }
 }

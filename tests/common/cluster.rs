@@ -29,18 +29,28 @@ pub async fn paid_nodes(chain: &Arc<Chain>, url: &str, extra: &[(&str, &str)]) -
 /// Org `acme` (receiver account 9) with a $0.01 route `echo` to `upstream`, served by every
 /// node; its API key and the receiver.
 pub async fn echo_route(n: &[Gateway], upstream: &Upstream) -> (String, alloy_primitives::Address) {
+    acme_route(
+        n,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia"}),
+    )
+    .await
+}
+
+/// Org `acme` (receiver account 9) with the route `route` (a `path` without its slash),
+/// served by every node; its API key and the receiver.
+pub async fn acme_route(n: &[Gateway], route: Value) -> (String, alloy_primitives::Address) {
     let receiver = address(9);
     let (_, key) = n[0]
         .create_org("acme", Some(&receiver.to_checksum(None)))
         .await;
-    n[0].create_route(
-        &key,
-        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
-               "network": "base-sepolia"}),
-    )
-    .await;
+    let path = format!(
+        "/gateway/acme/{}",
+        route["path"].as_str().unwrap_or_default()
+    );
+    n[0].create_route(&key, route).await;
     for node in &n[1..] {
-        until(node, "/gateway/acme/echo", "route", |s, _| s == 402).await;
+        until(node, &path, "route", |s, _| s == 402).await;
     }
     (key, receiver)
 }

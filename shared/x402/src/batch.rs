@@ -13,6 +13,7 @@ use alloy_primitives::{address, Address, B256, U256};
 use alloy_sol_types::{sol, Eip712Domain, SolStruct, SolValue};
 use std::borrow::Cow;
 
+pub mod client;
 mod wire;
 pub use wire::*;
 use wire::{b256_of, bytes_of, u128_of, uint_of};

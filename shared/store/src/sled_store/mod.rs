@@ -56,6 +56,19 @@ pub struct SledStore {
     channels_unclaimed: sled::Tree,
     /// The leases asked for (all held: one process opens a sled database).
     leases: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    commit: GroupCommit,
+}
+
+/// Group commit: one `flush` of sled's log makes every write made before it started durable,
+/// so callers waiting together share one flush instead of queueing one each.
+#[derive(Default)]
+struct GroupCommit {
+    /// Tickets handed out: a caller takes one after its write.
+    announced: std::sync::atomic::AtomicU64,
+    /// Every ticket up to this one is on disk.
+    flushed: std::sync::atomic::AtomicU64,
+    /// One flush at a time (waiters queue in order).
+    turn: tokio::sync::Mutex<()>,
 }
 
 pub(super) fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -222,6 +235,7 @@ impl SledStore {
             channels: tree("channels")?,
             channels_unclaimed: tree("channels_unclaimed")?,
             leases: Default::default(),
+            commit: Default::default(),
             corridors: payouts::PayoutTrees::open(&db)?,
             db,
         }
@@ -249,13 +263,24 @@ impl SledStore {
 
     /// Waits until every write so far is on disk. sled 0.34's `flush_async` deadlocks when
     /// called concurrently (sled issue 1308, fixed only in unreleased code), so the blocking
-    /// `flush` runs on the blocking pool; concurrent callers share sled's one flush of the log.
+    /// `flush` runs on the blocking pool, one at a time; a caller whose write an earlier flush
+    /// already covered (it started after the caller's ticket) returns without one.
     pub(super) async fn durable(&self) -> StoreResult<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let c = &self.commit;
+        let ticket = c.announced.fetch_add(1, SeqCst) + 1;
+        let _turn = c.turn.lock().await;
+        if c.flushed.load(SeqCst) >= ticket {
+            return Ok(());
+        }
+        // Every ticket up to here was taken after its write: this flush covers them all.
+        let upto = c.announced.load(SeqCst);
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || db.flush())
             .await
             .map_err(backend)?
             .map_err(backend)?;
+        c.flushed.fetch_max(upto, SeqCst);
         Ok(())
     }
 
