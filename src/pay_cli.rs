@@ -3,7 +3,7 @@
 //! (`PAYGATE_PAYER_KEY`), by the same signer paygate's MCP tools pay with, if the price is within
 //! `--max-usd`; the call is sent again with the `PAYMENT-SIGNATURE` header. The API's answer goes
 //! to stdout, the settlement receipt (`PAYMENT-RESPONSE`) to stderr (`--json`: one JSON document
-//! with both on stdout).
+//! with both on stdout). `--channel` pays over a payment channel instead (`batch-settlement`).
 
 use alloy_signer_local::PrivateKeySigner;
 use anyhow::{anyhow, bail, Context};
@@ -39,6 +39,18 @@ pub struct PayArgs {
     /// Print one JSON document: {status, body, receipt, paid}.
     #[arg(long)]
     json: bool,
+    /// Pay over a payment channel (x402 `batch-settlement`) where the route offers one: a
+    /// deposit the first time (`--deposit-usd`), then a signed voucher per call. The channel's
+    /// state comes from the gateway (its corrective 402), so nothing is kept between calls.
+    #[arg(long)]
+    channel: bool,
+    /// With --channel: what the channel is funded with when it needs money, in USD (what is
+    /// not spent can be refunded).
+    #[arg(long, default_value = "1.00")]
+    deposit_usd: String,
+    /// With --channel: tells this payer's channels on one route apart.
+    #[arg(long, default_value_t = 0)]
+    channel_salt: u64,
 }
 
 pub fn run(args: PayArgs) -> anyhow::Result<ExitCode> {
@@ -136,6 +148,10 @@ async fn pay(args: PayArgs) -> anyhow::Result<ExitCode> {
             first.body
         )
     })?;
+    if args.channel {
+        let signer = payer(args.key.as_deref())?;
+        return pay_channel(&args, &challenge, &signer, max).await;
+    }
     let (req, offered) = offer(&challenge)?;
     if req.amount.0 > max.0 {
         bail!(
@@ -159,6 +175,86 @@ async fn pay(args: PayArgs) -> anyhow::Result<ExitCode> {
     });
     let second = call(&args, Some(&header)).await?;
     finish(&args, second, Some(paid))
+}
+
+/// Pays over the route's channel: a voucher for what the gateway says was charged plus the
+/// price (resynced from the corrective 402 when this process guessed wrong), with a deposit
+/// first when the channel cannot cover it.
+async fn pay_channel(
+    args: &PayArgs,
+    challenge: &Value,
+    signer: &PrivateKeySigner,
+    max: UsdcAmount,
+) -> anyhow::Result<ExitCode> {
+    use alloy_primitives::{keccak256, B256, U256};
+    use paygate_x402::batch::client::PayerChannel;
+    let offered = channel_offer(challenge)
+        .ok_or_else(|| anyhow!("this route offers no payment channel (batch-settlement)"))?;
+    let price: u128 = offered["amount"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| anyhow!("the channel offer's amount is not an integer"))?;
+    if price > u128::from(max.0) {
+        bail!("the price is {price} base units, above --max-usd: not paid");
+    }
+    let deposit = UsdcAmount::from_usd_str(&args.deposit_usd)
+        .map_err(|e| anyhow!("--deposit-usd {:?}: {e}", args.deposit_usd))?;
+    let salt = B256::from(U256::from(args.channel_salt));
+    let ch = PayerChannel::for_offer(signer.address(), offered, salt)
+        .ok_or_else(|| anyhow!("the channel offer is incomplete: {offered}"))?;
+    let mut paid = json!({
+        "scheme": "batch-settlement",
+        "amountUSD": UsdcAmount(u64::try_from(price)?).to_decimal().to_string(),
+        "network": offered["network"],
+        "payTo": offered["payTo"],
+        "payer": signer.address().to_checksum(None),
+        "channelId": format!("{:#x}", ch.id()),
+    });
+    let mut charged = 0u128;
+    for _ in 0..3 {
+        let a = call(args, Some(&ch.header(&ch.voucher(charged + price, signer)))).await?;
+        if a.status != reqwest::StatusCode::PAYMENT_REQUIRED {
+            return finish(args, a, Some(paid));
+        }
+        let doc = b64_json(&a.headers, "payment-required").unwrap_or_default();
+        let state = channel_offer(&doc)
+            .and_then(|o| o["extra"]["channelState"]["chargedCumulativeAmount"].as_str())
+            .and_then(|c| c.parse::<u128>().ok());
+        match doc["error"].as_str().unwrap_or_default() {
+            "invalid_batch_settlement_evm_cumulative_amount_mismatch" => {
+                charged = state.ok_or_else(|| anyhow!("a corrective 402 without the state"))?;
+            }
+            "invalid_batch_settlement_evm_cumulative_exceeds_balance" => {
+                charged = state.unwrap_or(charged);
+                let amount = u128::from(deposit.0).max(price);
+                let now = paygate_domain::unix_now();
+                let nonce = keccak256(format!("{now}/{}/{charged}", signer.address()));
+                let payload = ch.deposit(
+                    amount,
+                    charged + price,
+                    now + 600,
+                    U256::from_be_bytes(nonce.0),
+                    signer,
+                );
+                paid["depositUSD"] = UsdcAmount(u64::try_from(amount)?)
+                    .to_decimal()
+                    .to_string()
+                    .into();
+                let a = call(args, Some(&ch.header(&payload))).await?;
+                return finish(args, a, Some(paid));
+            }
+            _ => return finish(args, a, None),
+        }
+    }
+    bail!("the gateway kept refusing this channel's vouchers")
+}
+
+/// The `batch-settlement` requirement of a challenge.
+fn channel_offer(challenge: &Value) -> Option<&Value> {
+    challenge["accepts"]
+        .as_array()?
+        .iter()
+        .find(|a| a["scheme"] == paygate_x402::batch::SCHEME)
 }
 
 /// Prints the answer (and the receipt); success when the API answered 2xx.

@@ -545,3 +545,42 @@ async fn forged_replayed_and_out_of_step_payments_change_nothing() {
         "only the two paid requests reached the origin"
     );
 }
+
+/// `paygate pay --channel`: the first call opens the channel with a deposit; the next ones, new
+/// processes knowing nothing, learn the channel's state from the gateway and pay by voucher.
+#[tokio::test]
+async fn paygate_pay_opens_and_uses_a_channel() {
+    let (chain, gw, upstream, key) = setup().await;
+    let url = gw.url("/gateway/acme/search");
+    let before = chain.balance(address(1)).await;
+    for i in 0..3u64 {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_paygate"))
+            .args(["pay", &url, "--channel", "--deposit-usd", "0.01", "--json"])
+            .env("PAYGATE_PAYER_KEY", KEYS[1])
+            .output()
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["status"], 200, "{doc}");
+        assert_eq!(doc["paid"]["depositUSD"].is_string(), i == 0, "{doc}");
+        assert_eq!(
+            doc["receipt"]["extra"]["channelState"]["chargedCumulativeAmount"],
+            ((i + 1) * PRICE).to_string(),
+            "{doc}"
+        );
+    }
+    assert_eq!(
+        chain.balance(address(1)).await,
+        before - 10_000,
+        "one deposit"
+    );
+    let c = channel_of(&gw, &key, 1).await;
+    assert_eq!(
+        (c["charged"].as_str(), c["requests"].as_u64()),
+        (Some(&*(3 * PRICE).to_string()), Some(3)),
+        "{c}"
+    );
+    assert_eq!(upstream.hits(), 3);
+}

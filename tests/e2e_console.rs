@@ -1,6 +1,7 @@
 //! The web console in a real browser (issue 19): headless Chromium from Debian's packages,
 //! driven by Selenium (`tests/interop/console_browser.py`) against the real binary on anvil,
-//! with the official x402 Python client paying and the sandbox payout provider settling.
+//! with the official x402 Python client paying, `paygate pay --channel` paying over a payment
+//! channel, and the sandbox payout provider settling.
 //! Screenshots of each page land in `target/console/` (the README shows two of them).
 
 mod common;
@@ -23,6 +24,11 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
             "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".to_string(),
             "100".to_string(),
         ),
+        // Payment channels need a receiver authorizer (derived from the master key).
+        (
+            "PAYGATE_MASTER_KEY".to_string(),
+            "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff1".to_string(),
+        ),
     ]);
     let gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
@@ -41,6 +47,7 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
         .env("UPSTREAM", &upstream.url)
         .env("PAYER_KEY", KEYS[2])
         .env("PAY_SCRIPT", format!("{interop}/x402_python_pay.py"))
+        .env("PAYGATE_BIN", env!("CARGO_BIN_EXE_paygate"))
         .env("SCREENSHOTS", &shots)
         .output()
         .await
@@ -54,7 +61,11 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
     );
     let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
     println!("{seen}");
-    assert_eq!(upstream.hits(), 1, "the upstream served the one paid call");
+    assert_eq!(
+        upstream.hits(),
+        3,
+        "the upstream served the paid call and the two channel calls"
+    );
     for page in [
         "overview-empty",
         "route",
@@ -65,6 +76,7 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
         "operator",
         "corridor-quote",
         "payout",
+        "channels",
         "keys",
     ] {
         let png = shots.join(format!("{page}.png"));

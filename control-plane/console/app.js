@@ -37,7 +37,7 @@ function field(label, input, hint) {
 
 function show(...nodes) {
   const m = main();
-  m.replaceChildren(...nodes);
+  m.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false));
   m.focus();
 }
 
@@ -346,6 +346,47 @@ async function exportCsv(q) {
   say('Payments exported as payments.csv.');
 }
 
+// USDC base units (a decimal string) as dollars, exactly.
+function usd(base) {
+  const s = String(base || '0').padStart(7, '0');
+  const whole = s.slice(0, -6).replace(/^0+(?=\d)/, '');
+  const frac = s.slice(-6).replace(/0+$/, '');
+  return frac ? `${whole}.${frac}` : whole;
+}
+
+async function channels() {
+  let list;
+  try {
+    list = (await api('GET', '/api/channels')).channels;
+  } catch (e) {
+    if (e.status !== 503) throw e;
+    return show(el('h1', { text: 'Payment channels' }), el('p', { text: 'This deployment does not offer payment channels.' }));
+  }
+  const money = (v) => el('td', { class: 'num', text: usd(v) });
+  show(el('h1', { text: 'Payment channels' }),
+    el('p', { class: 'hint', text: 'Agents paying by signed voucher over one deposit (x402 batch-settlement). Charges are claimed on chain in batches; Claim now claims every unclaimed charge at once; Refund claims what was charged and returns the rest to the payer.' }),
+    table(['Payer', 'Status', { label: 'Deposited (USD)', num: 1 }, { label: 'Charged', num: 1 }, { label: 'Claimed', num: 1 },
+      { label: 'Unclaimed', num: 1 }, { label: 'Refunded', num: 1 }, { label: 'Balance', num: 1 }, { label: 'Requests', num: 1 }, ''],
+    list.map((c) => el('tr', { 'data-channel': c.id },
+      el('td', { class: 'mono', text: short(c.payer), title: c.id }),
+      el('td', {}, badge(c.status)),
+      money(c.deposited), money(c.charged), money(c.claimed), money(c.unclaimed), money(c.refunded), money(c.balance),
+      el('td', { class: 'num', text: c.requests }),
+      el('td', {}, el('button', { type: 'button', class: 'secondary', text: 'Refund', 'aria-label': `Refund channel ${short(c.id)}`, onclick: async (ev) => {
+        try {
+          const r = await api('POST', `/api/channels/${encodeURIComponent(c.id)}/refund`);
+          say(`Refunded $${usd(r.refundedAmount)} to ${short(c.payer)}.`);
+          route();
+        } catch (e) { ev.target.after(errorBox(e)); }
+      } }))))),
+    list.length ? null : el('p', { text: 'No payment channels yet.' }),
+    form('inline', [], 'Claim now', async () => {
+      const r = await api('POST', '/api/channels/claim');
+      say(`${r.claimedChannels} channel(s) claimed.`);
+      await route();
+    }));
+}
+
 async function paymentDetail(id) {
   const p = await api('GET', `/api/payments/${encodeURIComponent(id)}`);
   show(el('h1', { text: 'Payment' }),
@@ -524,6 +565,7 @@ async function route() {
     if (page === 'routes') return await routes();
     if (page === 'payments' && id) return await paymentDetail(id);
     if (page === 'payments') return await payments(params);
+    if (page === 'channels') return await channels();
     if (page === 'corridors' && id && sub === 'payouts') return await payoutDetail(id, subId);
     if (page === 'corridors' && id) return await corridorDetail(id);
     if (page === 'corridors') return await corridors();

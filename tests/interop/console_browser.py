@@ -5,10 +5,13 @@ A seller signs in with its API key (by keyboard), creates a route and sees its 4
 the official x402 Python client pays it; the payment shows in the ledger with its transaction
 link and the overview's charts move; the seller opens a corridor, the operator approves its KYC,
 the seller quotes (the fee breakdown before confirming) and pays out, and watches the payout
-reach SETTLED; then rotates an API key. Every page is screenshotted into SCREENSHOTS.
+reach SETTLED; an agent pays a channel route twice over one deposit (`paygate pay --channel`)
+and the seller sees the channel, claims it and refunds the rest; then rotates an API key. Every
+page is screenshotted into SCREENSHOTS.
 
 Environment: BASE (gateway URL), ORG_KEY, ADMIN_TOKEN, UPSTREAM (the route's target),
-PAYER_KEY (a funded anvil key), PAY_SCRIPT (x402_python_pay.py), SCREENSHOTS (a directory).
+PAYER_KEY (a funded anvil key), PAY_SCRIPT (x402_python_pay.py), PAYGATE_BIN (the binary),
+SCREENSHOTS (a directory).
 Prints one JSON line with what it saw; exits non-zero on the first failed expectation.
 """
 
@@ -17,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -199,6 +203,36 @@ try:
     seen["timeline"] = [li.text for li in d.find_elements(By.CSS_SELECTOR, ".timeline li")]
     assert len(seen["timeline"]) >= 2, seen["timeline"]
     shot("payout")
+
+    # A payment channel: a route offering batch-settlement, paid twice over one deposit.
+    req = urllib.request.Request(f"{BASE}/api/routes", method="POST", data=json.dumps({
+        "path": "/search", "priceUSD": "0.001", "targetUrl": f"{os.environ['UPSTREAM']}/search",
+        "network": "base-sepolia", "schemes": ["exact", "batch-settlement"]}).encode(),
+        headers={"Authorization": f"Bearer {os.environ['ORG_KEY']}", "Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+    for _ in range(2):
+        paid = subprocess.run(
+            [os.environ["PAYGATE_BIN"], "pay", f"{BASE}/gateway/acme/search", "--channel", "--deposit-usd", "0.01"],
+            env=dict(os.environ, PAYGATE_PAYER_KEY=os.environ["PAYER_KEY"]), capture_output=True, text=True, timeout=120)
+        assert paid.returncode == 0, paid.stdout + paid.stderr
+    go("#/channels")
+    heading("Payment channels")
+    assert unlabelled() == [], unlabelled()
+    row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-channel]")))
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[1:9] == ["open", "0.01", "0.002", "0", "0.002", "0", "0.01", "2"], cells
+    submit("Claim now")
+    wait.until(EC.text_to_be_present_in_element((By.ID, "status"), "1 channel(s) claimed."))
+    row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-channel]")))
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[4:6] == ["0.002", "0"], cells
+    row.find_element(By.XPATH, ".//button[normalize-space()='Refund']").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "status"), "Refunded $0.008"))
+    row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-channel]")))
+    seen["channel"] = [td.text for td in row.find_elements(By.TAG_NAME, "td")][1:9]
+    assert seen["channel"][5:7] == ["0.008", "0.002"], seen["channel"]
+    assert "null" not in d.find_element(By.CSS_SELECTOR, "main").text, "a placeholder leaked into the page"
+    shot("channels")
 
     # API keys: a new one is shown once.
     go("#/keys")
