@@ -182,15 +182,33 @@ async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
     assert_eq!(channels(&gw, &key).await["channels"], json!([]));
     assert_eq!(upstream.hits(), 0);
 
-    let report = channel_pay(&gw, &chain, 5, "?upstream_charge=250", 3, None).await;
+    // A fixed-price route charges its price whatever the origin states (and hides the header).
+    let report = channel_pay(&gw, &chain, 5, "?upstream_charge=0.00025", 1, None).await;
+    assert_eq!(report["statuses"]["200"], 1, "{report}");
+    assert_eq!(report["charged"], "1000", "{report}");
+    assert_eq!(report["chargeHeaderSeen"], false, "{report}");
+
+    // Priced by usage: the origin's stated charge (decimal USD), never seen by the caller.
+    let id = gw.route_id(&key, "/search").await;
+    let r = gw
+        .api(
+            &key,
+            reqwest::Method::PATCH,
+            &format!("/api/routes/{id}"),
+            Some(json!({"pricing": "usage"})),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["pricing"], "usage");
+    let report = channel_pay(&gw, &chain, 5, "?upstream_charge=0.00025", 3, None).await;
     assert_eq!(report["statuses"]["200"], 3, "{report}");
-    assert_eq!(report["charged"], "750", "{report}");
+    assert_eq!(report["charged"], "1750", "{report}");
     assert_eq!(report["receipts"][1]["extra"]["chargedAmount"], "250");
     assert_eq!(report["chargeHeaderSeen"], false, "{report}");
     let c = &channels(&gw, &key).await["channels"][0];
     assert_eq!(
         (c["charged"].as_str(), c["requests"].as_u64()),
-        (Some("750"), Some(3))
+        (Some("1750"), Some(4))
     );
 
     // A new client process: resynced by the corrective 402; the origin fails: nothing charged.
@@ -204,7 +222,7 @@ async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
     let c = &channels(&gw, &key).await["channels"][0];
     assert_eq!(
         (c["charged"].as_str(), c["requests"].as_u64()),
-        (Some("750"), Some(3))
+        (Some("1750"), Some(4))
     );
 
     // And the channel goes on, at the full price when the origin says nothing.
@@ -214,10 +232,10 @@ async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
         report["deposits"], 0,
         "the first deposit still covers it: {report}"
     );
-    assert_eq!(report["charged"], (750 + PRICE).to_string(), "{report}");
+    assert_eq!(report["charged"], (1750 + PRICE).to_string(), "{report}");
     let c = &channels(&gw, &key).await["channels"][0];
-    assert_eq!(c["requests"], 4);
-    assert_eq!(upstream.hits(), 5, "every request reached the origin once");
+    assert_eq!(c["requests"], 5);
+    assert_eq!(upstream.hits(), 6, "every request reached the origin once");
 }
 
 /// The channel of `payer` in the seller's list.
@@ -305,8 +323,26 @@ async fn the_payer_and_the_seller_refund_what_is_left() {
 
     // The seller returns the rest: what was charged is claimed first.
     let id = c["id"].as_str().unwrap().to_string();
+    let one: Value = gw
+        .api(&key, Method::GET, &format!("/api/channels/{id}"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&one["id"], &one["payer"], &one["charged"]),
+        (&c["id"], &c["payer"], &c["charged"]),
+        "one channel reads as it is listed: {one}"
+    );
     let path = format!("/api/channels/{id}/refund");
-    let r = gw.api(&key, Method::POST, &path, Some(json!({}))).await;
+    let seller_refund = || {
+        gw.http
+            .post(gw.url(&path))
+            .bearer_auth(&key)
+            .header("Idempotency-Key", "refund-4")
+            .send()
+    };
+    let r = seller_refund().await.unwrap();
     assert_eq!(r.status(), 200);
     let done: Value = r.json().await.unwrap();
     let left = 3 * PRICE - half - 2 * PRICE;
@@ -315,7 +351,11 @@ async fn the_payer_and_the_seller_refund_what_is_left() {
     assert_eq!(done["channel"]["unclaimed"], "0", "{done}");
     assert_eq!(chain.balance(address(4)).await, before[1] - 2 * PRICE);
     assert_eq!(chain.balance(address(9)).await, receiver_before + 4 * PRICE);
-    // Repeated: nothing moves.
+    // Repeated under the same key: the first answer again, nothing moves.
+    let r = seller_refund().await.unwrap();
+    assert_eq!(r.headers()["idempotent-replayed"], "true");
+    assert_eq!(r.json::<Value>().await.unwrap(), done);
+    // Repeated without it: nothing left, nothing moves.
     let again: Value = gw
         .api(&key, Method::POST, &path, Some(json!({})))
         .await
@@ -354,7 +394,17 @@ async fn the_payer_and_the_seller_refund_what_is_left() {
         assert_eq!(r.status(), 404, "{bad}");
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["code"], "NOT_FOUND", "{body}");
+        let r = gw
+            .api(&key, Method::GET, &format!("/api/channels/{bad}"), None)
+            .await;
+        assert_eq!(r.status(), 404, "{bad}");
     }
+    // Another organisation does not see the channel.
+    let (_, other) = gw.create_org("other", None).await;
+    let r = gw
+        .api(&other, Method::GET, &format!("/api/channels/{id}"), None)
+        .await;
+    assert_eq!(r.status(), 404);
 }
 
 /// The payer's escape hatch: once it asks for its deposit back on chain, the claimer (reading
@@ -583,4 +633,76 @@ async fn paygate_pay_opens_and_uses_a_channel() {
         "{c}"
     );
     assert_eq!(upstream.hits(), 3);
+}
+
+/// A tool call at the caller-pays MCP endpoint paid from a channel (x402's MCP transport): the
+/// tool's requirements list the channel offer; a deposit, then a voucher, each answer carrying
+/// the receipt; a voucher out of step is a tool error whose requirements carry the channel's
+/// state (the caller resyncs from it) and nothing reaches the origin.
+#[tokio::test]
+async fn a_public_tool_call_is_paid_from_a_channel() {
+    let (_chain, gw, upstream, key) = setup().await;
+    gw.create_route(
+        &key,
+        json!({"path": "lookup", "priceUSD": "0.001", "network": "base-sepolia",
+               "targetUrl": format!("{}/lookup", upstream.url), "publicTool": true,
+               "schemes": ["exact", "batch-settlement"]}),
+    )
+    .await;
+    let call = |payment: Option<Value>| {
+        let mut params = json!({"name": "lookup", "arguments": {}});
+        if let Some(p) = payment {
+            params["_meta"] = json!({ "x402/payment": p });
+        }
+        let gw = &gw;
+        async move { common::mcp_x402_rpc(gw, "acme", "tools/call", params).await }
+    };
+    let unpaid = call(None).await;
+    assert_eq!(unpaid["isError"], true, "{unpaid}");
+    let accepts = &unpaid["structuredContent"]["accepts"];
+    assert_eq!(accepts[1]["scheme"], "batch-settlement", "{unpaid}");
+    let payer = HandPayer::new(6, &accepts[1], 7);
+    let price = u128::from(PRICE);
+    let payment = |payload: Value| json!({"x402Version": 2, "accepted": accepts[1].clone(), "payload": payload});
+    let receipt = |r: &Value| r["_meta"]["x402/payment-response"].clone();
+
+    let d = channel::deposit(&payer.config, 6, 3 * PRICE, 1);
+    let opened = call(Some(payment(payer.deposit(&d, price)))).await;
+    assert_eq!(opened["isError"], false, "{opened}");
+    assert_eq!(
+        receipt(&opened)["extra"]["chargedAmount"],
+        PRICE.to_string()
+    );
+    let served = call(Some(payment(payer.voucher(2 * price)))).await;
+    assert_eq!(served["isError"], false, "{served}");
+    assert_eq!(
+        receipt(&served)["extra"]["channelState"]["chargedCumulativeAmount"],
+        (2 * PRICE).to_string(),
+        "{served}"
+    );
+    assert_eq!(upstream.hits(), 2);
+
+    // Out of step: the requirements say where the channel is; nothing is forwarded.
+    let skipped = call(Some(payment(payer.voucher(4 * price)))).await;
+    assert_eq!(skipped["isError"], true, "{skipped}");
+    let doc = &skipped["structuredContent"];
+    assert_eq!(
+        doc["error"], "invalid_batch_settlement_evm_cumulative_amount_mismatch",
+        "{skipped}"
+    );
+    assert_eq!(
+        doc["accepts"][1]["extra"]["channelState"]["chargedCumulativeAmount"],
+        (2 * PRICE).to_string(),
+        "{skipped}"
+    );
+    assert_eq!(doc["x402/payment-response"]["success"], false, "{skipped}");
+    assert_eq!(upstream.hits(), 2);
+    let resynced = call(Some(payment(payer.voucher(3 * price)))).await;
+    assert_eq!(resynced["isError"], false, "{resynced}");
+    let c = channel_of(&gw, &key, 6).await;
+    assert_eq!(
+        (c["charged"].as_str(), c["requests"].as_u64()),
+        (Some("3000"), Some(3)),
+        "{c}"
+    );
 }

@@ -374,7 +374,7 @@ async function channels() {
       el('td', { class: 'num', text: c.requests }),
       el('td', {}, el('button', { type: 'button', class: 'secondary', text: 'Refund', 'aria-label': `Refund channel ${short(c.id)}`, onclick: async (ev) => {
         try {
-          const r = await api('POST', `/api/channels/${encodeURIComponent(c.id)}/refund`);
+          const r = await api('POST', `/api/channels/${encodeURIComponent(c.id)}/refund`, undefined, { headers: { 'Idempotency-Key': crypto.randomUUID() } });
           say(`Refunded $${usd(r.refundedAmount)} to ${short(c.payer)}.`);
           route();
         } catch (e) { ev.target.after(errorBox(e)); }

@@ -1,17 +1,20 @@
 //! Payment channels for the seller (issue 29): `GET /api/channels` lists the organisation's
 //! channels (deposited, charged, claimed, refunded, withdrawing) and `POST /api/channels/claim`
 //! claims every charge not yet claimed on chain now, in as few transactions as the batch size
-//! allows, instead of waiting for the claimer's thresholds; `POST /api/channels/{id}/refund`
-//! returns what is left in a channel to its payer.
+//! allows, instead of waiting for the claimer's thresholds; `GET /api/channels/{id}` shows one;
+//! `POST /api/channels/{id}/refund` returns what is left in a channel to its payer.
 
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
+use crate::input::{remembered, Idem, IdempotencyKey};
 use crate::state::AppState;
 use axum::extract::Path;
 use axum::extract::State;
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_domain::channel::ChannelRecord;
-use paygate_domain::ErrorCode;
+use paygate_domain::{ErrorCode, StoreError};
 use paygate_gateway::channels::{ChannelRefusal, Channels};
 use paygate_x402::batch::ChannelRejection;
 use serde::Serialize;
@@ -149,20 +152,58 @@ pub async fn claim(
     }))
 }
 
-#[utoipa::path(post, path = "/api/channels/{id}/refund", tag = "channels", security(("orgKey" = [])), params(("id" = String, Path, description = "The channel id (0x and 64 hex digits)")), responses((status = 200, description = "What was charged is claimed, everything else returned to the payer; repeated, nothing more moves", body = RefundResult), (status = 404, description = "No such channel in this organisation", body = paygate_domain::ErrorBody), (status = 503, description = "The chain or the store cannot be reached; nothing was refunded twice", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(get, path = "/api/channels/{id}", tag = "channels", security(("orgKey" = [])), params(("id" = String, Path, description = "The channel id (0x and 64 hex digits)")), responses((status = 200, description = "The channel", body = ChannelView), (status = 404, description = "No such channel in this organisation", body = paygate_domain::ErrorBody)))]
+pub async fn get_one(
+    State(state): State<AppState>,
+    OrgAuth { org }: OrgAuth,
+    Path(id): Path<String>,
+) -> Result<Json<ChannelView>, ApiError> {
+    let record = channels(&state)?.get(&org.id, &id).await.map_err(refused)?;
+    record.map(|r| Json(r.into())).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            "no channel with this id in your organisation",
+        )
+    })
+}
+
+#[utoipa::path(post, path = "/api/channels/{id}/refund", tag = "channels", security(("orgKey" = [])), params(("id" = String, Path, description = "The channel id (0x and 64 hex digits)"), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), responses((status = 200, description = "What was charged is claimed, everything else returned to the payer; repeated, nothing more moves (under the same Idempotency-Key, the first answer again)", body = RefundResult), (status = 404, description = "No such channel in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "The Idempotency-Key was used with another request", body = paygate_domain::ErrorBody), (status = 503, description = "The chain or the store cannot be reached; nothing was refunded twice", body = paygate_domain::ErrorBody)))]
 pub async fn refund(
     State(state): State<AppState>,
     org: OrgAuth,
+    method: Method,
+    uri: Uri,
+    key: IdempotencyKey,
     Path(id): Path<String>,
-) -> Result<Json<RefundResult>, ApiError> {
+) -> Result<Response, ApiError> {
     let org = org.active()?;
+    let idem = Idem::from_request(key, &method, &uri, b"");
+    if let Some(r) = remembered(&state, &org.id, &idem).await? {
+        return Ok(r);
+    }
     let refunded = channels(&state)?
         .refund_for_seller(&org.id, &id)
         .await
         .map_err(refused)?;
-    Ok(Json(RefundResult {
+    let out = RefundResult {
         refunded_amount: refunded.amount.to_string(),
         transaction: refunded.transaction.map(|t| format!("{t:#x}")),
         channel: refunded.record.into(),
-    }))
+    };
+    if let Some(i) = &idem {
+        // The refund itself is idempotent (a repeat moves nothing); the record makes a repeat
+        // under the same key answer this first result.
+        match state
+            .store
+            .put_idempotency(&i.record(&org.id, StatusCode::OK, &out))
+            .await
+        {
+            Ok(()) => {}
+            Err(StoreError::IdempotencyKeyUsed(prev)) => return Ok(i.replay(&prev)),
+            Err(e) => {
+                tracing::warn!(error = %e, "the refund's Idempotency-Key record was not kept")
+            }
+        }
+    }
+    Ok(Json(out).into_response())
 }

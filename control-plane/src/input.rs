@@ -2,8 +2,12 @@
 //! fingerprint it is checked against, query strings.
 
 use crate::error::ApiError;
+use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use paygate_domain::model::IdempotencyRecord;
 use paygate_domain::{ErrorCode, FieldProblem};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -54,6 +58,78 @@ pub fn fingerprint(method: &str, path: &str, body: &[u8]) -> String {
     let mut material = format!("{method} {path}\n").into_bytes();
     material.extend_from_slice(&canonical);
     paygate_domain::apikey::sha256_hex(&material)
+}
+
+/// An `Idempotency-Key` in use for this request: the key and the request's fingerprint.
+pub struct Idem {
+    key: String,
+    fingerprint: String,
+}
+
+impl Idem {
+    pub fn from_request(
+        key: IdempotencyKey,
+        method: &Method,
+        uri: &Uri,
+        body: &[u8],
+    ) -> Option<Self> {
+        key.0.map(|key| Self {
+            key,
+            fingerprint: fingerprint(method.as_str(), uri.path(), body),
+        })
+    }
+
+    pub fn record(
+        &self,
+        org_id: &str,
+        status: StatusCode,
+        body: &impl serde::Serialize,
+    ) -> IdempotencyRecord {
+        IdempotencyRecord {
+            org_id: org_id.to_string(),
+            key: self.key.clone(),
+            fingerprint: self.fingerprint.clone(),
+            status: status.as_u16(),
+            body: serde_json::to_string(body).unwrap_or_default(),
+            created_at_unix: time::OffsetDateTime::now_utc().unix_timestamp(),
+        }
+    }
+
+    /// The answer to a request whose key was used before: the stored response if it is the same
+    /// request, else `409 DUPLICATE_REQUEST`.
+    pub fn replay(&self, prev: &IdempotencyRecord) -> Response {
+        if prev.fingerprint != self.fingerprint {
+            return ApiError::new(
+                ErrorCode::DuplicateRequest,
+                "Idempotency-Key was already used with a different request",
+            )
+            .into_response();
+        }
+        let status = StatusCode::from_u16(prev.status).unwrap_or(StatusCode::OK);
+        let mut resp = (
+            status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            prev.body.clone(),
+        )
+            .into_response();
+        resp.headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+        resp
+    }
+}
+
+/// The stored answer when the request's `Idempotency-Key` was used before.
+pub async fn remembered(
+    state: &AppState,
+    org_id: &str,
+    idem: &Option<Idem>,
+) -> Result<Option<Response>, ApiError> {
+    if let Some(i) = idem {
+        if let Some(prev) = state.store.get_idempotency(org_id, &i.key).await? {
+            return Ok(Some(i.replay(&prev)));
+        }
+    }
+    Ok(None)
 }
 
 /// The query string read into `T`, the one way queries are read: a parameter given twice is a

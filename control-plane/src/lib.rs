@@ -63,6 +63,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/api/channels", get(channels_api::list))
         .route("/api/channels/claim", post(channels_api::claim))
+        .route("/api/channels/{id}", get(channels_api::get_one))
         .route("/api/channels/{id}/refund", post(channels_api::refund))
         .route("/api/payments", get(payments_api::list))
         .route("/api/payments/{id}", get(payments_api::get_one))

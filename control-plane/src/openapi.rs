@@ -44,6 +44,7 @@ use utoipa::{Modify, OpenApi};
         crate::keys_api::delete,
         crate::channels_api::list,
         crate::channels_api::claim,
+        crate::channels_api::get_one,
         crate::channels_api::refund,
         crate::payments_api::list,
         crate::payments_api::get_one,

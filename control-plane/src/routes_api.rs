@@ -4,15 +4,15 @@
 use crate::auth::OrgAuth;
 use crate::body::JsonBody;
 use crate::error::ApiError;
-use crate::input::IdempotencyKey;
+use crate::input::{remembered, Idem, IdempotencyKey};
 use crate::state::AppState;
 use crate::views::RouteView;
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, Method, StatusCode, Uri};
+use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paygate_domain::ids::new_id;
-use paygate_domain::model::{IdempotencyRecord, Route};
+use paygate_domain::model::Route;
 use paygate_domain::StoreError;
 use paygate_domain::{now_rfc3339, ErrorCode, FieldProblem};
 use paygate_gateway::settleable::Standing;
@@ -98,72 +98,6 @@ async fn check_input(state: &AppState, input: &RouteInput) -> Result<(), ApiErro
     }
 }
 
-/// An `Idempotency-Key` in use for this request: the key and the request's fingerprint.
-struct Idem {
-    key: String,
-    fingerprint: String,
-}
-
-impl Idem {
-    fn from_request(key: IdempotencyKey, method: &Method, uri: &Uri, body: &[u8]) -> Option<Self> {
-        key.0.map(|key| Self {
-            key,
-            fingerprint: crate::input::fingerprint(method.as_str(), uri.path(), body),
-        })
-    }
-
-    fn record(
-        &self,
-        org_id: &str,
-        status: StatusCode,
-        body: &impl serde::Serialize,
-    ) -> IdempotencyRecord {
-        IdempotencyRecord {
-            org_id: org_id.to_string(),
-            key: self.key.clone(),
-            fingerprint: self.fingerprint.clone(),
-            status: status.as_u16(),
-            body: serde_json::to_string(body).unwrap_or_default(),
-            created_at_unix: time::OffsetDateTime::now_utc().unix_timestamp(),
-        }
-    }
-
-    /// The answer to a request whose key was used before: the stored response if it is the same
-    /// request, else `409 DUPLICATE_REQUEST`.
-    fn replay(&self, prev: &IdempotencyRecord) -> Response {
-        if prev.fingerprint != self.fingerprint {
-            return ApiError::new(
-                ErrorCode::DuplicateRequest,
-                "Idempotency-Key was already used with a different request",
-            )
-            .into_response();
-        }
-        let status = StatusCode::from_u16(prev.status).unwrap_or(StatusCode::OK);
-        let mut resp = (
-            status,
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            prev.body.clone(),
-        )
-            .into_response();
-        resp.headers_mut()
-            .insert("idempotent-replayed", HeaderValue::from_static("true"));
-        resp
-    }
-}
-
-async fn remembered(
-    state: &AppState,
-    org_id: &str,
-    idem: &Option<Idem>,
-) -> Result<Option<Response>, ApiError> {
-    if let Some(i) = idem {
-        if let Some(prev) = state.store.get_idempotency(org_id, &i.key).await? {
-            return Ok(Some(i.replay(&prev)));
-        }
-    }
-    Ok(None)
-}
-
 /// The health of `route`'s targets as this node's balancer sees them, if it has one.
 fn target_health(
     state: &AppState,
@@ -229,6 +163,7 @@ pub async fn create(
         output_schema: None,
         public_tool: false,
         schemes: paygate_domain::model::exact_only(),
+        pricing: paygate_domain::model::Pricing::Fixed,
         created_at_ns: now.unix_timestamp_nanos(),
         created_at: stamp.clone(),
         updated_at: stamp,

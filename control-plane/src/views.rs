@@ -47,6 +47,9 @@ pub struct RouteView {
     public_tool: bool,
     /// The x402 schemes the route accepts, in its challenge's order.
     schemes: Vec<paygate_domain::model::Scheme>,
+    /// `fixed` (the price per request) or `usage` (the origin's `X-Paygate-Charge`, at most the
+    /// price).
+    pricing: paygate_domain::model::Pricing,
     created_at: String,
     updated_at: String,
 }
@@ -97,6 +100,7 @@ impl From<&Route> for RouteView {
             output_schema: r.output_schema.clone(),
             public_tool: r.public_tool,
             schemes: r.schemes.clone(),
+            pricing: r.pricing,
             created_at: r.created_at.clone(),
             updated_at: r.updated_at.clone(),
         }

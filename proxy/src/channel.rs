@@ -5,6 +5,7 @@
 
 use crate::decide::{Answer, Forwarding};
 use crate::Gateway;
+use paygate_domain::model::Pricing;
 use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::{ErrorBody, ErrorCode};
 use paygate_gateway::channels::{self, ChannelCharge, ChannelRefusal};
@@ -18,9 +19,8 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// The response header in which an origin states what a call cost (usage-based pricing):
-/// USDC base units as an integer (`1500`), or USD with a decimal point (`0.0015`). Removed
-/// before the answer reaches the caller.
+/// The response header in which an origin states what a call cost (`pricing: "usage"`), in
+/// decimal USD (`0.00025`). Removed before the answer reaches the caller, whatever the pricing.
 const CHARGE_HEADER: &str = "x-paygate-charge";
 
 /// A paid route's request being paid: what the refusals and the charge are rendered from.
@@ -104,7 +104,10 @@ impl Gateway {
         if resp.status.as_u16() >= 400 {
             return;
         }
-        let charge = usage_charge(stated.as_ref(), admitted.price(), &f.route.id);
+        let charge = match f.route.route.pricing {
+            Pricing::Fixed => admitted.price(),
+            Pricing::Usage => usage_charge(stated.as_ref(), admitted.price(), &f.route.id),
+        };
         match channels.finish(admitted, charge).await {
             Ok(receipt) => f.channel_receipt = Some((receipt.header(), receipt.charged)),
             Err(e) => tracing::warn!(error = %e, "channel charge not committed"),
@@ -112,28 +115,20 @@ impl Gateway {
     }
 }
 
-/// What a channel request is charged: the origin's stated charge, at most the `price`; the
-/// price when the origin says nothing; nothing (and a warning for the operator) when what it
-/// says is not an amount.
+/// What a usage-priced request is charged: the origin's stated charge in decimal USD, at most
+/// the `price` (an amount too large for any price is above it); the price when the origin says
+/// nothing; nothing (and a warning for the operator) when what it says is not an amount.
 fn usage_charge(stated: Option<&http::HeaderValue>, price: u128, route: &str) -> u128 {
     let Some(v) = stated else { return price };
     let text = v.to_str().unwrap_or("").trim();
-    let amount = if text.contains('.') {
-        paygate_x402::money::UsdcAmount::from_usd_str(text)
-            .ok()
-            .map(|a| u128::from(a.0))
-    } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse::<u128>().ok()
-    } else {
-        None
-    };
-    match amount {
-        Some(a) => a.min(price),
-        None => {
+    match paygate_x402::money::parse_usdc_units(text) {
+        Ok(units) => u128::from(units).min(price),
+        Err(paygate_x402::money::DecimalError::Overflow) => price,
+        Err(_) => {
             tracing::warn!(
                 route,
                 value = text,
-                "the origin's X-Paygate-Charge is not an amount; nothing charged"
+                "the origin's X-Paygate-Charge is not a USD amount; nothing charged"
             );
             0
         }
@@ -200,11 +195,21 @@ mod tests {
             usage_charge(h.as_ref(), 1_000, "rt")
         };
         assert_eq!(charge(None), 1_000, "silent origin: the price");
-        assert_eq!(charge(Some("250")), 250, "base units");
-        assert_eq!(charge(Some(" 0.00025 ")), 250, "USD with a point");
+        assert_eq!(charge(Some(" 0.00025 ")), 250, "decimal USD");
+        assert_eq!(charge(Some("0.000999")), 999);
         assert_eq!(charge(Some("0")), 0);
-        assert_eq!(charge(Some("5000")), 1_000, "above the price: the price");
+        assert_eq!(charge(Some("0.0")), 0);
+        assert_eq!(
+            charge(Some("250")),
+            1_000,
+            "$250 is above the price: the price"
+        );
         assert_eq!(charge(Some("0.5")), 1_000);
+        assert_eq!(
+            charge(Some("99999999999999999999999999999999999999999")),
+            1_000,
+            "too large for any price: the price"
+        );
         for bad in [
             "-1",
             "-0.5",
@@ -213,7 +218,10 @@ mod tests {
             "1e3",
             "0x10",
             "1,5",
-            "99999999999999999999999999999999999999999",
+            ".5",
+            "1.",
+            "0.0000001",
+            "+1",
         ] {
             assert_eq!(charge(Some(bad)), 0, "{bad:?}");
         }

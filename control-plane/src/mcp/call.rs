@@ -144,6 +144,8 @@ struct Answer {
     status: reqwest::StatusCode,
     /// The settlement receipt (base64 JSON) when one came back: the payment was taken.
     receipt: Option<String>,
+    /// The gateway's `PAYMENT-REQUIRED` (base64 JSON) on a refused payment.
+    payment_required: Option<String>,
     content_type: String,
     body: Vec<u8>,
     truncated: bool,
@@ -202,6 +204,11 @@ async fn send(
         .find_map(|h| resp.headers().get(*h))
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    let payment_required = resp
+        .headers()
+        .get("payment-required")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let content_type = resp
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -222,6 +229,7 @@ async fn send(
     Ok(Answer {
         status,
         receipt,
+        payment_required,
         content_type,
         body,
         truncated,
@@ -421,11 +429,15 @@ fn payment_required(
     error: &str,
     receipt: Option<Value>,
 ) -> CallToolResult {
-    let Some((req, _)) = &entry.payment else {
+    let Some((req, challenge)) = &entry.payment else {
         return tool_error(error);
     };
-    let mut doc = serde_json::to_value(req.payment_required_v2(error, Some(extensions.clone())))
-        .unwrap_or_default();
+    let mut doc = serde_json::to_value(req.payment_required_offered(
+        error,
+        Some(extensions.clone()),
+        &challenge.offer,
+    ))
+    .unwrap_or_default();
     if let Some(r) = receipt {
         doc[PAYMENT_RESPONSE_META] = r;
     }
@@ -509,6 +521,19 @@ pub async fn call_paid_by_caller(
         let failed = serde_json::json!({
             "success": false, "errorReason": reason, "transaction": "", "network": network,
         });
+        // The gateway's own v2 requirements (with its reason) when it answered some: a refused
+        // channel voucher carries the channel's state there, from which the caller resyncs.
+        if let Some(mut doc) = answer
+            .payment_required
+            .as_deref()
+            .and_then(paygate_x402::b64_json)
+            .filter(|d| d.get("accepts").is_some())
+        {
+            doc[PAYMENT_RESPONSE_META] = failed;
+            let mut result = tool_error(doc.to_string());
+            result.structured_content = Some(doc);
+            return result;
+        }
         return payment_required(&entry, extensions, &reason, Some(failed));
     }
     let mut result = result_of(&answer, state.config.mcp.max_result_bytes);
@@ -559,6 +584,7 @@ mod tests {
         Answer {
             status: reqwest::StatusCode::from_u16(status).unwrap(),
             receipt: None,
+            payment_required: None,
             content_type: "application/json".into(),
             body: body.as_bytes().to_vec(),
             truncated: false,

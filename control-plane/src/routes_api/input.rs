@@ -7,7 +7,7 @@ use crate::body::fields::{
     Word,
 };
 use crate::body::RequestBody;
-use paygate_domain::model::{Balancing, HealthCheck, Route, RouteTarget, Scheme};
+use paygate_domain::model::{Balancing, HealthCheck, Pricing, Route, RouteTarget, Scheme};
 use paygate_domain::FieldProblem;
 use paygate_x402::money::UsdcAmount;
 use serde::Deserialize;
@@ -94,6 +94,12 @@ pub struct RouteCreate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     schemes: Option<Vec<Scheme>>,
+    /// How a request is charged (default `fixed`): `fixed`, the price; `usage`, what the origin
+    /// states in its `X-Paygate-Charge` response header (or trailer, when streamed) in decimal
+    /// USD, at most the price, the price when it says nothing.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    pricing: Option<Pricing>,
 }
 
 impl RequestBody for RouteCreate {
@@ -171,6 +177,12 @@ pub struct RouteUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     schemes: Option<Vec<Scheme>>,
+    /// How a request is charged (default `fixed`): `fixed`, the price; `usage`, what the origin
+    /// states in its `X-Paygate-Charge` response header (or trailer, when streamed) in decimal
+    /// USD, at most the price, the price when it says nothing.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
+    pricing: Option<Pricing>,
 }
 
 impl RequestBody for RouteUpdate {
@@ -202,6 +214,7 @@ pub(super) struct RouteInput {
     pub(super) output_schema: Option<Option<serde_json::Value>>,
     pub(super) public_tool: Option<bool>,
     pub(super) schemes: Option<Vec<Scheme>>,
+    pub(super) pricing: Option<Pricing>,
 }
 
 impl From<RouteCreate> for RouteInput {
@@ -221,6 +234,7 @@ impl From<RouteCreate> for RouteInput {
             input_schema: b.input_schema.patch().map(|m| m.map(|t| t.0)),
             output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
             public_tool: b.public_tool,
+            pricing: b.pricing,
             ..Self::default()
         };
         input.read_schemes(b.schemes);
@@ -247,6 +261,7 @@ impl From<RouteUpdate> for RouteInput {
             input_schema: b.input_schema.patch().map(|m| m.map(|t| t.0)),
             output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
             public_tool: b.public_tool,
+            pricing: b.pricing,
             ..Self::default()
         };
         input.read_schemes(b.schemes);
@@ -312,6 +327,9 @@ impl RouteInput {
         }
         if let Some(v) = self.schemes {
             r.schemes = v;
+        }
+        if let Some(v) = self.pricing {
+            r.pricing = v;
         }
     }
 

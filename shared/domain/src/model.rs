@@ -101,6 +101,10 @@ pub struct Route {
     /// written before issue 29 stored none: `exact` alone).
     #[serde(default = "exact_only")]
     pub schemes: Vec<Scheme>,
+    /// How a request is charged: the price (`fixed`), or what the origin states in
+    /// `X-Paygate-Charge`, at most the price (`usage`).
+    #[serde(default)]
+    pub pricing: Pricing,
     /// Nanoseconds since the epoch; orders the list newest first.
     pub created_at_ns: i128,
     pub created_at: String,
@@ -126,6 +130,21 @@ impl Scheme {
             Self::BatchSettlement => paygate_x402::batch::SCHEME,
         }
     }
+}
+
+/// How a route's requests are charged (DECISIONS: `pricing`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Pricing {
+    /// Every request costs the route's price.
+    #[default]
+    Fixed,
+    /// The price is a ceiling: the origin states what a call cost in the `X-Paygate-Charge`
+    /// response header (or a trailer of that name on a streamed answer), in decimal USD; the
+    /// charge is that, at most the price, and the price when the origin says nothing.
+    Usage,
 }
 
 /// The schemes of a route that names none.

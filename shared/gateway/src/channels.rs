@@ -576,4 +576,21 @@ impl Channels {
     pub async fn list(&self, org_id: &str) -> Result<Vec<ChannelRecord>, ChannelRefusal> {
         self.store.list_channels(org_id).await.map_err(unavailable)
     }
+
+    /// The organisation's channel `id` (`None`: no such channel, or another organisation's).
+    pub async fn get(
+        &self,
+        org_id: &str,
+        id: &str,
+    ) -> Result<Option<ChannelRecord>, ChannelRefusal> {
+        let Ok(id) = id.parse::<B256>() else {
+            return Ok(None);
+        };
+        let record = self
+            .store
+            .get_channel(&format!("{id:#x}"))
+            .await
+            .map_err(unavailable)?;
+        Ok(record.filter(|r| r.org_id == org_id))
+    }
 }

@@ -380,6 +380,7 @@ impl RenderContext {
             })),
             public_tool: false,
             schemes: paygate_domain::model::exact_only(),
+            pricing: paygate_domain::model::Pricing::Fixed,
             created_at_ns: 0,
             created_at: now.clone(),
             updated_at: now,

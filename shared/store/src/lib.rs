@@ -127,6 +127,10 @@ pub trait RouteStore: Send + Sync {
         org_id: &str,
         key: &str,
     ) -> StoreResult<Option<IdempotencyRecord>>;
+    /// Records the answer of a request made under an `Idempotency-Key` that no route write
+    /// carries (a channel refund), durably; `IdempotencyKeyUsed` with the stored record when
+    /// the key was taken first.
+    async fn put_idempotency(&self, rec: &IdempotencyRecord) -> StoreResult<()>;
     /// Removes idempotency records created before `before_unix`; returns how many.
     async fn purge_idempotency(&self, before_unix: i64) -> StoreResult<usize>;
 }

@@ -68,6 +68,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         output_schema: None,
         public_tool: false,
         schemes: paygate_domain::model::exact_only(),
+        pricing: paygate_domain::model::Pricing::Fixed,
         created_at_ns: 1,
         created_at: "t".into(),
         updated_at: "t".into(),
@@ -216,7 +217,24 @@ async fn idempotency_key_blocks_second_insert_and_nothing_else_changes() {
         s.insert_route(&route("o2", "r2", "/b"), Some(&idem("o2", "k")))
             .await
             .unwrap();
-        assert_eq!(s.purge_idempotency(101).await.unwrap(), 2, "{name}");
+        // A record kept on its own (a channel refund's): once per key, the first one stays.
+        let mut refund = idem("o2", "k3");
+        refund.status = 200;
+        s.put_idempotency(&refund).await.unwrap();
+        let mut other = refund.clone();
+        other.body = "{\"refundedAmount\":\"1\"}".into();
+        match s.put_idempotency(&other).await {
+            Err(StoreError::IdempotencyKeyUsed(rec)) => assert_eq!(*rec, refund, "{name}"),
+            other => panic!("{name}: unexpected {other:?}"),
+        }
+        match s
+            .insert_route(&route("o2", "r9", "/z"), Some(&idem("o2", "k3")))
+            .await
+        {
+            Err(StoreError::IdempotencyKeyUsed(rec)) => assert_eq!(rec.status, 200, "{name}"),
+            other => panic!("{name}: unexpected {other:?}"),
+        }
+        assert_eq!(s.purge_idempotency(101).await.unwrap(), 3, "{name}");
         assert!(
             s.get_idempotency("o1", "k").await.unwrap().is_none(),
             "{name}"

@@ -127,6 +127,12 @@ impl RouteStore for PgStore {
         tx.commit().await.map_err(backend)
     }
 
+    async fn put_idempotency(&self, rec: &IdempotencyRecord) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        claim_idempotency(&mut tx, Some(rec)).await?;
+        tx.commit().await.map_err(backend)
+    }
+
     async fn get_idempotency(
         &self,
         org_id: &str,

@@ -120,6 +120,22 @@ impl RouteStore for SledStore {
         Self::get(&self.idempotency, &key2(org_id, key))
     }
 
+    async fn put_idempotency(&self, rec: &IdempotencyRecord) -> StoreResult<()> {
+        let swapped = self
+            .idempotency
+            .compare_and_swap(key2(&rec.org_id, &rec.key), None::<&[u8]>, Some(enc(rec)?))
+            .map_err(backend)?;
+        match swapped {
+            Ok(()) => self.durable().await,
+            Err(taken) => {
+                let prev = taken.current.as_deref().map(dec).transpose()?;
+                Err(prev.map_or(StoreError::Conflict, |p| {
+                    StoreError::IdempotencyKeyUsed(Box::new(p))
+                }))
+            }
+        }
+    }
+
     async fn purge_idempotency(&self, before_unix: i64) -> StoreResult<usize> {
         let mut removed = 0;
         for item in self.idempotency.iter() {

@@ -26,6 +26,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         output_schema: None,
         public_tool: false,
         schemes: paygate_domain::model::exact_only(),
+        pricing: paygate_domain::model::Pricing::Fixed,
         created_at_ns: 1,
         created_at: "t".into(),
         updated_at: "t".into(),
