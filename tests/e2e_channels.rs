@@ -60,6 +60,19 @@ async fn channel_pay(
     n: usize,
     then: Option<&str>,
 ) -> Value {
+    let path = format!("/gateway/acme/search{query}");
+    channel_pay_at(gw, chain, payer, &path, n, then).await
+}
+
+/// [`channel_pay`] to the route at `path` (and query).
+async fn channel_pay_at(
+    gw: &Gateway,
+    chain: &Chain,
+    payer: usize,
+    path: &str,
+    n: usize,
+    then: Option<&str>,
+) -> Value {
     let modules = std::env::var("PAYGATE_TEST_NODE_MODULES").expect(
         "PAYGATE_TEST_NODE_MODULES must name a node_modules with @x402/fetch (run via `make test`)",
     );
@@ -69,7 +82,7 @@ async fn channel_pay(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/interop/x402_channel_pay.cjs"
         ))
-        .arg(gw.url(&format!("/gateway/acme/search{query}")))
+        .arg(gw.url(path))
         .arg(KEYS[payer])
         .arg(&chain.rpc)
         .arg(n.to_string())
@@ -704,5 +717,58 @@ async fn a_public_tool_call_is_paid_from_a_channel() {
         (c["charged"].as_str(), c["requests"].as_u64()),
         (Some("3000"), Some(3)),
         "{c}"
+    );
+}
+
+/// An origin speaking HTTP/2 in cleartext (h2c) that streams its answer in two chunks and
+/// states what the call cost in a trailer (`X-Paygate-Charge: 0.0003`); its address.
+async fn trailer_origin() -> String {
+    use axum::body::{Body, Bytes};
+    use http_body::Frame;
+    let app = axum::Router::new().route(
+        "/tokens",
+        axum::routing::get(|| async {
+            let mut trailers = axum::http::HeaderMap::new();
+            trailers.insert("x-paygate-charge", "0.0003".parse().unwrap());
+            let frames = futures_util::stream::iter(vec![
+                Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"tok "))),
+                Ok(Frame::data(Bytes::from_static(b"tok"))),
+                Ok(Frame::trailers(trailers)),
+            ]);
+            Body::new(http_body_util::StreamBody::new(frames))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+/// A usage-priced streamed route whose origin states the charge in a trailer (reached over
+/// HTTP/2, `upstream.http2_hosts`): each request is charged the trailer's amount once the whole
+/// answer passed, the trailer never reaches the caller, and the client goes on (resyncing from
+/// the corrective 402, since the receipt cannot travel in the answer's head).
+#[tokio::test]
+async fn a_streamed_answer_is_charged_what_its_trailer_states() {
+    let (chain, gw, _upstream, key) =
+        setup_with(&[("PAYGATE__UPSTREAM__HTTP2_HOSTS", r#"["127.0.0.1"]"#)]).await;
+    let origin = trailer_origin().await;
+    gw.create_route(
+        &key,
+        json!({"path": "tokens", "priceUSD": "0.001", "network": "base-sepolia",
+               "targetUrl": format!("{origin}/tokens"), "streaming": true, "pricing": "usage",
+               "schemes": ["batch-settlement"]}),
+    )
+    .await;
+    let report = channel_pay_at(&gw, &chain, 3, "/gateway/acme/tokens", 3, None).await;
+    assert_eq!(report["statuses"]["200"], 3, "{report}");
+    assert_eq!(report["chargeHeaderSeen"], false, "{report}");
+    let c = channel_of(&gw, &key, 3).await;
+    assert_eq!(
+        (c["charged"].as_str(), c["requests"].as_u64()),
+        (Some("900"), Some(3)),
+        "three answers at $0.0003 each: {c}"
     );
 }

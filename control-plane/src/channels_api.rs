@@ -137,7 +137,7 @@ pub async fn list(
     }))
 }
 
-#[utoipa::path(post, path = "/api/channels/claim", tag = "channels", security(("orgKey" = [])), responses((status = 200, description = "What was claimed", body = ClaimResult), (status = 503, description = "The chain or the store cannot be reached; nothing was claimed twice", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(post, path = "/api/channels/claim", tag = "channels", security(("orgKey" = [])), responses((status = 403, description = "Organisation suspended", body = paygate_domain::ErrorBody), (status = 200, description = "What was claimed", body = ClaimResult), (status = 503, description = "The chain or the store cannot be reached; nothing was claimed twice", body = paygate_domain::ErrorBody)))]
 pub async fn claim(
     State(state): State<AppState>,
     org: OrgAuth,
@@ -167,7 +167,7 @@ pub async fn get_one(
     })
 }
 
-#[utoipa::path(post, path = "/api/channels/{id}/refund", tag = "channels", security(("orgKey" = [])), params(("id" = String, Path, description = "The channel id (0x and 64 hex digits)"), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), responses((status = 200, description = "What was charged is claimed, everything else returned to the payer; repeated, nothing more moves (under the same Idempotency-Key, the first answer again)", body = RefundResult), (status = 404, description = "No such channel in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "The Idempotency-Key was used with another request", body = paygate_domain::ErrorBody), (status = 503, description = "The chain or the store cannot be reached; nothing was refunded twice", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(post, path = "/api/channels/{id}/refund", tag = "channels", security(("orgKey" = [])), params(("id" = String, Path, description = "The channel id (0x and 64 hex digits)"), ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; a repeat answers the first result")), responses((status = 403, description = "Organisation suspended", body = paygate_domain::ErrorBody), (status = 200, description = "What was charged is claimed, everything else returned to the payer; repeated, nothing more moves (under the same Idempotency-Key, the first answer again)", body = RefundResult), (status = 404, description = "No such channel in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "The Idempotency-Key was used with another request", body = paygate_domain::ErrorBody), (status = 503, description = "The chain or the store cannot be reached; nothing was refunded twice", body = paygate_domain::ErrorBody)))]
 pub async fn refund(
     State(state): State<AppState>,
     org: OrgAuth,

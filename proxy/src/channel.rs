@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 /// The response header in which an origin states what a call cost (`pricing: "usage"`), in
 /// decimal USD (`0.00025`). Removed before the answer reaches the caller, whatever the pricing.
-const CHARGE_HEADER: &str = "x-paygate-charge";
+pub(crate) const CHARGE_HEADER: &str = "x-paygate-charge";
 
 /// A paid route's request being paid: what the refusals and the charge are rendered from.
 pub(crate) struct Paying<'a> {
@@ -95,18 +95,50 @@ impl Gateway {
     /// The origin's answer head arrived: its `X-Paygate-Charge` is taken off, and a channel
     /// payment admitted for the request is charged when the answer succeeded (below 400);
     /// anything else leaves the channel as it was (the admitted voucher, dropped, releases the
-    /// channel's lock).
+    /// channel's lock). A usage-priced streamed answer whose head states no charge is charged
+    /// when it ends ([`Self::finish_streamed_channel`]): its trailer may state it.
     pub(crate) async fn finish_channel(&self, f: &mut Forwarding, resp: &mut ResponseHeader) {
         let stated = resp.remove_header(CHARGE_HEADER);
+        if f.channel.is_none() {
+            return;
+        }
+        if resp.status.as_u16() >= 400 {
+            f.channel = None;
+            return;
+        }
+        let route = &f.route.route;
+        if stated.is_none() && route.streaming && route.pricing == Pricing::Usage {
+            f.charge_at_end = true;
+            return;
+        }
+        self.charge_channel(f, stated.as_ref()).await;
+    }
+
+    /// The end of an answer whose charge waited for it: charged by the trailer's charge (the
+    /// price when there was none) when the whole answer passed; nothing when it was cut short.
+    /// Its receipt can no longer travel in the head: the payer learns the charged amount from
+    /// the next corrective 402, as after any lost receipt.
+    pub(crate) async fn finish_streamed_channel(&self, f: &mut Forwarding, completed: bool) {
+        if !std::mem::take(&mut f.charge_at_end) {
+            return;
+        }
+        if !completed {
+            f.channel = None;
+            return;
+        }
+        let stated = f.stated_trailer.take();
+        self.charge_channel(f, stated.as_ref()).await;
+    }
+
+    /// Commits the charge of the channel payment admitted for the request: the price, or for a
+    /// usage-priced route what the origin `stated`, at most the price.
+    async fn charge_channel(&self, f: &mut Forwarding, stated: Option<&http::HeaderValue>) {
         let (Some(admitted), Some(channels)) = (f.channel.take(), self.payments.channels()) else {
             return;
         };
-        if resp.status.as_u16() >= 400 {
-            return;
-        }
         let charge = match f.route.route.pricing {
             Pricing::Fixed => admitted.price(),
-            Pricing::Usage => usage_charge(stated.as_ref(), admitted.price(), &f.route.id),
+            Pricing::Usage => usage_charge(stated, admitted.price(), &f.route.id),
         };
         match channels.finish(admitted, charge).await {
             Ok(receipt) => f.channel_receipt = Some((receipt.header(), receipt.charged)),

@@ -67,6 +67,11 @@ pub struct Forwarding {
     pub channel: Option<Admitted>,
     /// The committed channel charge's receipt (`PAYMENT-RESPONSE`) and amount.
     pub channel_receipt: Option<(String, u128)>,
+    /// A usage-priced streamed answer whose head stated no charge: the voucher is charged when
+    /// the answer ends, by its trailer's charge or else the price.
+    pub charge_at_end: bool,
+    /// The charge the origin stated in its trailer (`X-Paygate-Charge`).
+    pub stated_trailer: Option<http::HeaderValue>,
 }
 
 /// The largest answer kept under a payment identifier; a larger one is not kept (a retry is
@@ -96,6 +101,8 @@ impl Forwarding {
             content_type: None,
             channel: None,
             channel_receipt: None,
+            charge_at_end: false,
+            stated_trailer: None,
         })
     }
 }

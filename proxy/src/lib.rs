@@ -22,6 +22,7 @@ use paygate_gateway::route_table::RouteTable;
 use paygate_gateway::target_policy::TargetPolicy;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
+use pingora::protocols::ALPN;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -72,6 +73,8 @@ pub struct ProxySettings {
     pub total_timeout: Duration,
     pub stream_idle_timeout: Duration,
     pub insecure_tls_hosts: HashSet<String>,
+    /// Hosts reached in HTTP/2 (`upstream.http2_hosts`).
+    pub http2_hosts: HashSet<String>,
     pub max_body_bytes: u64,
     pub max_header_bytes: usize,
 }
@@ -84,6 +87,7 @@ impl ProxySettings {
             total_timeout: Duration::from_secs(c.total_timeout_seconds),
             stream_idle_timeout: Duration::from_secs(c.stream_idle_timeout_seconds),
             insecure_tls_hosts: c.insecure_tls_hosts.iter().cloned().collect(),
+            http2_hosts: c.http2_hosts.iter().cloned().collect(),
             max_body_bytes: c.max_request_body_bytes,
             max_header_bytes: c.max_request_header_bytes,
         }
@@ -256,6 +260,9 @@ impl ProxyHttp for Gateway {
         let verify = !s.insecure_tls_hosts.contains(&target.host);
         peer.options.verify_cert = verify;
         peer.options.verify_hostname = verify;
+        if s.http2_hosts.contains(&target.host) {
+            peer.options.alpn = if target.tls { ALPN::H2H1 } else { ALPN::H2 };
+        }
         peer.options.connection_timeout = Some(s.connect_timeout);
         peer.options.total_connection_timeout = Some(s.connect_timeout);
         if f.route.route.streaming {
@@ -350,6 +357,22 @@ impl ProxyHttp for Gateway {
                 resp.remove_header(&h);
             }
             self.finish_channel(f, resp).await;
+        }
+        Ok(())
+    }
+
+    /// The origin's trailers: a usage charge stated there is taken off (the caller never sees
+    /// it) and kept for the end of the answer ([`Gateway::finish_streamed_channel`]).
+    fn upstream_response_trailer_filter(
+        &self,
+        _session: &mut Session,
+        trailers: &mut http::HeaderMap,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if let Some(stated) = trailers.remove(channel::CHARGE_HEADER) {
+            if let Some(f) = ctx.forwarding() {
+                f.stated_trailer = Some(stated);
+            }
         }
         Ok(())
     }
@@ -501,6 +524,9 @@ impl ProxyHttp for Gateway {
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+        if let Some(f) = ctx.forwarding() {
+            self.finish_streamed_channel(f, e.is_none()).await;
+        }
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let paid = ctx.forwarding().and_then(|f| f.paid.take());
         let upstream_status = ctx.forwarding().and_then(|f| f.upstream_status);

@@ -441,6 +441,11 @@ pub struct UpstreamConfig {
     pub allow_private_networks: Vec<ipnet::IpNet>,
     /// Upstream hosts whose TLS certificate is not verified (development only).
     pub insecure_tls_hosts: Vec<String>,
+    /// Upstream hosts spoken to in HTTP/2: over TLS offered first by ALPN (HTTP/1.1 remains the
+    /// fallback), in cleartext as h2c with prior knowledge. HTTP/2 carries response trailers
+    /// (Pingora 0.9 drops an HTTP/1.1 origin's), so a usage-priced streamed route whose origin
+    /// states its charge in a trailer needs its host here.
+    pub http2_hosts: Vec<String>,
     /// Largest request body forwarded to an upstream, in bytes.
     pub max_request_body_bytes: u64,
     /// Largest request header block accepted on the public listener, in bytes.
@@ -455,6 +460,7 @@ impl Default for UpstreamConfig {
             stream_idle_timeout_seconds: 60,
             allow_private_networks: Vec::new(),
             insecure_tls_hosts: Vec::new(),
+            http2_hosts: Vec::new(),
             max_request_body_bytes: 10 << 20,
             max_request_header_bytes: 32 << 10,
         }
