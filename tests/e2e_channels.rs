@@ -738,11 +738,7 @@ async fn trailer_origin() -> String {
             Body::new(http_body_util::StreamBody::new(frames))
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (url, _) = common::upstream::serve(app).await;
     url
 }
 

@@ -266,11 +266,7 @@ async fn facilitator_health_is_down_when_stopped_and_degraded_when_slow() {
             axum::Json(json!({"kinds": [{"x402Version": 1, "scheme": "exact", "network": "base-sepolia"}]}))
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (url, _) = common::upstream::serve(app).await;
     let f = facilitator_status(remote(url)).await;
     assert_eq!(f["status"], "degraded", "{f}");
     assert!(f["latencyMs"].as_u64().unwrap() >= 300);

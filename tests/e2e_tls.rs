@@ -71,11 +71,7 @@ async fn upstream() -> String {
                 .unwrap_or("")
                 .to_string()
         });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (url, _) = common::upstream::serve(app).await;
     url
 }
 

@@ -57,11 +57,7 @@ impl Upstream {
                 }
             },
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (url, task) = serve(app).await;
         Self { url, hits, task }
     }
 
@@ -74,4 +70,15 @@ impl Drop for Upstream {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// Serves `app` on a loopback port chosen by the system (HTTP/1.1, and h2c with prior
+/// knowledge): its base URL and the serving task.
+pub async fn serve(app: axum::Router) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
 }
