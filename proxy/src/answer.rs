@@ -130,8 +130,8 @@ async fn error(
         resp.put(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     resp.put(header::CONTENT_TYPE, JSON);
-    if let Some(p) = ctx.paid() {
-        resp.put_named(p.receipt_header, &p.receipt)?;
+    if let Some(r) = ctx.receipt() {
+        resp.put_named(r.header, &r.value)?;
     }
     if ctx.gateway {
         resp.cors();

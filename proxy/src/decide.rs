@@ -4,19 +4,20 @@
 
 use crate::channel::Paying;
 use crate::limits::Refused;
-use crate::{Ctx, Gateway};
+use crate::Gateway;
+use alloy_primitives::Address;
 use paygate_domain::model::PaidAnswer;
 use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::route_path::lookup_key;
 use paygate_domain::{unix_now, ErrorBody, ErrorCode};
 use paygate_gateway::balancer::Picked;
-use paygate_gateway::channels::Admitted;
 use paygate_gateway::metrics::Outcome;
-use paygate_gateway::payments::ids::{IdClaim, PaymentKey};
-use paygate_gateway::payments::{Charge, Paid, Refusal};
+use paygate_gateway::payments::schemes::{
+    Admission, Admitted, Gate, PaidRequest, Receipt, Upstream,
+};
+use paygate_gateway::payments::Refusal;
 use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
 use paygate_x402::payment::ProtocolVersion;
-use paygate_x402::verify::Rejection;
 use paygate_x402::{Challenge, PaymentRequirements};
 use pingora::http::RequestHeader;
 use std::borrow::Cow;
@@ -48,29 +49,23 @@ pub struct Forwarding {
     pub tried: Vec<usize>,
     /// A connection failed and another target is to be picked by `upstream_peer`.
     pub repick: bool,
-    /// The payment taken for it (`None` only for the benchmark build's free pass).
-    pub paid: Option<Paid>,
+    /// The payment admitted for it (`None` only for the benchmark build's free pass), until
+    /// the payment service has finished with it.
+    pub payment: Option<Admitted>,
+    /// The receipt the answer carries: an `exact` payment's from its settlement, a channel
+    /// voucher's once charged at the answer's head.
+    pub receipt: Option<Receipt>,
     /// Signs the forwarded request for the origin (`None` without a master key).
     pub origin: Option<Arc<OriginSigner>>,
     /// Non-streaming routes: when the whole upstream response must have arrived.
     pub deadline: Option<Instant>,
     pub upstream_status: Option<u16>,
     pub body_bytes: u64,
-    /// The payment's x402 payment identifier, where its answer is kept for a retry.
-    pub answer_key: Option<PaymentKey>,
-    /// The upstream's answer as it passes (non-streaming routes with an identifier, up to
-    /// [`MAX_KEPT_ANSWER_BYTES`]; `None` once larger).
+    /// The upstream's answer as it passes, when the payment keeps it under its identifier
+    /// (non-streaming routes, up to [`MAX_KEPT_ANSWER_BYTES`]; `None` once larger).
     pub captured: Option<Vec<u8>>,
     pub content_type: Option<String>,
-    /// A payment-channel voucher admitted for this request: charged once the origin answered
-    /// with success (`Channels::finish`), nothing otherwise.
-    pub channel: Option<Admitted>,
-    /// The committed channel charge's receipt (`PAYMENT-RESPONSE`) and amount.
-    pub channel_receipt: Option<(String, u128)>,
-    /// A usage-priced streamed answer whose head stated no charge: the voucher is charged when
-    /// the answer ends, by its trailer's charge or else the price.
-    pub charge_at_end: bool,
-    /// The charge the origin stated in its trailer (`X-Paygate-Charge`).
+    /// The charge the origin stated in a trailer (`X-Paygate-Charge`), for the answer's end.
     pub stated_trailer: Option<http::HeaderValue>,
 }
 
@@ -81,27 +76,29 @@ pub const MAX_KEPT_ANSWER_BYTES: usize = 256 * 1024;
 impl Forwarding {
     pub(crate) fn new(
         route: Arc<RouteEntry>,
-        (addr, picked): (SocketAddr, Option<Picked>),
-        paid: Option<Paid>,
+        (addr, picked): Upstream,
+        admission: Option<Admission>,
         origin: Option<Arc<OriginSigner>>,
     ) -> Box<Self> {
+        let (payment, receipt) = admission.map_or((None, None), |a| (Some(a.payment), a.receipt));
+        let captured = payment
+            .as_ref()
+            .filter(|p| p.keeps_answer() && !route.route.streaming)
+            .map(|_| Vec::new());
         Box::new(Self {
             route,
             addr,
             picked,
             tried: Vec::new(),
             repick: false,
-            paid,
+            payment,
+            receipt,
             origin,
             deadline: None,
             upstream_status: None,
             body_bytes: 0,
-            answer_key: None,
-            captured: None,
+            captured,
             content_type: None,
-            channel: None,
-            channel_receipt: None,
-            charge_at_end: false,
             stated_trailer: None,
         })
     }
@@ -122,6 +119,30 @@ pub enum Decision {
     PassThrough,
     Answer(Answer),
     Forward(Box<Forwarding>),
+}
+
+/// What a decision says of the request for the metrics and CORS: whether it addressed
+/// `/gateway/`, and the organisation and route it reached, once known.
+#[derive(Default)]
+pub struct Labels {
+    pub gateway: bool,
+    pub org_id: Option<Arc<str>>,
+    pub route_id: Option<Arc<str>>,
+}
+
+/// A decision and the labels it found.
+pub struct Decided {
+    pub decision: Decision,
+    pub labels: Labels,
+}
+
+impl Decided {
+    fn plain(decision: Decision) -> Self {
+        Self {
+            decision,
+            labels: Labels::default(),
+        }
+    }
 }
 
 /// An answer the gateway writes itself.
@@ -263,14 +284,14 @@ enum Lookup {
 }
 
 impl Gateway {
-    /// Decides what to do with a request from `client` (the connection's peer). Sets the
-    /// metrics labels (org, route) on `ctx`.
+    /// Decides what to do with a request from `client` (the connection's peer), with the
+    /// labels (organisation, route) it found for the metrics.
     pub(crate) async fn decide(
         &self,
         req: &RequestHeader,
         client: Option<IpAddr>,
-        ctx: &mut Ctx,
-    ) -> Decision {
+        request_id: &str,
+    ) -> Decided {
         if let Some(peer) = client.filter(|_| self.limits.limits_clients()) {
             let forwarded = req
                 .headers
@@ -278,37 +299,45 @@ impl Gateway {
                 .and_then(|v| v.to_str().ok());
             let key = self.limits.client_key(peer, forwarded);
             if let Err(r) = self.limits.check_client(key) {
-                return Decision::Answer(Answer::Limited(r));
+                return Decided::plain(Decision::Answer(Answer::Limited(r)));
             }
         }
         if header_bytes(req) > self.settings.max_header_bytes {
-            return error(ErrorCode::HeadersTooLarge, "request headers are too large");
+            return Decided::plain(error(
+                ErrorCode::HeadersTooLarge,
+                "request headers are too large",
+            ));
         }
         let Some(rest) = req.uri.path().strip_prefix(GATEWAY_PREFIX) else {
-            return Decision::PassThrough;
+            return Decided::plain(Decision::PassThrough);
         };
-        ctx.gateway = true;
+        let mut labels = Labels {
+            gateway: true,
+            ..Labels::default()
+        };
         if req.method == http::Method::OPTIONS
             && req.headers.contains_key("access-control-request-method")
         {
-            return Decision::Answer(Answer::Preflight);
+            return Decided {
+                decision: Decision::Answer(Answer::Preflight),
+                labels,
+            };
         }
-        match self.lookup(rest) {
+        let decision = match self.lookup(rest) {
             Lookup::Refuse(org_id, code, msg) => {
-                ctx.org_id = org_id;
+                labels.org_id = org_id;
                 error(code, msg)
             }
             Lookup::Route(found) => {
-                ctx.route_id = Some(found.entry.id.clone());
-                let org_id = found.org_id.clone();
-                let decision = self.paid_step(req, &ctx.request_id, found).await;
-                ctx.org_id = Some(org_id);
-                match decision {
+                labels.route_id = Some(found.entry.id.clone());
+                labels.org_id = Some(found.org_id.clone());
+                match self.paid_step(req, request_id, found).await {
                     Ok(f) => Decision::Forward(f),
                     Err(a) => Decision::Answer(a),
                 }
             }
-        }
+        };
+        Decided { decision, labels }
     }
 
     fn lookup(&self, rest: &str) -> Lookup {
@@ -346,9 +375,9 @@ impl Gateway {
         })
     }
 
-    /// The paid step and everything before it: the challenge when no payment came, the body
-    /// limit, local verification, the upstream address (so nothing is charged for a request
-    /// that cannot be served), then the payment service takes the payment.
+    /// The paid step and everything before it: the challenge when no payment came, the route's
+    /// rate limit and body limit, the sandbox; then the payment service admits the payment by
+    /// its scheme (the proxy's own checks answered through [`ProxyGate`]).
     async fn paid_step(
         &self,
         req: &RequestHeader,
@@ -379,12 +408,14 @@ impl Gateway {
                 )),
             ));
         }
+        let gate = ProxyGate {
+            gateway: self,
+            entry: &entry,
+            headers: &req.headers,
+        };
         #[cfg(feature = "bench-free-pass")]
         if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
-            let to = self
-                .upstream_address(&entry, &req.headers, &[])
-                .await
-                .map_err(refused)?;
+            let to = gate.upstream(false).await.map_err(refused)?;
             return Ok(Forwarding::new(entry, to, None, origin));
         }
         let Some((version, raw)) = payment_header(req) else {
@@ -402,63 +433,33 @@ impl Gateway {
             // The sandbox never takes a payment: a valid one is answered, nothing else happens.
             return Err(sandbox_answer(&json, version, requirements).map_err(refused)?);
         }
-        if version == ProtocolVersion::V2 {
-            if let Some(wire) = paygate_x402::batch::channel_payload(&json) {
+        if let Some(too_large) = self.body_too_large(req) {
+            return Err(too_large);
+        }
+        let paid = PaidRequest {
+            org_id: &org_id,
+            entry: &entry,
+            plan_limit,
+            version,
+            json: &json,
+        };
+        let admission = match self.payments.admit(&paid, &gate).await {
+            Ok(a) => a,
+            Err(unadmitted) => {
                 let paying = Paying {
-                    org_id: &org_id,
-                    entry: &entry,
                     requirements,
                     challenge,
                     request_id,
                 };
-                return self.channel_step(req, &paying, origin, wire).await;
+                return Err(paying.unadmitted(unadmitted));
             }
-        }
-        if !challenge.offer.exact {
-            return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
-        }
-        if let Some(too_large) = self.body_too_large(req) {
-            return Err(too_large);
-        }
-        let verified = self
-            .payments
-            .verify_header_json(&json, version, requirements, unix_now())
-            .map_err(refused)?;
-        self.limits
-            .check_payer(&verified.payer().0 .0)
-            .map_err(Answer::Limited)?;
-        let answer_key = match self
-            .payments
-            .claim_id(&org_id, &verified)
-            .await
-            .map_err(refused)?
-        {
-            IdClaim::Answered(kept) => return Err(Answer::Kept(kept)),
-            IdClaim::Take(key) => key,
         };
-        let to = self
-            .reachable_upstream(&entry, &req.headers)
-            .await
-            .map_err(refused)?;
-        let charge = Charge {
-            org_id: &org_id,
-            route_id: &entry.route.id,
-            requirements,
-            plan_limit: Some(plan_limit),
-            redeliver: entry.route.origin_deduplicates,
-        };
-        let paid = self
-            .payments
-            .take(verified, &charge)
-            .await
-            .map_err(refused)?;
-        let streaming = entry.route.streaming;
-        let mut forwarding = Forwarding::new(entry, to, Some(paid), origin);
-        if answer_key.is_some() && !streaming {
-            forwarding.captured = Some(Vec::new());
-        }
-        forwarding.answer_key = answer_key;
-        Ok(forwarding)
+        Ok(Forwarding::new(
+            entry.clone(),
+            admission.upstream,
+            Some(admission),
+            origin,
+        ))
     }
 
     /// A declared body larger than the gateway forwards is refused before any payment.
@@ -550,6 +551,33 @@ impl Gateway {
             }
         }
         Err(refuse(last))
+    }
+}
+
+/// The proxy's side of admission ([`Gate`]): its payer rate limit, and the route's upstream.
+pub(crate) struct ProxyGate<'a> {
+    gateway: &'a Gateway,
+    entry: &'a RouteEntry,
+    headers: &'a http::HeaderMap,
+}
+
+impl Gate for ProxyGate<'_> {
+    type Stop = Refused;
+
+    fn payer(&self, payer: &Address) -> Result<(), Refused> {
+        self.gateway.limits.check_payer(&payer.0 .0)
+    }
+
+    async fn upstream(&self, connect: bool) -> Result<Upstream, Refusal> {
+        if connect {
+            self.gateway
+                .reachable_upstream(self.entry, self.headers)
+                .await
+        } else {
+            self.gateway
+                .upstream_address(self.entry, self.headers, &[])
+                .await
+        }
     }
 }
 

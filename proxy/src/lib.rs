@@ -17,6 +17,7 @@ use paygate_domain::ids::new_request_id;
 use paygate_domain::origin_proof::{PAYMENT_ID_HEADER, SIGNATURE_HEADER};
 use paygate_domain::ErrorCode;
 use paygate_gateway::metrics::{Metrics, Outcome, RequestEvent};
+use paygate_gateway::payments::schemes::{Answered, Receipt, CHARGE_HEADER};
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::RouteTable;
 use paygate_gateway::target_policy::TargetPolicy;
@@ -151,10 +152,10 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// The payment taken for this request, once forwarding.
-    fn paid(&self) -> Option<&paygate_gateway::payments::Paid> {
+    /// The receipt the answer to this request carries, once known.
+    fn receipt(&self) -> Option<&Receipt> {
         match &self.stage {
-            Stage::Forwarding(f) => f.paid.as_ref(),
+            Stage::Forwarding(f) => f.receipt.as_ref(),
             _ => None,
         }
     }
@@ -194,7 +195,12 @@ impl ProxyHttp for Gateway {
             .client_addr()
             .and_then(|a| a.as_inet())
             .map(|a| a.ip());
-        match self.decide(session.req_header(), client, ctx).await {
+        let decided = self
+            .decide(session.req_header(), client, &ctx.request_id)
+            .await;
+        let labels = decided.labels;
+        (ctx.gateway, ctx.org_id, ctx.route_id) = (labels.gateway, labels.org_id, labels.route_id);
+        match decided.decision {
             Decision::PassThrough => {
                 // Keep the (small) body, so a request that meets a pooled connection the control
                 // plane has just closed can be sent again (`error_while_proxy`).
@@ -202,10 +208,9 @@ impl ProxyHttp for Gateway {
                 Ok(false)
             }
             Decision::Forward(f) => {
-                (ctx.outcome, ctx.kind) = match (&f.paid, &f.channel) {
-                    (Some(_), _) => (Some("PAID"), Outcome::Paid),
-                    (None, Some(_)) => (Some("CHANNEL_VOUCHER"), Outcome::Paid),
-                    (None, None) => (Some("BENCH_FREE"), Outcome::Other),
+                (ctx.outcome, ctx.kind) = match &f.payment {
+                    Some(p) => (Some(p.label()), Outcome::Paid),
+                    None => (Some("BENCH_FREE"), Outcome::Other),
                 };
                 ctx.stage = Stage::Forwarding(f);
                 Ok(false)
@@ -356,20 +361,27 @@ impl ProxyHttp for Gateway {
             for h in carried(&resp.headers, &RESPONSE_HOP_HEADERS) {
                 resp.remove_header(&h);
             }
-            self.finish_channel(f, resp).await;
+            let stated = resp.remove_header(CHARGE_HEADER);
+            let head = Answered::Head {
+                status: resp.status.as_u16(),
+                stated: stated.as_ref(),
+            };
+            if let Some(r) = self.payments.finish(&mut f.payment, head).await {
+                f.receipt = Some(r);
+            }
         }
         Ok(())
     }
 
     /// The origin's trailers: a usage charge stated there is taken off (the caller never sees
-    /// it) and kept for the end of the answer ([`Gateway::finish_streamed_channel`]).
+    /// it) and kept for the end of the answer (the payment service's finish in `logging`).
     fn upstream_response_trailer_filter(
         &self,
         _session: &mut Session,
         trailers: &mut http::HeaderMap,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        if let Some(stated) = trailers.remove(channel::CHARGE_HEADER) {
+        if let Some(stated) = trailers.remove(CHARGE_HEADER) {
             if let Some(f) = ctx.forwarding() {
                 f.stated_trailer = Some(stated);
             }
@@ -410,14 +422,9 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        if let Some(p) = ctx.paid() {
-            resp.insert_header(p.receipt_header, p.receipt.as_str())?;
+        if let Some(r) = ctx.receipt() {
+            resp.insert_header(r.header, r.value.as_str())?;
             resp.insert_header("x-request-id", ctx.request_id.as_str())?;
-        }
-        if let Some(f) = ctx.forwarding() {
-            if let Some((receipt, _)) = &f.channel_receipt {
-                resp.insert_header("payment-response", receipt.as_str())?;
-            }
         }
         if ctx.gateway && resp.headers.get("access-control-allow-origin").is_none() {
             answer::add_cors(resp)?;
@@ -524,57 +531,38 @@ impl ProxyHttp for Gateway {
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
-        if let Some(f) = ctx.forwarding() {
-            self.finish_streamed_channel(f, e.is_none()).await;
-        }
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        let paid = ctx.forwarding().and_then(|f| f.paid.take());
-        let upstream_status = ctx.forwarding().and_then(|f| f.upstream_status);
-        let channel_charged = ctx
-            .forwarding()
-            .and_then(|f| f.channel_receipt.as_ref())
-            .map_or(0, |(_, charged)| {
-                u64::try_from(*charged).unwrap_or(u64::MAX)
-            });
-        // The whole answer passed: keep it under the payment's identifier.
-        let kept = ctx.forwarding().and_then(|f| {
-            let key = f.answer_key.take()?;
-            let body = f.captured.take()?;
-            Some((key, body, f.content_type.take()))
-        });
-        if let (Some((key, body, content_type)), Some(p), Some(status), None) =
-            (kept, &paid, upstream_status, e)
-        {
-            use base64::Engine;
-            self.payments.keep_answer(
-                key,
-                paygate_domain::model::PaidAnswer {
-                    payment_id: p.record.id.clone(),
-                    status,
-                    content_type,
-                    body: base64::engine::general_purpose::STANDARD.encode(body),
-                    receipt_header: p.receipt_header.to_string(),
-                    receipt: p.receipt.clone(),
-                },
-            );
+        let (mut settle_ms, mut upstream_status, mut revenue) = (None, None, 0);
+        if let Some(f) = ctx.forwarding() {
+            settle_ms = f.payment.as_ref().and_then(|p| p.settle_ms());
+            upstream_status = f.upstream_status;
+            // The answer is over: what it commits (a kept answer, a plan slot, the origin's
+            // status, a charge that waited for a streamed answer's trailer).
+            let end = Answered::End {
+                completed: e.is_none(),
+                upstream_status,
+                body: f.captured.take(),
+                content_type: f.content_type.take(),
+                stated: f.stated_trailer.take(),
+            };
+            if let Some(r) = self.payments.finish(&mut f.payment, end).await {
+                f.receipt = Some(r);
+            }
+            revenue = f.receipt.as_ref().map_or(0, |r| r.charged);
         }
         if let Some(org_id) = ctx.org_id.take() {
             let elapsed_us = ctx.start.elapsed().as_micros() as u64;
-            let record = paid.as_ref().map(|p| &p.record);
             self.metrics.record(RequestEvent {
                 org_id,
                 route_id: ctx.route_id.take().unwrap_or_else(|| Arc::from("")),
                 status,
                 outcome: ctx.kind,
                 challenge_us: (ctx.kind == Outcome::Challenge).then_some(elapsed_us),
-                settle_ms: record.map(|r| r.settle_ms.unwrap_or(0) + r.verify_us / 1000),
-                revenue: record.map_or(channel_charged, |r| r.amount.0),
+                settle_ms,
+                revenue,
                 upstream_status,
                 at: paygate_domain::unix_now(),
             });
-        }
-        if let Some(p) = paid {
-            self.payments.delivered(p, upstream_status);
         }
         let req = session.req_header();
         tracing::info!(
@@ -606,10 +594,9 @@ fn prove_payment(upstream: &mut RequestHeader, ctx: &mut Ctx, path_and_query: &s
     let Some(f) = ctx.forwarding() else {
         return Ok(());
     };
-    let Some(paid) = &f.paid else {
+    let Some(id) = f.payment.as_ref().and_then(|p| p.payment_id()) else {
         return Ok(());
     };
-    let id = paid.record.id.as_str();
     upstream.insert_header(PAYMENT_ID_HEADER, id)?;
     if let Some(signer) = &f.origin {
         let t = paygate_domain::unix_now();

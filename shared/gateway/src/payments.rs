@@ -503,5 +503,6 @@ fn paid(
 
 pub mod ids;
 pub mod reconcile;
+pub mod schemes;
 #[cfg(test)]
 mod tests;
