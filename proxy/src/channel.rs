@@ -8,8 +8,18 @@ use crate::limits::Refused;
 use paygate_domain::{ErrorBody, ErrorCode};
 use paygate_gateway::channels::{self, ChannelRefusal};
 use paygate_gateway::payments::schemes::Unadmitted;
+use paygate_x402::facilitator::wire::RefusedPaymentBody;
 use paygate_x402::{Challenge, PaymentRequirements};
 use std::borrow::Cow;
+
+/// The body of the answer to a payer's channel refund (its receipt says the same).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RefundAnswer<'a> {
+    message: &'static str,
+    channel_id: &'a str,
+    refunded_amount: String,
+}
 
 /// A paid route's request being paid: what refusals are rendered from.
 pub(crate) struct Paying<'a> {
@@ -29,11 +39,11 @@ impl Paying<'_> {
             Unadmitted::Stopped(limited) => Answer::Limited(limited),
             Unadmitted::Kept(kept) => Answer::Kept(kept),
             Unadmitted::Refunded(refunded) => {
-                let body = serde_json::json!({
-                    "message": "Refund acknowledged",
-                    "channelId": refunded.record.id,
-                    "refundedAmount": refunded.amount.to_string(),
-                });
+                let body = RefundAnswer {
+                    message: "Refund acknowledged",
+                    channel_id: &refunded.record.id,
+                    refunded_amount: refunded.amount.to_string(),
+                };
                 Answer::Refunded {
                     receipt: refunded.header(),
                     body: serde_json::to_vec(&body).unwrap_or_default().into(),
@@ -71,10 +81,12 @@ fn channel_refused(refusal: ChannelRefusal, p: &Paying<'_>) -> Answer {
         }
     }
     let code = ErrorCode::PaymentRejected;
-    let mut body = ErrorBody::new(code, &message, p.request_id).to_value();
-    body["x402Version"] = 2.into();
-    body["error"] = reason.into();
-    body["accepts"] = serde_json::to_value(&doc.accepts).unwrap_or_default();
+    let body = RefusedPaymentBody {
+        server: ErrorBody::new(code, &message, p.request_id),
+        x402_version: 2,
+        error: reason,
+        accepts: &doc.accepts,
+    };
     use base64::Engine;
     let header = base64::engine::general_purpose::STANDARD
         .encode(serde_json::to_vec(&doc).unwrap_or_default());

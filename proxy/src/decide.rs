@@ -17,6 +17,7 @@ use paygate_gateway::payments::schemes::{
 };
 use paygate_gateway::payments::Refusal;
 use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
+use paygate_x402::facilitator::wire::{RefusedPaymentBody, SandboxReceipt, SettleResponse};
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::{Challenge, PaymentRequirements};
 use pingora::http::RequestHeader;
@@ -187,10 +188,12 @@ impl Answer {
         };
         let code = refusal.code();
         let message = rejection.to_string();
-        let mut body = ErrorBody::new(code, &message, request_id).to_value();
-        body["x402Version"] = 1.into();
-        body["error"] = rejection.reason().into();
-        body["accepts"] = serde_json::json!([req.to_v1()]);
+        let body = RefusedPaymentBody {
+            server: ErrorBody::new(code, &message, request_id),
+            x402_version: 1,
+            error: rejection.reason(),
+            accepts: [req.to_v1()],
+        };
         let with_reason = Challenge::render_offered(
             req,
             rejection.reason(),
@@ -250,23 +253,42 @@ fn sandbox_answer(
         .map_err(Refusal::Rejected)?;
     let network = requirements.network_name(version);
     let payer = auth.from.to_checksum(None);
-    let receipt = serde_json::json!({
-        "success": true, "transaction": "", "network": network, "payer": payer, "sandbox": true,
-    });
-    let body = serde_json::json!({
-        "sandbox": true,
-        "message": "paygate sandbox: your test payment is valid. Nothing was settled and no \
-                    money moved; a real route settles it on chain and answers with the API.",
-        "payer": payer,
-        "network": network,
-        "amount": requirements.amount.to_string(),
-    });
+    let receipt = SandboxReceipt {
+        settle: SettleResponse {
+            success: true,
+            error_reason: None,
+            transaction: String::new(),
+            network: network.clone(),
+            payer: Some(payer.clone()),
+            extra: None,
+        },
+        sandbox: true,
+    };
+    let body = SandboxAnswer {
+        sandbox: true,
+        message: "paygate sandbox: your test payment is valid. Nothing was settled and no \
+                  money moved; a real route settles it on chain and answers with the API.",
+        payer,
+        network,
+        amount: requirements.amount.to_string(),
+    };
     use base64::Engine;
     Ok(Answer::Sandbox {
         receipt_header: version.receipt_header(),
-        receipt: base64::engine::general_purpose::STANDARD.encode(receipt.to_string()),
+        receipt: base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&receipt).unwrap_or_default()),
         body: serde_json::to_vec(&body).unwrap_or_default().into(),
     })
+}
+
+/// The sandbox route's answer body to a valid test payment.
+#[derive(serde::Serialize)]
+struct SandboxAnswer {
+    sandbox: bool,
+    message: &'static str,
+    payer: String,
+    network: String,
+    amount: String,
 }
 
 /// What a `/gateway/` lookup found: the route, and of its organisation the id, plan limit

@@ -48,6 +48,28 @@ pub struct SettleResponse {
     pub extra: Option<serde_json::Value>,
 }
 
+/// A sandbox route's receipt: a settle response marked `sandbox: true`, carrying no
+/// transaction (nothing was settled).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxReceipt {
+    #[serde(flatten)]
+    pub settle: SettleResponse,
+    pub sandbox: bool,
+}
+
+/// The body of a `402` answering a refused payment: the server's own error fields (`server`,
+/// flattened: paygate's `code`, `message`, `requestId`) beside x402's `x402Version`, `error`
+/// (the reason word) and `accepts` (the requirements in the body's version).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedPaymentBody<E, A> {
+    #[serde(flatten)]
+    pub server: E,
+    pub x402_version: u8,
+    pub error: &'static str,
+    pub accepts: A,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(as = SupportedKind))]
