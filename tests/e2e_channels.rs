@@ -251,10 +251,35 @@ async fn usage_charges_failures_and_a_resync_keep_the_channel_exact() {
     assert_eq!(upstream.hits(), 6, "every request reached the origin once");
 }
 
-/// The channel of `payer` in the seller's list.
+/// The `/search` route's `batch-settlement` offer, as its challenge lists it.
+async fn channel_offer(gw: &Gateway) -> Value {
+    let r = gw.get("/gateway/acme/search").await;
+    let doc = paygate_x402::b64_json(r.headers()["payment-required"].to_str().unwrap()).unwrap();
+    doc["accepts"][1].clone()
+}
+
+/// Sends a hand-made payment header to the `/search` route: the status and the JSON body.
+async fn send_payment(gw: &Gateway, header: String) -> (u16, Value) {
+    let r = gw
+        .http
+        .get(gw.url("/gateway/acme/search"))
+        .header("payment-signature", header)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The channel of account `payer` in the seller's list.
 async fn channel_of(gw: &Gateway, key: &str, payer: usize) -> Value {
+    channel_of_payer(gw, key, address(payer)).await
+}
+
+/// The channel of `payer` in the seller's list.
+async fn channel_of_payer(gw: &Gateway, key: &str, payer: alloy_primitives::Address) -> Value {
     let list = channels(gw, key).await;
-    let who = address(payer).to_checksum(None);
+    let who = payer.to_checksum(None);
     list["channels"]
         .as_array()
         .unwrap()
@@ -500,25 +525,8 @@ where
 #[tokio::test]
 async fn forged_replayed_and_out_of_step_payments_change_nothing() {
     let (chain, gw, upstream, key) = setup().await;
-    let r = gw.get("/gateway/acme/search").await;
-    let doc = paygate_x402::b64_json(r.headers()["payment-required"].to_str().unwrap()).unwrap();
-    let payer = HandPayer::new(2, &doc["accepts"][1], 1);
-    let pay = |payload: Value| {
-        let header = payer.header(payload);
-        let gw = &gw;
-        async move {
-            let r = gw
-                .http
-                .get(gw.url("/gateway/acme/search"))
-                .header("payment-signature", header)
-                .send()
-                .await
-                .unwrap();
-            let status = r.status().as_u16();
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            (status, body)
-        }
-    };
+    let payer = HandPayer::new(2, &channel_offer(&gw).await, 1);
+    let pay = |payload: Value| send_payment(&gw, payer.header(payload));
     let refused = |(status, body): (u16, Value), reason: &str| {
         assert_eq!(status, 402, "{body}");
         assert_eq!(
@@ -767,4 +775,90 @@ async fn a_streamed_answer_is_charged_what_its_trailer_states() {
         (Some("900"), Some(3)),
         "three answers at $0.0003 each: {c}"
     );
+}
+
+alloy_sol_types::sol! {
+    function transfer(address to, uint256 amount) external returns (bool);
+}
+
+/// A smart wallet (EIP-1271) paying through a channel without a payer authorizer: the gateway
+/// asks the wallet about its deposit and each voucher (its owner's key signs them, the wallet
+/// accepts them), serves them, refuses a voucher the wallet does not accept with nothing
+/// forwarded, and the claim (the contract checks the voucher through the wallet too) moves
+/// exactly what was charged to the receiver.
+#[tokio::test]
+async fn a_smart_wallet_pays_through_a_channel() {
+    use alloy_primitives::{Address, U256};
+    use alloy_provider::Provider;
+    let (chain, gw, upstream, key) = setup().await;
+    // The wallet: its code at a fixed address, its owner (account 6) in slot 0, and USDC.
+    let wallet: Address = "0x0000000000000000000000000000000000001271"
+        .parse()
+        .unwrap();
+    let artifact: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(&std::env::var("PAYGATE_TEST_CONTRACTS").unwrap())
+                .join("Eip1271Wallet.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let p = chain.provider(0);
+    let _: Value = p
+        .raw_request(
+            "anvil_setCode".into(),
+            (wallet, artifact["deployedBytecode"].as_str().unwrap()),
+        )
+        .await
+        .unwrap();
+    let _: Value = p
+        .raw_request(
+            "anvil_setStorageAt".into(),
+            (
+                wallet,
+                B256::ZERO,
+                B256::left_padding_from(address(6).as_slice()),
+            ),
+        )
+        .await
+        .unwrap();
+    let usdc: Address = common::chain::USDC.parse().unwrap();
+    let fund = transferCall {
+        to: wallet,
+        amount: U256::from(10 * PRICE),
+    };
+    chain.send(6, usdc, fund.abi_encode()).await.unwrap();
+    let receiver_before = chain.balance(address(9)).await;
+
+    let mut payer = HandPayer::new(6, &channel_offer(&gw).await, 5);
+    (payer.config.payer, payer.config.payerAuthorizer) = (wallet, Address::ZERO);
+    payer.channel.config = payer.config.clone();
+    let pay = |payload: Value| send_payment(&gw, payer.header(payload));
+    let price = u128::from(PRICE);
+    // The deposit: the owner's key signs the wallet's ERC-3009 authorization and first voucher.
+    let d = channel::deposit(&payer.config, 6, 3 * PRICE, 1);
+    let (status, body) = pay(payer.deposit(&d, price)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(chain.balance(wallet).await, 7 * PRICE);
+    let (status, body) = pay(HandPayer::voucher_payload(&payer.config, 2 * price, 6)).await;
+    assert_eq!(status, 200, "{body}");
+    // A voucher the wallet does not accept (another key): refused, nothing forwarded.
+    let (status, body) = pay(HandPayer::voucher_payload(&payer.config, 3 * price, 3)).await;
+    assert_eq!(status, 402, "{body}");
+    assert_eq!(
+        body["error"], "invalid_batch_settlement_evm_voucher_signature",
+        "{body}"
+    );
+    assert_eq!(upstream.hits(), 2);
+    let c = channel_of_payer(&gw, &key, wallet).await;
+    assert_eq!(c["charged"], (2 * PRICE).to_string(), "{c}");
+    // The claim goes through the contract's own EIP-1271 check of the voucher.
+    let claimed: Value = gw
+        .api(&key, Method::POST, "/api/channels/claim", Some(json!({})))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(claimed["claimedChannels"], 1, "{claimed}");
+    assert_eq!(chain.balance(address(9)).await, receiver_before + 2 * PRICE);
 }

@@ -217,8 +217,9 @@ impl Channels {
     }
 
     /// The payload parsed for the route's chain, its channel one the route offers, its voucher
-    /// signed by the payer authorizer (one recovery).
-    fn checked(
+    /// signed by the payer authorizer (one recovery), or, for a channel without one, accepted by
+    /// the payer's smart wallet (EIP-1271, one call to the chain).
+    async fn checked(
         &self,
         wire: &ChannelPayloadWire,
         charge: &ChannelCharge<'_>,
@@ -235,14 +236,43 @@ impl Channels {
         payment
             .check_offer(&offer)
             .map_err(ChannelRefusal::rejected)?;
-        if !payment
+        let check = payment
             .check_voucher(chain_id)
-            .map_err(ChannelRefusal::rejected)?
-        {
-            // A smart-wallet voucher (EIP-1271) is only checked by the chain: not served here.
-            return Err(ChannelRefusal::rejected(ChannelRejection::VoucherSignature));
-        }
+            .map_err(ChannelRefusal::rejected)?;
+        self.chain_checked(chain_id, check, ChannelRejection::VoucherSignature)
+            .await?;
         Ok(payment)
+    }
+
+    /// A signature the signer's own key did not make, asked of the chain: valid when the signer
+    /// is a smart wallet that accepts it (EIP-1271 `isValidSignature`); `rejection` otherwise
+    /// (an account without code answers nothing). Nothing to ask: `Ok`.
+    async fn chain_checked(
+        &self,
+        chain_id: u64,
+        check: Option<batch::ChainCheck>,
+        rejection: ChannelRejection,
+    ) -> Result<(), ChannelRefusal> {
+        let Some(c) = check else { return Ok(()) };
+        let call = batch::IERC1271::isValidSignatureCall {
+            hash: c.digest,
+            signature: c.signature,
+        };
+        let valid = match self
+            .chain
+            .view_call(chain_id, c.signer, call.abi_encode())
+            .await
+        {
+            Ok(out) => batch::IERC1271::isValidSignatureCall::abi_decode_returns(&out)
+                .is_ok_and(|magic| magic.0 == batch::EIP1271_MAGIC),
+            Err(CallError::Reverted(_)) => false,
+            Err(e) => return Err(unavailable(e)),
+        };
+        if valid {
+            Ok(())
+        } else {
+            Err(ChannelRefusal::rejected(rejection))
+        }
     }
 
     /// The payment's channel locked on this node and held ([`Self::hold`]).
@@ -273,16 +303,18 @@ impl Channels {
     ) -> Result<Admitted, ChannelRefusal> {
         let req = charge.requirements;
         let chain_id = req.network.config.chain_id;
-        let payment = self.checked(wire, charge)?;
+        let payment = self.checked(wire, charge).await?;
         if matches!(payment.action, ChannelAction::Refund(_)) {
             // A refund is not a request to serve: [`Channels::refund`] answers it.
             return Err(ChannelRefusal::rejected(ChannelRejection::Malformed));
         }
         let now = paygate_domain::unix_now();
         let domain = paygate_x402::verify::token_domain(req);
-        payment
+        let check = payment
             .check_deposit(&domain, now, DEPOSIT_MIN_VALIDITY)
             .map_err(ChannelRefusal::rejected)?;
+        self.chain_checked(chain_id, check, ChannelRejection::DepositSignature)
+            .await?;
         let (mut guard, mut record) = self.take(&payment, charge).await?;
         let mut deposit_tx = None;
         if let ChannelAction::Deposit(d) = &payment.action {

@@ -8,7 +8,7 @@
 //! claim batch, the deposit's `ReceiveWithAuthorization`), the contract's ABI, and local voucher
 //! verification (one secp256k1 recovery).
 
-use crate::verify::{check_eoa_signature, SignatureError};
+use crate::verify::check_eoa_signature;
 use alloy_primitives::{address, Address, B256, U256};
 use alloy_sol_types::{sol, Eip712Domain, SolStruct, SolValue};
 use std::borrow::Cow;
@@ -29,6 +29,18 @@ pub const PERMIT2_COLLECTOR_ADDRESS: Address = address!("4020425FAf3B746C082C2f9
 /// The withdraw delay's bounds, in seconds (15 minutes to 30 days), as the contract enforces.
 pub const MIN_WITHDRAW_DELAY: u64 = 900;
 pub const MAX_WITHDRAW_DELAY: u64 = 2_592_000;
+
+/// A signature the signer's own key did not make, for a signer that may be a smart wallet:
+/// valid when `signer.isValidSignature(digest, signature)` answers [`EIP1271_MAGIC`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainCheck {
+    pub signer: Address,
+    pub digest: B256,
+    pub signature: alloy_primitives::Bytes,
+}
+
+/// What an EIP-1271 wallet's `isValidSignature` answers for a signature it accepts.
+pub const EIP1271_MAGIC: [u8; 4] = [0x16, 0x26, 0xba, 0x7e];
 
 sol! {
     /// A channel's immutable configuration; its EIP-712 hash is the channel id.
@@ -78,6 +90,11 @@ sol! {
     }
 
     /// The contract's interface, as the official clients call it.
+    /// A smart wallet's signature check (EIP-1271).
+    interface IERC1271 {
+        function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4);
+    }
+
     interface IBatchSettlement {
         struct VoucherBody {
             ChannelConfig channel;
@@ -404,29 +421,35 @@ impl ChannelPayment {
         Ok(())
     }
 
-    /// The voucher's signature: `Ok(true)` recovered to the payer authorizer (one recovery);
-    /// `Ok(false)` a smart wallet's signature that only the chain can check.
-    pub fn check_voucher(&self, chain_id: u64) -> Result<bool, ChannelRejection> {
+    /// The voucher's signature: `Ok(None)` recovered to the payer authorizer (one recovery);
+    /// `Ok(Some(check))` when the channel has no payer authorizer and the payer's own key did
+    /// not sign it: the payer may be a smart wallet, which only the chain can ask (EIP-1271,
+    /// as the contract's `SignatureChecker` does).
+    pub fn check_voucher(&self, chain_id: u64) -> Result<Option<ChainCheck>, ChannelRejection> {
         let digest = voucher_digest(chain_id, self.channel_id, self.max_claimable);
         match check_eoa_signature(&digest, &self.signature, self.config.voucher_signer()) {
-            Ok(()) => Ok(true),
-            Err(SignatureError::NotEoa) if self.config.payerAuthorizer == Address::ZERO => {
-                Ok(false)
-            }
+            Ok(()) => Ok(None),
+            Err(_) if self.config.payerAuthorizer == Address::ZERO => Ok(Some(ChainCheck {
+                signer: self.config.payer,
+                digest,
+                signature: self.signature.clone(),
+            })),
             Err(_) => Err(ChannelRejection::VoucherSignature),
         }
     }
 
     /// The deposit's authorization, for the token whose EIP-712 domain is `token_domain`, at
     /// `now`: signed by the payer for this channel, not expiring within `min_validity` seconds.
+    /// `Ok(Some(check))` when the payer's own key did not sign it: the payer may be a smart
+    /// wallet, which only the chain can ask (the token checks EIP-1271 signatures too).
     pub fn check_deposit(
         &self,
         token_domain: &Eip712Domain,
         now: u64,
         min_validity: u64,
-    ) -> Result<(), ChannelRejection> {
+    ) -> Result<Option<ChainCheck>, ChannelRejection> {
         let ChannelAction::Deposit(d) = &self.action else {
-            return Ok(());
+            return Ok(None);
         };
         if d.valid_after > U256::from(now) {
             return Err(ChannelRejection::DepositNotYetValid);
@@ -443,8 +466,15 @@ impl ChannelPayment {
             nonce: deposit_nonce(self.channel_id, d.salt),
         }
         .eip712_signing_hash(token_domain);
-        check_eoa_signature(&digest, &d.signature, self.config.payer)
-            .map_err(|_| ChannelRejection::DepositSignature)
+        Ok(
+            check_eoa_signature(&digest, &d.signature, self.config.payer)
+                .err()
+                .map(|_| ChainCheck {
+                    signer: self.config.payer,
+                    digest,
+                    signature: d.signature.clone(),
+                }),
+        )
     }
 
     /// The cumulative step against what the gateway knows of the channel (`figures`, with a
@@ -489,6 +519,7 @@ impl ChannelPayment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::SignatureError;
     use alloy_primitives::aliases::U40;
     use alloy_signer::SignerSync;
     use alloy_signer_local::PrivateKeySigner;
@@ -586,7 +617,7 @@ mod tests {
     #[test]
     fn a_voucher_is_one_exact_cumulative_step_within_the_balance() {
         let p = ChannelPayment::parse(&wire("300", &payer(), "voucher"), 84532).unwrap();
-        assert_eq!(p.check_voucher(84532), Ok(true));
+        assert_eq!(p.check_voucher(84532), Ok(None));
         let f = ChannelFigures {
             balance: 1000,
             total_claimed: 0,
@@ -641,6 +672,21 @@ mod tests {
         assert_eq!(
             forged.check_voucher(84532),
             Err(ChannelRejection::VoucherSignature)
+        );
+        // Without a payer authorizer the payer may be a smart wallet: the chain is asked.
+        let mut c = config();
+        c.payerAuthorizer = Address::ZERO;
+        let id = c.channel_id(84532);
+        let mut p = forged.clone();
+        (p.config, p.channel_id) = (c.clone(), id);
+        let digest = voucher_digest(84532, id, 300);
+        assert_eq!(
+            p.check_voucher(84532),
+            Ok(Some(ChainCheck {
+                signer: c.payer,
+                digest,
+                signature: forged.signature.clone()
+            }))
         );
         // Another chain's id for the same configuration.
         assert_eq!(

@@ -51,7 +51,7 @@ impl Channels {
         charge: &ChannelCharge<'_>,
     ) -> Result<Refunded, ChannelRefusal> {
         let chain_id = charge.requirements.network.config.chain_id;
-        let payment = self.checked(wire, charge)?;
+        let payment = self.checked(wire, charge).await?;
         let ChannelAction::Refund(amount) = payment.action else {
             return Err(ChannelRefusal::rejected(ChannelRejection::Malformed));
         };
