@@ -862,3 +862,142 @@ async fn a_smart_wallet_pays_through_a_channel() {
     assert_eq!(claimed["claimedChannels"], 1, "{claimed}");
     assert_eq!(chain.balance(address(9)).await, receiver_before + 2 * PRICE);
 }
+
+/// Another x402 server settling its own channels through paygate's facilitator API (the
+/// scheme's facilitator interface): its client's deposit verified and sent, vouchers checked
+/// against the chain (within the balance, signed by the payer), then its own claim (signed by
+/// its receiver authorizer), the settlement to its receiver and a cooperative refund, each
+/// moving exactly its amount; a claim without its authorizer's signature is refused.
+#[tokio::test]
+async fn another_server_settles_its_channels_through_the_facilitator_api() {
+    use alloy_primitives::U256;
+    let (chain, gw, _upstream, key) = setup().await;
+    // The other server's requirement: its receiver (8) and its own receiver authorizer (7).
+    let mut requirement = channel_offer(&gw).await;
+    requirement["payTo"] = json!(address(8).to_checksum(None));
+    requirement["extra"]["receiverAuthorizer"] = json!(address(7).to_checksum(None));
+    let payer = HandPayer::new(4, &requirement, 9);
+    let call = |path: &'static str, payload: Value| {
+        let body = json!({
+            "x402Version": 2,
+            "paymentPayload": {"x402Version": 2, "accepted": requirement.clone(), "payload": payload},
+            "paymentRequirements": requirement.clone(),
+        });
+        let (gw, key) = (&gw, &key);
+        async move {
+            let r = gw.api(key, Method::POST, path, Some(body)).await;
+            assert_eq!(r.status(), 200, "{path}");
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let price = u128::from(PRICE);
+    let before = (
+        chain.balance(address(4)).await,
+        chain.balance(address(8)).await,
+    );
+
+    let d = channel::deposit(&payer.config, 4, 3 * PRICE, 1);
+    let deposit = payer.deposit(&d, price);
+    let v = call("/facilitator/verify", deposit.clone()).await;
+    assert_eq!(
+        (&v["isValid"], &v["extra"]["balance"]),
+        (&json!(true), &json!("0")),
+        "{v}"
+    );
+    let s = call("/facilitator/settle", deposit).await;
+    assert_eq!(s["success"], true, "{s}");
+    assert_eq!(s["amount"], (3 * PRICE).to_string(), "{s}");
+    assert_eq!(
+        s["extra"]["channelState"]["balance"],
+        (3 * PRICE).to_string()
+    );
+    assert_eq!(chain.balance(address(4)).await, before.0 - 3 * PRICE);
+
+    let v = call("/facilitator/verify", payer.voucher(2 * price)).await;
+    assert_eq!(v["isValid"], true, "{v}");
+    let v = call("/facilitator/verify", payer.voucher(4 * price)).await;
+    assert_eq!(
+        v["invalidReason"], "invalid_batch_settlement_evm_cumulative_exceeds_balance",
+        "{v}"
+    );
+    let forged = HandPayer::voucher_payload(&payer.config, 2 * price, 3);
+    let v = call("/facilitator/verify", forged).await;
+    assert_eq!(
+        v["invalidReason"], "invalid_batch_settlement_evm_voucher_signature",
+        "{v}"
+    );
+    assert_eq!(
+        gw.api(&key, Method::GET, "/api/channels", None)
+            .await
+            .json::<Value>()
+            .await
+            .unwrap()["channels"],
+        json!([]),
+        "nothing of paygate's own"
+    );
+
+    // The server claims what it served (2 prices), signed by its own authorizer.
+    let id = payer.channel.id();
+    let entry = paygate_x402::batch::ClaimEntry {
+        channelId: id,
+        maxClaimableAmount: 2 * price,
+        totalClaimed: 2 * price,
+    };
+    let claim_sig = channel::sign(
+        7,
+        paygate_x402::batch::claim_batch_digest(channel::CHAIN_ID, &[entry]),
+    );
+    let claims = json!([{
+        "voucher": {"channel": paygate_x402::batch::ChannelConfigWire::from(&payer.config),
+                    "maxClaimableAmount": (2 * PRICE).to_string()},
+        "signature": payer.voucher(2 * price)["voucher"]["signature"],
+        "totalClaimed": (2 * PRICE).to_string(),
+    }]);
+    let s = call(
+        "/facilitator/settle",
+        json!({"type": "claim", "claims": claims}),
+    )
+    .await;
+    assert_eq!(
+        s["errorReason"], "invalid_batch_settlement_evm_claim_payload",
+        "no authorizer signature: {s}"
+    );
+    let s = call(
+        "/facilitator/settle",
+        json!({"type": "claim", "claims": claims, "claimAuthorizerSignature": claim_sig.to_string()}),
+    )
+    .await;
+    assert_eq!(
+        (&s["success"], &s["amount"]),
+        (&json!(true), &json!("")),
+        "{s}"
+    );
+    let s = call(
+        "/facilitator/settle",
+        json!({"type": "settle", "receiver": address(8).to_checksum(None),
+               "token": common::chain::USDC}),
+    )
+    .await;
+    assert_eq!(s["amount"], (2 * PRICE).to_string(), "{s}");
+    assert_eq!(chain.balance(address(8)).await, before.1 + 2 * PRICE);
+
+    // The rest back to the payer, under the contract's refund nonce, signed by the server.
+    let refund_sig = channel::sign(
+        7,
+        paygate_x402::batch::refund_digest(channel::CHAIN_ID, id, U256::ZERO, price),
+    );
+    let refund = json!({"type": "refund",
+        "channelConfig": paygate_x402::batch::ChannelConfigWire::from(&payer.config),
+        "amount": PRICE.to_string(), "refundNonce": "0",
+        "refundAuthorizerSignature": refund_sig.to_string()});
+    let s = call("/facilitator/settle", refund.clone()).await;
+    assert_eq!(s["success"], true, "{s}");
+    assert_eq!(s["extra"]["channelState"]["refundNonce"], "1", "{s}");
+    assert_eq!(chain.balance(address(4)).await, before.0 - 2 * PRICE);
+    // The same signed refund again: the nonce moved on, the contract refuses it.
+    let s = call("/facilitator/settle", refund.clone()).await;
+    assert_eq!(
+        s["errorReason"], "invalid_batch_settlement_evm_refund_transaction_failed",
+        "{s}"
+    );
+}

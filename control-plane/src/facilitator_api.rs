@@ -23,6 +23,8 @@ use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_x402::{PaymentRequirements, RequirementsError};
 use std::sync::Arc;
 
+mod channels;
+
 /// Route id recorded on payments settled through this API.
 pub const FACILITATOR_API_ROUTE: &str = "facilitator-api";
 
@@ -80,6 +82,14 @@ fn check(
     Ok((verified, requirements))
 }
 
+/// Whether the request is about a `batch-settlement` payment (payment channels).
+fn is_batch(req: &FacilitatorRequest) -> bool {
+    req.payment_requirements
+        .get("scheme")
+        .and_then(serde_json::Value::as_str)
+        == Some(paygate_x402::batch::SCHEME)
+}
+
 /// The network spelling the caller used, echoed in answers.
 fn requested_network(req: &FacilitatorRequest) -> String {
     req.payment_requirements
@@ -98,11 +108,15 @@ pub async fn verify(
     org.active()?;
     let (req, version) = parse(&body)?;
     facilitator(&state)?;
+    if is_batch(&req) {
+        return channels::verify(&state, &req).await;
+    }
     let verdict = |payer: Option<String>, reason: Option<&str>| {
         Json(VerifyResponse {
             is_valid: reason.is_none(),
             invalid_reason: reason.map(str::to_string),
             payer,
+            extra: None,
         })
     };
     let (v, requirements) = match check(&state, &req, version) {
@@ -130,6 +144,9 @@ pub async fn settle(
     let (req, version) = parse(&body)?;
     facilitator(&state)?;
     let network = requested_network(&req);
+    if is_batch(&req) {
+        return channels::settle(&state, &req, network).await;
+    }
     let failed = |reason: &str, network: String, payer: Option<String>| {
         Json(SettleResponse {
             success: false,
@@ -137,6 +154,7 @@ pub async fn settle(
             transaction: String::new(),
             network,
             payer,
+            amount: None,
             extra: None,
         })
     };
@@ -161,6 +179,7 @@ pub async fn settle(
             transaction: paid.record.transaction.clone().unwrap_or_default(),
             network,
             payer,
+            amount: None,
             extra: None,
         })),
         Err(r) => match Answer::from(r) {

@@ -260,6 +260,7 @@ fn sandbox_answer(
             transaction: String::new(),
             network: network.clone(),
             payer: Some(payer.clone()),
+            amount: None,
             extra: None,
         },
         sandbox: true,

@@ -29,6 +29,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 mod claims;
+pub mod facilitated;
 mod receipts;
 mod refunds;
 mod withdrawals;
@@ -460,17 +461,24 @@ impl Channels {
 
     /// `(balance, totalClaimed)` of a channel on chain.
     async fn on_chain(&self, chain_id: u64, id: B256) -> Result<(u128, u128), ChannelRefusal> {
+        let call = IBatchSettlement::channelsCall { channelId: id };
+        let r = self.view(chain_id, batch::SETTLEMENT_ADDRESS, call).await?;
+        Ok((r.balance, r.totalClaimed))
+    }
+
+    /// A read-only `call` to `to` on `chain_id`, decoded.
+    async fn view<C: SolCall>(
+        &self,
+        chain_id: u64,
+        to: Address,
+        call: C,
+    ) -> Result<C::Return, ChannelRefusal> {
         let out = self
             .chain
-            .view_call(
-                chain_id,
-                batch::SETTLEMENT_ADDRESS,
-                IBatchSettlement::channelsCall { channelId: id }.abi_encode(),
-            )
+            .view_call(chain_id, to, call.abi_encode())
             .await
             .map_err(unavailable)?;
-        let r = IBatchSettlement::channelsCall::abi_decode_returns(&out).map_err(unavailable)?;
-        Ok((r.balance, r.totalClaimed))
+        C::abi_decode_returns(&out).map_err(unavailable)
     }
 
     /// Sends the deposit on chain; the channel's figures on chain afterwards.

@@ -489,6 +489,7 @@ fn paid(
         transaction: record.transaction.clone().unwrap_or_default(),
         network,
         payer: Some(record.payer.clone()),
+        amount: None,
         extra: None,
     };
     let receipt = base64::engine::general_purpose::STANDARD

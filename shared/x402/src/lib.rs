@@ -193,13 +193,49 @@ impl PaymentRequirements {
         version: payment::ProtocolVersion,
         networks: &crate::network::Networks,
     ) -> Result<Self, RequirementsError> {
+        Self::read_wire(v, version, networks, "exact")
+    }
+
+    /// Reads a v2 `batch-settlement` requirement another x402 server sends its facilitator: the
+    /// requirement and its channel terms (`extra.receiverAuthorizer`, `extra.withdrawDelay`
+    /// within the contract's bounds).
+    pub fn batch_from_wire(
+        v: &serde_json::Value,
+        networks: &crate::network::Networks,
+    ) -> Result<(Self, BatchTerms), RequirementsError> {
+        let req = Self::read_wire(v, payment::ProtocolVersion::V2, networks, batch::SCHEME)?;
+        let extra = &v["extra"];
+        let receiver_authorizer = extra["receiverAuthorizer"]
+            .as_str()
+            .and_then(crate::address::parse_address)
+            .filter(|a| !a.is_zero())
+            .ok_or(RequirementsError::Field("extra.receiverAuthorizer"))?;
+        let withdraw_delay = extra["withdrawDelay"]
+            .as_u64()
+            .filter(|d| (batch::MIN_WITHDRAW_DELAY..=batch::MAX_WITHDRAW_DELAY).contains(d))
+            .ok_or(RequirementsError::Field("extra.withdrawDelay"))?;
+        Ok((
+            req,
+            BatchTerms {
+                receiver_authorizer,
+                withdraw_delay,
+            },
+        ))
+    }
+
+    fn read_wire(
+        v: &serde_json::Value,
+        version: payment::ProtocolVersion,
+        networks: &crate::network::Networks,
+        scheme: &str,
+    ) -> Result<Self, RequirementsError> {
         use payment::ProtocolVersion;
         let text = |name: &'static str| {
             v.get(name)
                 .and_then(serde_json::Value::as_str)
                 .ok_or(RequirementsError::Field(name))
         };
-        if text("scheme")? != "exact" {
+        if text("scheme")? != scheme {
             return Err(RequirementsError::Field("scheme"));
         }
         let network_name = text("network")?;

@@ -43,6 +43,7 @@ pub(super) fn settle_header(
         transaction: transaction.map(|t| format!("{t:#x}")).unwrap_or_default(),
         network: r.network.clone(),
         payer: Some(r.config.payer.clone()),
+        amount: None,
         extra: Some(extra),
     };
     base64::engine::general_purpose::STANDARD

@@ -201,16 +201,12 @@ impl Channels {
         }
     }
 
-    async fn refund_nonce(&self, chain_id: u64, id: B256) -> Result<U256, ChannelRefusal> {
-        let out = self
-            .chain
-            .view_call(
-                chain_id,
-                batch::SETTLEMENT_ADDRESS,
-                IBatchSettlement::refundNonceCall { channelId: id }.abi_encode(),
-            )
-            .await
-            .map_err(unavailable)?;
-        IBatchSettlement::refundNonceCall::abi_decode_returns(&out).map_err(unavailable)
+    pub(super) async fn refund_nonce(
+        &self,
+        chain_id: u64,
+        id: B256,
+    ) -> Result<U256, ChannelRefusal> {
+        let call = IBatchSettlement::refundNonceCall { channelId: id };
+        self.view(chain_id, batch::SETTLEMENT_ADDRESS, call).await
     }
 }

@@ -25,6 +25,10 @@ pub struct VerifyResponse {
     pub invalid_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payer: Option<String>,
+    /// Scheme-specific details (`batch-settlement`: the channel as the chain has it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub extra: Option<serde_json::Value>,
 }
 
 /// Also the receipt carried (base64) in `X-PAYMENT-RESPONSE` / `PAYMENT-RESPONSE`.
@@ -42,6 +46,10 @@ pub struct SettleResponse {
     pub network: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payer: Option<String>,
+    /// What moved (`batch-settlement`: a deposit's or refund's amount, what a settlement
+    /// transferred).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<String>,
     /// Scheme-specific details (`batch-settlement`: `chargedAmount` and `channelState`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
