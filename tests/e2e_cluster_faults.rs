@@ -266,3 +266,146 @@ async fn cluster_sigkill_of_the_elected_node_mid_payment_loses_nothing() {
     println!("cluster crash tally (kill window {window_ms} ms, the elected node killed in every trial): {tally:?}");
     tally.assert_clean();
 }
+
+/// Payment channels' claims under SIGKILL: each trial pays a few vouchers on every node, then
+/// kills the node elected to claim (`channel-claims`) at a random moment of a claim (its own
+/// pass, every second, and one asked of it through the API at the same moment) and starts it
+/// again. At the end one more claim finishes what is left: every channel has claimed on chain
+/// exactly what it charged, the receiver got exactly the sum (no voucher claimed twice, nothing
+/// served left unclaimed), and every charged voucher reached the origin once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_sigkill_of_the_elected_claimer_claims_each_charge_once() {
+    use common::channel::HandPayer;
+    const PRICE: u128 = 1_000;
+    const PAYERS: [usize; 3] = [1, 2, 3];
+    let trials = trials();
+    let chain = Arc::new(Chain::start());
+    let pg = paygate_store::testing::PgCluster::start();
+    let mut n = paid_nodes(
+        &chain,
+        &pg.url(),
+        &[
+            (
+                "PAYGATE_MASTER_KEY",
+                "7a1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff1",
+            ),
+            ("PAYGATE__CHANNELS__LEASE_MS", "300"),
+            ("PAYGATE__CHANNELS__CLAIM_MIN_BASE_UNITS", "1"),
+            ("PAYGATE__CHANNELS__CLAIM_INTERVAL_SECONDS", "1"),
+        ],
+    )
+    .await;
+    let upstream = Upstream::start().await;
+    let (key, receiver) = acme_route(
+        &n,
+        serde_json::json!({"path": "search", "priceUSD": "0.001", "network": "base-sepolia",
+               "targetUrl": format!("{}/search", upstream.url),
+               "schemes": ["batch-settlement"]}),
+    )
+    .await;
+    let r = n[0].get("/gateway/acme/search").await;
+    let doc = paygate_x402::b64_json(r.headers()["payment-required"].to_str().unwrap()).unwrap();
+    let payers: Vec<HandPayer> = PAYERS
+        .iter()
+        .map(|&p| HandPayer::new(p, &doc["accepts"][0], 7))
+        .collect();
+    let receiver_before = chain.balance(receiver).await;
+    let pay = |node: &Gateway, payer: &HandPayer, payload: Value| {
+        let req = node
+            .http
+            .get(node.url("/gateway/acme/search"))
+            .header("payment-signature", payer.header(payload));
+        async move {
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.text().await.unwrap_or_default())
+        }
+    };
+    // Each payer's channel, opened with room for every step of the run.
+    let mut charged = vec![PRICE; PAYERS.len()];
+    for (i, payer) in payers.iter().enumerate() {
+        let d =
+            common::channel::deposit(&payer.config, PAYERS[i], (4 + 4 * trials as u64) * 1_000, 1);
+        let (status, body) = pay(&n[i % 3], payer, payer.deposit(&d, PRICE)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let claim = |node: &Gateway| {
+        let req = node
+            .http
+            .post(node.url("/api/channels/claim"))
+            .bearer_auth(&key)
+            .json(&serde_json::json!({}));
+        tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
+    };
+    // The kill window: a claim's duration, measured.
+    let t0 = Instant::now();
+    assert_eq!(claim(&n[0]).await.unwrap().unwrap(), 200);
+    let window_ms = (t0.elapsed().as_millis() as u64 * 3 / 2).max(20);
+
+    let mut rng = rand::thread_rng();
+    let mut killed_during_api_claim = 0;
+    for trial in 0..trials {
+        for (i, payer) in payers.iter().enumerate() {
+            for _ in 0..2 {
+                let node = &n[rng.gen_range(0..3)];
+                let next = charged[i] + PRICE;
+                let (status, body) = pay(node, payer, payer.voucher(next)).await;
+                assert_eq!(status, 200, "trial {trial}, payer {i}: {body}");
+                charged[i] = next;
+            }
+        }
+        let victim = leader(&n, "channel-claims").await;
+        let asked = claim(&n[victim]);
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=window_ms))).await;
+        n[victim].kill();
+        if asked.await.unwrap().is_err() {
+            killed_during_api_claim += 1;
+        }
+        n[victim].restart().await;
+    }
+    // What is left is claimed by one more pass (a restarted node's and the claimer's passes
+    // may have been cut at any point).
+    let live = leader(&n, "channel-claims").await;
+    let r = n[live]
+        .api(&key, reqwest::Method::POST, "/api/channels/claim", Some(serde_json::json!({})))
+        .await;
+    let status = r.status();
+    let text = r.text().await.unwrap_or_default();
+    assert_eq!(status, 200, "{text}\n{}", n[live].log());
+    let total: u128 = charged.iter().sum();
+    let list: Value = n[live]
+        .api(&key, reqwest::Method::GET, "/api/channels", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let channels = list["channels"].as_array().unwrap();
+    assert_eq!(channels.len(), PAYERS.len(), "{list}");
+    for c in channels {
+        assert_eq!(
+            c["claimed"], c["charged"],
+            "claimed on chain = charged: {c}"
+        );
+        assert_eq!(c["unclaimed"], "0", "{c}");
+    }
+    let charged_total: u128 = channels
+        .iter()
+        .map(|c| c["charged"].as_str().unwrap().parse::<u128>().unwrap())
+        .sum();
+    assert_eq!(charged_total, total, "every served voucher charged once");
+    assert_eq!(
+        u128::from(chain.balance(receiver).await - receiver_before),
+        total,
+        "the receiver got exactly what was charged"
+    );
+    assert_eq!(
+        upstream.hits() as u128,
+        total / PRICE,
+        "every charged voucher reached the origin once"
+    );
+    println!(
+        "claimer crash tally: {trials} trials, kill window {window_ms} ms, {killed_during_api_claim} \
+         API claims cut by the kill; claimed {total} base units over {} channels, exactly what was charged",
+        PAYERS.len()
+    );
+}

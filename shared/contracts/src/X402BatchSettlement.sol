@@ -104,7 +104,6 @@ contract X402BatchSettlement {
     error AuthorizerMismatch(bytes32 channelId);
     error ClaimAboveVoucher(bytes32 channelId);
     error ClaimAboveBalance(bytes32 channelId);
-    error NothingToSettle();
     error NotPayer();
     error NotReceiver();
     error NoWithdrawal();
@@ -236,7 +235,9 @@ contract X402BatchSettlement {
     function settle(address receiver, address token) external nonReentrant {
         ReceiverState storage r = receivers[receiver][token];
         uint128 amount = r.totalClaimed - r.totalSettled;
-        if (amount == 0) revert NothingToSettle();
+        // Nothing claimed since the last settlement: a no-op, so a claim repeated after a crash
+        // (its channels skipped as already claimed) does not revert the transaction around it.
+        if (amount == 0) return;
         r.totalSettled = r.totalClaimed;
         IERC20(token).safeTransfer(receiver, amount);
         emit Settled(receiver, token, msg.sender, amount);
