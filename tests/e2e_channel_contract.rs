@@ -362,7 +362,9 @@ async fn deposit_claim_settle_refund_and_withdraw_move_each_amount_once() {
         receiver_before + 250_000
     );
     // Again: nothing left to settle is a no-op (a repeated claim's settle must not revert it).
-    dev.send(0, settle).await.expect("a settle with nothing left");
+    dev.send(0, settle)
+        .await
+        .expect("a settle with nothing left");
     assert_eq!(
         dev.chain.balance(address(RECEIVER)).await,
         receiver_before + 250_000

@@ -367,7 +367,12 @@ async fn cluster_sigkill_of_the_elected_claimer_claims_each_charge_once() {
     // may have been cut at any point).
     let live = leader(&n, "channel-claims").await;
     let r = n[live]
-        .api(&key, reqwest::Method::POST, "/api/channels/claim", Some(serde_json::json!({})))
+        .api(
+            &key,
+            reqwest::Method::POST,
+            "/api/channels/claim",
+            Some(serde_json::json!({})),
+        )
         .await;
     let status = r.status();
     let text = r.text().await.unwrap_or_default();
