@@ -4,17 +4,15 @@
 
 use crate::channel::Paying;
 use crate::limits::Refused;
+use crate::upstream::ProxyGate;
 use crate::Gateway;
-use alloy_primitives::Address;
 use paygate_domain::model::PaidAnswer;
 use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::route_path::lookup_key;
 use paygate_domain::{unix_now, ErrorBody, ErrorCode};
 use paygate_gateway::balancer::Picked;
 use paygate_gateway::metrics::Outcome;
-use paygate_gateway::payments::schemes::{
-    Admission, Admitted, Gate, PaidRequest, Receipt, Upstream,
-};
+use paygate_gateway::payments::schemes::{Admission, Admitted, PaidRequest, Receipt, Upstream};
 use paygate_gateway::payments::Refusal;
 use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
 use paygate_x402::facilitator::wire::{RefusedPaymentBody, SandboxReceipt, SettleResponse};
@@ -438,7 +436,10 @@ impl Gateway {
         };
         #[cfg(feature = "bench-free-pass")]
         if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
-            let to = gate.upstream(false).await.map_err(refused)?;
+            let to = self
+                .upstream_address(&entry, &req.headers, &[])
+                .await
+                .map_err(refused)?;
             return Ok(Forwarding::new(entry, to, None, origin));
         }
         let Some((version, raw)) = payment_header(req) else {
@@ -500,107 +501,6 @@ impl Gateway {
                     "request body is larger than this gateway forwards".into(),
                 )
             })
-    }
-
-    /// The upstream a paid request goes to, connected to once before the payment is taken, so
-    /// that an origin refusing connections is a `503` with nothing charged. A target that does
-    /// not accept is marked failed and the next healthy one tried. What can still fail after
-    /// settlement (the origin going away between this check and the forwarded request, or in
-    /// the middle of its answer) is said in RELIABILITY.md.
-    pub(crate) async fn reachable_upstream(
-        &self,
-        entry: &RouteEntry,
-        headers: &http::HeaderMap,
-    ) -> Result<(SocketAddr, Option<Picked>), Refusal> {
-        let mut tried = Vec::new();
-        loop {
-            let (addr, picked) = self.upstream_address(entry, headers, &tried).await?;
-            let connect = tokio::net::TcpStream::connect(addr);
-            let error = match tokio::time::timeout(self.settings.connect_timeout, connect).await {
-                Ok(Ok(_)) => return Ok((addr, picked)),
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => "connection timed out".to_string(),
-            };
-            tracing::warn!(route = %entry.id, %addr, %error, "upstream refused before payment");
-            match (picked, &entry.balancer) {
-                (Some(p), Some(b)) => {
-                    b.failed(p);
-                    tried.push(p.index);
-                }
-                _ => {
-                    return Err(Refusal::UpstreamUnavailable(format!(
-                        "the upstream does not accept connections ({error}); nothing was charged"
-                    )))
-                }
-            }
-        }
-    }
-
-    /// Resolves the route's upstream (a healthy one of its targets, other than `tried`) and
-    /// checks it against the SSRF policy, before any payment is taken (and so again on every
-    /// request: DNS answers may change).
-    pub(crate) async fn upstream_address(
-        &self,
-        entry: &RouteEntry,
-        headers: &http::HeaderMap,
-        tried: &[usize],
-    ) -> Result<(SocketAddr, Option<Picked>), Refusal> {
-        let refuse = |msg: String| {
-            tracing::warn!(route = %entry.id, error = %msg, "upstream refused before payment");
-            Refusal::UpstreamUnavailable(msg)
-        };
-        let policy = &self.settings.policy;
-        let Some(balancer) = &entry.balancer else {
-            let target = entry
-                .upstream
-                .as_ref()
-                .ok_or_else(|| refuse("route has no upstream".into()))?;
-            let addr = policy
-                .resolve(&target.host, target.port)
-                .await
-                .map_err(refuse)?;
-            return Ok((addr, None));
-        };
-        let mut skipped = tried.to_vec();
-        let mut last = "no healthy upstream target".to_string();
-        while let Some(p) = balancer.pick(headers, &skipped) {
-            let t = balancer.target(p);
-            match policy.resolve(&t.host, t.port).await {
-                Ok(addr) => return Ok((addr, Some(p))),
-                Err(e) => {
-                    last = e;
-                    skipped.push(p.index);
-                }
-            }
-        }
-        Err(refuse(last))
-    }
-}
-
-/// The proxy's side of admission ([`Gate`]): its payer rate limit, and the route's upstream.
-pub(crate) struct ProxyGate<'a> {
-    gateway: &'a Gateway,
-    entry: &'a RouteEntry,
-    headers: &'a http::HeaderMap,
-}
-
-impl Gate for ProxyGate<'_> {
-    type Stop = Refused;
-
-    fn payer(&self, payer: &Address) -> Result<(), Refused> {
-        self.gateway.limits.check_payer(&payer.0 .0)
-    }
-
-    async fn upstream(&self, connect: bool) -> Result<Upstream, Refusal> {
-        if connect {
-            self.gateway
-                .reachable_upstream(self.entry, self.headers)
-                .await
-        } else {
-            self.gateway
-                .upstream_address(self.entry, self.headers, &[])
-                .await
-        }
     }
 }
 

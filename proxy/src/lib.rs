@@ -7,12 +7,13 @@ mod answer;
 mod channel;
 mod decide;
 pub mod limits;
+mod upstream;
+pub use upstream::ProxySettings;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use decide::{Decision, Stage};
 use http::header::{self, HeaderName};
-use paygate_config::UpstreamConfig;
 use paygate_domain::ids::new_request_id;
 use paygate_domain::origin_proof::{PAYMENT_ID_HEADER, SIGNATURE_HEADER};
 use paygate_domain::ErrorCode;
@@ -20,13 +21,11 @@ use paygate_gateway::metrics::{Metrics, Outcome, RequestEvent};
 use paygate_gateway::payments::schemes::{Answered, Receipt, CHARGE_HEADER};
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::RouteTable;
-use paygate_gateway::target_policy::TargetPolicy;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::protocols::ALPN;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,34 +64,6 @@ fn carried(headers: &http::HeaderMap, names: &[HeaderName]) -> Vec<HeaderName> {
         .filter(|k| names.contains(k))
         .cloned()
         .collect()
-}
-
-/// How upstreams are reached: timeouts, the SSRF policy, TLS exceptions and size limits.
-pub struct ProxySettings {
-    pub policy: Arc<TargetPolicy>,
-    pub connect_timeout: Duration,
-    pub total_timeout: Duration,
-    pub stream_idle_timeout: Duration,
-    pub insecure_tls_hosts: HashSet<String>,
-    /// Hosts reached in HTTP/2 (`upstream.http2_hosts`).
-    pub http2_hosts: HashSet<String>,
-    pub max_body_bytes: u64,
-    pub max_header_bytes: usize,
-}
-
-impl ProxySettings {
-    pub fn from_config(c: &UpstreamConfig, policy: Arc<TargetPolicy>) -> Self {
-        Self {
-            policy,
-            connect_timeout: Duration::from_secs(c.connect_timeout_seconds),
-            total_timeout: Duration::from_secs(c.total_timeout_seconds),
-            stream_idle_timeout: Duration::from_secs(c.stream_idle_timeout_seconds),
-            insecure_tls_hosts: c.insecure_tls_hosts.iter().cloned().collect(),
-            http2_hosts: c.http2_hosts.iter().cloned().collect(),
-            max_body_bytes: c.max_request_body_bytes,
-            max_header_bytes: c.max_request_header_bytes,
-        }
-    }
 }
 
 /// The proxy service: the route table it reads, the payment service that takes payments, the

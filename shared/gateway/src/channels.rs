@@ -13,21 +13,21 @@
 
 use alloy_primitives::{Address, B256};
 use alloy_signer_local::PrivateKeySigner;
-use alloy_sol_types::SolCall;
 use paygate_config::ChannelsConfig;
 use paygate_domain::channel::ChannelRecord;
 use paygate_store::Store;
 use paygate_x402::batch::{
-    self, ChannelAction, ChannelConfigWire, ChannelOffer, ChannelPayloadWire, ChannelPayment,
-    ChannelRejection, IBatchSettlement,
+    ChannelAction, ChannelConfigWire, ChannelOffer, ChannelPayloadWire, ChannelPayment,
+    ChannelRejection,
 };
-use paygate_x402::facilitator::{CallError, ChainCalls};
+use paygate_x402::facilitator::ChainCalls;
 use paygate_x402::{BatchTerms, PaymentRequirements};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+mod chain;
 mod claims;
 pub mod facilitated;
 mod receipts;
@@ -245,37 +245,6 @@ impl Channels {
         Ok(payment)
     }
 
-    /// A signature the signer's own key did not make, asked of the chain: valid when the signer
-    /// is a smart wallet that accepts it (EIP-1271 `isValidSignature`); `rejection` otherwise
-    /// (an account without code answers nothing). Nothing to ask: `Ok`.
-    async fn chain_checked(
-        &self,
-        chain_id: u64,
-        check: Option<batch::ChainCheck>,
-        rejection: ChannelRejection,
-    ) -> Result<(), ChannelRefusal> {
-        let Some(c) = check else { return Ok(()) };
-        let call = batch::IERC1271::isValidSignatureCall {
-            hash: c.digest,
-            signature: c.signature,
-        };
-        let valid = match self
-            .chain
-            .view_call(chain_id, c.signer, call.abi_encode())
-            .await
-        {
-            Ok(out) => batch::IERC1271::isValidSignatureCall::abi_decode_returns(&out)
-                .is_ok_and(|magic| magic.0 == batch::EIP1271_MAGIC),
-            Err(CallError::Reverted(_)) => false,
-            Err(e) => return Err(unavailable(e)),
-        };
-        if valid {
-            Ok(())
-        } else {
-            Err(ChannelRefusal::rejected(rejection))
-        }
-    }
-
     /// The payment's channel locked on this node and held ([`Self::hold`]).
     async fn take(
         &self,
@@ -457,80 +426,6 @@ impl Channels {
             created_at: now.clone(),
             updated_at: now,
         })
-    }
-
-    /// `(balance, totalClaimed)` of a channel on chain.
-    async fn on_chain(&self, chain_id: u64, id: B256) -> Result<(u128, u128), ChannelRefusal> {
-        let call = IBatchSettlement::channelsCall { channelId: id };
-        let r = self.view(chain_id, batch::SETTLEMENT_ADDRESS, call).await?;
-        Ok((r.balance, r.totalClaimed))
-    }
-
-    /// A read-only `call` to `to` on `chain_id`, decoded.
-    async fn view<C: SolCall>(
-        &self,
-        chain_id: u64,
-        to: Address,
-        call: C,
-    ) -> Result<C::Return, ChannelRefusal> {
-        let out = self
-            .chain
-            .view_call(chain_id, to, call.abi_encode())
-            .await
-            .map_err(unavailable)?;
-        C::abi_decode_returns(&out).map_err(unavailable)
-    }
-
-    /// Sends the deposit on chain; the channel's figures on chain afterwards.
-    async fn deposit(
-        &self,
-        payment: &ChannelPayment,
-        d: &batch::Erc3009Deposit,
-        chain_id: u64,
-    ) -> Result<(B256, (u128, u128)), ChannelRefusal> {
-        let call = batch::deposit_call(&payment.config, d);
-        let tx = self
-            .chain
-            .send_call(
-                chain_id,
-                batch::SETTLEMENT_ADDRESS,
-                call.abi_encode(),
-                DEPOSIT_GAS,
-            )
-            .await
-            .map_err(|e| match e {
-                CallError::Reverted(m) => {
-                    tracing::debug!(error = %m, "deposit reverted");
-                    ChannelRefusal::DepositFailed(
-                        "the deposit's transfer was refused (authorization used, expired, or \
-                         funds missing)"
-                            .into(),
-                    )
-                }
-                other => {
-                    tracing::warn!(error = %other, "deposit not sent");
-                    unavailable(other)
-                }
-            })?;
-        let figures = self.on_chain(chain_id, payment.channel_id).await?;
-        Ok((tx, figures))
-    }
-
-    /// Sends `calls` to the settlement contract in one `multicall` transaction.
-    async fn multicall(
-        &self,
-        chain_id: u64,
-        calls: Vec<alloy_primitives::Bytes>,
-        gas: u64,
-    ) -> Result<B256, CallError> {
-        self.chain
-            .send_call(
-                chain_id,
-                batch::SETTLEMENT_ADDRESS,
-                IBatchSettlement::multicallCall { data: calls }.abi_encode(),
-                gas,
-            )
-            .await
     }
 
     /// Writes `next` over `read` (compare-and-set on its version), caching what was written.
