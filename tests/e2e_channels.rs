@@ -485,7 +485,22 @@ async fn a_withdrawal_is_watched_and_what_was_served_is_claimed_first() {
     .await;
     assert_eq!(c["unclaimed"], "0", "{c}");
     assert_eq!(chain.balance(address(9)).await, receiver_before + 2 * PRICE);
-    // No more vouchers while the withdrawal can finish before a claim would land.
+    // No more vouchers while the withdrawal can finish before a claim would land: with a lead
+    // one second short of the delay, once the wall clock is past the chain's second of
+    // initiateWithdraw (anvil's block times may run ahead of the wall clock).
+    let initiated = {
+        use alloy_provider::Provider;
+        let block = chain
+            .provider(0)
+            .get_block_by_number(alloy_rpc_types_eth::BlockNumberOrTag::Latest)
+            .await
+            .unwrap()
+            .unwrap();
+        block.header.timestamp
+    };
+    while common::chain::now() <= initiated + 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     let report = channel_pay(&gw, &chain, 3, "", 1, None).await;
     assert_eq!(report["statuses"]["402"], 1, "{report}");
 

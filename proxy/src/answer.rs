@@ -7,7 +7,8 @@
 //! case-free `ResponseHeader`. Pingora's `insert_header` would parse every name again and keep
 //! a second map of the names' case, a measurable share of a 402 (issue 21).
 
-use crate::decide::{Answer, Stage};
+use crate::decide::Stage;
+use crate::reply::Answer;
 use crate::Ctx;
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};

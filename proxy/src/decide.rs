@@ -2,22 +2,19 @@
 //! control plane, answer it here (challenge, refusal, preflight), or forward it upstream once
 //! its payment is taken. [`Gateway::decide`] returns the decision; `request_filter` acts on it.
 
-use crate::channel::Paying;
-use crate::limits::Refused;
+use crate::reply::{Answer, Paying};
 use crate::upstream::ProxyGate;
 use crate::Gateway;
-use paygate_domain::model::PaidAnswer;
 use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::route_path::lookup_key;
-use paygate_domain::{unix_now, ErrorBody, ErrorCode};
+use paygate_domain::{unix_now, ErrorCode};
 use paygate_gateway::balancer::Picked;
-use paygate_gateway::metrics::Outcome;
 use paygate_gateway::payments::schemes::{Admission, Admitted, PaidRequest, Receipt, Upstream};
 use paygate_gateway::payments::Refusal;
 use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
-use paygate_x402::facilitator::wire::{RefusedPaymentBody, SandboxReceipt, SettleResponse};
+use paygate_x402::facilitator::wire::{SandboxReceipt, SettleResponse};
 use paygate_x402::payment::ProtocolVersion;
-use paygate_x402::{Challenge, PaymentRequirements};
+use paygate_x402::PaymentRequirements;
 use pingora::http::RequestHeader;
 use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
@@ -140,97 +137,6 @@ impl Decided {
         Self {
             decision,
             labels: Labels::default(),
-        }
-    }
-}
-
-/// An answer the gateway writes itself.
-pub enum Answer {
-    /// `204` to a CORS preflight.
-    Preflight,
-    /// `402` with a challenge: the route's own when no payment came (`refused: None`), or one
-    /// rendered with the reason a payment was refused.
-    Challenge {
-        challenge: Challenge,
-        refused: Option<ErrorCode>,
-    },
-    /// A JSON error.
-    Error(ErrorCode, Cow<'static, str>),
-    /// `429` from a rate limit, with `Retry-After`.
-    Limited(Refused),
-    /// The answer a payment got before, given again to the same payment under the same x402
-    /// payment identifier: nothing is taken.
-    Kept(PaidAnswer),
-    /// `200` from the sandbox route to a valid test payment: a fixed body and a receipt marked
-    /// as a sandbox receipt; nothing was reserved or settled.
-    Sandbox {
-        receipt_header: &'static str,
-        receipt: String,
-        body: bytes::Bytes,
-    },
-    /// `200` to a payer's channel refund: the refund went on chain; nothing was forwarded.
-    Refunded { receipt: String, body: bytes::Bytes },
-}
-
-impl Answer {
-    /// The answer to a refused payment: `402` with the challenge and the reason when the payer
-    /// must sign a new payment, otherwise the refusal's error.
-    pub(crate) fn refused(
-        refusal: Refusal,
-        req: &PaymentRequirements,
-        challenge: &Challenge,
-        request_id: &str,
-    ) -> Self {
-        let Some(rejection) = refusal.rejection() else {
-            return Self::Error(refusal.code(), Cow::Owned(refusal.to_string()));
-        };
-        let code = refusal.code();
-        let message = rejection.to_string();
-        let body = RefusedPaymentBody {
-            server: ErrorBody::new(code, &message, request_id),
-            x402_version: 1,
-            error: rejection.reason(),
-            accepts: [req.to_v1()],
-        };
-        let with_reason = Challenge::render_offered(
-            req,
-            rejection.reason(),
-            challenge.extensions.clone(),
-            challenge.offer.clone(),
-        );
-        Self::Challenge {
-            challenge: Challenge {
-                requirements_header: challenge.requirements_header.clone(),
-                payment_required_header: with_reason.payment_required_header,
-                body: serde_json::to_vec(&body).unwrap_or_default().into(),
-                extensions: challenge.extensions.clone(),
-                offer: challenge.offer.clone(),
-            },
-            refused: Some(code),
-        }
-    }
-
-    /// The outcome's name for the access log and its kind for the counters.
-    pub fn outcome(&self) -> (&'static str, Outcome) {
-        match self {
-            Self::Preflight => ("PREFLIGHT", Outcome::Other),
-            Self::Sandbox { .. } => ("SANDBOX_PAYMENT", Outcome::Other),
-            Self::Refunded { .. } => ("CHANNEL_REFUND", Outcome::Other),
-            Self::Kept(_) => ("PAYMENT_ID_REPLAY", Outcome::Other),
-            Self::Limited(_) => (ErrorCode::TooManyRequests.as_str(), Outcome::Other),
-            Self::Challenge { refused: None, .. } => ("PAYMENT_REQUIRED", Outcome::Challenge),
-            Self::Challenge {
-                refused: Some(code),
-                ..
-            }
-            | Self::Error(code, _) => (
-                code.as_str(),
-                if code.status() == 402 {
-                    Outcome::Rejected
-                } else {
-                    Outcome::Other
-                },
-            ),
         }
     }
 }

@@ -4,9 +4,9 @@
 //! other path is passed to the control plane on its loopback address.
 
 mod answer;
-mod channel;
 mod decide;
 pub mod limits;
+mod reply;
 mod upstream;
 pub use upstream::ProxySettings;
 
@@ -490,7 +490,7 @@ impl ProxyHttp for Gateway {
             };
             // The client connection is not reused after a failed proxy attempt: say so.
             session.set_keepalive(None);
-            let a = decide::Answer::Error(code, Cow::Borrowed(msg));
+            let a = reply::Answer::Error(code, Cow::Borrowed(msg));
             if let Err(err) = answer::write(session, ctx, a).await {
                 tracing::debug!(error = %err, "could not send error response");
             }

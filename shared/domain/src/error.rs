@@ -158,7 +158,8 @@ impl FieldProblem {
     }
 }
 
-// Built only through `ErrorBody::to_json` / `to_value`.
+// Serialized through `ErrorBody::to_json`, or flattened into a typed body of its own (the x402
+// refusals' `RefusedPaymentBody`).
 /// The JSON error body of every non-2xx answer.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(as = Error)]
@@ -188,11 +189,6 @@ impl<'a> ErrorBody<'a> {
     pub fn with_details(mut self, details: &'a [FieldProblem]) -> Self {
         self.details = details;
         self
-    }
-
-    /// The body as a JSON object, for answers that add fields of their own (x402 challenges).
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 
     pub fn to_json(&self) -> Vec<u8> {

@@ -1,16 +1,111 @@
-//! The answers to a payment the payment service did not admit (see
+//! What the gateway answers itself ([`Answer`]), decided before anything is written, and the
+//! answers to a payment the payment service did not admit (see
 //! `paygate_gateway::payments::schemes`): a refused payment's `402` with the route's challenge
 //! and the reason, a refused channel voucher's `402` carrying the channel's state (so an honest
-//! client resyncs), a kept answer, a payer's channel refund, a rate limit.
+//! client resyncs), a kept answer, a payer's channel refund, a rate limit. `answer.rs` writes
+//! them.
 
-use crate::decide::Answer;
 use crate::limits::Refused;
+use paygate_domain::model::PaidAnswer;
 use paygate_domain::{ErrorBody, ErrorCode};
 use paygate_gateway::channels::{self, ChannelRefusal};
+use paygate_gateway::metrics::Outcome;
 use paygate_gateway::payments::schemes::Unadmitted;
+use paygate_gateway::payments::Refusal;
 use paygate_x402::facilitator::wire::RefusedPaymentBody;
 use paygate_x402::{Challenge, PaymentRequirements};
 use std::borrow::Cow;
+
+/// An answer the gateway writes itself.
+pub enum Answer {
+    /// `204` to a CORS preflight.
+    Preflight,
+    /// `402` with a challenge: the route's own when no payment came (`refused: None`), or one
+    /// rendered with the reason a payment was refused.
+    Challenge {
+        challenge: Challenge,
+        refused: Option<ErrorCode>,
+    },
+    /// A JSON error.
+    Error(ErrorCode, Cow<'static, str>),
+    /// `429` from a rate limit, with `Retry-After`.
+    Limited(Refused),
+    /// The answer a payment got before, given again to the same payment under the same x402
+    /// payment identifier: nothing is taken.
+    Kept(PaidAnswer),
+    /// `200` from the sandbox route to a valid test payment: a fixed body and a receipt marked
+    /// as a sandbox receipt; nothing was reserved or settled.
+    Sandbox {
+        receipt_header: &'static str,
+        receipt: String,
+        body: bytes::Bytes,
+    },
+    /// `200` to a payer's channel refund: the refund went on chain; nothing was forwarded.
+    Refunded { receipt: String, body: bytes::Bytes },
+}
+
+impl Answer {
+    /// The answer to a refused payment: `402` with the challenge and the reason when the payer
+    /// must sign a new payment, otherwise the refusal's error.
+    pub(crate) fn refused(
+        refusal: Refusal,
+        req: &PaymentRequirements,
+        challenge: &Challenge,
+        request_id: &str,
+    ) -> Self {
+        let Some(rejection) = refusal.rejection() else {
+            return Self::Error(refusal.code(), Cow::Owned(refusal.to_string()));
+        };
+        let code = refusal.code();
+        let message = rejection.to_string();
+        let body = RefusedPaymentBody {
+            server: ErrorBody::new(code, &message, request_id),
+            x402_version: 1,
+            error: rejection.reason(),
+            accepts: [req.to_v1()],
+        };
+        let with_reason = Challenge::render_offered(
+            req,
+            rejection.reason(),
+            challenge.extensions.clone(),
+            challenge.offer.clone(),
+        );
+        Self::Challenge {
+            challenge: Challenge {
+                requirements_header: challenge.requirements_header.clone(),
+                payment_required_header: with_reason.payment_required_header,
+                body: serde_json::to_vec(&body).unwrap_or_default().into(),
+                extensions: challenge.extensions.clone(),
+                offer: challenge.offer.clone(),
+            },
+            refused: Some(code),
+        }
+    }
+
+    /// The outcome's name for the access log and its kind for the counters.
+    pub fn outcome(&self) -> (&'static str, Outcome) {
+        match self {
+            Self::Preflight => ("PREFLIGHT", Outcome::Other),
+            Self::Sandbox { .. } => ("SANDBOX_PAYMENT", Outcome::Other),
+            Self::Refunded { .. } => ("CHANNEL_REFUND", Outcome::Other),
+            Self::Kept(_) => ("PAYMENT_ID_REPLAY", Outcome::Other),
+            Self::Limited(_) => (ErrorCode::TooManyRequests.as_str(), Outcome::Other),
+            Self::Challenge { refused: None, .. } => ("PAYMENT_REQUIRED", Outcome::Challenge),
+            Self::Challenge {
+                refused: Some(code),
+                ..
+            }
+            | Self::Error(code, _) => (
+                code.as_str(),
+                if code.status() == 402 {
+                    Outcome::Rejected
+                } else {
+                    Outcome::Other
+                },
+            ),
+        }
+    }
+}
 
 /// The body of the answer to a payer's channel refund (its receipt says the same).
 #[derive(serde::Serialize)]
