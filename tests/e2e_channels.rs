@@ -160,11 +160,7 @@ async fn the_official_client_pays_a_thousand_requests_over_one_deposit() {
     assert_eq!(c["unclaimed"], deposit.to_string());
     assert_eq!(c["deposited"], deposit.to_string());
 
-    let r = gw
-        .api(&key, Method::POST, "/api/channels/claim", Some(json!({})))
-        .await;
-    assert_eq!(r.status(), 200);
-    let claimed: Value = r.json().await.unwrap();
+    let claimed = gw.claim_channels(&key).await;
     assert_eq!(claimed["claimedChannels"], 1, "{claimed}");
     assert_eq!(chain.balance(address(9)).await, receiver_before + deposit);
     let list = channels(&gw, &key).await;
@@ -172,12 +168,7 @@ async fn the_official_client_pays_a_thousand_requests_over_one_deposit() {
     assert_eq!(c["claimed"], deposit.to_string(), "{list}");
     assert_eq!(c["unclaimed"], "0");
     // Claiming again claims nothing and moves nothing.
-    let again: Value = gw
-        .api(&key, Method::POST, "/api/channels/claim", Some(json!({})))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let again = gw.claim_channels(&key).await;
     assert_eq!(again["claimedChannels"], 0, "{again}");
     assert_eq!(chain.balance(address(9)).await, receiver_before + deposit);
 }
@@ -868,12 +859,7 @@ async fn a_smart_wallet_pays_through_a_channel() {
     let c = channel_of_payer(&gw, &key, wallet).await;
     assert_eq!(c["charged"], (2 * PRICE).to_string(), "{c}");
     // The claim goes through the contract's own EIP-1271 check of the voucher.
-    let claimed: Value = gw
-        .api(&key, Method::POST, "/api/channels/claim", Some(json!({})))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let claimed = gw.claim_channels(&key).await;
     assert_eq!(claimed["claimedChannels"], 1, "{claimed}");
     assert_eq!(chain.balance(address(9)).await, receiver_before + 2 * PRICE);
 }

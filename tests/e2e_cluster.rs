@@ -623,10 +623,7 @@ async fn a_channel_paid_on_every_node_charges_each_step_once() {
     let c = &list["channels"][0];
     assert_eq!(c["charged"], (11 * PRICE).to_string(), "{list}");
     assert_eq!(c["requests"], 11, "{list}");
-    let r = n[1]
-        .api(&key, Method::POST, "/api/channels/claim", Some(json!({})))
-        .await;
-    assert_eq!(r.status(), 200);
+    n[1].claim_channels(&key).await;
     assert_eq!(
         chain.balance(receiver).await,
         receiver_before + 11 * PRICE as u64

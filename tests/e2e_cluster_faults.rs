@@ -366,17 +366,7 @@ async fn cluster_sigkill_of_the_elected_claimer_claims_each_charge_once() {
     // What is left is claimed by one more pass (a restarted node's and the claimer's passes
     // may have been cut at any point).
     let live = leader(&n, "channel-claims").await;
-    let r = n[live]
-        .api(
-            &key,
-            reqwest::Method::POST,
-            "/api/channels/claim",
-            Some(serde_json::json!({})),
-        )
-        .await;
-    let status = r.status();
-    let text = r.text().await.unwrap_or_default();
-    assert_eq!(status, 200, "{text}\n{}", n[live].log());
+    n[live].claim_channels(&key).await;
     let total: u128 = charged.iter().sum();
     let list: Value = n[live]
         .api(&key, reqwest::Method::GET, "/api/channels", None)

@@ -114,9 +114,9 @@ fn refused(e: ChannelRefusal) -> ApiError {
             rejection: ChannelRejection::MissingChannel,
             ..
         } => ErrorCode::NotFound,
-        ChannelRefusal::Rejected { .. } | ChannelRefusal::Malformed(_) => {
-            ErrorCode::ValidationError
-        }
+        ChannelRefusal::Rejected { .. }
+        | ChannelRefusal::Malformed(_)
+        | ChannelRefusal::ContractRefused(_) => ErrorCode::ValidationError,
         ChannelRefusal::Busy => ErrorCode::DuplicateRequest,
         ChannelRefusal::DepositFailed(_) | ChannelRefusal::Unavailable(_) => {
             ErrorCode::FacilitatorUnavailable

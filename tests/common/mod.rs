@@ -496,6 +496,23 @@ impl Gateway {
         .await;
     }
 
+    /// `POST /api/channels/claim` as the key's organisation, which must answer 200 (the node's
+    /// log in the failure); its answer (`claimedChannels`).
+    pub async fn claim_channels(&self, key: &str) -> Value {
+        let r = self
+            .api(
+                key,
+                reqwest::Method::POST,
+                "/api/channels/claim",
+                Some(json!({})),
+            )
+            .await;
+        let status = r.status();
+        let text = r.text().await.unwrap_or_default();
+        assert_eq!(status, 200, "claim: {text}\n{}", self.log());
+        serde_json::from_str(&text).expect("claim answer")
+    }
+
     /// `GET /api/gateway/metrics?window=...` as the key's organisation, which must answer 200.
     pub async fn org_metrics(&self, key: &str, window: &str) -> Value {
         let path = format!("/api/gateway/metrics?window={window}");

@@ -123,7 +123,7 @@ pub(super) async fn settle(
             .await
             .map_err(|e| match e {
                 // The contract refused the transaction: the caller's claim or refund is wrong.
-                ChannelRefusal::DepositFailed(_) => Invalid::Reason(failed(kind)),
+                ChannelRefusal::ContractRefused(_) => Invalid::Reason(failed(kind)),
                 // A field missing or malformed (an authorizer signature, an amount).
                 ChannelRefusal::Rejected {
                     rejection: ChannelRejection::Malformed,

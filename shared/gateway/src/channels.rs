@@ -63,6 +63,10 @@ pub enum ChannelRefusal {
     /// The deposit's transfer failed on chain (nothing moved).
     #[error("the deposit failed on chain: {0}")]
     DepositFailed(String),
+    /// The contract refused a claim, settlement or refund another server asked for through the
+    /// facilitator API (nothing moved).
+    #[error("the contract refused the transaction: {0}")]
+    ContractRefused(String),
     /// Another request of this channel is still being served.
     #[error("another request of this channel is being served; retry it")]
     Busy,
@@ -78,6 +82,7 @@ impl ChannelRefusal {
             Self::Malformed(_) => "invalid_batch_settlement_evm_payload_type",
             Self::Rejected { rejection, .. } => rejection.reason(),
             Self::DepositFailed(_) => "invalid_batch_settlement_evm_deposit_failed",
+            Self::ContractRefused(_) => "invalid_batch_settlement_evm_transaction_failed",
             Self::Busy => "invalid_batch_settlement_evm_channel_busy",
             Self::Unavailable(_) => "unexpected_settle_error",
         }

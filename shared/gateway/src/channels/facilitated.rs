@@ -262,7 +262,7 @@ impl Channels {
                 .await
                 .map_err(|e| match e {
                     paygate_x402::facilitator::CallError::Reverted(m) => {
-                        ChannelRefusal::DepositFailed(format!("the contract refused it: {m}"))
+                        ChannelRefusal::ContractRefused(m)
                     }
                     other => unavailable(other),
                 })

@@ -209,7 +209,6 @@ impl Scheme for Exact<'_> {
     type Payload = ();
 
     fn payload(&self, _req: &PaidRequest<'_>) -> Option<()> {
-        // Every payment that is no other scheme's: its decoder says what is wrong with it.
         Some(())
     }
 
@@ -418,11 +417,8 @@ impl PaymentService {
         if let Some(payload) = batch.payload(req) {
             return batch.admit(req, payload, gate).await;
         }
-        let exact = Exact(self);
-        match exact.payload(req) {
-            Some(payload) => exact.admit(req, payload, gate).await,
-            None => Err(Refusal::Rejected(Rejection::UnsupportedScheme).into()),
-        }
+        // Every other payment is `exact`'s: its decoder says what is wrong with it.
+        Exact(self).admit(req, (), gate).await
     }
 
     /// What the answer commits for the payment in `slot` (taken once its scheme is done with
