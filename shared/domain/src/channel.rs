@@ -72,7 +72,102 @@ pub struct ChannelRecord {
     pub updated_at: String,
 }
 
+/// What a served request moves in a channel record, and nothing else: a backend may store it
+/// apart from the rest, so the write that commits a voucher is small
+/// ([`ChannelRecord::charges`], [`ChannelRecord::apply`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelCharges {
+    pub version: u64,
+    #[serde(with = "amount")]
+    pub charged: u128,
+    #[serde(with = "amount")]
+    pub voucher_max: u128,
+    pub voucher_signature: String,
+    pub requests: u64,
+    pub unclaimed_since: Option<u64>,
+    pub owner: Option<String>,
+    pub lease_until_ms: u64,
+    pub updated_at: String,
+}
+
+/// Where a channel record starts: whose it is and what the chain holds for it.
+pub struct ChannelOpening {
+    pub id: String,
+    pub org_id: String,
+    pub route_id: String,
+    pub network: String,
+    pub config: ChannelConfigWire,
+    pub balance: u128,
+    pub total_claimed: u128,
+    /// RFC 3339, the record's creation and update time.
+    pub now: String,
+}
+
 impl ChannelRecord {
+    /// A record not stored yet (version 0), charged up to what was claimed, nothing else moved.
+    pub fn opened(o: ChannelOpening) -> Self {
+        Self {
+            id: o.id,
+            org_id: o.org_id,
+            route_id: o.route_id,
+            network: o.network,
+            config: o.config,
+            balance: o.balance,
+            deposited: 0,
+            total_claimed: o.total_claimed,
+            charged: o.total_claimed,
+            refunded: 0,
+            voucher_max: 0,
+            voucher_signature: String::new(),
+            requests: 0,
+            withdraw_due: None,
+            refund_nonce: 0,
+            owner: None,
+            lease_until_ms: 0,
+            unclaimed_since: None,
+            claim_transaction: None,
+            version: 0,
+            created_at: o.now.clone(),
+            updated_at: o.now,
+        }
+    }
+
+    /// The part of the record a served request moves.
+    pub fn charges(&self) -> ChannelCharges {
+        ChannelCharges {
+            version: self.version,
+            charged: self.charged,
+            voucher_max: self.voucher_max,
+            voucher_signature: self.voucher_signature.clone(),
+            requests: self.requests,
+            unclaimed_since: self.unclaimed_since,
+            owner: self.owner.clone(),
+            lease_until_ms: self.lease_until_ms,
+            updated_at: self.updated_at.clone(),
+        }
+    }
+
+    /// The record with `c` over the part a served request moves.
+    pub fn apply(&mut self, c: ChannelCharges) {
+        self.version = c.version;
+        self.charged = c.charged;
+        self.voucher_max = c.voucher_max;
+        self.voucher_signature = c.voucher_signature;
+        self.requests = c.requests;
+        self.unclaimed_since = c.unclaimed_since;
+        self.owner = c.owner;
+        self.lease_until_ms = c.lease_until_ms;
+        self.updated_at = c.updated_at;
+    }
+
+    /// Whether `self` differs from `read` only in what a served request moves.
+    pub fn only_charges_moved_from(&self, read: &ChannelRecord) -> bool {
+        let mut same = read.clone();
+        same.apply(self.charges());
+        same == *self
+    }
+
     /// What the voucher checks need of the record.
     pub fn figures(&self) -> ChannelFigures {
         ChannelFigures {
@@ -106,7 +201,7 @@ mod tests {
 
     #[test]
     fn amounts_travel_as_strings_and_come_back_exact() {
-        let r = ChannelRecord {
+        let mut r = ChannelRecord::opened(ChannelOpening {
             id: "0x01".into(),
             org_id: "org".into(),
             route_id: "rt".into(),
@@ -121,23 +216,18 @@ mod tests {
                 salt: "0x00".into(),
             },
             balance: u128::MAX,
-            deposited: 5,
             total_claimed: 1,
-            charged: 3,
-            refunded: 0,
-            voucher_max: 3,
-            voucher_signature: "0x".into(),
-            requests: 3,
-            withdraw_due: None,
-            refund_nonce: 0,
-            owner: Some("n1".into()),
-            lease_until_ms: 10,
-            unclaimed_since: Some(1),
-            claim_transaction: None,
-            version: 1,
-            created_at: String::new(),
-            updated_at: String::new(),
-        };
+            now: String::new(),
+        });
+        r.deposited = 5;
+        r.charged = 3;
+        r.voucher_max = 3;
+        r.voucher_signature = "0x".into();
+        r.requests = 3;
+        r.owner = Some("n1".into());
+        r.lease_until_ms = 10;
+        r.unclaimed_since = Some(1);
+        r.version = 1;
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["balance"], u128::MAX.to_string());
         let back: ChannelRecord = serde_json::from_value(json).unwrap();

@@ -14,7 +14,7 @@
 use alloy_primitives::{Address, B256};
 use alloy_signer_local::PrivateKeySigner;
 use paygate_config::ChannelsConfig;
-use paygate_domain::channel::ChannelRecord;
+use paygate_domain::channel::{ChannelOpening, ChannelRecord};
 use paygate_store::Store;
 use paygate_x402::batch::{
     ChannelAction, ChannelConfigWire, ChannelOffer, ChannelPayloadWire, ChannelPayment,
@@ -406,31 +406,16 @@ impl Channels {
                 on_chain
             }
         };
-        let now = paygate_domain::now_rfc3339();
-        Ok(ChannelRecord {
+        Ok(ChannelRecord::opened(ChannelOpening {
             id: id.to_string(),
             org_id: charge.org_id.to_string(),
             route_id: charge.route_id.to_string(),
             network: charge.requirements.network.caip2.clone(),
             config: ChannelConfigWire::from(&payment.config),
             balance,
-            deposited: 0,
             total_claimed,
-            charged: total_claimed,
-            refunded: 0,
-            voucher_max: 0,
-            voucher_signature: String::new(),
-            requests: 0,
-            withdraw_due: None,
-            refund_nonce: 0,
-            owner: None,
-            lease_until_ms: 0,
-            unclaimed_since: None,
-            claim_transaction: None,
-            version: 0,
-            created_at: now.clone(),
-            updated_at: now,
-        })
+            now: paygate_domain::now_rfc3339(),
+        }))
     }
 
     /// Writes `next` over `read` (compare-and-set on its version), caching what was written.
@@ -439,11 +424,29 @@ impl Channels {
         &self,
         guard: &mut OwnedMutexGuard<Option<ChannelRecord>>,
         read: &ChannelRecord,
+        next: ChannelRecord,
+    ) -> Result<ChannelRecord, ChannelRefusal> {
+        self.write_as(guard, read, next, false).await
+    }
+
+    /// [`Self::write`]; `charges_only`: `next` moves only what a served request moves of
+    /// `read` (the store may write that part alone).
+    async fn write_as(
+        &self,
+        guard: &mut OwnedMutexGuard<Option<ChannelRecord>>,
+        read: &ChannelRecord,
         mut next: ChannelRecord,
+        charges_only: bool,
     ) -> Result<ChannelRecord, ChannelRefusal> {
         next.version = read.version + 1;
         next.updated_at = paygate_domain::now_rfc3339();
-        match self.store.put_channel_if(read.version, &next).await {
+        debug_assert!(!charges_only || next.only_charges_moved_from(read));
+        let written = if charges_only {
+            self.store.put_channel_charges_if(read.version, &next).await
+        } else {
+            self.store.put_channel_if(read.version, &next).await
+        };
+        match written {
             Ok(true) => {
                 **guard = Some(next.clone());
                 Ok(next)
@@ -485,7 +488,7 @@ impl Channels {
             }
             next.owner = Some(self.node.clone());
             next.lease_until_ms = now_ms() + self.cfg.lease_ms;
-            match self.write(&mut a.slot, &read, next).await {
+            match self.write_as(&mut a.slot, &read, next, true).await {
                 Ok(record) => {
                     self.count(&record.org_id, "voucher", charged);
                     return Ok(ChannelReceipt {

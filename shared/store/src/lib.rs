@@ -261,6 +261,16 @@ pub trait ChannelStore: Send + Sync {
     /// version `expected` (`0`: no channel stored yet), durably; `false` (nothing written) when
     /// another writer moved it first.
     async fn put_channel_if(&self, expected: u64, next: &ChannelRecord) -> StoreResult<bool>;
+    /// [`Self::put_channel_if`] for a write that moves only what a served request moves
+    /// ([`paygate_domain::channel::ChannelCharges`]) of the record read at `expected`: a backend
+    /// may write that part alone (the write committing each voucher).
+    async fn put_channel_charges_if(
+        &self,
+        expected: u64,
+        next: &ChannelRecord,
+    ) -> StoreResult<bool> {
+        self.put_channel_if(expected, next).await
+    }
     /// The organisation's channels, in no particular order.
     async fn list_channels(&self, org_id: &str) -> StoreResult<Vec<ChannelRecord>>;
     /// Every channel with a charge not yet claimed on chain (what the claimer reads).

@@ -783,21 +783,15 @@ async fn payment_identifiers_are_claimed_once_kept_and_purged() {
     }
 }
 
-/// A channel is written only from the version read: of two writers that read the same version
-/// one wins, the other changes nothing; the unclaimed index follows every write; organisations
-/// see only their own channels.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn channels_move_only_from_the_version_read() {
-    use paygate_domain::channel::ChannelRecord;
-    use paygate_x402::batch::ChannelConfigWire;
-    let both = Both::new().await;
-    for (name, s) in both.each() {
-        let mut c = ChannelRecord {
-            id: format!("0x{name}01"),
+/// A channel of organisation `o1`, version 1, nothing charged.
+fn channel(id: &str) -> paygate_domain::channel::ChannelRecord {
+    let mut c =
+        paygate_domain::channel::ChannelRecord::opened(paygate_domain::channel::ChannelOpening {
+            id: id.to_string(),
             org_id: "o1".into(),
             route_id: "rt".into(),
             network: "eip155:84532".into(),
-            config: ChannelConfigWire {
+            config: paygate_x402::batch::ChannelConfigWire {
                 payer: "0x1".into(),
                 payer_authorizer: "0x1".into(),
                 receiver: "0x2".into(),
@@ -807,23 +801,23 @@ async fn channels_move_only_from_the_version_read() {
                 salt: "0x00".into(),
             },
             balance: 5_000,
-            deposited: 5_000,
             total_claimed: 0,
-            charged: 0,
-            refunded: 0,
-            voucher_max: 0,
-            voucher_signature: String::new(),
-            requests: 0,
-            withdraw_due: None,
-            refund_nonce: 0,
-            owner: Some("n1".into()),
-            lease_until_ms: 0,
-            unclaimed_since: None,
-            claim_transaction: None,
-            version: 1,
-            created_at: String::new(),
-            updated_at: String::new(),
-        };
+            now: String::new(),
+        });
+    c.deposited = 5_000;
+    c.owner = Some("n1".into());
+    c.version = 1;
+    c
+}
+
+/// A channel is written only from the version read: of two writers that read the same version
+/// one wins, the other changes nothing; the unclaimed index follows every write; organisations
+/// see only their own channels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_move_only_from_the_version_read() {
+    let both = Both::new().await;
+    for (name, s) in both.each() {
+        let mut c = channel(&format!("0x{name}01"));
         assert!(s.put_channel_if(0, &c).await.unwrap(), "{name}");
         assert!(
             !s.put_channel_if(0, &c).await.unwrap(),
@@ -859,5 +853,120 @@ async fn channels_move_only_from_the_version_read() {
             "{name}"
         );
         assert!(s.list_channels("o2").await.unwrap().is_empty(), "{name}");
+
+        // Vouchers: writes of the charges alone, from the version read, between full writes.
+        let mut v = c.clone();
+        for _ in 0..3 {
+            let mut next = v.clone();
+            next.charged += 100;
+            next.voucher_max = next.charged;
+            next.voucher_signature = format!("0x{:02x}", next.version);
+            next.requests += 1;
+            next.lease_until_ms += 1;
+            next.version += 1;
+            assert!(
+                s.put_channel_charges_if(v.version, &next).await.unwrap(),
+                "{name}"
+            );
+            assert!(
+                !s.put_channel_charges_if(v.version, &next).await.unwrap(),
+                "{name}: a charge written twice from one version"
+            );
+            v = next;
+            assert_eq!(
+                s.get_channel(&c.id).await.unwrap(),
+                Some(v.clone()),
+                "{name}"
+            );
+        }
+        // The first charge after the claim put the channel back among the unclaimed.
+        assert_eq!(
+            s.unclaimed_channels().await.unwrap(),
+            vec![v.clone()],
+            "{name}"
+        );
+        assert_eq!(
+            s.list_channels("o1").await.unwrap(),
+            vec![v.clone()],
+            "{name}"
+        );
+        // A full write (a claim) from a stale version loses; from the current one it keeps the
+        // charges it read and moves the rest.
+        let mut claim = v.clone();
+        claim.total_claimed = v.charged;
+        claim.claim_transaction = Some("0xabc".into());
+        claim.version = v.version;
+        assert!(
+            !s.put_channel_if(v.version - 1, &claim).await.unwrap(),
+            "{name}"
+        );
+        claim.version = v.version + 1;
+        assert!(s.put_channel_if(v.version, &claim).await.unwrap(), "{name}");
+        assert_eq!(
+            s.get_channel(&c.id).await.unwrap(),
+            Some(claim.clone()),
+            "{name}"
+        );
+        assert!(s.unclaimed_channels().await.unwrap().is_empty(), "{name}");
+        // A voucher from before the claim cannot land over it.
+        let mut late = v.clone();
+        late.charged += 100;
+        late.version += 1;
+        assert!(
+            !s.put_channel_charges_if(v.version, &late).await.unwrap(),
+            "{name}"
+        );
+        // Racing voucher writes from one version: exactly one lands.
+        let mut a = claim.clone();
+        a.charged += 1;
+        a.version += 1;
+        let mut b = claim.clone();
+        b.charged += 2;
+        b.version += 1;
+        let (ra, rb) = tokio::join!(
+            s.put_channel_charges_if(claim.version, &a),
+            s.put_channel_charges_if(claim.version, &b)
+        );
+        assert!(
+            ra.unwrap() ^ rb.unwrap(),
+            "{name}: exactly one voucher wins"
+        );
+        let stored = s.get_channel(&c.id).await.unwrap().unwrap();
+        assert!(stored == a || stored == b, "{name}");
     }
+}
+
+/// A sled store written before channels' charges were kept apart reads its channels as they
+/// were, and its first voucher write (a full one) starts the charges entry; charges written
+/// alone are there after a reopen.
+#[tokio::test]
+async fn sled_channels_from_before_the_charges_tree_and_after_a_reopen() {
+    use paygate_store::ChannelStore;
+    let dir = tempfile::tempdir().unwrap();
+    let c = channel("0x01");
+    {
+        let s = paygate_store::SledStore::open(dir.path()).unwrap();
+        assert!(s.put_channel_if(0, &c).await.unwrap());
+    }
+    {
+        let db = sled::open(dir.path()).unwrap();
+        db.drop_tree("channel_charges").unwrap();
+        db.flush().unwrap();
+    }
+    let mut v = c.clone();
+    {
+        let s = paygate_store::SledStore::open(dir.path()).unwrap();
+        assert_eq!(s.get_channel(&c.id).await.unwrap(), Some(c.clone()));
+        for _ in 0..3 {
+            let mut next = v.clone();
+            next.charged += 100;
+            next.requests += 1;
+            next.version += 1;
+            assert!(s.put_channel_charges_if(v.version, &next).await.unwrap());
+            v = next;
+        }
+    }
+    let s = paygate_store::SledStore::open(dir.path()).unwrap();
+    assert_eq!(s.get_channel(&c.id).await.unwrap(), Some(v.clone()));
+    assert_eq!(s.unclaimed_channels().await.unwrap(), vec![v]);
 }

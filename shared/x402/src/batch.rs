@@ -142,10 +142,31 @@ pub fn settlement_domain(chain_id: u64) -> Eip712Domain {
     )
 }
 
+/// The EIP-712 signing hash of `message` under the settlement domain on `chain_id`; the
+/// domain's separator is hashed once per chain and thread (a voucher takes two such hashes).
+fn settlement_signing_hash(chain_id: u64, message: &impl SolStruct) -> B256 {
+    thread_local! {
+        static SEPARATOR: std::cell::Cell<Option<(u64, B256)>> = const { std::cell::Cell::new(None) };
+    }
+    let separator = SEPARATOR.with(|cached| match cached.get() {
+        Some((id, separator)) if id == chain_id => separator,
+        _ => {
+            let separator = settlement_domain(chain_id).separator();
+            cached.set(Some((chain_id, separator)));
+            separator
+        }
+    });
+    let mut input = [0u8; 66];
+    input[..2].copy_from_slice(&[0x19, 0x01]);
+    input[2..34].copy_from_slice(separator.as_slice());
+    input[34..].copy_from_slice(message.eip712_hash_struct().as_slice());
+    alloy_primitives::keccak256(input)
+}
+
 impl ChannelConfig {
     /// The channel id: the EIP-712 hash of this configuration under the settlement domain.
     pub fn channel_id(&self, chain_id: u64) -> B256 {
-        self.eip712_signing_hash(&settlement_domain(chain_id))
+        settlement_signing_hash(chain_id, self)
     }
 
     /// Who signs this channel's vouchers: the payer authorizer, or the payer itself when none
@@ -161,11 +182,13 @@ impl ChannelConfig {
 
 /// The digest a payer signs for a voucher of `max` on `channel_id`.
 pub fn voucher_digest(chain_id: u64, channel_id: B256, max: u128) -> B256 {
-    Voucher {
-        channelId: channel_id,
-        maxClaimableAmount: max,
-    }
-    .eip712_signing_hash(&settlement_domain(chain_id))
+    settlement_signing_hash(
+        chain_id,
+        &Voucher {
+            channelId: channel_id,
+            maxClaimableAmount: max,
+        },
+    )
 }
 
 /// The digest the receiver authorizer signs for a cooperative refund.
@@ -547,6 +570,24 @@ mod tests {
         let mut other = config();
         other.salt = B256::repeat_byte(1);
         assert_ne!(id, other.channel_id(84532));
+    }
+
+    #[test]
+    fn the_cached_separator_hashes_as_alloy_does_on_every_chain() {
+        let c = config();
+        let voucher = Voucher {
+            channelId: B256::repeat_byte(7),
+            maxClaimableAmount: 1_000,
+        };
+        // Alternating chains: the per-thread cache must follow the chain id.
+        for chain_id in [84532, 8453, 84532, 1] {
+            let domain = settlement_domain(chain_id);
+            assert_eq!(c.channel_id(chain_id), c.eip712_signing_hash(&domain));
+            assert_eq!(
+                voucher_digest(chain_id, voucher.channelId, 1_000),
+                voucher.eip712_signing_hash(&domain)
+            );
+        }
     }
 
     #[test]

@@ -1,36 +1,93 @@
-//! Payment channels on sled: the record by id, and an index of the channels with a charge not
-//! yet claimed. The compare-and-set reads the stored version inside the transaction.
+//! Payment channels on sled: the record by id; what served requests moved of it
+//! (`channel_charges`: small, and all the write committing a voucher writes); an index of the
+//! channels with a charge not yet claimed.
+//!
+//! A charges entry is the version of the record it sits on and its own version (8 bytes each,
+//! big-endian), then the JSON of [`ChannelCharges`] (a voucher's write compares the version
+//! without decoding the rest). Every full write (a transaction) writes the record and an entry
+//! on it; a voucher's write swaps the entry alone (sled keeps its transactions and single writes
+//! apart, and the swap fails if the entry moved since it was read). A reader takes the record and
+//! the entry in two reads and, should a full write fall between them (the entry then sits on
+//! another version), reads again.
 
 use super::*;
 use crate::ChannelStore;
-use paygate_domain::channel::ChannelRecord;
+use paygate_domain::channel::{ChannelCharges, ChannelRecord};
 
-/// A stored channel record's version, read without the rest of it.
-#[derive(serde::Deserialize)]
-struct Versioned {
-    version: u64,
+/// How often a read torn by concurrent full writes is taken again before giving up.
+const READ_TRIES: usize = 64;
+
+/// A charges entry: the version of the record it sits on, its own version, then its charges.
+fn charges_entry(base: u64, c: &ChannelCharges) -> StoreResult<Vec<u8>> {
+    let mut out = Vec::with_capacity(320);
+    out.extend_from_slice(&base.to_be_bytes());
+    out.extend_from_slice(&c.version.to_be_bytes());
+    serde_json::to_writer(&mut out, c).map_err(backend)?;
+    Ok(out)
+}
+
+/// The record version an entry sits on and the entry's version.
+fn entry_versions(v: &[u8]) -> StoreResult<(u64, u64)> {
+    match (v.get(..8), v.get(8..16)) {
+        (Some(base), Some(version)) => Ok((
+            u64::from_be_bytes(base.try_into().map_err(backend)?),
+            u64::from_be_bytes(version.try_into().map_err(backend)?),
+        )),
+        _ => Err(backend("a channel's charges entry is cut short")),
+    }
+}
+
+fn entry_charges(v: &[u8]) -> StoreResult<ChannelCharges> {
+    dec(v.get(16..).unwrap_or_default())
 }
 
 impl SledStore {
-    /// The compare-and-set of a channel record and its unclaimed index, in one transaction
-    /// (not flushed).
+    /// Channel `id` as last written: its record with its charges over it.
+    fn channel(&self, id: &[u8]) -> StoreResult<Option<ChannelRecord>> {
+        for _ in 0..READ_TRIES {
+            let Some(v) = self.channels.get(id).map_err(backend)? else {
+                return Ok(None);
+            };
+            let mut record: ChannelRecord = dec(&v)?;
+            match self.channel_charges.get(id).map_err(backend)? {
+                None => return Ok(Some(record)),
+                Some(e) => {
+                    if entry_versions(&e)?.0 == record.version {
+                        record.apply(entry_charges(&e)?);
+                        return Ok(Some(record));
+                    }
+                    // A full write fell between the two reads.
+                }
+            }
+        }
+        Err(backend("a channel kept moving while it was read"))
+    }
+
+    /// The compare-and-set of a channel's record, its charges entry and its unclaimed index, in
+    /// one transaction (not flushed).
     fn swap_channel(&self, expected: u64, next: &ChannelRecord) -> StoreResult<bool> {
         let bytes = enc(next)?;
+        let entry = charges_entry(next.version, &next.charges())?;
         let id = next.id.as_bytes();
         let open = next.unclaimed() > 0;
-        (&self.channels, &self.channels_unclaimed)
-            .transaction(|(records, unclaimed)| {
-                // Only the version is compared: read without decoding the whole record.
-                let stored = match records.get(id)? {
-                    Some(v) => dec::<Versioned>(&v).map(|r| r.version).or_else(abort)?,
-                    None => 0,
+        (
+            &self.channels,
+            &self.channels_unclaimed,
+            &self.channel_charges,
+        )
+            .transaction(|(records, unclaimed, charges)| {
+                let stored = match (charges.get(id)?, records.get(id)?) {
+                    (Some(e), _) => entry_versions(&e).map(|(_, v)| v).or_else(abort)?,
+                    (None, Some(v)) => {
+                        dec::<ChannelRecord>(&v).map(|r| r.version).or_else(abort)?
+                    }
+                    (None, None) => 0,
                 };
                 if stored != expected {
                     return Ok(false);
                 }
                 records.insert(id, bytes.as_slice())?;
-                // The index is written only when the channel's standing changes (a voucher of a
-                // channel already unclaimed writes the record alone).
+                charges.insert(id, entry.as_slice())?;
                 match (open, unclaimed.get(id)?.is_some()) {
                     (true, false) => {
                         unclaimed.insert(id, &[][..])?;
@@ -44,12 +101,50 @@ impl SledStore {
             })
             .map_err(tx_err)
     }
+
+    /// The compare-and-set of a channel's charges entry alone (not flushed); `None` when it
+    /// takes a full write (no entry yet, or the channel's standing in the unclaimed index
+    /// changes).
+    fn swap_charges(&self, expected: u64, next: &ChannelRecord) -> StoreResult<Option<bool>> {
+        let id = next.id.as_bytes();
+        let open = next.unclaimed() > 0;
+        if open != self.channels_unclaimed.contains_key(id).map_err(backend)? {
+            return Ok(None);
+        }
+        let Some(current) = self.channel_charges.get(id).map_err(backend)? else {
+            return Ok(None);
+        };
+        let (base, stored) = entry_versions(&current)?;
+        if stored != expected {
+            return Ok(Some(false));
+        }
+        let entry = charges_entry(base, &next.charges())?;
+        Ok(Some(
+            self.channel_charges
+                .compare_and_swap(id, Some(current), Some(entry))
+                .map_err(backend)?
+                .is_ok(),
+        ))
+    }
+
+    fn records_of(
+        &self,
+        ids: impl Iterator<Item = sled::Result<sled::IVec>>,
+    ) -> StoreResult<Vec<ChannelRecord>> {
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(r) = self.channel(&id.map_err(backend)?)? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
 }
 
 #[async_trait]
 impl ChannelStore for SledStore {
     async fn get_channel(&self, id: &str) -> StoreResult<Option<ChannelRecord>> {
-        Self::get(&self.channels, id.as_bytes())
+        self.channel(id.as_bytes())
     }
 
     async fn put_channel_if(&self, expected: u64, next: &ChannelRecord) -> StoreResult<bool> {
@@ -60,23 +155,30 @@ impl ChannelStore for SledStore {
         Ok(written)
     }
 
-    async fn list_channels(&self, org_id: &str) -> StoreResult<Vec<ChannelRecord>> {
-        let mut out = Vec::new();
-        for kv in self.channels.iter() {
-            let (_, v) = kv.map_err(backend)?;
-            let record: ChannelRecord = dec(&v)?;
-            if record.org_id == org_id {
-                out.push(record);
-            }
+    async fn put_channel_charges_if(
+        &self,
+        expected: u64,
+        next: &ChannelRecord,
+    ) -> StoreResult<bool> {
+        let written = match self.swap_charges(expected, next)? {
+            Some(w) => w,
+            None => self.swap_channel(expected, next)?,
+        };
+        if written {
+            self.durable().await?;
         }
-        Ok(out)
+        Ok(written)
+    }
+
+    async fn list_channels(&self, org_id: &str) -> StoreResult<Vec<ChannelRecord>> {
+        let mut all = self.records_of(self.channels.iter().keys())?;
+        all.retain(|r| r.org_id == org_id);
+        Ok(all)
     }
 
     async fn unclaimed_channels(&self) -> StoreResult<Vec<ChannelRecord>> {
-        open_records(
-            &self.channels,
-            &self.channels_unclaimed,
-            |r: &ChannelRecord| r.unclaimed() > 0,
-        )
+        let mut open = self.records_of(self.channels_unclaimed.iter().keys())?;
+        open.retain(|r| r.unclaimed() > 0);
+        Ok(open)
     }
 }

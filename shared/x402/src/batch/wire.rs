@@ -61,7 +61,8 @@ pub struct DepositWire {
 #[serde(
     tag = "type",
     rename_all = "lowercase",
-    rename_all_fields = "camelCase"
+    rename_all_fields = "camelCase",
+    try_from = "PayloadFields"
 )]
 pub enum ChannelPayloadWire {
     Deposit {
@@ -79,6 +80,49 @@ pub enum ChannelPayloadWire {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         amount: Option<String>,
     },
+}
+
+/// The payload's fields read in one pass (serde reads an internally tagged enum by buffering
+/// the whole payload first, on every voucher): `type` says which of them make the
+/// [`ChannelPayloadWire`]; fields its type does not use are ignored, as the enum ignores them.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PayloadFields {
+    #[serde(rename = "type")]
+    kind: String,
+    channel_config: ChannelConfigWire,
+    voucher: VoucherWire,
+    #[serde(default)]
+    deposit: Option<DepositWire>,
+    #[serde(default)]
+    amount: Option<String>,
+}
+
+impl TryFrom<PayloadFields> for ChannelPayloadWire {
+    type Error = String;
+
+    fn try_from(f: PayloadFields) -> Result<Self, String> {
+        let (channel_config, voucher) = (f.channel_config, f.voucher);
+        match f.kind.as_str() {
+            "deposit" => Ok(Self::Deposit {
+                channel_config,
+                voucher,
+                deposit: f.deposit.ok_or("missing field `deposit`")?,
+            }),
+            "voucher" => Ok(Self::Voucher {
+                channel_config,
+                voucher,
+            }),
+            "refund" => Ok(Self::Refund {
+                channel_config,
+                voucher,
+                amount: f.amount,
+            }),
+            other => Err(format!(
+                "unknown variant `{other}`, expected one of `deposit`, `voucher`, `refund`"
+            )),
+        }
+    }
 }
 
 /// A channel's state as the scheme's messages carry it (the corrective 402's
@@ -120,6 +164,7 @@ struct HeaderProbe {
 #[serde(rename_all = "camelCase")]
 struct ChannelMessage {
     x402_version: u8,
+    accepted: AcceptedProbe,
     payload: ChannelPayloadWire,
 }
 
@@ -134,16 +179,19 @@ struct AcceptedProbe {
 pub fn channel_payload(
     json: &[u8],
 ) -> Option<Result<ChannelPayloadWire, crate::payment::DecodeError>> {
-    let probe: HeaderProbe = serde_json::from_slice(json).ok()?;
-    if probe.accepted.scheme != SCHEME {
-        return None;
+    // One pass for a channel payment; a payment that is not one is probed for its scheme.
+    match serde_json::from_slice::<ChannelMessage>(json) {
+        Ok(m) if m.accepted.scheme == SCHEME => Some(match m.x402_version {
+            2 => Ok(m.payload),
+            other => Err(crate::payment::DecodeError::Version(other, 2)),
+        }),
+        Ok(_) => None,
+        Err(e) => {
+            let probe: HeaderProbe = serde_json::from_slice(json).ok()?;
+            (probe.accepted.scheme == SCHEME)
+                .then(|| Err(crate::payment::DecodeError::Json(2, e.to_string())))
+        }
     }
-    let message = serde_json::from_slice::<ChannelMessage>(json)
-        .map_err(|e| crate::payment::DecodeError::Json(2, e.to_string()));
-    Some(message.and_then(|m| match m.x402_version {
-        2 => Ok(m.payload),
-        other => Err(crate::payment::DecodeError::Version(other, 2)),
-    }))
 }
 
 pub(super) fn address_of(s: &str) -> Result<Address, ChannelRejection> {
@@ -197,5 +245,89 @@ impl ChannelConfigWire {
             withdrawDelay: alloy_primitives::aliases::U40::from(self.withdraw_delay),
             salt: b256_of(&self.salt)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payment::DecodeError;
+
+    fn message(payload: serde_json::Value, scheme: &str) -> Vec<u8> {
+        // `payload` before `accepted`, `type` last: the order must not matter.
+        serde_json::to_vec(&serde_json::json!({
+            "x402Version": 2,
+            "payload": payload,
+            "accepted": {"scheme": scheme, "network": "eip155:84532"},
+        }))
+        .unwrap()
+    }
+
+    fn fields() -> serde_json::Value {
+        serde_json::json!({
+            "channelConfig": {
+                "payer": "0x1", "payerAuthorizer": "0x1", "receiver": "0x2",
+                "receiverAuthorizer": "0x3", "token": "0x4", "withdrawDelay": 900, "salt": "0x00"
+            },
+            "voucher": {"channelId": "0x05", "maxClaimableAmount": "10", "signature": "0x06"},
+        })
+    }
+
+    fn with(extra: serde_json::Value) -> serde_json::Value {
+        let mut v = fields();
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    }
+
+    #[test]
+    fn each_payload_type_reads_in_one_pass_and_others_are_refused() {
+        let deposit = serde_json::json!({"amount": "100", "authorization": {}});
+        let read = |v: serde_json::Value| channel_payload(&message(v, SCHEME));
+        assert!(matches!(
+            read(with(
+                serde_json::json!({"deposit": deposit, "type": "deposit"})
+            )),
+            Some(Ok(ChannelPayloadWire::Deposit { .. }))
+        ));
+        // A voucher ignores fields its type does not use, as the tagged enum did.
+        assert!(matches!(
+            read(with(serde_json::json!({"amount": "1", "type": "voucher"}))),
+            Some(Ok(ChannelPayloadWire::Voucher { .. }))
+        ));
+        assert!(matches!(
+            read(with(serde_json::json!({"amount": "7", "type": "refund"}))),
+            Some(Ok(ChannelPayloadWire::Refund { amount: Some(a), .. })) if a == "7"
+        ));
+        for bad in [
+            with(serde_json::json!({"type": "deposit"})),
+            with(serde_json::json!({"type": "settle"})),
+            fields(),
+        ] {
+            assert!(
+                matches!(read(bad.clone()), Some(Err(DecodeError::Json(2, _)))),
+                "{bad}"
+            );
+        }
+        // Another scheme's payment is not a channel payment, whatever it carries.
+        assert!(channel_payload(&message(serde_json::json!({"x": 1}), "exact")).is_none());
+        assert!(channel_payload(&message(
+            with(serde_json::json!({"type": "voucher"})),
+            "exact"
+        ))
+        .is_none());
+        assert!(channel_payload(b"{}").is_none());
+        // A channel payment of another version says so.
+        let mut v1: serde_json::Value = serde_json::from_slice(&message(
+            with(serde_json::json!({"type": "voucher"})),
+            SCHEME,
+        ))
+        .unwrap();
+        v1["x402Version"] = 1.into();
+        assert!(matches!(
+            channel_payload(&serde_json::to_vec(&v1).unwrap()),
+            Some(Err(DecodeError::Version(1, 2)))
+        ));
     }
 }

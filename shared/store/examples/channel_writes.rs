@@ -1,0 +1,102 @@
+//! How much CPU the store spends per committed voucher on sled: `writers` channels (32 by
+//! default), each written by its own task on one thread (as that many connections, each its own
+//! channel, do on one proxy thread), one charges-only compare-and-swap a voucher, each durable
+//! (concurrent writers share flushes). `cargo run --release -p paygate-store --example
+//! channel_writes [writes per channel] [writers] [full]` (`full`: whole-record writes, the
+//! transaction over record and index, instead).
+
+use paygate_domain::channel::{ChannelOpening, ChannelRecord};
+use paygate_store::{ChannelStore, SledStore};
+use paygate_x402::batch::ChannelConfigWire;
+use std::sync::Arc;
+
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let f: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (t(11) + t(12)) / 100.0
+}
+
+fn channel(i: usize) -> ChannelRecord {
+    let mut c = ChannelRecord::opened(ChannelOpening {
+        id: format!("0x{i:064x}"),
+        org_id: "org_0123456789abcdef".into(),
+        route_id: "rt_0123456789abcdef".into(),
+        network: "eip155:84532".into(),
+        config: ChannelConfigWire {
+            payer: format!("0x{:040x}", i + 1),
+            payer_authorizer: format!("0x{:040x}", i + 1),
+            receiver: format!("0x{:040x}", 2),
+            receiver_authorizer: format!("0x{:040x}", 3),
+            token: format!("0x{:040x}", 4),
+            withdraw_delay: 900,
+            salt: format!("0x{:064x}", 0),
+        },
+        balance: 1_000_000_000,
+        total_claimed: 0,
+        now: "2026-11-25T00:00:00Z".into(),
+    });
+    c.owner = Some("node_0123456789abcdef".into());
+    c.version = 1;
+    c
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let conc: usize = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(32);
+    let full = args.iter().any(|a| a == "full");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Arc::new(SledStore::open(dir.path()).expect("sled"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        for i in 0..conc {
+            store.put_channel_if(0, &channel(i)).await.expect("create");
+        }
+        let (c0, t0) = (cpu_seconds(), std::time::Instant::now());
+        let tasks: Vec<_> = (0..conc)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let mut read = channel(i);
+                    read.charged = 1; // unclaimed from the first write on
+                    read.version = 2;
+                    store.put_channel_if(1, &read).await.expect("first");
+                    for _ in 0..n {
+                        let mut next = read.clone();
+                        next.charged += 1_000;
+                        next.voucher_max = next.charged;
+                        next.voucher_signature = format!("0x{}", "ab".repeat(65));
+                        next.requests += 1;
+                        next.version += 1;
+                        let ok = if full {
+                            store.put_channel_if(read.version, &next).await
+                        } else {
+                            store.put_channel_charges_if(read.version, &next).await
+                        };
+                        assert!(ok.expect("write"));
+                        read = next;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let writes = (conc * n) as f64;
+        println!(
+            "{} writes: {:.1} us CPU, {:.1} us wall per write",
+            if full { "full" } else { "charges" },
+            1e6 * (cpu_seconds() - c0) / writes,
+            1e6 * t0.elapsed().as_secs_f64() / writes
+        );
+    });
+}
