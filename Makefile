@@ -139,8 +139,9 @@ bench-seller: sys-deps py-deps browser-deps chain-deps
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## bench-channels: voucher-paid requests (payment channels) next to free and exact-paid ones
-## through one gateway, then one claim of every channel; writes its section of BENCHMARKS.md.
-bench-channels: bench-build
+## through one gateway, then one claim of every channel, then three nodes on one PostgreSQL;
+## writes its section of BENCHMARKS.md.
+bench-channels: bench-build pg-deps
 	cargo build --release --example paid_load
 	python3 benches/channels.py --bench-paygate target/bench/paygate --paygate target/release/paygate \
 	  --paid-load target/release/examples/paid_load --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) \

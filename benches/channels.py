@@ -15,6 +15,12 @@ clock starts) on CPU 1; anvil mining every second. One route offers both schemes
 Reported as min / median / max over --reps alternated repetitions: requests per second, the
 gateway's CPU per request (from /proc), p50 / p99 latency; ratios voucher/free and
 voucher/exact; then one claim of every channel the runs opened (one transaction).
+
+Then the cluster (unless --no-cluster): three nodes (the same build, one worker thread each,
+unpinned) on one PostgreSQL on this machine, each with its own load generator and channels
+(a channel's requests on one node, the common case), all at once: their voucher-paid rate
+against the single sled node's, and what PostgreSQL did per voucher (transactions committed,
+rows of `channels` updated, from its statistics views).
 """
 
 import argparse
@@ -25,6 +31,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+import dev_cluster  # noqa: E402
+from cluster import RELAYERS, postgres_cpu  # noqa: E402
 from run import (  # noqa: E402
     PAYER, ROOT, Nginx, Paygate, call, cpu_seconds, free_port, in_work_dir, machine, paid_load,
     settling, spread, start_chain, wait_http, write_section,
@@ -69,6 +78,16 @@ def run(a, work, procs):
             runs[mode].append(res)
             print(f"rep {rep + 1} {mode:8s} {res['rps']:>9,.1f} req/s  p50 {res['p50_ms']:.2f} ms  "
                   f"p99 {res['p99_ms']:.2f} ms  gateway CPU {res['cpu_us_per_request']:.0f} us/req", flush=True)
+    # Latency at a rate both paths sustain (paced, so queueing under saturation is not what is
+    # measured): a voucher's own added time.
+    paced = {"free": [], "voucher": []}
+    for rep in range(a.reps):
+        for mode in ("free", "voucher") if rep % 2 == 0 else ("voucher", "free"):
+            scheme = {"voucher": "batch-settlement"}.get(mode, mode)
+            res = paid_load(a, url, a.paced_requests, scheme, a.conns, rate=a.paced_rate)
+            paced[mode].append(res)
+            print(f"paced rep {rep + 1} {mode:8s} at {a.paced_rate:,.0f} req/s: p50 {res['p50_ms']:.2f} ms  "
+                  f"p99 {res['p99_ms']:.2f} ms", flush=True)
     # Every channel the runs opened, claimed now: one transaction per claim batch.
     t = time.time()
     s, claimed, _ = call(gw.base, "POST", "/api/channels/claim", key, {})
@@ -87,6 +106,8 @@ def run(a, work, procs):
     return {
         "machine": machine(),
         "runs": runs,
+        "paced": paced,
+        "cluster": None if a.no_cluster else cluster(a, work, procs, rpc, up),
         "claim": {
             "channels": claimed["claimedChannels"],
             "transactions": len(txs),
@@ -97,8 +118,123 @@ def run(a, work, procs):
     }
 
 
+class Postgres:
+    """A throwaway PostgreSQL cluster (stopped with the bench's other processes)."""
+
+    def __init__(self, work):
+        self.dir = os.path.join(work, "pg")
+        self.url = dev_cluster.start_postgres(self.dir)
+
+    def stats(self):
+        """Transactions committed and rows of `channels` updated so far."""
+        out = dev_cluster.pg(
+            "psql", "-h", self.dir, "-U", "paygate", "-d", "paygate", "-Atc",
+            "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()), "
+            "(SELECT coalesce(sum(n_tup_upd + n_tup_ins), 0) FROM pg_stat_user_tables WHERE relname = 'channels')",
+        ).stdout.strip()
+        commits, channel_rows = out.split("|")
+        return int(commits), int(channel_rows)
+
+    def stop(self):
+        dev_cluster.stop_postgres(self.dir)
+
+
+def voucher_load(a, url, requests, conns):
+    """paid_load paying by voucher, unpinned (the nodes, the database and the loads share the
+    machine's cores), started now and waited for by the caller."""
+    return subprocess.Popen(
+        [a.paid_load, "--url", url, "--requests", str(requests), "--concurrency", str(conns),
+         "--scheme", "batch-settlement"],
+        env=dict(os.environ, PAID_LOAD_PAYER_KEY=PAYER[1]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def cluster(a, work, procs, rpc, up):
+    pg = Postgres(work)
+    procs.append(pg)
+    nodes = []
+    for i in range(3):
+        env = settling(rpc, relayer=RELAYERS[1 + i])
+        env.update({"PAYGATE_MASTER_KEY": MASTER_KEY, "PAYGATE__STORAGE__BACKEND": "postgres",
+                    "PAYGATE_DATABASE_URL": pg.url})
+        node = Paygate(a.bench_paygate, work, f"node{i}", env, core=None)
+        procs.append(node)
+        nodes.append(node)
+    key = nodes[0].org("chan")
+    s, body, _ = call(nodes[0].base, "POST", "/api/routes", key, {
+        "path": "/r", "priceUSD": "0.001", "targetUrl": up + "/", "network": "base-sepolia",
+        "schemes": ["exact", "batch-settlement"]})
+    assert s == 201, body
+    urls = [n.base + "/gateway/chan/r" for n in nodes]
+    for url in urls:  # the route reaches every node (LISTEN/NOTIFY), then channels open
+        deadline = time.time() + 10
+        while call(url.rsplit("/gateway", 1)[0], "GET", "/gateway/chan/r", None)[0] != 402:
+            assert time.time() < deadline, f"the route never reached {url}"
+            time.sleep(0.1)
+    conns = max(1, a.conns // 3)
+    for p in [voucher_load(a, url, conns * 4, conns) for url in urls]:
+        out, err = p.communicate()
+        assert p.returncode == 0, err
+    per_node = a.requests // 3 // conns * conns  # paid_load sends a multiple of its connections
+    runs = []
+    for rep in range(a.reps):
+        before = pg.stats()
+        cpu0 = ([cpu_seconds(n.proc) for n in nodes], postgres_cpu())
+        t = time.time()
+        loads = [voucher_load(a, url, per_node, conns) for url in urls]
+        results = []
+        for p in loads:
+            out, err = p.communicate()
+            assert p.returncode == 0, err
+            res = json.loads(out)
+            assert res["ok"] == res["receipts"] == per_node, res
+            results.append(res)
+        seconds = time.time() - t
+        cpu1 = ([cpu_seconds(n.proc) for n in nodes], postgres_cpu())
+        time.sleep(1.5)  # PostgreSQL publishes its counters about once a second
+        after = pg.stats()
+        n = per_node * len(urls)
+        run = {
+            "rps": n / seconds,
+            "node_cpu_us": 1e6 * (sum(cpu1[0]) - sum(cpu0[0])) / n,
+            "pg_cpu_us": 1e6 * (cpu1[1] - cpu0[1]) / n,
+            "p99_ms": max(r["p99_ms"] for r in results),
+            "commits_per_voucher": (after[0] - before[0]) / n,
+            "channel_writes_per_voucher": (after[1] - before[1]) / n,
+        }
+        runs.append(run)
+        print(f"cluster rep {rep + 1}: {run['rps']:,.1f} req/s over 3 nodes, p99 {run['p99_ms']:.2f} ms, "
+              f"{run['commits_per_voucher']:.2f} commits and {run['channel_writes_per_voucher']:.2f} channel "
+              f"row writes per voucher, CPU per voucher: nodes {run['node_cpu_us']:.0f} us, PostgreSQL "
+              f"{run['pg_cpu_us']:.0f} us", flush=True)
+    return {"runs": runs, "conns_per_node": conns}
+
+
 def med(runs, key):
     return spread([r[key] for r in runs])
+
+
+def cluster_lines(r, rps):
+    cl = r["cluster"]
+    if not cl:
+        return []
+    runs = cl["runs"]
+    total = med(runs, "rps")
+    r = dict(r, cpu_voucher=med(r["runs"]["voucher"], "cpu_us_per_request")[1])
+    return [
+        f"- Three nodes on one PostgreSQL (this machine's two cores shared by the nodes, the database and the "
+        f"loads; {cl['conns_per_node']} connections per node, each its own channel on its node): "
+        f"**{' / '.join(f'{x:,.1f}' for x in total)} req/s** together, **{total[1] / rps['voucher'][1]:.2f}x** "
+        "the single sled node's median (target: at least 0.6x); per voucher, PostgreSQL committed "
+        f"{med(runs, 'commits_per_voucher')[1]:.2f} transactions and wrote {med(runs, 'channel_writes_per_voucher')[1]:.2f} "
+        "rows of `channels` (target: at most one database write per voucher in this common case; the other "
+        "commits are the nodes' background work: metrics, leases, route notifications). A voucher reads nothing "
+        "from the database while its node holds the channel's lease: one round trip, the compare-and-set UPDATE. "
+        f"CPU per voucher: the nodes {med(runs, 'node_cpu_us')[1]:.0f} us together, PostgreSQL "
+        f"{med(runs, 'pg_cpu_us')[1]:.0f} us (its commit, the UPDATE of the row and its WAL), against "
+        f"{r['cpu_voucher']:.0f} us on the sled node (the load generators take the rest of the two cores).",
+    ]
 
 
 def write_report(a, r):
@@ -126,6 +262,8 @@ def write_report(a, r):
     for m, label in (("free", "free (no payment)"), ("voucher", "voucher (a channel per connection)"),
                      ("exact", "exact (settled on chain)")):
         lines.append(f"| {label} | {f(rps[m], 1)} | {f(cpu[m])} | {f(med(runs[m], 'p50_ms'), 2)} | {f(p99[m], 2)} |")
+    paced_p50 = {m: med(r["paced"][m], "p50_ms") for m in r["paced"]}
+    paced_p99 = {m: med(r["paced"][m], "p99_ms") for m in r["paced"]}
     v_over_e = rps["voucher"][1] / rps["exact"][1]
     v_over_f = rps["voucher"][1] / rps["free"][1]
     cpu_added = cpu["voucher"][1] - cpu["free"][1]
@@ -136,8 +274,15 @@ def write_report(a, r):
         "recovery, about as much as the free path's whole request: bounded near 0.5 on one core).",
         f"- Gateway CPU a voucher adds to a free request: **{cpu_added:.0f} us** (median against median; "
         "target: one signature recovery, `benches/verify.rs`, plus 15 us).",
-        f"- Added p99 latency of a voucher over a free request at {a.conns} connections: "
-        f"**{p99['voucher'][1] - p99['free'][1]:.2f} ms** (target: at most 1 ms).",
+        f"- Added p99 latency of a voucher over a free request at {a.conns} connections, paced at "
+        f"{a.paced_rate:,.0f} requests per second ({a.paced_requests} requests a run, latency counted from each "
+        f"request's due time): **{paced_p99['voucher'][1] - paced_p99['free'][1]:.2f} ms** (target: at most 1 ms; "
+        f"free p50 / p99 {paced_p50['free'][1]:.2f} / {paced_p99['free'][1]:.2f} ms, voucher "
+        f"{paced_p50['voucher'][1]:.2f} / {paced_p99['voucher'][1]:.2f} ms, medians; the client's timer wakes to the "
+        "millisecond, which both paths' figures include). At saturation (the table) "
+        f"the p99s differ by {p99['voucher'][1] - p99['free'][1]:.2f} ms: a closed loop's latency there is its "
+        "connections over its rate, so that difference restates the rates.",
+    ] + cluster_lines(r, rps) + [
         f"- Claim: {c['channels']} channels ({c['requests']:,} requests) claimed and settled in "
         f"{c['transactions']} transaction(s), {c['gas']:,} gas: {c['gas'] / max(1, c['requests']):.1f} gas per "
         f"served request, {c['gas'] / max(1, c['channels']):,.0f} per channel.",
@@ -156,8 +301,8 @@ def write_report(a, r):
         "- What is left, by experiment in the same session: writing nothing to the store at all gives about 110 us "
         "a voucher (75 over free: the recovery, which perf puts at 30-50 us, and the payload's JSON, the EIP-712 "
         "hashes, the record and the receipt); the flushes are the rest (one per 7 to 14 vouchers at this load). "
-        "The 15 us target is not met. Latency at 32 connections is throughput-bound (a closed loop: p50 is "
-        "connections over requests per second), so the added p99 mostly restates the CPU gap. The exact path here "
+        "The 15 us target is not met, and cannot be with one durable sled commit per answer on this machine: "
+        "the flushes alone cost 10-20 us a voucher at this rate, more at lower ones. The exact path here "
         "waits for anvil's one-second blocks (Base mines every two seconds, which would halve the exact rate and "
         "double the first ratio).",
         END,
@@ -180,6 +325,9 @@ def main():
     ap.add_argument("--block-time", type=float, default=1.0)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--keep-work", action="store_true")
+    ap.add_argument("--no-cluster", action="store_true", help="skip the three PostgreSQL nodes")
+    ap.add_argument("--paced-rate", type=float, default=2000.0, help="requests per second of the latency runs")
+    ap.add_argument("--paced-requests", type=int, default=10000)
     ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
     a = ap.parse_args()
     write_report(a, in_work_dir("paygate-channels-", lambda work, procs: run(a, work, procs), a.keep_work))

@@ -31,6 +31,11 @@ struct Args {
     /// `exact`, `batch-settlement` or `free`.
     #[arg(long, default_value = "exact")]
     scheme: String,
+    /// Requests per second offered in all (0: each connection sends its next request as soon
+    /// as the previous one is answered). Paced, each request has its time; its latency is
+    /// counted from that time, so a late answer also counts against the requests behind it.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
 }
 
 struct Outcome {
@@ -119,14 +124,25 @@ async fn main() {
     };
 
     let start = Instant::now();
+    let conns = lists.len();
+    // Request k of connection w is due at (k * conns + w) / rate seconds.
+    let interval = (args.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.rate));
     let workers: Vec<_> = lists
         .into_iter()
-        .map(|list| {
+        .enumerate()
+        .map(|(w, list)| {
             let (client, url) = (client.clone(), args.url.clone());
             tokio::spawn(async move {
                 let mut out = Vec::new();
-                for h in list {
-                    let t = Instant::now();
+                for (k, h) in list.into_iter().enumerate() {
+                    let t = match interval {
+                        Some(every) => {
+                            let due = start + every * (k * conns + w) as u32;
+                            tokio::time::sleep_until(due.into()).await;
+                            due
+                        }
+                        None => Instant::now(),
+                    };
                     let (status, receipt, body) =
                         match client.get(&url).header(header, h).send().await {
                             Ok(resp) => {

@@ -375,11 +375,13 @@ def cpu_seconds(proc):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def paid_load(a, url, requests, scheme="exact", conns=None):
-    """`paid_load --scheme scheme` (every answer must be a 200 with a receipt, but for `free`)."""
+def paid_load(a, url, requests, scheme="exact", conns=None, rate=None):
+    """`paid_load --scheme scheme` (every answer must be a 200 with a receipt, but for `free`),
+    paced at `rate` requests per second when given."""
     out = subprocess.run(
         pin(1) + [a.paid_load, "--url", url, "--requests", str(requests),
-                  "--concurrency", str(conns or a.paid_conns), "--scheme", scheme],
+                  "--concurrency", str(conns or a.paid_conns), "--scheme", scheme]
+        + (["--rate", str(rate)] if rate else []),
         env=dict(os.environ, PAID_LOAD_PAYER_KEY=PAYER[1]),
         capture_output=True,
         text=True,

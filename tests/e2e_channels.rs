@@ -149,8 +149,17 @@ async fn the_official_client_pays_a_thousand_requests_over_one_deposit() {
         "a voucher moves nothing on chain: {report}"
     );
     assert_eq!(last["extra"]["chargedAmount"], PRICE.to_string());
-    assert_eq!(upstream.hits(), N);
+    assert!(last.get("amount").is_none(), "{last}");
     let deposit = PRICE * N as u64;
+    // The first answer's receipt carries the deposit: its transaction and what it moved.
+    let first = &report["receipts"][0];
+    assert_eq!(first["amount"], deposit.to_string(), "{first}");
+    assert_eq!(
+        first["transaction"].as_str().map(str::len),
+        Some(66),
+        "{first}"
+    );
+    assert_eq!(upstream.hits(), N);
     assert_eq!(chain.balance(address(6)).await, payer_before - deposit);
 
     let list = channels(&gw, &key).await;
@@ -302,6 +311,7 @@ async fn the_payer_and_the_seller_refund_what_is_left() {
     let refund = &report["refund"];
     assert_eq!(refund["success"], true, "{report}");
     assert_eq!(refund["extra"]["refundedAmount"], PRICE.to_string());
+    assert_eq!(refund["amount"], PRICE.to_string(), "{refund}");
     assert!(
         refund["transaction"].as_str().unwrap().len() == 66,
         "{report}"

@@ -118,7 +118,8 @@ pub struct Admitted {
     slot: OwnedMutexGuard<Option<ChannelRecord>>,
     payment: ChannelPayment,
     price: u128,
-    deposit_tx: Option<B256>,
+    /// The deposit's transaction and amount, when the request carried one.
+    deposit: Option<(B256, u128)>,
 }
 
 impl Admitted {
@@ -291,10 +292,10 @@ impl Channels {
         self.chain_checked(chain_id, check, ChannelRejection::DepositSignature)
             .await?;
         let (mut guard, mut record) = self.take(&payment, charge).await?;
-        let mut deposit_tx = None;
+        let mut deposit = None;
         if let ChannelAction::Deposit(d) = &payment.action {
             let (tx, on_chain) = self.deposit(&payment, d, chain_id).await?;
-            deposit_tx = Some(tx);
+            deposit = Some((tx, d.amount));
             let mut next = record.clone();
             next.balance = on_chain.0;
             next.total_claimed = on_chain.1;
@@ -317,7 +318,7 @@ impl Channels {
             slot: guard,
             payment,
             price: req.amount.0.into(),
-            deposit_tx,
+            deposit,
         })
     }
 
@@ -494,7 +495,7 @@ impl Channels {
                     return Ok(ChannelReceipt {
                         charged,
                         record,
-                        transaction: a.deposit_tx,
+                        deposit: a.deposit,
                     });
                 }
                 Err(ChannelRefusal::Busy) => {

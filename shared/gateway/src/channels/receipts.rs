@@ -10,18 +10,19 @@ use paygate_x402::batch::{ChannelStateWire, VoucherStateWire};
 pub struct ChannelReceipt {
     pub charged: u128,
     pub record: ChannelRecord,
-    /// The deposit's transaction, when the request carried one.
-    pub transaction: Option<B256>,
+    /// The deposit's transaction and amount, when the request carried one.
+    pub deposit: Option<(B256, u128)>,
 }
 
 impl ChannelReceipt {
     /// The `PAYMENT-RESPONSE` header's value (base64 JSON), as the scheme's payment response
     /// contract says: `extra.chargedAmount` and `extra.channelState`, an empty `transaction`
-    /// for a voucher alone.
+    /// for a voucher alone; with a deposit, its transaction and (`amount`) what it moved.
     pub fn header(&self) -> String {
         settle_header(
             &self.record,
-            self.transaction,
+            self.deposit.map(|(tx, _)| tx),
+            self.deposit.map(|(_, amount)| amount),
             serde_json::json!({
                 "chargedAmount": self.charged.to_string(),
                 "channelState": state_wire(&self.record),
@@ -34,6 +35,7 @@ impl ChannelReceipt {
 pub(super) fn settle_header(
     r: &ChannelRecord,
     transaction: Option<B256>,
+    amount: Option<u128>,
     extra: serde_json::Value,
 ) -> String {
     use base64::Engine;
@@ -43,7 +45,7 @@ pub(super) fn settle_header(
         transaction: transaction.map(|t| format!("{t:#x}")).unwrap_or_default(),
         network: r.network.clone(),
         payer: Some(r.config.payer.clone()),
-        amount: None,
+        amount: amount.map(|a| a.to_string()),
         extra: Some(extra),
     };
     base64::engine::general_purpose::STANDARD

@@ -28,11 +28,13 @@ pub struct Refunded {
 
 impl Refunded {
     /// The `PAYMENT-RESPONSE` header's value (base64 JSON) for a payer's refund: the refund's
-    /// transaction, `extra.refundedAmount` and `extra.channelState`.
+    /// transaction, what it returned (`amount`, as the facilitator API says it),
+    /// `extra.refundedAmount` and `extra.channelState`.
     pub fn header(&self) -> String {
         super::receipts::settle_header(
             &self.record,
             self.transaction,
+            Some(self.amount),
             serde_json::json!({
                 "refundedAmount": self.amount.to_string(),
                 "channelState": super::receipts::state_wire(&self.record),
