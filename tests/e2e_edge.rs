@@ -138,24 +138,25 @@ async fn a_flood_of_bogus_payments_is_refused_before_signature_work_and_starves_
 
     // The client limit covers every public path, the management API included: a burst of
     // twice the allowance from one address meets it.
+    // (The limit refills at its steady rate meanwhile, so which answers are refused is not
+    // fixed; that both kinds come, each with its code, is.)
     let http = client_from("127.0.0.3");
-    let mut statuses = Vec::new();
+    let mut answers = Vec::new();
     for _ in 0..2 * RATE {
-        statuses.push(
-            http.get(gw.url("/api/routes"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16(),
-        );
+        let (status, code, _) = send_error(http.get(gw.url("/api/routes"))).await;
+        answers.push((status, code));
     }
-    assert!(statuses.contains(&401), "{statuses:?}");
-    let (status, code, _) = send_error(http.get(gw.url("/api/routes"))).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (429, "TOO_MANY_REQUESTS"),
-        "{statuses:?}"
+    assert!(
+        answers
+            .iter()
+            .any(|(s, c)| (*s, c.as_str()) == (401, "UNAUTHORIZED")),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|(s, c)| (*s, c.as_str()) == (429, "TOO_MANY_REQUESTS")),
+        "{answers:?}"
     );
 }
 
