@@ -18,14 +18,12 @@ use paygate_domain::ids::new_id;
 use paygate_domain::model::Org;
 use paygate_domain::{now_rfc3339, ErrorCode};
 use paygate_payouts::beneficiary::{self, BeneficiaryInput};
-use paygate_payouts::engine::{Accepted, NewPayout};
+use paygate_payouts::engine::{Accepted, PayoutOrder};
 use paygate_payouts::money::{parse_amount, AmountError, QuoteBreakdown};
 use paygate_payouts::store::EventOutcome;
 use paygate_payouts::views::{CorridorView, PayoutAccepted, PayoutView, QuoteView};
 use paygate_payouts::webhook;
-use paygate_payouts::{
-    Corridor, CorridorStatus, Currency, PayIdempotency, Payout, PayoutStatus, Quote,
-};
+use paygate_payouts::{Corridor, CorridorStatus, Currency, PayoutStatus, Quote};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -280,65 +278,18 @@ pub async fn pay(
     let c = own_corridor(&state, &org, &id).await?;
     require_active(&c)?;
     let input = pay_input(&body, c.dest_currency)?;
-    let quote = match state.store.get_quote(&input.quote_id).await? {
-        Some(q) if q.corridor_id == c.id && q.org_id == org.id => q,
-        _ => {
-            return Err(err(
-                ErrorCode::InvalidQuote,
-                "quoteId is not a quote of this corridor",
-            ))
-        }
-    };
-    if quote.expires_at_unix < paygate_domain::unix_now() as i64 {
-        return Err(err(
-            ErrorCode::QuoteExpired,
-            "the quote has expired; fetch a fresh quote",
-        ));
-    }
-    if quote.used_by.is_some() {
-        return Ok(accepted(
-            state.payouts.quote_used(&org.id, &key, &fp).await?,
-        ));
-    }
-    if input.amount != quote.breakdown.amount {
-        return Err(err(
-            ErrorCode::InvalidAmount,
-            "amountUSDC must equal the quoted amount",
-        ));
-    }
-    let now = now_rfc3339();
-    let payout = Payout {
-        id: new_id("po"),
+    let order = PayoutOrder {
         org_id: org.id.clone(),
         corridor_id: c.id.clone(),
-        quote_id: quote.id.clone(),
-        provider_quote_id: quote.provider_quote_id.clone(),
-        idempotency_key: key.clone(),
-        from_address: input.from_address,
         dest_currency: c.dest_currency,
-        breakdown: quote.breakdown.clone(),
+        key,
+        fingerprint: fp,
+        quote_id: input.quote_id,
+        amount: input.amount,
+        from_address: input.from_address,
         beneficiary: input.beneficiary,
-        status: PayoutStatus::Initiating,
-        cpn_payment_id: None,
-        events: Vec::new(),
-        failure_code: None,
-        failure_message: None,
-        created_at: now.clone(),
-        updated_at: now,
     };
-    let record = PayIdempotency {
-        org_id: org.id.clone(),
-        key: key.clone(),
-        fingerprint: fp.clone(),
-        payment_id: payout.id.clone(),
-        response: None,
-        created_at_unix: paygate_domain::unix_now() as i64,
-    };
-    let new = NewPayout {
-        key: record,
-        payout,
-    };
-    Ok(accepted(state.payouts.start(new).await?))
+    Ok(accepted(state.payouts.pay(order).await?))
 }
 
 /// `GET /corridors/{id}/payments/{paymentId}`.

@@ -8,7 +8,7 @@
 
 use super::provider::{PayoutProvider, PayoutRequest, ProviderError};
 use super::webhook::{self, ProviderEvent};
-use super::{PayIdempotency, Payout, PayoutStatus};
+use super::{Beneficiary, Currency, PayIdempotency, Payout, PayoutStatus};
 use crate::store::{BeginPayout, EventOutcome, PayoutStore};
 use paygate_domain::ErrorCode;
 use paygate_domain::StoreError;
@@ -26,6 +26,12 @@ pub enum PayoutError {
     KeyReused,
     #[error("the quote was already used; fetch a fresh quote")]
     QuoteUsed,
+    #[error("quoteId is not a quote of this corridor")]
+    UnknownQuote,
+    #[error("the quote has expired; fetch a fresh quote")]
+    QuoteExpired,
+    #[error("amountUSDC must equal the quoted amount")]
+    AmountMismatch,
     /// The provider refused: the payout is `FAILED` and the key free again.
     #[error("the payout provider refused the payout: {0}")]
     Refused(String),
@@ -48,6 +54,9 @@ impl PayoutError {
             Self::NoProvider => ErrorCode::Misconfigured,
             Self::InFlight | Self::KeyReused => ErrorCode::DuplicateRequest,
             Self::QuoteUsed => ErrorCode::QuoteAlreadyUsed,
+            Self::UnknownQuote => ErrorCode::InvalidQuote,
+            Self::QuoteExpired => ErrorCode::QuoteExpired,
+            Self::AmountMismatch => ErrorCode::InvalidAmount,
             Self::Refused(_) | Self::Unanswered => ErrorCode::UpstreamError,
             Self::Store(_) | Self::Inconsistent => ErrorCode::InternalError,
         }
@@ -61,7 +70,23 @@ pub struct Accepted {
     pub replayed: bool,
 }
 
-/// A payout request validated by its handler: the key's record and the `Initiating` payout.
+/// A pay request as its handler read it: the organisation and its own active corridor, the
+/// `Idempotency-Key` and the request's fingerprint, then what the body asks (the quote, the
+/// amount it states, where the USDC comes from, the beneficiary already validated for the
+/// corridor's currency). [`PayoutEngine::pay`] checks the rest.
+pub struct PayoutOrder {
+    pub org_id: String,
+    pub corridor_id: String,
+    pub dest_currency: Currency,
+    pub key: String,
+    pub fingerprint: String,
+    pub quote_id: String,
+    pub amount: paygate_x402::money::UsdcAmount,
+    pub from_address: String,
+    pub beneficiary: Beneficiary,
+}
+
+/// The key's record and the `Initiating` payout of an order whose quote was checked.
 pub struct NewPayout {
     pub key: PayIdempotency,
     pub payout: Payout,
@@ -131,8 +156,58 @@ impl PayoutEngine {
         }
     }
 
-    /// Starts a validated payout: reserves the key and the quote with the `Initiating` record
-    /// in one durable step, then drives it to the provider.
+    /// A pay order: its quote must be the corridor's and the organisation's, unexpired, unused
+    /// (used by this very key: answered as a repeat) and for the amount the order states; then
+    /// the payout and its key's record are built and [`Self::start`]ed.
+    pub async fn pay(&self, order: PayoutOrder) -> Result<Accepted, PayoutError> {
+        let quote = match self.store.get_quote(&order.quote_id).await? {
+            Some(q) if q.corridor_id == order.corridor_id && q.org_id == order.org_id => q,
+            _ => return Err(PayoutError::UnknownQuote),
+        };
+        if quote.expires_at_unix < paygate_domain::unix_now() as i64 {
+            return Err(PayoutError::QuoteExpired);
+        }
+        if quote.used_by.is_some() {
+            return self
+                .quote_used(&order.org_id, &order.key, &order.fingerprint)
+                .await;
+        }
+        if order.amount != quote.breakdown.amount {
+            return Err(PayoutError::AmountMismatch);
+        }
+        let now = paygate_domain::now_rfc3339();
+        let payout = Payout {
+            id: paygate_domain::ids::new_id("po"),
+            org_id: order.org_id.clone(),
+            corridor_id: order.corridor_id,
+            quote_id: quote.id,
+            provider_quote_id: quote.provider_quote_id,
+            idempotency_key: order.key.clone(),
+            from_address: order.from_address,
+            dest_currency: order.dest_currency,
+            breakdown: quote.breakdown,
+            beneficiary: order.beneficiary,
+            status: PayoutStatus::Initiating,
+            cpn_payment_id: None,
+            events: Vec::new(),
+            failure_code: None,
+            failure_message: None,
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        let key = PayIdempotency {
+            org_id: order.org_id,
+            key: order.key,
+            fingerprint: order.fingerprint,
+            payment_id: payout.id.clone(),
+            response: None,
+            created_at_unix: paygate_domain::unix_now() as i64,
+        };
+        self.start(NewPayout { key, payout }).await
+    }
+
+    /// Starts a payout whose order was checked: reserves the key and the quote with the
+    /// `Initiating` record in one durable step, then drives it to the provider.
     pub async fn start(&self, new: NewPayout) -> Result<Accepted, PayoutError> {
         let NewPayout { key, payout } = new;
         let claim = self

@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use paygate_domain::ErrorCode;
-use paygate_payouts::engine::{Accepted, NewPayout, PayoutEngine, PayoutError};
+use paygate_payouts::engine::{Accepted, NewPayout, PayoutEngine, PayoutError, PayoutOrder};
 use paygate_payouts::money::QuoteBreakdown;
 use paygate_payouts::provider::{
     PayoutProvider, PayoutRequest, ProviderError, ProviderPayout, ProviderQuote,
@@ -129,8 +129,8 @@ impl Fixture {
         }
     }
 
-    /// A stored quote and a validated payout request using it under `key`.
-    async fn request(&self, key: &str, fingerprint: &str) -> NewPayout {
+    /// A stored quote of 100 USDC on `org_1`'s corridor `cor_1`, expiring at `expires_at_unix`.
+    async fn quote(&self, expires_at_unix: i64) -> Quote {
         let breakdown =
             QuoteBreakdown::compute(UsdcAmount(100_000_000), 100, UsdcAmount(0), Decimal::ONE)
                 .unwrap();
@@ -140,12 +140,34 @@ impl Fixture {
             corridor_id: "cor_1".into(),
             provider_quote_id: "pq_1".into(),
             dest_currency: Currency::Brl,
-            breakdown: breakdown.clone(),
-            expires_at_unix: i64::MAX,
+            breakdown,
+            expires_at_unix,
             created_at: paygate_domain::now_rfc3339(),
             used_by: None,
         };
         self.store.put_quote(&quote).await.unwrap();
+        quote
+    }
+
+    /// An order of `quote`'s amount under `key`, as the pay handler hands it over.
+    fn order(&self, quote: &Quote, key: &str, fingerprint: &str) -> PayoutOrder {
+        PayoutOrder {
+            org_id: "org_1".into(),
+            corridor_id: "cor_1".into(),
+            dest_currency: Currency::Brl,
+            key: key.into(),
+            fingerprint: fingerprint.into(),
+            quote_id: quote.id.clone(),
+            amount: quote.breakdown.amount,
+            from_address: "0x0000000000000000000000000000000000000001".into(),
+            beneficiary: beneficiary(),
+        }
+    }
+
+    /// A stored quote and a validated payout request using it under `key`.
+    async fn request(&self, key: &str, fingerprint: &str) -> NewPayout {
+        let quote = self.quote(i64::MAX).await;
+        let breakdown = quote.breakdown.clone();
         let payout = Payout {
             id: paygate_domain::ids::new_id("po"),
             org_id: "org_1".into(),
@@ -156,13 +178,7 @@ impl Fixture {
             from_address: "0x0000000000000000000000000000000000000001".into(),
             dest_currency: Currency::Brl,
             breakdown,
-            beneficiary: Beneficiary {
-                name: "Ana Souza".into(),
-                bank_name: "Banco".into(),
-                account_number: "12345678".into(),
-                country: "BR".into(),
-                currency: Currency::Brl,
-            },
+            beneficiary: beneficiary(),
             status: PayoutStatus::Initiating,
             cpn_payment_id: None,
             events: Vec::new(),
@@ -184,6 +200,16 @@ impl Fixture {
 
     async fn status(&self, id: &str) -> PayoutStatus {
         self.store.get_payout(id).await.unwrap().unwrap().status
+    }
+}
+
+fn beneficiary() -> Beneficiary {
+    Beneficiary {
+        name: "Ana Souza".into(),
+        bank_name: "Banco".into(),
+        account_number: "12345678".into(),
+        country: "BR".into(),
+        currency: Currency::Brl,
     }
 }
 
@@ -271,6 +297,69 @@ async fn a_quote_used_by_another_key_is_refused(kind: Kind) {
     other.payout.quote_id = quote_id;
     let r = f.engine.start(other).await;
     assert!(matches!(r, Err(PayoutError::QuoteUsed)), "{r:?}");
+    assert_eq!(f.provider.made(), 1);
+}
+
+/// An order's quote is checked before anything is reserved: another organisation's or
+/// corridor's quote, or none, is unknown; an expired one and another amount are refused; a quote
+/// used by another key is refused, by the same key answered as its repeat. Then a valid order
+/// makes one payout of the quote's breakdown.
+async fn a_pay_order_is_checked_against_its_quote(kind: Kind) {
+    let f = Fixture::new(kind, ok()).await;
+    let quote = f.quote(i64::MAX).await;
+    let refused = |o: PayoutOrder| {
+        let engine = f.engine.clone();
+        async move { engine.pay(o).await.unwrap_err() }
+    };
+    let mut o = f.order(&quote, "k1", "fp");
+    o.org_id = "org_2".into();
+    let e = refused(o).await;
+    assert!(matches!(e, PayoutError::UnknownQuote), "{e:?}");
+    assert_eq!(e.code(), ErrorCode::InvalidQuote);
+    let mut o = f.order(&quote, "k1", "fp");
+    o.corridor_id = "cor_2".into();
+    assert!(matches!(refused(o).await, PayoutError::UnknownQuote));
+    let mut o = f.order(&quote, "k1", "fp");
+    o.quote_id = "qt_missing".into();
+    assert!(matches!(refused(o).await, PayoutError::UnknownQuote));
+    let expired = f.quote(paygate_domain::unix_now() as i64 - 1).await;
+    let e = refused(f.order(&expired, "k1", "fp")).await;
+    assert!(matches!(e, PayoutError::QuoteExpired), "{e:?}");
+    assert_eq!(e.code(), ErrorCode::QuoteExpired);
+    let mut o = f.order(&quote, "k1", "fp");
+    o.amount = UsdcAmount(o.amount.0 + 1);
+    let e = refused(o).await;
+    assert!(matches!(e, PayoutError::AmountMismatch), "{e:?}");
+    assert_eq!(e.code(), ErrorCode::InvalidAmount);
+    assert_eq!(
+        f.provider.calls.load(Ordering::SeqCst),
+        0,
+        "nothing reserved"
+    );
+    assert!(f
+        .engine
+        .repeat("org_1", "k1", "fp")
+        .await
+        .unwrap()
+        .is_none());
+
+    let made = f.engine.pay(f.order(&quote, "k1", "fp")).await.unwrap();
+    assert!(!made.replayed);
+    let body: serde_json::Value = serde_json::from_str(&made.body).unwrap();
+    let payout = f
+        .store
+        .get_payout(body["paymentId"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payout.breakdown, quote.breakdown);
+    assert_eq!(payout.quote_id, quote.id);
+    assert_eq!(payout.idempotency_key, "k1");
+    // The same key again: its repeat; another key: the quote is used.
+    let again = f.engine.pay(f.order(&quote, "k1", "fp")).await.unwrap();
+    assert!(again.replayed && again.body == made.body);
+    let e = refused(f.order(&quote, "k2", "fp2")).await;
+    assert!(matches!(e, PayoutError::QuoteUsed), "{e:?}");
     assert_eq!(f.provider.made(), 1);
 }
 
@@ -438,6 +527,7 @@ on_both_stores!(
     a_payout_is_made_once_and_its_key_answers_with_the_same_body,
     concurrent_requests_with_one_key_make_one_payout,
     a_quote_used_by_another_key_is_refused,
+    a_pay_order_is_checked_against_its_quote,
     a_crash_between_the_reservation_and_the_provider_is_finished_by_reconciliation,
     the_clients_retry_finishes_a_payout_left_in_flight,
     an_unanswered_provider_keeps_the_payout_and_the_same_reference_is_retried,
