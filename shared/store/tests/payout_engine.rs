@@ -198,6 +198,15 @@ impl Fixture {
         NewPayout { key, payout }
     }
 
+    /// Whether `org_1` never used `key`.
+    async fn key_unused(&self, key: &str) -> bool {
+        self.engine
+            .repeat("org_1", key, "fp")
+            .await
+            .unwrap()
+            .is_none()
+    }
+
     async fn status(&self, id: &str) -> PayoutStatus {
         self.store.get_payout(id).await.unwrap().unwrap().status
     }
@@ -253,12 +262,7 @@ async fn a_payout_is_made_once_and_its_key_answers_with_the_same_body(kind: Kind
     assert!(matches!(other, Err(PayoutError::KeyReused)));
     assert_eq!(other.unwrap_err().code(), ErrorCode::DuplicateRequest);
     assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1);
-    assert!(f
-        .engine
-        .repeat("org_1", "k2", "fp")
-        .await
-        .unwrap()
-        .is_none());
+    assert!(f.key_unused("k2").await);
 }
 
 async fn concurrent_requests_with_one_key_make_one_payout(kind: Kind) {
@@ -336,12 +340,7 @@ async fn a_pay_order_is_checked_against_its_quote(kind: Kind) {
         0,
         "nothing reserved"
     );
-    assert!(f
-        .engine
-        .repeat("org_1", "k1", "fp")
-        .await
-        .unwrap()
-        .is_none());
+    assert!(f.key_unused("k1").await);
 
     let made = f.engine.pay(f.order(&quote, "k1", "fp")).await.unwrap();
     assert!(!made.replayed);
@@ -433,12 +432,7 @@ async fn a_refused_payout_fails_and_frees_its_key(kind: Kind) {
         "{r:?}"
     );
     assert_eq!(f.status(&id).await, PayoutStatus::Failed);
-    assert!(f
-        .engine
-        .repeat("org_1", "k1", "fp")
-        .await
-        .unwrap()
-        .is_none());
+    assert!(f.key_unused("k1").await);
     f.engine.reconcile().await;
     assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1, "never retried");
 }
