@@ -130,7 +130,11 @@ async fn a_route_offers_channels_beside_exact() {
 #[tokio::test]
 async fn the_official_client_pays_a_thousand_requests_over_one_deposit() {
     const N: usize = 1_000;
-    let (chain, gw, upstream, key) = setup().await;
+    // The seller's claim below is the one that claims: the elected claimer's own pass would
+    // claim the channel as soon as its charge reaches the default threshold (1 USDC, which
+    // these 1,000 requests reach), at a moment of its own.
+    let (chain, gw, upstream, key) =
+        setup_with(&[("PAYGATE__CHANNELS__CLAIM_MIN_BASE_UNITS", "1000000000")]).await;
     let (payer_before, receiver_before) = (
         chain.balance(address(6)).await,
         chain.balance(address(9)).await,
