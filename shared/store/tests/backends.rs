@@ -938,7 +938,7 @@ async fn channels_move_only_from_the_version_read() {
 
 /// A sled store written before channels' charges were kept apart reads its channels as they
 /// were, and its first voucher write (a full one) starts the charges entry; charges written
-/// alone are there after a reopen.
+/// alone are there after a reopen; an entry on another version of the record is never applied.
 #[tokio::test]
 async fn sled_channels_from_before_the_charges_tree_and_after_a_reopen() {
     use paygate_store::ChannelStore;
@@ -966,7 +966,22 @@ async fn sled_channels_from_before_the_charges_tree_and_after_a_reopen() {
             v = next;
         }
     }
+    {
+        let s = paygate_store::SledStore::open(dir.path()).unwrap();
+        assert_eq!(s.get_channel(&c.id).await.unwrap(), Some(v.clone()));
+        assert_eq!(s.unclaimed_channels().await.unwrap(), vec![v]);
+    }
+    // A charges entry sitting on another version of the record (what a reader sees when a full
+    // write falls between its two reads, here made to stay) is never laid over that record:
+    // the read gives up with an error rather than a record mixed from two writes.
+    {
+        let db = sled::open(dir.path()).unwrap();
+        let tree = db.open_tree("channel_charges").unwrap();
+        let mut entry = tree.get(c.id.as_bytes()).unwrap().unwrap().to_vec();
+        entry[..8].copy_from_slice(&99u64.to_be_bytes());
+        tree.insert(c.id.as_bytes(), entry).unwrap();
+        db.flush().unwrap();
+    }
     let s = paygate_store::SledStore::open(dir.path()).unwrap();
-    assert_eq!(s.get_channel(&c.id).await.unwrap(), Some(v.clone()));
-    assert_eq!(s.unclaimed_channels().await.unwrap(), vec![v]);
+    assert!(s.get_channel(&c.id).await.is_err());
 }

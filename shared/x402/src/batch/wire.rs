@@ -164,7 +164,6 @@ struct HeaderProbe {
 #[serde(rename_all = "camelCase")]
 struct ChannelMessage {
     x402_version: u8,
-    accepted: AcceptedProbe,
     payload: ChannelPayloadWire,
 }
 
@@ -179,19 +178,17 @@ struct AcceptedProbe {
 pub fn channel_payload(
     json: &[u8],
 ) -> Option<Result<ChannelPayloadWire, crate::payment::DecodeError>> {
-    // One pass for a channel payment; a payment that is not one is probed for its scheme.
-    match serde_json::from_slice::<ChannelMessage>(json) {
-        Ok(m) if m.accepted.scheme == SCHEME => Some(match m.x402_version {
-            2 => Ok(m.payload),
-            other => Err(crate::payment::DecodeError::Version(other, 2)),
-        }),
-        Ok(_) => None,
-        Err(e) => {
-            let probe: HeaderProbe = serde_json::from_slice(json).ok()?;
-            (probe.accepted.scheme == SCHEME)
-                .then(|| Err(crate::payment::DecodeError::Json(2, e.to_string())))
-        }
+    // The scheme first (a light scan): an `exact` payment pays for no more than this look.
+    let probe: HeaderProbe = serde_json::from_slice(json).ok()?;
+    if probe.accepted.scheme != SCHEME {
+        return None;
     }
+    let message = serde_json::from_slice::<ChannelMessage>(json)
+        .map_err(|e| crate::payment::DecodeError::Json(2, e.to_string()));
+    Some(message.and_then(|m| match m.x402_version {
+        2 => Ok(m.payload),
+        other => Err(crate::payment::DecodeError::Version(other, 2)),
+    }))
 }
 
 pub(super) fn address_of(s: &str) -> Result<Address, ChannelRejection> {
@@ -282,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn each_payload_type_reads_in_one_pass_and_others_are_refused() {
+    fn each_payload_type_reads_without_buffering_and_others_are_refused() {
         let deposit = serde_json::json!({"amount": "100", "authorization": {}});
         let read = |v: serde_json::Value| channel_payload(&message(v, SCHEME));
         assert!(matches!(
