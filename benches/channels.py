@@ -230,9 +230,11 @@ def cluster_lines(r, rps):
         f"{med(runs, 'commits_per_voucher')[1]:.2f} transactions and wrote {med(runs, 'channel_writes_per_voucher')[1]:.2f} "
         "rows of `channels` (target: at most one database write per voucher in this common case; the other "
         "commits are the nodes' background work: metrics, leases, route notifications). A voucher reads nothing "
-        "from the database while its node holds the channel's lease: one round trip, the compare-and-set UPDATE. "
+        "from the database while its node holds the channel's lease: its compare-and-set UPDATE, sent in "
+        "one statement with the node's other vouchers waiting then (so the commits per voucher are "
+        "fewer than one). "
         f"CPU per voucher: the nodes {med(runs, 'node_cpu_us')[1]:.0f} us together, PostgreSQL "
-        f"{med(runs, 'pg_cpu_us')[1]:.0f} us (its commit, the UPDATE of the row and its WAL), against "
+        f"{med(runs, 'pg_cpu_us')[1]:.0f} us (its commits, the UPDATEs of the rows and their WAL), against "
         f"{r['cpu_voucher']:.0f} us on the sled node (the load generators take the rest of the two cores).",
     ]
 
@@ -298,6 +300,7 @@ def write_report(a, r):
         "wakes all seven of sled 0.34's idle IO threads, its thread pool notifying every waiter); the former "
         "transaction over record and index cost about 120 us a write. Before this change (BENCHMARKS of commit "
         "10d7743) a voucher cost 307 us of gateway CPU and the rate was 3,118 req/s.",
+        "- On PostgreSQL a node's concurrent voucher writes share statements (one `UPDATE ... FROM UNNEST` over the waiting writers' rows, each conditional on its own version). Measured alone (`PAYGATE_DATABASE_URL=... cargo run --release -p paygate-store --example channel_writes`, one thread): 32 writers cost the node 6 us and PostgreSQL 16-23 us of CPU per voucher, against 40 and 110 us with a statement and commit each; 10 writers 12 and 38 against 36 and 90. In the three-node run above this took PostgreSQL from 173 to 69 us a voucher and the nodes from 250 to 188 us, and the commits per voucher from 0.96 to 0.19 (before: BENCHMARKS of commit 9ca38ae, 3,156 req/s, 0.49x). The cluster's rate varies most between repetitions here: three nodes, PostgreSQL and three load generators share two cores.",
         "- What is left, by experiment in the same session: writing nothing to the store at all gives about 110 us "
         "a voucher (75 over free: the recovery, which perf puts at 30-50 us, and the payload's JSON, the EIP-712 "
         "hashes, the record and the receipt); the flushes are the rest (one per 7 to 14 vouchers at this load). "

@@ -1,11 +1,13 @@
-//! How much CPU the store spends per committed voucher on sled: `writers` channels (32 by
-//! default), each written by its own task on one thread (as that many connections, each its own
-//! channel, do on one proxy thread), one charges-only compare-and-swap a voucher, each durable
-//! (concurrent writers share flushes). `cargo run --release -p paygate-store --example
-//! channel_writes [writes per channel] [writers] [full]` (`full`: whole-record writes, the
-//! transaction over record and index, instead).
+//! How much CPU the store spends per committed voucher: `writers` channels (32 by default), each
+//! written by its own task on one thread (as that many connections, each its own channel, do on
+//! one proxy thread), one charges-only compare-and-set a voucher, each durable (concurrent
+//! writers share flushes, or PostgreSQL statements). `cargo run --release -p paygate-store
+//! --example channel_writes [writes per channel] [writers] [full]` (`full`: whole-record writes
+//! instead). On sled in a temp dir; on PostgreSQL when `PAYGATE_DATABASE_URL` names one (a
+//! scratch database: its channels table is emptied), the server's CPU reported beside.
 
 use paygate_domain::channel::{ChannelOpening, ChannelRecord};
+use paygate_store::postgres::{PgSettings, PgStore};
 use paygate_store::{ChannelStore, SledStore};
 use paygate_x402::batch::ChannelConfigWire;
 use std::sync::Arc;
@@ -20,6 +22,43 @@ fn cpu_seconds() -> f64 {
         .collect();
     let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (t(11) + t(12)) / 100.0
+}
+
+/// CPU seconds of every `postgres` process this user can read (0 when none).
+fn postgres_cpu_seconds() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    let tick = |stat: &str| -> Option<f64> {
+        let (name, rest) = stat.split_once(" (")?.1.split_once(") ")?;
+        if !name.starts_with("postgres") {
+            return None;
+        }
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        Some(f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?)
+    };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+        .filter_map(|s| tick(&s))
+        .sum::<f64>()
+        / 100.0
+}
+
+async fn open_store(dir: &std::path::Path) -> Arc<dyn ChannelStore> {
+    let Ok(url) = std::env::var("PAYGATE_DATABASE_URL") else {
+        return Arc::new(SledStore::open(dir).expect("sled"));
+    };
+    let settings = PgSettings {
+        url,
+        pool_size: 16,
+        statement_timeout: std::time::Duration::from_secs(10),
+        acquire_timeout: std::time::Duration::from_secs(10),
+    };
+    let store = PgStore::open(&settings, |_| {}).await.expect("postgres");
+    sqlx::query("DELETE FROM channels")
+        .execute(store.pool())
+        .await
+        .expect("empty channels");
+    Arc::new(store)
 }
 
 fn channel(i: usize) -> ChannelRecord {
@@ -52,16 +91,20 @@ fn main() {
     let conc: usize = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(32);
     let full = args.iter().any(|a| a == "full");
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = Arc::new(SledStore::open(dir.path()).expect("sled"));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async move {
+        let store = open_store(dir.path()).await;
         for i in 0..conc {
             store.put_channel_if(0, &channel(i)).await.expect("create");
         }
-        let (c0, t0) = (cpu_seconds(), std::time::Instant::now());
+        let (c0, p0, t0) = (
+            cpu_seconds(),
+            postgres_cpu_seconds(),
+            std::time::Instant::now(),
+        );
         let tasks: Vec<_> = (0..conc)
             .map(|i| {
                 let store = store.clone();
@@ -93,10 +136,11 @@ fn main() {
         }
         let writes = (conc * n) as f64;
         println!(
-            "{} writes: {:.1} us CPU, {:.1} us wall per write",
+            "{} writes: {:.1} us CPU, {:.1} us wall per write (PostgreSQL: {:.1} us CPU)",
             if full { "full" } else { "charges" },
             1e6 * (cpu_seconds() - c0) / writes,
-            1e6 * t0.elapsed().as_secs_f64() / writes
+            1e6 * t0.elapsed().as_secs_f64() / writes,
+            1e6 * (postgres_cpu_seconds() - p0) / writes,
         );
     });
 }

@@ -15,7 +15,7 @@ use paygate_store::{ClusterStore, PaymentReservation, SpendReservation};
 use paygate_x402::money::UsdcAmount;
 
 mod common;
-use common::{payment, settings, Both};
+use common::{payment, settings, Backend, Both};
 
 fn org(id: &str, slug: &str) -> Org {
     Org {
@@ -933,6 +933,79 @@ async fn channels_move_only_from_the_version_read() {
         );
         let stored = s.get_channel(&c.id).await.unwrap().unwrap();
         assert!(stored == a || stored == b, "{name}");
+    }
+}
+
+/// Many channels' vouchers written at once (PostgreSQL sends them in shared statements): each
+/// lands once from the version read, a second write of a channel from the same version and a
+/// write naming another organisation change nothing, and two nodes on one database racing for
+/// the same channels never both win a step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_voucher_writes_land_once_each() {
+    use std::sync::Arc;
+    let both = Both::new().await;
+    let second_node: Arc<dyn Backend> =
+        Arc::new(PgStore::connect_lazy(&settings(both.cluster.url())).unwrap());
+    for (name, s) in both.each() {
+        // The other node, or (sled: one process) the same store.
+        let other = if name == "postgres" {
+            second_node.clone()
+        } else {
+            s.clone()
+        };
+        let channels: Vec<_> = (0..24)
+            .map(|i| channel(&format!("0x{name}c{i:02}")))
+            .collect();
+        for c in &channels {
+            assert!(s.put_channel_if(0, c).await.unwrap(), "{name}");
+        }
+        let tasks: Vec<_> = channels
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, c)| {
+                let (s, other) = (s.clone(), other.clone());
+                tokio::spawn(async move {
+                    let mut v = c;
+                    let mut landed = 0;
+                    for step in 0..5u64 {
+                        let mut next = v.clone();
+                        next.charged += 10;
+                        next.requests += 1;
+                        next.version += 1;
+                        let mut rival = next.clone();
+                        rival.charged += 1;
+                        let mut foreign = next.clone();
+                        foreign.org_id = "o2".into();
+                        let (mine, theirs, wrong_org) = tokio::join!(
+                            s.put_channel_charges_if(v.version, &next),
+                            other.put_channel_charges_if(v.version, &rival),
+                            s.put_channel_charges_if(v.version, &foreign),
+                        );
+                        assert!(!wrong_org.unwrap(), "channel {i} step {step}: other org");
+                        let (mine, theirs) = (mine.unwrap(), theirs.unwrap());
+                        assert!(
+                            mine ^ theirs,
+                            "channel {i} step {step}: one step, one writer"
+                        );
+                        v = if mine { next } else { rival };
+                        landed += 1;
+                    }
+                    (v, landed)
+                })
+            })
+            .collect();
+        for t in tasks {
+            let (last, landed) = t.await.unwrap();
+            assert_eq!(landed, 5, "{name}");
+            assert_eq!(last.version, 6, "{name}");
+            assert_eq!(
+                s.get_channel(&last.id).await.unwrap(),
+                Some(last),
+                "{name}: the last step stored"
+            );
+        }
+        assert_eq!(s.unclaimed_channels().await.unwrap().len(), 24, "{name}");
     }
 }
 

@@ -53,6 +53,7 @@ pub struct PgStore {
     /// This process among the nodes: its announcements carry it, so it skips its own.
     node: String,
     leases: std::sync::Arc<cluster::Leases>,
+    charges: std::sync::Arc<channels::ChargeBatches>,
 }
 
 /// Why the database could not be made ready for this node.
@@ -111,6 +112,7 @@ impl PgStore {
             pool,
             node: paygate_domain::ids::new_id("node"),
             leases: Default::default(),
+            charges: Default::default(),
         })
     }
 
