@@ -383,10 +383,12 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
             },
         ));
     }
+    let notification_keys = notification_keys(&cfg, sandbox_addr);
     let state = AppState::new(dyn_store.clone(), table, cfg.clone(), policy)
         .with_payments(payments)
         .with_metrics(metrics)
-        .with_payouts(provider, secrets);
+        .with_payouts(provider, secrets)
+        .with_notification_keys(notification_keys);
     server.add_service(background_service(
         "control plane",
         ControlPlane {
@@ -473,6 +475,29 @@ fn build_payouts(cfg: &Config) -> anyhow::Result<Payouts> {
         let provider = HttpProvider::new(&p.provider_url, key, timeout);
         Ok((Arc::new(provider), secrets, None))
     }
+}
+
+/// Where CPN's ECDSA-signed webhooks find their keys: `payout.cpn.base_url` (its API key from
+/// `PAYGATE_CPN_API_KEY`), else the built-in sandbox when it signs that way, else nowhere.
+fn notification_keys(
+    cfg: &Config,
+    sandbox: Option<std::net::SocketAddr>,
+) -> Option<Arc<paygate_payouts::cpn::NotificationKeys>> {
+    let p = &cfg.payout;
+    let timeout = std::time::Duration::from_secs(p.request_timeout_seconds.max(1));
+    let base = if !p.cpn.base_url.is_empty() {
+        p.cpn.base_url.clone()
+    } else if p.sandbox.webhook_signing == "circle" {
+        format!("http://{}", sandbox?)
+    } else {
+        return None;
+    };
+    let key = std::env::var("PAYGATE_CPN_API_KEY")
+        .ok()
+        .filter(|k| !k.is_empty());
+    Some(Arc::new(paygate_payouts::cpn::NotificationKeys::new(
+        &base, key, timeout,
+    )))
 }
 
 fn hex_secret() -> Vec<u8> {

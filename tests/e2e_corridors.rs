@@ -116,6 +116,36 @@ fn brl(quote: &Value, name: &str) -> Value {
     pay_body(quote, name, "BR", "BRL", "0001-23456-7")
 }
 
+/// The three sandbox outcomes by beneficiary name, with the states each payout passes through.
+const OUTCOMES: [(&str, &[&str]); 3] = [
+    ("Ana Souza", &["SETTLED"]),
+    ("Sandbox Fail", &["FAILED"]),
+    ("Sandbox Hold", &["COMPLIANCE_HOLD", "SETTLED"]),
+];
+
+impl Env {
+    /// Pays 100 USDC to `name` with `key` and waits through each state of `path`: the `202`
+    /// body and the payout at its last state.
+    async fn pay_through(
+        &self,
+        corridor: &str,
+        key: &str,
+        name: &str,
+        path: &[&str],
+    ) -> (Value, Value) {
+        let q = self.quote(corridor, "100").await;
+        let r = self.pay(corridor, key, &brl(&q, name)).await;
+        assert_eq!(r.status(), 202, "{}", self.gw.log());
+        let p: Value = r.json().await.unwrap();
+        let pid = p["paymentId"].as_str().unwrap().to_string();
+        let mut rec = Value::Null;
+        for status in path {
+            rec = self.wait_status(corridor, &pid, status).await;
+        }
+        (p, rec)
+    }
+}
+
 #[tokio::test]
 async fn corridor_lifecycle_quote_pay_and_webhooks_to_each_final_state() {
     let e = start(&[]).await;
@@ -174,28 +204,14 @@ async fn corridor_lifecycle_quote_pay_and_webhooks_to_each_final_state() {
     assert_eq!(q["destCurrency"], "BRL");
     assert!(q["expiresAt"].as_str().unwrap().ends_with('Z'));
 
-    for (i, (name, path)) in [
-        ("Ana Souza", vec!["SETTLED"]),
-        ("Sandbox Fail", vec!["FAILED"]),
-        ("Sandbox Hold", vec!["COMPLIANCE_HOLD", "SETTLED"]),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let q = e.quote(&id, "100").await;
-        let r = e.pay(&id, &format!("key-{i}"), &brl(&q, name)).await;
-        assert_eq!(r.status(), 202, "{}", e.gw.log());
-        let p: Value = r.json().await.unwrap();
+    for (i, (name, path)) in OUTCOMES.into_iter().enumerate() {
+        let (p, rec) = e.pay_through(&id, &format!("key-{i}"), name, path).await;
         assert_eq!(p["status"], "PENDING");
         assert!(p["cpnPaymentId"].as_str().unwrap().starts_with("cpn_"));
-        let pid = p["paymentId"].as_str().unwrap();
-        for status in path {
-            let rec = e.wait_status(&id, pid, status).await;
-            assert_eq!(rec["cpnPaymentId"], p["cpnPaymentId"]);
-            assert_eq!(rec["destAmount"], "535.23");
-            assert_eq!(rec["beneficiary"]["accountNumber"], "******4567");
-            assert!(rec["lastEvent"]["eventType"].is_string());
-        }
+        assert_eq!(rec["cpnPaymentId"], p["cpnPaymentId"]);
+        assert_eq!(rec["destAmount"], "535.23");
+        assert_eq!(rec["beneficiary"]["accountNumber"], "******4567");
+        assert!(rec["lastEvent"]["eventType"].is_string());
     }
     assert_eq!(e.provider_payouts().await.len(), 3);
 }
@@ -668,4 +684,104 @@ async fn early_webhook_is_kept_then_applied() {
         .unwrap()
         .to_string();
     e.wait_status(&id, &pid, "SETTLED").await;
+}
+
+/// The sandbox signing as CPN does (`webhook_signing = "circle"`): its ECDSA-signed
+/// notifications, checked against the key paygate fetches by id from the provider, take payouts
+/// to each final state, a progress notification kept in the timeline and a failure's reason and
+/// code on the payout; notifications signed by anyone else are refused and change nothing.
+#[tokio::test]
+async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
+    use base64::Engine as _;
+    use p256::ecdsa::signature::Signer as _;
+    let e = start(&[("PAYGATE__PAYOUT__SANDBOX__WEBHOOK_SIGNING", "circle")]).await;
+    let id = e.active_corridor("BRL").await;
+    let mut settled = None;
+    for (i, (name, path)) in OUTCOMES.into_iter().enumerate() {
+        let (p, rec) = e.pay_through(&id, &format!("cpn-{i}"), name, path).await;
+        let pid = p["paymentId"].as_str().unwrap().to_string();
+        let kinds: Vec<&str> = rec["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ev| ev["eventType"].as_str().unwrap())
+            .collect();
+        match name {
+            "Ana Souza" => {
+                assert_eq!(
+                    kinds,
+                    ["cpn.payment.fiatPaymentInitiated", "cpn.payment.completed"],
+                    "{rec}"
+                );
+                assert_eq!(rec["events"][0]["providerStatus"], "FIAT_PAYMENT_INITIATED");
+                settled = Some((pid, p["cpnPaymentId"].as_str().unwrap().to_string()));
+            }
+            "Sandbox Fail" => {
+                assert_eq!(kinds, ["cpn.payment.failed"]);
+                assert_eq!(rec["failureCode"], "PM02001", "{rec}");
+                assert!(rec["failureMessage"]
+                    .as_str()
+                    .unwrap()
+                    .contains("BANK_VERIFICATION_FAILED"));
+            }
+            _ => assert_eq!(
+                kinds,
+                [
+                    "cpn.payment.inManualReview",
+                    "cpn.payment.fiatPaymentInitiated",
+                    "cpn.payment.completed"
+                ]
+            ),
+        }
+    }
+
+    // Forgeries against the settled payout: a key the provider does not know, a key id that is
+    // not a UUID, a missing signature, a signature that is not base64.
+    let (pid, cpn) = settled.unwrap();
+    let body = paygate_payouts::cpn::payment_notification(
+        "cpn.payment.failed",
+        &paygate_payouts::cpn::PaymentWire {
+            id: cpn,
+            status: "FAILED".into(),
+            update_date: None,
+            failure_reason: Some("OTHER".into()),
+            failure_code: Some("PM00001".into()),
+            source_amount: None,
+        },
+        "2026-11-26T10:00:00Z",
+    );
+    let mine = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+    let sig: p256::ecdsa::Signature = mine.sign(&body);
+    let good_looking = base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes());
+    for (key_id, sig) in [
+        (
+            Some("7d8f0e2a-1b3c-4d5e-8f90-a1b2c3d4e5f6"),
+            Some(good_looking.as_str()),
+        ),
+        (Some("../v1/payouts"), Some(good_looking.as_str())),
+        (Some("7d8f0e2a-1b3c-4d5e-8f90-a1b2c3d4e5f6"), None),
+        (None, Some(good_looking.as_str())),
+        (
+            Some("7d8f0e2a-1b3c-4d5e-8f90-a1b2c3d4e5f6"),
+            Some("not base64!"),
+        ),
+    ] {
+        let mut rb =
+            e.gw.http
+                .post(e.gw.url("/webhooks/provider"))
+                .header("content-type", "application/json")
+                .body(body.clone());
+        if let Some(k) = key_id {
+            rb = rb.header("X-Circle-Key-Id", k);
+        }
+        if let Some(s) = sig {
+            rb = rb.header("X-Circle-Signature", s);
+        }
+        let r = rb.send().await.unwrap();
+        let (status, code, _) = error_of(r).await;
+        assert_eq!((status, code.as_str()), (401, "UNAUTHORIZED"), "{key_id:?}");
+    }
+    let rec = e.payment(&id, &pid).await;
+    assert_eq!(rec["status"], "SETTLED");
+    assert_eq!(rec["events"].as_array().unwrap().len(), 2);
 }

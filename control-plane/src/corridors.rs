@@ -22,7 +22,7 @@ use paygate_payouts::engine::{Accepted, PayoutOrder};
 use paygate_payouts::money::{parse_amount, AmountError, QuoteBreakdown};
 use paygate_payouts::store::EventOutcome;
 use paygate_payouts::views::{CorridorView, PayoutAccepted, PayoutView, QuoteView};
-use paygate_payouts::webhook;
+use paygate_payouts::{cpn, webhook};
 use paygate_payouts::{Corridor, CorridorStatus, Currency, PayoutStatus, Quote};
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -339,8 +339,14 @@ fn ack(status: &'static str, payout: Option<PayoutStatus>) -> WebhookAck {
     }
 }
 
-/// `POST /webhooks/provider`: the signature is checked over the raw body before anything else.
-#[utoipa::path(post, path = "/webhooks/provider", tag = "corridors", params(("Provider-Signature" = String, Header, description = "HMAC-SHA256 of the raw body: hex, or `t=<unix>,v1=<hex>`")), request_body = Object, responses((status = 200, description = "Applied, ignored or duplicate", body = WebhookAck), (status = 202, description = "Kept: for a payout not known yet", body = WebhookAck), (status = 401, description = "Signature missing, wrong or stale", body = paygate_domain::ErrorBody)))]
+fn refused(e: impl std::fmt::Display) -> ApiError {
+    tracing::warn!(reason = %e, "webhook refused");
+    err(ErrorCode::Unauthorized, format!("webhook refused: {e}"))
+}
+
+/// `POST /webhooks/provider`: the signature is checked over the raw body before anything else:
+/// SPEC's HMAC `Provider-Signature`, or CPN's ECDSA `X-Circle-Signature` with `X-Circle-Key-Id`.
+#[utoipa::path(post, path = "/webhooks/provider", tag = "corridors", params(("Provider-Signature" = Option<String>, Header, description = "HMAC-SHA256 of the raw body: hex, or `t=<unix>,v1=<hex>`"), ("X-Circle-Signature" = Option<String>, Header, description = "CPN: base64 ECDSA P-256 SHA-256 signature of the raw body"), ("X-Circle-Key-Id" = Option<String>, Header, description = "CPN: the UUID of the key that signed")), request_body = Object, responses((status = 200, description = "Applied, ignored or duplicate", body = WebhookAck), (status = 202, description = "Kept: for a payout not known yet", body = WebhookAck), (status = 401, description = "Signature missing, wrong or stale", body = paygate_domain::ErrorBody)))]
 pub async fn webhook(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -349,25 +355,40 @@ pub async fn webhook(
     if body.len() > MAX_WEBHOOK_BODY {
         return Err(err(ErrorCode::PayloadTooLarge, "webhook body too large"));
     }
-    let sig = headers
-        .get("provider-signature")
-        .map(|v| v.to_str().unwrap_or("\u{0}"));
-    let verified = webhook::verify(
-        sig,
-        &body,
-        &state.webhook_secrets,
-        state.config.payout.webhook_tolerance_seconds,
-        paygate_domain::unix_now(),
-    );
-    if let Err(e) = verified {
-        tracing::warn!(reason = %e, "webhook refused");
-        return Err(err(
-            ErrorCode::Unauthorized,
-            format!("webhook refused: {e}"),
-        ));
+    let header = |name: &str| headers.get(name).map(|v| v.to_str().unwrap_or("\u{0}"));
+    let circle = (header(cpn::SIGNATURE_HEADER), header(cpn::KEY_ID_HEADER));
+    let event = if circle.0.is_some() || circle.1.is_some() {
+        // CPN's ECDSA signature: the key by its id from the configured provider.
+        let verified = match &state.notification_keys {
+            Some(keys) => keys.verify(circle.1, circle.0, &body).await,
+            None => Err(cpn::SignatureError::NotConfigured),
+        };
+        match verified {
+            Ok(()) => {}
+            Err(e @ cpn::SignatureError::KeyUnavailable(_)) => {
+                tracing::warn!(reason = %e, "webhook not checked");
+                return Err(err(
+                    ErrorCode::UpstreamError,
+                    format!("webhook not checked: {e}"),
+                ));
+            }
+            Err(e) => return Err(refused(e)),
+        }
+        cpn::parse_notification(&body)
+    } else {
+        let verified = webhook::verify(
+            header("provider-signature"),
+            &body,
+            &state.webhook_secrets,
+            state.config.payout.webhook_tolerance_seconds,
+            paygate_domain::unix_now(),
+        );
+        if let Err(e) = verified {
+            return Err(refused(e));
+        }
+        webhook::parse_event(&body)
     }
-    let event =
-        webhook::parse_event(&body).map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
+    .map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
     let (status, ack) = match state.payouts.apply_event(&event, &body).await? {
         EventOutcome::Duplicate => (StatusCode::OK, ack("duplicate", None)),
         EventOutcome::Applied(s) => (StatusCode::OK, ack("applied", Some(s))),

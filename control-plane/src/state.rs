@@ -33,6 +33,8 @@ pub struct AppState {
     pub payouts: PayoutEngine,
     /// Secrets that verify provider webhooks (none: every webhook is refused).
     pub webhook_secrets: Arc<Vec<Vec<u8>>>,
+    /// The provider's notification keys, for ECDSA-signed (CPN) webhooks (none: refused).
+    pub notification_keys: Option<Arc<paygate_payouts::cpn::NotificationKeys>>,
 }
 
 impl AppState {
@@ -68,6 +70,7 @@ impl AppState {
             mcp: Arc::new(McpHub::default()),
             payouts,
             webhook_secrets: Arc::new(Vec::new()),
+            notification_keys: None,
         }
     }
 
@@ -84,6 +87,15 @@ impl AppState {
     ) -> Self {
         self.payouts = PayoutEngine::new(self.store.clone(), Some(provider));
         self.webhook_secrets = Arc::new(webhook_secrets);
+        self
+    }
+
+    /// Where ECDSA-signed provider webhooks find their keys.
+    pub fn with_notification_keys(
+        mut self,
+        keys: Option<Arc<paygate_payouts::cpn::NotificationKeys>>,
+    ) -> Self {
+        self.notification_keys = keys;
         self
     }
 

@@ -9,7 +9,11 @@
 //!   completed, `Sandbox Hold Fail` -> hold then failed, anything else -> completed.
 //! - Webhooks: signed (`t=...,v1=...`) with the first webhook secret, posted to paygate's
 //!   `/webhooks/provider` after `webhook_delay_ms`, retried with doubling backoff until a `2xx`;
-//!   the outbox is durable, so deliveries resume after a restart.
+//!   the outbox is durable, so deliveries resume after a restart. With `webhook_signing =
+//!   "circle"` they are CPN notifications instead (`cpn.payment.*`, a completion preceded by
+//!   `cpn.payment.fiatPaymentInitiated`, a failure with a reason and code), signed with ECDSA by
+//!   a P-256 key made at start, whose public key it serves as CPN does
+//!   (`GET /v2/cpn/notifications/publicKey/{keyId}`).
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -17,7 +21,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use base64::Engine as _;
 use paygate_config::SandboxConfig;
+use paygate_payouts::cpn;
 use paygate_payouts::money::{parse_amount, usdc_string};
 use paygate_payouts::provider::{
     ErrorWire, PayoutRequest, ProviderPayout, QuoteRequestWire, QuoteWire,
@@ -76,6 +82,8 @@ struct Inner {
     http: reqwest::Client,
     /// Serialises payout creation (the sandbox is not a throughput benchmark).
     create: tokio::sync::Mutex<()>,
+    /// With `webhook_signing = "circle"`: the key id and the key that signs notifications.
+    signer: Option<(String, p256::ecdsa::SigningKey)>,
 }
 
 type Shared = Arc<Inner>;
@@ -180,6 +188,21 @@ fn payout_wire(p: &SbPayout) -> ProviderPayout {
 fn script(cfg: &SandboxConfig, name: &str) -> Vec<(u64, EventType, &'static str)> {
     let first = cfg.webhook_delay_ms;
     let second = first + cfg.hold_release_ms;
+    let mut events = scripted(first, second, name);
+    if cfg.webhook_signing == "circle" {
+        // CPN tells of the fiat leg starting before it completes.
+        if let Some(i) = events
+            .iter()
+            .position(|e| e.1 == EventType::PaymentCompleted)
+        {
+            let at = events[i].0;
+            events.insert(i, (at, EventType::Progress, "fiat_payment_initiated"));
+        }
+    }
+    events
+}
+
+fn scripted(first: u64, second: u64, name: &str) -> Vec<(u64, EventType, &'static str)> {
     match name.trim().to_ascii_lowercase().as_str() {
         "sandbox fail" => vec![(first, EventType::PaymentFailed, "failed")],
         "sandbox hold" => vec![
@@ -384,24 +407,37 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
     let Some(mut payout) = payout else {
         return true; // Nothing to tell about.
     };
-    let body = event_body(
-        o.event,
-        CLIENT_ID,
-        &payout.id,
-        &o.status,
-        payout.dest_amount,
-        payout.currency.code(),
-        &paygate_domain::now_rfc3339(),
-    );
-    let sig = sign_timestamped(&s.secret, &body, paygate_domain::unix_now());
-    let sent = s
+    let at = paygate_domain::now_rfc3339();
+    let post = s
         .http
         .post(&s.webhook_url)
-        .header("content-type", "application/json")
-        .header("Provider-Signature", sig)
-        .body(body)
-        .send()
-        .await;
+        .header("content-type", "application/json");
+    let post = match &s.signer {
+        Some((key_id, key)) => {
+            let body = circle_notification(o, &payout, &at);
+            let sig: p256::ecdsa::Signature = p256::ecdsa::signature::Signer::sign(key, &body);
+            post.header(cpn::KEY_ID_HEADER, key_id)
+                .header(
+                    cpn::SIGNATURE_HEADER,
+                    base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes()),
+                )
+                .body(body)
+        }
+        None => {
+            let body = event_body(
+                o.event,
+                CLIENT_ID,
+                &payout.id,
+                &o.status,
+                payout.dest_amount,
+                payout.currency.code(),
+                &at,
+            );
+            let sig = sign_timestamped(&s.secret, &body, paygate_domain::unix_now());
+            post.header("Provider-Signature", sig).body(body)
+        }
+    };
+    let sent = post.send().await;
     match sent {
         Ok(r) if r.status().is_success() => {
             payout.status = o.status.clone();
@@ -422,6 +458,45 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
     }
 }
 
+/// The CPN notification of one scripted event.
+fn circle_notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8> {
+    let (kind, status) = match o.event {
+        EventType::PaymentCompleted => ("cpn.payment.completed", "COMPLETED"),
+        EventType::PaymentFailed => ("cpn.payment.failed", "FAILED"),
+        EventType::ComplianceHold => ("cpn.payment.inManualReview", "CREATED"),
+        EventType::Progress => ("cpn.payment.fiatPaymentInitiated", "FIAT_PAYMENT_INITIATED"),
+    };
+    let failed = o.event == EventType::PaymentFailed;
+    let payment = cpn::PaymentWire {
+        id: payout.id.clone(),
+        status: status.into(),
+        update_date: Some(at.into()),
+        failure_reason: failed.then(|| "BANK_VERIFICATION_FAILED".into()),
+        failure_code: failed.then(|| "PM02001".into()),
+        source_amount: None,
+    };
+    cpn::payment_notification(kind, &payment, at)
+}
+
+/// `GET /v2/cpn/notifications/publicKey/{keyId}`: the signing key, as CPN serves its own.
+async fn public_key(State(s): State<Shared>, Path(key_id): Path<String>) -> Response {
+    use p256::pkcs8::EncodePublicKey as _;
+    let Some((id, key)) = s.signer.as_ref().filter(|(id, _)| *id == key_id) else {
+        return err(StatusCode::NOT_FOUND, "no such key");
+    };
+    let Ok(der) = key.verifying_key().to_public_key_der() else {
+        return internal("encoding the key");
+    };
+    Json(cpn::PublicKeyAnswer {
+        data: cpn::PublicKeyWire {
+            id: id.clone(),
+            algorithm: cpn::ALGORITHM.into(),
+            public_key: base64::engine::general_purpose::STANDARD.encode(der.as_bytes()),
+        },
+    })
+    .into_response()
+}
+
 /// Runs the sandbox provider on `listener` until the task is dropped.
 pub async fn serve(
     listener: std::net::TcpListener,
@@ -436,6 +511,7 @@ pub async fn serve(
         .open()
         .map_err(std::io::Error::other)?;
     let tree = |n: &str| db.open_tree(n).map_err(std::io::Error::other);
+    let cfg_signing = cfg.webhook_signing.clone();
     let inner = Arc::new(Inner {
         quotes: tree("quotes")?,
         payouts: tree("payouts")?,
@@ -451,6 +527,12 @@ pub async fn serve(
             .build()
             .unwrap_or_default(),
         create: tokio::sync::Mutex::new(()),
+        signer: (cfg_signing == "circle").then(|| {
+            (
+                paygate_domain::ids::uuid_v4(),
+                p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng),
+            )
+        }),
     });
     let dispatcher = tokio::spawn(dispatch(inner.clone()));
     let app = Router::new()
@@ -459,6 +541,10 @@ pub async fn serve(
         .route(
             "/v1/payouts/by-reference/{reference}",
             get(payout_by_reference),
+        )
+        .route(
+            &format!("{}{{key_id}}", cpn::PUBLIC_KEY_PATH),
+            get(public_key),
         )
         .with_state(inner);
     listener.set_nonblocking(true)?;

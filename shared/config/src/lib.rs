@@ -73,6 +73,12 @@ impl Config {
             "http" => return bad("payout.provider_url must be an http(s) URL".into()),
             other => return bad(format!("payout.provider {other:?} is not sandbox or http")),
         }
+        if !matches!(p.sandbox.webhook_signing.as_str(), "hmac" | "circle") {
+            return bad("payout.sandbox.webhook_signing must be hmac or circle".into());
+        }
+        if !p.cpn.base_url.is_empty() && !p.cpn.base_url.starts_with("http") {
+            return bad("payout.cpn.base_url must be an http(s) URL".into());
+        }
         for c in paygate_payouts::Currency::ALL {
             let rate = p.sandbox.rates.get(c.code()).map(|r| {
                 rust_decimal::Decimal::from_str_exact(r)

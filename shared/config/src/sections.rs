@@ -234,6 +234,17 @@ pub struct PayoutConfig {
     /// Seconds between passes that finish payouts a crash or a provider outage left mid-way.
     pub reconcile_interval_seconds: u64,
     pub sandbox: SandboxConfig,
+    pub cpn: CpnConfig,
+}
+
+/// Circle Payments Network: where its notification keys are read (webhooks signed with
+/// `X-Circle-Signature` / `X-Circle-Key-Id` are verified with them).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CpnConfig {
+    /// The provider's API base URL, e.g. `https://api.circle.com`. Empty: ECDSA-signed webhooks
+    /// are refused, unless the built-in sandbox signs that way (then its own listener).
+    pub base_url: String,
 }
 
 impl Default for PayoutConfig {
@@ -249,6 +260,7 @@ impl Default for PayoutConfig {
             request_timeout_seconds: 10,
             reconcile_interval_seconds: 15,
             sandbox: SandboxConfig::default(),
+            cpn: CpnConfig::default(),
         }
     }
 }
@@ -282,6 +294,10 @@ pub struct SandboxConfig {
     /// The sandbox's own sled page cache in MiB (counted in on-disk bytes, like
     /// `storage.cache_capacity_mb`).
     pub cache_capacity_mb: u64,
+    /// How its webhooks are signed: `hmac` (SPEC's `Provider-Signature` over its event payload)
+    /// or `circle` (CPN notifications signed with ECDSA, `X-Circle-Signature` and
+    /// `X-Circle-Key-Id`, its key served at `/v2/cpn/notifications/publicKey/{keyId}`).
+    pub webhook_signing: String,
 }
 
 impl Default for SandboxConfig {
@@ -317,6 +333,7 @@ impl Default for SandboxConfig {
             accept_delay_ms: 0,
             answer_delay_ms: 0,
             cache_capacity_mb: 4,
+            webhook_signing: "hmac".into(),
         }
     }
 }

@@ -8,6 +8,12 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
 
+/// A random UUID in its canonical hyphenated form (for ids another system's API expects as
+/// UUIDs).
+pub fn uuid_v4() -> String {
+    uuid::Uuid::new_v4().hyphenated().to_string()
+}
+
 /// The lowest id `prefix` gives at `unix_ms` and after (ids from [`new_id`] sort by time, their
 /// first 48 bits being UUIDv7's milliseconds): a time range's bound as an id.
 pub fn time_bound(prefix: &str, unix_ms: u64) -> String {

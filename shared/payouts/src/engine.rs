@@ -358,7 +358,7 @@ impl PayoutEngine {
             }
         };
         for (cpn, key, raw) in orphans {
-            if let Ok(event) = webhook::parse_event(&raw) {
+            if let Ok(event) = webhook::parse_any(&raw) {
                 if let Err(e) = self.apply_event(&event, &raw).await {
                     tracing::warn!(cpn = %cpn, error = %e, "kept event not applied");
                     continue;

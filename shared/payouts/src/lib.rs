@@ -4,6 +4,7 @@
 //! - [`money`]: exact amounts, fees and the quote arithmetic (no floats anywhere);
 //! - [`beneficiary`]: the bank account rules of SPEC.md section 8;
 //! - [`webhook`]: `Provider-Signature` checking and the strict event payload;
+//! - [`cpn`]: Circle Payments Network's notifications and their ECDSA signatures;
 //! - [`provider`]: the provider trait and its HTTP client;
 //! - [`store`]: what the payout store must do (`PayoutStore`; the sled implementation is in
 //!   `paygate-store`);
@@ -12,6 +13,7 @@
 //! - the records kept in the store are below.
 
 pub mod beneficiary;
+pub mod cpn;
 pub mod engine;
 pub mod money;
 pub mod provider;
@@ -153,13 +155,16 @@ impl PayoutStatus {
     }
 
     /// The state after `event`, or `None` if the event changes nothing (SPEC.md 3.2: terminal
-    /// states never change; a hold can end either way).
+    /// states never change; a hold can end either way). Progress keeps the state (and is kept
+    /// in the timeline) until the payout is terminal.
     pub fn after(self, event: webhook::EventType) -> Option<Self> {
         use webhook::EventType as E;
         let next = match event {
             E::PaymentCompleted => Self::Settled,
             E::PaymentFailed => Self::Failed,
             E::ComplianceHold => Self::ComplianceHold,
+            E::Progress if self.is_terminal() => return None,
+            E::Progress => return Some(self),
         };
         match self {
             Self::Settled | Self::Failed => None,
@@ -232,18 +237,42 @@ impl Payout {
         self.status = next;
         self.updated_at = received_at.to_string();
         self.events.push(AppliedEvent {
-            event_type: event.event_type.as_str().to_string(),
+            event_type: event.name().to_string(),
             provider_status: event.provider_status.clone(),
             update_date: event.update_date.clone(),
             received_at: received_at.to_string(),
         });
         if next == PayoutStatus::Failed {
-            self.failure_code = Some(event.provider_status.to_ascii_uppercase());
-            self.failure_message = Some(format!(
-                "the payout provider reported the payment as {} on {}: rejected or not \
-                 completed; the USDC was not delivered to the beneficiary",
-                event.provider_status, event.update_date
-            ));
+            match &event.failure {
+                Some(f) => {
+                    let code = if f.code.is_empty() {
+                        &f.reason
+                    } else {
+                        &f.code
+                    };
+                    self.failure_code = Some(code.to_ascii_uppercase());
+                    self.failure_message = Some(format!(
+                        "the payout provider failed the payment on {} ({}{}{}); the USDC was \
+                         not delivered to the beneficiary",
+                        event.update_date,
+                        f.reason,
+                        if f.reason.is_empty() || f.code.is_empty() {
+                            ""
+                        } else {
+                            " "
+                        },
+                        f.code
+                    ));
+                }
+                None => {
+                    self.failure_code = Some(event.provider_status.to_ascii_uppercase());
+                    self.failure_message = Some(format!(
+                        "the payout provider reported the payment as {} on {}: rejected or not \
+                         completed; the USDC was not delivered to the beneficiary",
+                        event.provider_status, event.update_date
+                    ));
+                }
+            }
         }
         Some(next)
     }

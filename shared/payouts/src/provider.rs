@@ -90,6 +90,15 @@ pub struct ErrorWire {
     pub error: String,
 }
 
+/// An HTTP client for a provider's API: bounded in time, following no redirect.
+pub fn client(timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default()
+}
+
 /// The HTTP client of a provider (the sandbox, or a real one speaking the same API).
 pub struct HttpProvider {
     base: String,
@@ -102,11 +111,7 @@ impl HttpProvider {
         Self {
             base: base.trim_end_matches('/').to_string(),
             api_key,
-            http: reqwest::Client::builder()
-                .timeout(timeout)
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_default(),
+            http: client(timeout),
         }
     }
 

@@ -134,7 +134,8 @@ pub fn parse_secrets(value: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The three events of SPEC.md 6.1.
+/// The three events of SPEC.md 6.1, and progress (a provider's step that moves no payout
+/// state: kept in the payout's timeline; only a CPN notification says one, see [`crate::cpn`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventType {
     #[serde(rename = "payments.payment_completed")]
@@ -143,6 +144,9 @@ pub enum EventType {
     PaymentFailed,
     #[serde(rename = "payments.compliance_hold")]
     ComplianceHold,
+    /// Never read from SPEC's payload (`parse_event` refuses it).
+    #[serde(rename = "payments.progress")]
+    Progress,
 }
 
 impl EventType {
@@ -151,6 +155,7 @@ impl EventType {
             Self::PaymentCompleted => "payments.payment_completed",
             Self::PaymentFailed => "payments.payment_failed",
             Self::ComplianceHold => "payments.compliance_hold",
+            Self::Progress => "payments.progress",
         }
     }
 }
@@ -190,16 +195,35 @@ struct EventWire {
     payment: PaymentWire,
 }
 
+/// Why the provider says a payment failed (CPN's `failureReason` and `failureCode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: String,
+    pub code: String,
+}
+
 /// A verified, well-formed provider event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderEvent {
     pub event_type: EventType,
+    /// The provider's own name of the event, when it is not SPEC's (a CPN notification type).
+    pub name: Option<String>,
     /// The provider's payment id (`cpnPaymentId`).
     pub payment_id: String,
     pub provider_status: String,
     pub amount: Decimal,
     pub currency: String,
     pub update_date: String,
+    pub failure: Option<Failure>,
+}
+
+impl ProviderEvent {
+    /// The event's name as the payout's timeline shows it.
+    pub fn name(&self) -> &str {
+        self.name
+            .as_deref()
+            .unwrap_or_else(|| self.event_type.as_str())
+    }
 }
 
 /// Why an event body is not a well-formed provider event.
@@ -221,7 +245,8 @@ pub enum EventError {
     Version,
 }
 
-fn short(field: &'static str, v: &str, max: usize) -> Result<(), EventError> {
+/// `v` is 1 to `max` bytes without control characters, else the error naming `field`.
+pub(crate) fn short(field: &'static str, v: &str, max: usize) -> Result<(), EventError> {
     if v.is_empty() || v.len() > max || v.chars().any(char::is_control) {
         Err(EventError::Text { field, max })
     } else {
@@ -236,6 +261,11 @@ pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, EventError> {
     let w: EventWire = serde_json::from_slice(body).map_err(|e| EventError::Json(e.to_string()))?;
     if w.notification_type != "payments" {
         return Err(EventError::NotificationType);
+    }
+    if w.kind == EventType::Progress {
+        return Err(EventError::Json(
+            "unknown event type payments.progress".into(),
+        ));
     }
     if w.payment.kind != "payment" {
         return Err(EventError::PaymentType);
@@ -263,12 +293,24 @@ pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, EventError> {
     }
     Ok(ProviderEvent {
         event_type: w.kind,
+        name: None,
         payment_id: w.payment.id,
         provider_status: w.payment.status,
         amount,
         currency: w.payment.amount.currency,
         update_date: w.payment.update_date,
+        failure: None,
     })
+}
+
+/// Reads a verified event body of either form: a CPN notification ([`crate::cpn`]) or SPEC.md
+/// 6.2's payload.
+pub fn parse_any(body: &[u8]) -> Result<ProviderEvent, EventError> {
+    if crate::cpn::is_notification(body) {
+        crate::cpn::parse_notification(body)
+    } else {
+        parse_event(body)
+    }
 }
 
 /// Builds an event body (what the sandbox provider sends).
@@ -431,6 +473,7 @@ mod tests {
             parse_event(v.to_string().as_bytes())
         };
         assert!(mutate(&|v| v["type"] = "payments.unknown".into()).is_err());
+        assert!(mutate(&|v| v["type"] = "payments.progress".into()).is_err());
         assert!(mutate(&|v| v["notificationType"] = "refunds".into()).is_err());
         assert!(mutate(&|v| v["payment"]["type"] = "refund".into()).is_err());
         assert!(mutate(&|v| v["payment"]["amount"]["amount"] = 5.into()).is_err());

@@ -1,0 +1,552 @@
+//! Circle Payments Network (CPN): its webhook notifications and their ECDSA signatures.
+//!
+//! Every name and shape paygate reads from or sends to CPN lives in this module, so what the
+//! provider's public documentation fixes is corrected in one place:
+//! - a notification is the v2 envelope `{subscriptionId, notificationId, notificationType,
+//!   notification, timestamp, version}`; for the payment events (`cpn.payment.*`) the
+//!   `notification` is the payment (`id`, `status`, `updateDate`, and on failure
+//!   `failureReason` and `failureCode`);
+//! - it is signed with ECDSA over P-256 and SHA-256 (`ECDSA_SHA_256`): `X-Circle-Signature` is
+//!   the base64 DER signature of the raw body, `X-Circle-Key-Id` the UUID of the key;
+//! - the key is `GET {base}/v2/cpn/notifications/publicKey/{keyId}` (bearer API key), answering
+//!   `{"data": {"id", "algorithm", "publicKey"}}` with the key as base64 DER
+//!   (SubjectPublicKeyInfo).
+//!
+//! How CPN's payment states map onto a payout's (SPEC.md): `cpn.payment.completed` settles it,
+//! `cpn.payment.failed` fails it (its reason and code kept), `cpn.payment.inManualReview` holds
+//! it (`COMPLIANCE_HOLD`); `cpn.payment.cryptoFundsPending`, `cpn.payment.fiatPaymentInitiated`,
+//! `cpn.payment.delayed` and any notification type paygate does not know are kept in the
+//! payout's timeline without moving it.
+
+use crate::webhook::{EventError, EventType, ProviderEvent};
+use base64::Engine as _;
+use p256::ecdsa::signature::Verifier as _;
+use p256::ecdsa::{Signature, VerifyingKey};
+use p256::pkcs8::DecodePublicKey as _;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The signature header.
+pub const SIGNATURE_HEADER: &str = "x-circle-signature";
+/// The key id header.
+pub const KEY_ID_HEADER: &str = "x-circle-key-id";
+/// The only algorithm CPN names for its notification keys.
+pub const ALGORITHM: &str = "ECDSA_SHA_256";
+/// Where a notification key is read, below the provider's base URL.
+pub const PUBLIC_KEY_PATH: &str = "/v2/cpn/notifications/publicKey/";
+
+/// The v2 notification envelope.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationWire {
+    pub subscription_id: String,
+    pub notification_id: String,
+    pub notification_type: String,
+    pub notification: serde_json::Value,
+    pub timestamp: String,
+    pub version: serde_json::Number,
+}
+
+/// A payment as a `cpn.payment.*` notification carries it (the fields paygate reads; others are
+/// ignored, as the provider may add some).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentWire {
+    pub id: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_date: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_amount: Option<AmountWire>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AmountWire {
+    pub amount: String,
+    pub currency: String,
+}
+
+/// `GET .../publicKey/{keyId}`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PublicKeyAnswer {
+    pub data: PublicKeyWire,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicKeyWire {
+    pub id: String,
+    pub algorithm: String,
+    /// Base64 DER SubjectPublicKeyInfo.
+    pub public_key: String,
+}
+
+/// What a notification type does to a payout.
+pub fn event_type(notification_type: &str) -> EventType {
+    match notification_type {
+        "cpn.payment.completed" => EventType::PaymentCompleted,
+        "cpn.payment.failed" => EventType::PaymentFailed,
+        "cpn.payment.inManualReview" => EventType::ComplianceHold,
+        _ => EventType::Progress,
+    }
+}
+
+/// Whether `body` is a CPN notification (its envelope's type names a CPN event), as opposed to
+/// SPEC.md's event payload.
+pub fn is_notification(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Probe {
+        notification_type: Option<String>,
+    }
+    serde_json::from_slice::<Probe>(body)
+        .ok()
+        .and_then(|p| p.notification_type)
+        .is_some_and(|t| t.starts_with("cpn."))
+}
+
+use crate::webhook::short as text;
+
+/// Reads a verified notification. A payment notification (`cpn.payment.*`) must carry the
+/// payment (`notification.id`, `notification.status`); any other type is kept as progress of
+/// the payment it names (`notification.paymentId` or `notification.id`), or of none (an empty
+/// id: kept, never applied) when it names none.
+pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
+    let w: NotificationWire =
+        serde_json::from_slice(body).map_err(|e| EventError::Json(e.to_string()))?;
+    text("notificationType", &w.notification_type, 128)?;
+    text("notificationId", &w.notification_id, 128)?;
+    time::OffsetDateTime::parse(&w.timestamp, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| EventError::UpdateDate)?;
+    let kind = event_type(&w.notification_type);
+    let (payment_id, status, failure, amount, currency) =
+        if w.notification_type.starts_with("cpn.payment.") {
+            let p: PaymentWire = serde_json::from_value(w.notification.clone())
+                .map_err(|e| EventError::Json(format!("notification: {e}")))?;
+            text("notification.id", &p.id, 128)?;
+            text("notification.status", &p.status, 64)?;
+            let failure = match (&p.failure_reason, &p.failure_code) {
+                (None, None) => None,
+                (reason, code) => Some(crate::webhook::Failure {
+                    reason: reason.clone().unwrap_or_default(),
+                    code: code.clone().unwrap_or_default(),
+                }),
+            };
+            if let Some(f) = &failure {
+                for (field, v) in [
+                    ("notification.failureReason", &f.reason),
+                    ("notification.failureCode", &f.code),
+                ] {
+                    if !v.is_empty() {
+                        text(field, v, 128)?;
+                    }
+                }
+            }
+            let (amount, currency) = match &p.source_amount {
+                Some(a) => (
+                    Decimal::from_str_exact(&a.amount)
+                        .ok()
+                        .filter(|a| *a >= Decimal::ZERO)
+                        .ok_or(EventError::Amount)?,
+                    a.currency.clone(),
+                ),
+                None => (Decimal::ZERO, String::new()),
+            };
+            (p.id, p.status, failure, amount, currency)
+        } else {
+            let named = ["paymentId", "id"]
+                .iter()
+                .find_map(|k| w.notification.get(*k).and_then(|v| v.as_str()))
+                .unwrap_or_default()
+                .to_string();
+            if !named.is_empty() {
+                text("notification.id", &named, 128)?;
+            }
+            (named, String::new(), None, Decimal::ZERO, String::new())
+        };
+    Ok(ProviderEvent {
+        event_type: kind,
+        name: Some(w.notification_type.clone()),
+        payment_id,
+        provider_status: if status.is_empty() {
+            w.notification_type
+        } else {
+            status
+        },
+        amount,
+        currency,
+        update_date: w.timestamp,
+        failure,
+    })
+}
+
+/// Builds a payment notification (what the provider simulator sends).
+pub fn payment_notification(notification_type: &str, payment: &PaymentWire, at: &str) -> Vec<u8> {
+    let w = NotificationWire {
+        subscription_id: "00000000-0000-4000-8000-000000000000".into(),
+        notification_id: paygate_domain::ids::uuid_v4(),
+        notification_type: notification_type.into(),
+        notification: serde_json::to_value(payment).unwrap_or_default(),
+        timestamp: at.into(),
+        version: serde_json::Number::from(2),
+    };
+    serde_json::to_vec(&w).unwrap_or_default()
+}
+
+/// Why an ECDSA-signed webhook is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error("missing X-Circle-Signature or X-Circle-Key-Id header")]
+    Missing,
+    #[error("X-Circle-Key-Id must be a UUID")]
+    KeyId,
+    #[error("malformed X-Circle-Signature header")]
+    Malformed,
+    #[error("unknown signing key")]
+    UnknownKey,
+    #[error("signature does not match")]
+    Mismatch,
+    #[error("ECDSA-signed webhooks need [payout.cpn] base_url")]
+    NotConfigured,
+    /// The provider's key endpoint could not be read: the webhook should be sent again.
+    #[error("the provider's notification key could not be read: {0}")]
+    KeyUnavailable(String),
+}
+
+/// Whether `s` is a UUID in its canonical 36-character form (what a key id must be before it
+/// goes into a URL path).
+pub fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+}
+
+/// A public key from its base64 DER SubjectPublicKeyInfo.
+pub fn decode_key(b64: &str) -> Option<VerifyingKey> {
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()?;
+    VerifyingKey::from_public_key_der(&der).ok()
+}
+
+/// Checks a base64 signature (DER, or the 64-byte `r || s` form) of `body` under `key`.
+pub fn verify_with(
+    key: &VerifyingKey,
+    signature_b64: &str,
+    body: &[u8],
+) -> Result<(), SignatureError> {
+    if signature_b64.len() > 256 {
+        return Err(SignatureError::Malformed);
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(signature_b64.trim())
+        .map_err(|_| SignatureError::Malformed)?;
+    let sig = Signature::from_der(&raw)
+        .or_else(|_| Signature::from_slice(&raw))
+        .map_err(|_| SignatureError::Malformed)?;
+    key.verify(body, &sig).map_err(|_| SignatureError::Mismatch)
+}
+
+/// How long an unknown key id is not asked for again.
+const MISS_PAUSE: Duration = Duration::from_secs(60);
+/// The most key ids remembered (known or unknown); the oldest misses go first.
+const MAX_REMEMBERED: usize = 1024;
+
+/// The provider's notification keys, fetched by id from the configured base URL (never from a
+/// URL a request names), kept, and fetched again only for an id not seen before or not asked
+/// for in the last minute.
+pub struct NotificationKeys {
+    base: String,
+    api_key: Option<String>,
+    http: reqwest::Client,
+    known: Mutex<HashMap<String, VerifyingKey>>,
+    misses: Mutex<HashMap<String, Instant>>,
+    fetches: std::sync::atomic::AtomicU64,
+}
+
+impl NotificationKeys {
+    pub fn new(base: &str, api_key: Option<String>, timeout: Duration) -> Self {
+        Self {
+            base: base.trim_end_matches('/').to_string(),
+            api_key,
+            http: crate::provider::client(timeout),
+            known: Mutex::default(),
+            misses: Mutex::default(),
+            fetches: Default::default(),
+        }
+    }
+
+    /// How many times a key was asked of the provider.
+    pub fn fetches(&self) -> u64 {
+        self.fetches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn cached(&self, id: &str) -> Option<VerifyingKey> {
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .copied()
+    }
+
+    /// Checks the headers' signature over `body`.
+    pub async fn verify(
+        &self,
+        key_id: Option<&str>,
+        signature: Option<&str>,
+        body: &[u8],
+    ) -> Result<(), SignatureError> {
+        let (Some(key_id), Some(signature)) = (key_id, signature) else {
+            return Err(SignatureError::Missing);
+        };
+        let key_id = key_id.trim().to_ascii_lowercase();
+        if !is_uuid(&key_id) {
+            return Err(SignatureError::KeyId);
+        }
+        let key = match self.cached(&key_id) {
+            Some(k) => k,
+            None => self.fetch(&key_id).await?,
+        };
+        verify_with(&key, signature, body)
+    }
+
+    async fn fetch(&self, key_id: &str) -> Result<VerifyingKey, SignatureError> {
+        {
+            let mut misses = self.misses.lock().unwrap_or_else(|e| e.into_inner());
+            if misses.get(key_id).is_some_and(|t| t.elapsed() < MISS_PAUSE) {
+                return Err(SignatureError::UnknownKey);
+            }
+            if misses.len() >= MAX_REMEMBERED {
+                misses.retain(|_, t| t.elapsed() < MISS_PAUSE);
+            }
+            if misses.len() >= MAX_REMEMBERED {
+                return Err(SignatureError::UnknownKey);
+            }
+            misses.insert(key_id.to_string(), Instant::now());
+        }
+        self.fetches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut rb = self
+            .http
+            .get(format!("{}{PUBLIC_KEY_PATH}{key_id}", self.base))
+            .header("accept", "application/json");
+        if let Some(k) = &self.api_key {
+            rb = rb.bearer_auth(k);
+        }
+        let unavailable = |e: String| {
+            // Not the key's fault: let the next delivery ask again.
+            self.misses
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(key_id);
+            SignatureError::KeyUnavailable(e)
+        };
+        let resp = rb.send().await.map_err(|e| unavailable(e.to_string()))?;
+        let status = resp.status();
+        if status == reqwest::StatusCode::NOT_FOUND || status == reqwest::StatusCode::BAD_REQUEST {
+            return Err(SignatureError::UnknownKey);
+        }
+        if !status.is_success() {
+            return Err(unavailable(format!("HTTP {}", status.as_u16())));
+        }
+        let body = resp.bytes().await.map_err(|e| unavailable(e.to_string()))?;
+        let answer: PublicKeyAnswer = serde_json::from_slice(&body)
+            .map_err(|e| unavailable(format!("unreadable key answer: {e}")))?;
+        if !answer.data.id.eq_ignore_ascii_case(key_id) || answer.data.algorithm != ALGORITHM {
+            return Err(SignatureError::UnknownKey);
+        }
+        let key = decode_key(&answer.data.public_key).ok_or(SignatureError::UnknownKey)?;
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if known.len() >= MAX_REMEMBERED {
+            known.clear();
+        }
+        known.insert(key_id.to_string(), key);
+        self.misses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key_id);
+        Ok(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p256::ecdsa::signature::Signer as _;
+    use p256::ecdsa::SigningKey;
+    use p256::pkcs8::EncodePublicKey as _;
+
+    fn key() -> SigningKey {
+        SigningKey::random(&mut rand::rngs::OsRng)
+    }
+
+    fn sign(k: &SigningKey, body: &[u8]) -> String {
+        let sig: Signature = k.sign(body);
+        base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes())
+    }
+
+    fn spki(k: &SigningKey) -> String {
+        let der = k.verifying_key().to_public_key_der().unwrap();
+        base64::engine::general_purpose::STANDARD.encode(der.as_bytes())
+    }
+
+    #[test]
+    fn a_signature_verifies_only_over_its_body_under_its_key() {
+        let (k, other) = (key(), key());
+        let body = b"{\"notificationType\":\"cpn.payment.completed\"}";
+        let vk = decode_key(&spki(&k)).unwrap();
+        assert_eq!(verify_with(&vk, &sign(&k, body), body), Ok(()));
+        // The 64-byte r || s form too.
+        let sig: Signature = k.sign(body);
+        let raw = base64::engine::general_purpose::STANDARD.encode(sig.to_bytes());
+        assert_eq!(verify_with(&vk, &raw, body), Ok(()));
+        assert_eq!(
+            verify_with(&vk, &sign(&k, body), b"{}"),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            verify_with(&vk, &sign(&other, body), body),
+            Err(SignatureError::Mismatch)
+        );
+        for bad in ["", "!!!", "AAAA", &"A".repeat(400)] {
+            assert_eq!(
+                verify_with(&vk, bad, body),
+                Err(SignatureError::Malformed),
+                "{bad}"
+            );
+        }
+        assert!(decode_key("bm90IGEga2V5").is_none());
+    }
+
+    #[test]
+    fn key_ids_are_uuids_only() {
+        assert!(is_uuid("879dc113-5ca4-4ff7-a6b7-54652083fcf8"));
+        for bad in [
+            "",
+            "879dc113-5ca4-4ff7-a6b7-54652083fcf",
+            "879dc113-5ca4-4ff7-a6b7-54652083fcf8/../x",
+            "879dc113x5ca4-4ff7-a6b7-54652083fcf8",
+            "../../v1/payouts-0000-0000-000000000",
+            "879dc113-5ca4-4ff7-a6b7-54652083fcfg",
+        ] {
+            assert!(!is_uuid(bad), "{bad}");
+        }
+    }
+
+    fn payment(status: &str) -> PaymentWire {
+        PaymentWire {
+            id: "6f1b3d9e-0000-4000-8000-000000000001".into(),
+            status: status.into(),
+            update_date: Some("2026-11-26T10:00:00Z".into()),
+            failure_reason: None,
+            failure_code: None,
+            source_amount: Some(AmountWire {
+                amount: "99.50".into(),
+                currency: "USD".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn notifications_map_onto_payout_events() {
+        let at = "2026-11-26T10:00:01Z";
+        let cases = [
+            (
+                "cpn.payment.completed",
+                "COMPLETED",
+                EventType::PaymentCompleted,
+            ),
+            ("cpn.payment.failed", "FAILED", EventType::PaymentFailed),
+            (
+                "cpn.payment.inManualReview",
+                "CREATED",
+                EventType::ComplianceHold,
+            ),
+            (
+                "cpn.payment.cryptoFundsPending",
+                "CRYPTO_FUNDS_PENDING",
+                EventType::Progress,
+            ),
+            (
+                "cpn.payment.fiatPaymentInitiated",
+                "FIAT_PAYMENT_INITIATED",
+                EventType::Progress,
+            ),
+            (
+                "cpn.payment.delayed",
+                "FIAT_PAYMENT_INITIATED",
+                EventType::Progress,
+            ),
+            ("cpn.payment.somethingNew", "CREATED", EventType::Progress),
+        ];
+        for (kind, status, want) in cases {
+            let body = payment_notification(kind, &payment(status), at);
+            assert!(is_notification(&body));
+            let e = parse_notification(&body).unwrap();
+            assert_eq!(e.event_type, want, "{kind}");
+            assert_eq!(e.provider_status, status);
+            assert_eq!(e.name.as_deref(), Some(kind));
+            assert_eq!(e.payment_id, "6f1b3d9e-0000-4000-8000-000000000001");
+            assert_eq!(e.amount, Decimal::new(9950, 2));
+            assert_eq!(e.update_date, at);
+        }
+        // A failure's reason and code are kept.
+        let mut p = payment("FAILED");
+        p.failure_reason = Some("BANK_VERIFICATION_FAILED".into());
+        p.failure_code = Some("PM02001".into());
+        let e = parse_notification(&payment_notification("cpn.payment.failed", &p, at)).unwrap();
+        let f = e.failure.unwrap();
+        assert_eq!(
+            (f.reason.as_str(), f.code.as_str()),
+            ("BANK_VERIFICATION_FAILED", "PM02001")
+        );
+        // Another kind of notification names its payment, or none.
+        let other = |n: serde_json::Value| {
+            serde_json::json!({"subscriptionId": "s", "notificationId": "n1",
+                "notificationType": "cpn.rfi.created", "notification": n,
+                "timestamp": at, "version": 2})
+            .to_string()
+        };
+        let e = parse_notification(
+            other(serde_json::json!({"id": "r1", "paymentId": "p9"})).as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            (e.event_type, e.payment_id.as_str()),
+            (EventType::Progress, "p9")
+        );
+        let e = parse_notification(other(serde_json::json!({"level": 1})).as_bytes()).unwrap();
+        assert_eq!(e.payment_id, "");
+        // What is not a notification.
+        assert!(!is_notification(
+            b"{\"type\":\"payments.payment_completed\"}"
+        ));
+        assert!(!is_notification(b"[]"));
+        assert!(parse_notification(b"{}").is_err());
+        let mut bad: serde_json::Value = serde_json::from_slice(&payment_notification(
+            "cpn.payment.completed",
+            &payment("COMPLETED"),
+            at,
+        ))
+        .unwrap();
+        bad["timestamp"] = "yesterday".into();
+        assert!(parse_notification(bad.to_string().as_bytes()).is_err());
+        bad["timestamp"] = at.into();
+        bad["notification"]["id"] = "".into();
+        assert!(parse_notification(bad.to_string().as_bytes()).is_err());
+        bad["notification"] = serde_json::json!({"status": "COMPLETED"});
+        assert!(parse_notification(bad.to_string().as_bytes()).is_err());
+        bad["notification"] = serde_json::json!({"id": "p", "status": "COMPLETED",
+            "sourceAmount": {"amount": "-1", "currency": "USD"}});
+        assert!(parse_notification(bad.to_string().as_bytes()).is_err());
+    }
+}
