@@ -96,6 +96,8 @@ pub enum CorridorsCommand {
     Quote { corridor: String, amount: String },
 }
 
+// Parsed once per process from the command line: the size of `Pay` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum PayoutsCommand {
     /// A corridor's payouts, newest first.
@@ -114,16 +116,34 @@ pub enum PayoutsCommand {
         from: String,
         #[arg(long)]
         idempotency_key: String,
+        /// The beneficiary's name.
         #[arg(long)]
         name: String,
+        /// The bank (or, for a PIX key or an M-Pesa number, the institution).
         #[arg(long)]
         bank: String,
+        /// The account number: a CLABE for MXN, a NUBAN for NGN (with --bank-code); not needed
+        /// with --pix-key (BRL) or --mobile-number (KES).
         #[arg(long)]
-        account: String,
+        account: Option<String>,
+        /// The beneficiary's country (BR, MX, NG, KE, ZA).
         #[arg(long)]
         country: String,
+        /// The corridor's currency (BRL, MXN, NGN, KES, ZAR).
         #[arg(long)]
         currency: String,
+        /// BRL: a PIX key (CPF, CNPJ, e-mail, +55 phone or random key).
+        #[arg(long)]
+        pix_key: Option<String>,
+        /// NGN: the bank's NUBAN code (3 or 6 digits).
+        #[arg(long)]
+        bank_code: Option<String>,
+        /// ZAR: the branch code (6 digits).
+        #[arg(long)]
+        branch_code: Option<String>,
+        /// KES: an M-Pesa number instead of a bank account.
+        #[arg(long)]
+        mobile_number: Option<String>,
     },
 }
 
@@ -290,18 +310,36 @@ pub fn payouts(args: OrgArgs, cmd: PayoutsCommand) -> anyhow::Result<ExitCode> {
             account,
             country,
             currency,
-        } => Call {
-            headers: vec![("Idempotency-Key", idempotency_key)],
-            ..call(
-                Method::POST,
-                format!("/corridors/{corridor}/pay"),
-                Some(json!({
-                    "quoteId": quote, "amountUSDC": amount, "fromAddress": from,
-                    "beneficiary": {"name": name, "bankName": bank, "accountNumber": account,
-                                    "country": country, "currency": currency},
-                })),
-            )
-        },
+            pix_key,
+            bank_code,
+            branch_code,
+            mobile_number,
+        } => {
+            let mut beneficiary = json!({"name": name, "bankName": bank, "country": country,
+                                         "currency": currency});
+            for (field, v) in [
+                ("accountNumber", account),
+                ("pixKey", pix_key),
+                ("bankCode", bank_code),
+                ("branchCode", branch_code),
+                ("mobileNumber", mobile_number),
+            ] {
+                if let Some(v) = v {
+                    beneficiary[field] = json!(v);
+                }
+            }
+            Call {
+                headers: vec![("Idempotency-Key", idempotency_key)],
+                ..call(
+                    Method::POST,
+                    format!("/corridors/{corridor}/pay"),
+                    Some(json!({
+                        "quoteId": quote, "amountUSDC": amount, "fromAddress": from,
+                        "beneficiary": beneficiary,
+                    })),
+                )
+            }
+        }
     };
     run(args, c)
 }

@@ -102,14 +102,22 @@ impl Env {
     }
 }
 
+/// A pay request's body; NGN and ZAR beneficiaries get the bank code (058) and branch code
+/// (250655) their countries require.
 fn pay_body(quote: &Value, name: &str, country: &str, currency: &str, account: &str) -> Value {
-    json!({
+    let mut b = json!({
         "quoteId": quote["quoteId"],
         "fromAddress": WALLET_B,
         "amountUSDC": quote["amount"],
         "beneficiary": {"name": name, "bankName": "Banco Teste", "accountNumber": account,
                         "country": country, "currency": currency},
-    })
+    });
+    match country {
+        "NG" => b["beneficiary"]["bankCode"] = json!("058"),
+        "ZA" => b["beneficiary"]["branchCode"] = json!("250655"),
+        _ => {}
+    }
+    b
 }
 
 fn brl(quote: &Value, name: &str) -> Value {
@@ -260,7 +268,7 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
     assert_eq!(error_of(r).await.1, "INVALID_AMOUNT");
 
     let q = e.quote(&id, "50").await;
-    let good = pay_body(&q, "Ada Obi", "NG", "NGN", "0123456789");
+    let good = pay_body(&q, "Ada Obi", "NG", "NGN", "0123456785");
     // Missing Idempotency-Key comes first.
     let r =
         e.gw.http
@@ -325,6 +333,36 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
         fields.iter().any(|f| f.starts_with("beneficiary")),
         "{body}"
     );
+    // Per-country rules, each problem named with its field: a NUBAN whose check digit does not
+    // fit the bank code, a bank code of the wrong length beside it, a PIX key on a NGN payout.
+    let mut b = good.clone();
+    b["beneficiary"]["accountNumber"] = json!("0123456789");
+    let r = e.pay(&id, "bad-nuban", &b).await;
+    let (_, code, body) = error_of(r).await;
+    assert_eq!(code, "INVALID_BENEFICIARY");
+    assert_eq!(
+        body["details"][0]["field"], "beneficiary.accountNumber",
+        "{body}"
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("NUBAN"),
+        "{body}"
+    );
+    b["beneficiary"]["pixKey"] = json!("52998224725");
+    b["beneficiary"]["bankCode"] = json!("58");
+    let r = e.pay(&id, "bad-many", &b).await;
+    let (_, _, body) = error_of(r).await;
+    let fields: Vec<&str> = body["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        ["beneficiary.pixKey", "beneficiary.bankCode"],
+        "{body}"
+    );
     // None of that reached the provider; the quote is still usable.
     assert!(e.provider_payouts().await.is_empty());
     // Money is read one way: the quoted "50" given as the JSON number 50 is the same amount.
@@ -350,7 +388,7 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
         .pay(
             &id,
             "late",
-            &pay_body(&q, "Ada Obi", "NG", "NGN", "0123456789"),
+            &pay_body(&q, "Ada Obi", "NG", "NGN", "0123456785"),
         )
         .await;
     assert_eq!(error_of(r).await.1, "QUOTE_EXPIRED");
@@ -784,4 +822,47 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
     let rec = e.payment(&id, &pid).await;
     assert_eq!(rec["status"], "SETTLED");
     assert_eq!(rec["events"].as_array().unwrap().len(), 2);
+}
+
+/// A BRL payout to a PIX key and a KES one to an M-Pesa number: accepted without an account
+/// number, kept canonical, shown masked with the key's kind.
+#[tokio::test]
+async fn payouts_to_a_pix_key_and_an_mpesa_number() {
+    let e = start(&[]).await;
+    for (currency, country, field, given, shown, kind) in [
+        (
+            "BRL",
+            "BR",
+            "pixKey",
+            "529.982.247-25",
+            "*******4725",
+            Some("CPF"),
+        ),
+        (
+            "KES",
+            "KE",
+            "mobileNumber",
+            "0712 345 678",
+            "*********5678",
+            None,
+        ),
+    ] {
+        let id = e.active_corridor(currency).await;
+        let q = e.quote(&id, "20").await;
+        let mut body = pay_body(&q, "Ana Souza", country, currency, "");
+        let ben = body["beneficiary"].as_object_mut().unwrap();
+        ben.remove("accountNumber");
+        ben.insert(field.into(), json!(given));
+        let r = e.pay(&id, &format!("alt-{currency}"), &body).await;
+        assert_eq!(r.status(), 202, "{}", e.gw.log());
+        let p: Value = r.json().await.unwrap();
+        let rec = e
+            .wait_status(&id, p["paymentId"].as_str().unwrap(), "SETTLED")
+            .await;
+        assert_eq!(rec["beneficiary"][field], shown, "{rec}");
+        assert_eq!(rec["beneficiary"]["accountNumber"], "");
+        assert_eq!(rec["beneficiary"]["pixKeyType"].as_str(), kind);
+    }
+    let held = e.provider_payouts().await;
+    assert_eq!(held.len(), 2, "{held:?}");
 }

@@ -186,7 +186,8 @@ impl Ctx {
                 let body = json!({
                     "quoteId": q["quoteId"], "fromAddress": WALLET_B, "amountUSDC": q["amount"],
                     "beneficiary": {"name": "Ada Obi", "bankName": "First Bank",
-                        "accountNumber": "0123456789", "country": "NG", "currency": "NGN"},
+                        "accountNumber": "0123456785", "bankCode": "058", "country": "NG",
+                        "currency": "NGN"},
                 });
                 let p = self
                     .expect(

@@ -437,8 +437,18 @@ async function corridorDetail(id) {
 }
 
 // The all-in breakdown before anything is paid (SPEC 1.7), then the payout form.
+// Each country's identifiers beside the account number: [field, label, required].
+const BENEFICIARY_EXTRA = {
+  BRL: [['pixKey', 'PIX key (CPF, CNPJ, e-mail, +55 phone or random key), instead of an account number']],
+  NGN: [['bankCode', 'Bank code (NUBAN, 3 or 6 digits)', true]],
+  ZAR: [['branchCode', 'Branch code (6 digits)', true]],
+  KES: [['mobileNumber', 'M-Pesa number, instead of an account number']],
+};
+
 function quoteView(c, q, country) {
   const key = `console-${q.quoteId}`;
+  const extra = BENEFICIARY_EXTRA[c.destCurrency] || [];
+  const alternative = c.destCurrency === 'BRL' || c.destCurrency === 'KES';
   return el('div', { class: 'cols' },
     el('section', { 'aria-label': 'Quote' }, el('h3', { text: 'Quote' }),
       facts([['You send', `${q.amount} USDC`], ['Platform fee', `${q.fees.platformFee} USDC (${q.fees.platformFeePercent} %)`],
@@ -449,11 +459,18 @@ function quoteView(c, q, country) {
         field('From address (the USDC funding this payout)', input('fromAddress', { required: true, placeholder: '0x…' })),
         field('Name', input('name', { required: true })),
         field('Bank', input('bankName', { required: true })),
-        field('Account number', input('accountNumber', { required: true })),
+        // A PIX key (BRL) or an M-Pesa number (KES) can stand in for the account number.
+        field('Account number', input('accountNumber', { required: !alternative }),
+          c.destCurrency === 'MXN' ? 'An 18-digit CLABE.' : c.destCurrency === 'NGN' ? 'A 10-digit NUBAN.' : undefined),
+        ...extra.map(([name, label, required]) => field(label, input(name, { required: !!required }))),
         el('p', { class: 'hint', text: `Idempotency key ${key}: confirming twice makes one payout.` }),
       ], `Confirm payout of ${q.amount} USDC`, async (d) => {
-        const body = { quoteId: q.quoteId, fromAddress: d.get('fromAddress'), amountUSDC: q.amount,
-          beneficiary: { name: d.get('name'), bankName: d.get('bankName'), accountNumber: d.get('accountNumber'), country, currency: c.destCurrency } };
+        const beneficiary = { name: d.get('name'), bankName: d.get('bankName'), country, currency: c.destCurrency };
+        for (const name of ['accountNumber', ...extra.map(([n]) => n)]) {
+          const v = (d.get(name) || '').trim();
+          if (v) beneficiary[name] = v;
+        }
+        const body = { quoteId: q.quoteId, fromAddress: d.get('fromAddress'), amountUSDC: q.amount, beneficiary };
         const r = await api('POST', `/corridors/${encodeURIComponent(c.id)}/pay`, body, { headers: { 'Idempotency-Key': key } });
         say(`Payout ${r.paymentId} accepted.`);
         location.hash = `#/corridors/${c.id}/payouts/${r.paymentId}`;
@@ -469,7 +486,8 @@ async function payoutDetail(cid, pid) {
   show(el('h1', { text: 'Payout' }),
     facts([['Id', p.paymentId], ['Status', el('span', { id: 'payout-status' }, badge(p.status))], ['Amount', `${p.amountUSDC} USDC`],
       ['Destination', `${p.destAmount} ${p.destCurrency}`], ['Fees', `${p.fees.total} USDC`], ['Beneficiary', `${p.beneficiary.name}, ${p.beneficiary.bankName}`],
-      ['From', p.fromAddress], ['Provider id', p.cpnPaymentId]]),
+      ['From', p.fromAddress], ['Provider id', p.cpnPaymentId],
+      ...(p.failureCode ? [['Failure', `${p.failureCode}: ${p.failureMessage}`]] : [])]),
     el('h2', { text: 'Status timeline' }), el('ol', { class: 'timeline' }, steps),
     el('p', {}, el('a', { href: `#/corridors/${cid}`, text: 'Back to the corridor' })));
   if (p.status === 'PENDING' || p.status === 'COMPLIANCE_HOLD') {

@@ -234,8 +234,27 @@ struct PayInput {
 
 fn pay_input(body: &[u8], currency: Currency) -> Result<PayInput, ApiError> {
     let b = crate::body::parse::<PayRequest>(body).map_err(corridor_error)?;
-    let beneficiary = beneficiary::validate(&b.beneficiary, currency)
-        .map_err(|e| err(ErrorCode::InvalidBeneficiary, e.to_string()))?;
+    let beneficiary = beneficiary::validate(&b.beneficiary, currency).map_err(|problems| {
+        // The first problem is the message; every one is in `details` with its field.
+        let message = problems
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let mut e = err(ErrorCode::InvalidBeneficiary, message);
+        e.details = problems
+            .iter()
+            .map(|p| {
+                let field = p.field();
+                let text = p.to_string();
+                let problem = text
+                    .strip_prefix(&format!("{field} "))
+                    .unwrap_or(&text)
+                    .to_string();
+                paygate_domain::FieldProblem::new(field, problem)
+            })
+            .collect();
+        e
+    })?;
     Ok(PayInput {
         quote_id: b.quote_id.0,
         from_address: b.from_address.0.to_checksum(None),

@@ -12,6 +12,7 @@
 //! - [`views`]: the corridor API's response bodies;
 //! - the records kept in the store are below.
 
+pub mod bank_ids;
 pub mod beneficiary;
 pub mod cpn;
 pub mod engine;
@@ -181,10 +182,49 @@ impl PayoutStatus {
 pub struct Beneficiary {
     pub name: String,
     pub bank_name: String,
-    /// Digits only, as extracted from the given account number.
+    /// Digits only, as extracted from the given account number (empty when the payout goes to
+    /// a PIX key or an M-Pesa number).
     pub account_number: String,
     pub country: String,
     pub currency: Currency,
+    /// BRL: the PIX key, canonical, and its kind (`CPF`, `CNPJ`, `EMAIL`, `PHONE`, `EVP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pix_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pix_key_type: Option<String>,
+    /// NGN: the bank's NUBAN code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bank_code: Option<String>,
+    /// ZAR: the branch code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_code: Option<String>,
+    /// KES: the M-Pesa number, `+254...`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mobile_number: Option<String>,
+}
+
+impl Beneficiary {
+    /// A bank account in `currency`'s country and nothing else (records built outside a pay
+    /// request: seeds, tests).
+    pub fn bank_account(
+        name: &str,
+        bank_name: &str,
+        account_number: &str,
+        currency: Currency,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            bank_name: bank_name.into(),
+            account_number: account_number.into(),
+            country: currency.country().into(),
+            currency,
+            pix_key: None,
+            pix_key_type: None,
+            bank_code: None,
+            branch_code: None,
+            mobile_number: None,
+        }
+    }
 }
 
 /// A provider event applied to (or kept for) a payout.

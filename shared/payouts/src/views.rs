@@ -112,16 +112,38 @@ impl From<&Payout> for PayoutAccepted {
     }
 }
 
-/// The bank account as shown: the account number masked but for its last four digits.
+/// The bank account as shown: the account number, a PIX key and an M-Pesa number masked but
+/// for their last four characters.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = BeneficiaryShown)]
 #[serde(rename_all = "camelCase")]
 pub struct BeneficiaryView {
     name: String,
     bank_name: String,
+    /// Empty when the payout goes to a PIX key or an M-Pesa number.
     account_number: String,
     country: String,
     currency: Currency,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pix_key: Option<String>,
+    /// `CPF`, `CNPJ`, `EMAIL`, `PHONE` or `EVP`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pix_key_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bank_code: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch_code: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mobile_number: Option<String>,
+}
+
+/// `s` with every character but the last four shown as `*`.
+fn masked(s: &str) -> String {
+    let n = s.chars().count();
+    s.chars()
+        .enumerate()
+        .map(|(i, c)| if i + 4 < n { '*' } else { c })
+        .collect()
 }
 
 /// A payout as `GET /corridors/{id}/payments/{paymentId}` shows it.
@@ -181,8 +203,7 @@ pub struct PayoutView {
 impl From<&Payout> for PayoutView {
     fn from(p: &Payout) -> Self {
         let b = &p.breakdown;
-        let acct = &p.beneficiary.account_number;
-        let shown = acct.len().saturating_sub(4);
+        let ben = &p.beneficiary;
         Self {
             payment_id: p.id.clone(),
             corridor_id: p.corridor_id.clone(),
@@ -196,11 +217,16 @@ impl From<&Payout> for PayoutView {
             dest_currency: p.dest_currency,
             fees: Fees::from(b),
             beneficiary: BeneficiaryView {
-                name: p.beneficiary.name.clone(),
-                bank_name: p.beneficiary.bank_name.clone(),
-                account_number: format!("{}{}", "*".repeat(shown), &acct[shown..]),
-                country: p.beneficiary.country.clone(),
-                currency: p.beneficiary.currency,
+                name: ben.name.clone(),
+                bank_name: ben.bank_name.clone(),
+                account_number: masked(&ben.account_number),
+                country: ben.country.clone(),
+                currency: ben.currency,
+                pix_key: ben.pix_key.as_deref().map(masked),
+                pix_key_type: ben.pix_key_type.clone(),
+                bank_code: ben.bank_code.clone(),
+                branch_code: ben.branch_code.clone(),
+                mobile_number: ben.mobile_number.as_deref().map(masked),
             },
             last_event: p.events.last().cloned(),
             events: p.events.clone(),

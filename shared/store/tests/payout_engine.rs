@@ -213,13 +213,7 @@ impl Fixture {
 }
 
 fn beneficiary() -> Beneficiary {
-    Beneficiary {
-        name: "Ana Souza".into(),
-        bank_name: "Banco".into(),
-        account_number: "12345678".into(),
-        country: "BR".into(),
-        currency: Currency::Brl,
-    }
+    Beneficiary::bank_account("Ana Souza", "Banco", "12345678", Currency::Brl)
 }
 
 fn ok() -> Scripted {
