@@ -252,6 +252,9 @@ def gateway_env():
             "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS": '["127.0.0.0/8", "::1/128"]',
             # Development settles on the local chain only (no Base mainnet RPC needed).
             "PAYGATE__NETWORKS__BASE__RPC_URL": "",
+            # The sandbox provider signs its webhooks as Circle's Payments Network does (ECDSA,
+            # its key served by id), so development runs the CPN verification path.
+            "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_SIGNING": "circle",
         }
     )
     return env

@@ -724,10 +724,23 @@ async fn early_webhook_is_kept_then_applied() {
     e.wait_status(&id, &pid, "SETTLED").await;
 }
 
+/// Waits until the sandbox has delivered every webhook it scheduled (each acknowledged), or 10 s.
+async fn wait_for_deliveries(e: &Env) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let pending = e.gw.provider_json("/v1/outbox").await;
+        if pending["pending"] == 0 || tokio::time::Instant::now() > deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The sandbox signing as CPN does (`webhook_signing = "circle"`): its ECDSA-signed
 /// notifications, checked against the key paygate fetches by id from the provider, take payouts
 /// to each final state, a progress notification kept in the timeline and a failure's reason and
-/// code on the payout; notifications signed by anyone else are refused and change nothing.
+/// code on the payout; duplicated and reordered notifications (on cue) move nothing back;
+/// notifications signed by anyone else are refused and change nothing.
 #[tokio::test]
 async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
     use base64::Engine as _;
@@ -735,7 +748,11 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
     let e = start(&[("PAYGATE__PAYOUT__SANDBOX__WEBHOOK_SIGNING", "circle")]).await;
     let id = e.active_corridor("BRL").await;
     let mut settled = None;
-    for (i, (name, path)) in OUTCOMES.into_iter().enumerate() {
+    let on_cue: [(&str, &[&str]); 2] = [
+        ("Sandbox Duplicate", &["SETTLED"]),
+        ("Sandbox Reorder", &["SETTLED"]),
+    ];
+    for (i, (name, path)) in OUTCOMES.into_iter().chain(on_cue).enumerate() {
         let (p, rec) = e.pay_through(&id, &format!("cpn-{i}"), name, path).await;
         let pid = p["paymentId"].as_str().unwrap().to_string();
         let kinds: Vec<&str> = rec["events"]
@@ -762,7 +779,7 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
                     .unwrap()
                     .contains("BANK_VERIFICATION_FAILED"));
             }
-            _ => assert_eq!(
+            "Sandbox Hold" => assert_eq!(
                 kinds,
                 [
                     "cpn.payment.inManualReview",
@@ -770,6 +787,24 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
                     "cpn.payment.completed"
                 ]
             ),
+            // Each notification delivered twice: the repeats (same notificationId) are
+            // duplicates, kept once.
+            "Sandbox Duplicate" => {
+                wait_for_deliveries(&e).await;
+                let rec = e.payment(&id, &pid).await;
+                assert_eq!(rec["events"].as_array().unwrap().len(), 2, "{rec}");
+            }
+            // The hold that arrives after the completion moves nothing back.
+            _ => {
+                wait_for_deliveries(&e).await;
+                let rec = e.payment(&id, &pid).await;
+                assert_eq!(rec["status"], "SETTLED");
+                assert_eq!(
+                    rec["events"].as_array().unwrap().len(),
+                    2,
+                    "only the progress and the completion: {rec}"
+                );
+            }
         }
     }
 
@@ -778,6 +813,7 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
     let (pid, cpn) = settled.unwrap();
     let body = paygate_payouts::cpn::payment_notification(
         "cpn.payment.failed",
+        "b1f0c9de-0000-4000-8000-000000000001",
         &paygate_payouts::cpn::PaymentWire {
             id: cpn,
             status: "FAILED".into(),

@@ -289,18 +289,7 @@ async fn sigkill_at_random_points_of_payouts_pays_once() {
     tally.stuck = pending.len();
 
     // The provider's side: one payout per pay request, each one paygate knows.
-    let provider: Vec<serde_json::Value> = gw
-        .http
-        .get(format!(
-            "http://{}/v1/payouts",
-            gw.sandbox.as_deref().expect("sandbox provider")
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let provider: Vec<serde_json::Value> = gw.provider_payouts().await;
     let mut per_quote: BTreeMap<String, usize> = BTreeMap::new();
     for p in &provider {
         let reference = p["reference"].as_str().unwrap_or_default();

@@ -579,15 +579,20 @@ impl Gateway {
 
     /// Every payout this gateway's sandbox provider holds.
     pub async fn provider_payouts(&self) -> Vec<Value> {
+        serde_json::from_value(self.provider_json("/v1/payouts").await).expect("payouts")
+    }
+
+    /// A `GET` of the sandbox provider's API: its JSON.
+    pub async fn provider_json(&self, path: &str) -> Value {
         let sandbox = self.sandbox.as_deref().expect("a sandbox provider");
         self.http
-            .get(format!("http://{sandbox}/v1/payouts"))
+            .get(format!("http://{sandbox}{path}"))
             .send()
             .await
             .expect("provider")
             .json()
             .await
-            .expect("payouts")
+            .expect("provider JSON")
     }
 
     /// Polls the corridor's payouts `ids` until each is `SETTLED` or `within` has passed;

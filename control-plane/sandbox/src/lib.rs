@@ -6,7 +6,9 @@
 //! - Quotes: the configured mid rate less the spread, the configured rail fee, an expiry.
 //! - Payouts: idempotent on `Idempotency-Key` (paygate's payment id); the beneficiary's name
 //!   picks the outcome: `Sandbox Fail` -> failed, `Sandbox Hold` -> compliance hold then
-//!   completed, `Sandbox Hold Fail` -> hold then failed, anything else -> completed.
+//!   completed, `Sandbox Hold Fail` -> hold then failed, `Sandbox Reorder` -> completed then a
+//!   late hold, `Sandbox Duplicate` -> completed, each event sent twice; anything else ->
+//!   completed.
 //! - Webhooks: signed (`t=...,v1=...`) with the first webhook secret, posted to paygate's
 //!   `/webhooks/provider` after `webhook_delay_ms`, retried with doubling backoff until a `2xx`;
 //!   the outbox is durable, so deliveries resume after a restart. With `webhook_signing =
@@ -68,6 +70,10 @@ struct Outgoing {
     /// The provider status word the event carries.
     status: String,
     attempts: u32,
+    /// A CPN notification's id: the same on every delivery of this event (and on a duplicate
+    /// sent on cue), as CPN keeps it across retries.
+    #[serde(default)]
+    notification_id: String,
 }
 
 struct Inner {
@@ -213,6 +219,11 @@ fn scripted(first: u64, second: u64, name: &str) -> Vec<(u64, EventType, &'stati
             (first, EventType::ComplianceHold, "compliance_hold"),
             (second, EventType::PaymentFailed, "failed"),
         ],
+        // Out of order: the completion first, the hold that came before it arriving late.
+        "sandbox reorder" => vec![
+            (first, EventType::PaymentCompleted, "complete"),
+            (second, EventType::ComplianceHold, "compliance_hold"),
+        ],
         _ => vec![(first, EventType::PaymentCompleted, "complete")],
     }
 }
@@ -293,14 +304,23 @@ fn record_payout(s: &Inner, p: &SbPayout, mut quote: SbQuote, name: &str) -> any
     let qb = serde_json::to_vec(&quote)?;
     let now = now_ms();
     let mut events = Vec::new();
+    // `Sandbox Duplicate`: every event delivered twice.
+    let copies = if name.trim().eq_ignore_ascii_case("sandbox duplicate") {
+        2
+    } else {
+        1
+    };
     for (delay, event, status) in script(&s.cfg, name) {
         let o = Outgoing {
             reference: p.reference.clone(),
             event,
             status: status.into(),
             attempts: 0,
+            notification_id: paygate_domain::ids::uuid_v4(),
         };
-        events.push((s.outbox_key(now + delay)?, serde_json::to_vec(&o)?));
+        for _ in 0..copies {
+            events.push((s.outbox_key(now + delay)?, serde_json::to_vec(&o)?));
+        }
     }
     (&s.payouts, &s.quotes, &s.outbox)
         .transaction(|(payouts, quotes, outbox)| {
@@ -327,6 +347,11 @@ async fn payout_by_reference(State(s): State<Shared>, Path(reference): Path<Stri
 }
 
 /// Every payout the sandbox holds (for operators and tests: "how many payouts were made").
+/// `GET /v1/outbox`: how many webhooks wait to be delivered (tests wait for none).
+async fn outbox(State(s): State<Shared>) -> Response {
+    Json(serde_json::json!({ "pending": s.outbox.len() })).into_response()
+}
+
 async fn list_payouts(State(s): State<Shared>) -> Response {
     let listed: anyhow::Result<Vec<serde_json::Value>> = s
         .payouts
@@ -475,7 +500,7 @@ fn circle_notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8> {
         failure_code: failed.then(|| "PM02001".into()),
         source_amount: None,
     };
-    cpn::payment_notification(kind, &payment, at)
+    cpn::payment_notification(kind, &o.notification_id, &payment, at)
 }
 
 /// `GET /v2/cpn/notifications/publicKey/{keyId}`: the signing key, as CPN serves its own.
@@ -537,6 +562,7 @@ pub async fn serve(
     let dispatcher = tokio::spawn(dispatch(inner.clone()));
     let app = Router::new()
         .route("/v1/quotes", post(create_quote))
+        .route("/v1/outbox", get(outbox))
         .route("/v1/payouts", post(create_payout).get(list_payouts))
         .route(
             "/v1/payouts/by-reference/{reference}",

@@ -174,6 +174,7 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
     Ok(ProviderEvent {
         event_type: kind,
         name: Some(w.notification_type.clone()),
+        notification_id: Some(w.notification_id.clone()),
         payment_id,
         provider_status: if status.is_empty() {
             w.notification_type
@@ -188,10 +189,15 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
 }
 
 /// Builds a payment notification (what the provider simulator sends).
-pub fn payment_notification(notification_type: &str, payment: &PaymentWire, at: &str) -> Vec<u8> {
+pub fn payment_notification(
+    notification_type: &str,
+    notification_id: &str,
+    payment: &PaymentWire,
+    at: &str,
+) -> Vec<u8> {
     let w = NotificationWire {
         subscription_id: "00000000-0000-4000-8000-000000000000".into(),
-        notification_id: paygate_domain::ids::uuid_v4(),
+        notification_id: notification_id.into(),
         notification_type: notification_type.into(),
         notification: serde_json::to_value(payment).unwrap_or_default(),
         timestamp: at.into(),
@@ -489,7 +495,7 @@ mod tests {
             ("cpn.payment.somethingNew", "CREATED", EventType::Progress),
         ];
         for (kind, status, want) in cases {
-            let body = payment_notification(kind, &payment(status), at);
+            let body = payment_notification(kind, "n-1", &payment(status), at);
             assert!(is_notification(&body));
             let e = parse_notification(&body).unwrap();
             assert_eq!(e.event_type, want, "{kind}");
@@ -503,7 +509,8 @@ mod tests {
         let mut p = payment("FAILED");
         p.failure_reason = Some("BANK_VERIFICATION_FAILED".into());
         p.failure_code = Some("PM02001".into());
-        let e = parse_notification(&payment_notification("cpn.payment.failed", &p, at)).unwrap();
+        let e =
+            parse_notification(&payment_notification("cpn.payment.failed", "n-1", &p, at)).unwrap();
         let f = e.failure.unwrap();
         assert_eq!(
             (f.reason.as_str(), f.code.as_str()),
@@ -534,6 +541,7 @@ mod tests {
         assert!(parse_notification(b"{}").is_err());
         let mut bad: serde_json::Value = serde_json::from_slice(&payment_notification(
             "cpn.payment.completed",
+            "n-1",
             &payment("COMPLETED"),
             at,
         ))

@@ -333,13 +333,17 @@ impl PayoutEngine {
         }
     }
 
-    /// Applies a verified webhook event, keyed by its body's hash so a repeat changes nothing.
+    /// Applies a verified webhook event, keyed by the provider's notification id when it has one
+    /// (CPN keeps it across deliveries), else by its body's hash, so a repeat changes nothing.
     pub async fn apply_event(
         &self,
         event: &ProviderEvent,
         raw: &[u8],
     ) -> Result<EventOutcome, StoreError> {
-        let key = paygate_domain::apikey::sha256_hex(raw);
+        let key = match &event.notification_id {
+            Some(id) => paygate_domain::apikey::sha256_hex(format!("cpn:{id}").as_bytes()),
+            None => paygate_domain::apikey::sha256_hex(raw),
+        };
         let outcome = self
             .store
             .apply_payout_event(&key, event, raw, &paygate_domain::now_rfc3339())

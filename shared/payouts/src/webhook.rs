@@ -208,6 +208,9 @@ pub struct ProviderEvent {
     pub event_type: EventType,
     /// The provider's own name of the event, when it is not SPEC's (a CPN notification type).
     pub name: Option<String>,
+    /// The provider's id of the notification when it has one (CPN's `notificationId`, the same
+    /// on every delivery of it): what makes a repeat a duplicate.
+    pub notification_id: Option<String>,
     /// The provider's payment id (`cpnPaymentId`).
     pub payment_id: String,
     pub provider_status: String,
@@ -294,6 +297,7 @@ pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, EventError> {
     Ok(ProviderEvent {
         event_type: w.kind,
         name: None,
+        notification_id: None,
         payment_id: w.payment.id,
         provider_status: w.payment.status,
         amount,
