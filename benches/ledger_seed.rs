@@ -142,6 +142,7 @@ async fn main() -> anyhow::Result<()> {
             expires_at_unix: i64::MAX,
             created_at: rfc3339(at),
             used_by: None,
+            funding_address: None,
         };
         let payout = Payout {
             id: id_at("po", at, i),
@@ -161,6 +162,7 @@ async fn main() -> anyhow::Result<()> {
             ),
             status: PayoutStatus::Pending,
             cpn_payment_id: None,
+            funding: None,
             events: Vec::new(),
             failure_code: None,
             failure_message: None,

@@ -151,6 +151,7 @@ def main():
     dev_env.BASE = bases[0]
     api_key = dev_env.ensure_dev_org({})
     corridor = dev_env.ensure_corridor(api_key)
+    dev_env.fund_payout_wallet(api_key, args.binary)
     facts = {
         "nodes": bases,
         "databaseUrl": database_url,

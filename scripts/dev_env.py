@@ -45,6 +45,8 @@ RELAYER_KEY = ACCOUNTS[0][1]
 RECEIVER_WALLET = ACCOUNTS[9][0]
 PAYER_WALLET = ACCOUNTS[2][0]
 DEV_NETWORK = "base-sepolia"
+# Where the sandbox payout provider asks the USDC of a payout to be sent on chain.
+PROVIDER_FUNDING_ADDRESS = "0x00000000000000000000000000000000000c0de5"
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 RPC_ADDR = "127.0.0.1:8545"
 RPC_URL = f"http://{RPC_ADDR}"
@@ -204,6 +206,20 @@ def ensure_dev_org(previous):
     return api_key
 
 
+def fund_payout_wallet(api_key, binary, whole_usdc=1000):
+    """The dev organisation's payout wallet (GET /api/payout-wallet), given test USDC when it
+    holds less than 100; its address."""
+    status, wallet = call("GET", "/api/payout-wallet", api_key)
+    assert status == 200, wallet
+    if float(wallet["usdcBalance"]) < 100:
+        env = dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY)
+        subprocess.run(
+            [binary, "devchain", "fund", wallet["address"], "--amount", str(whole_usdc), "--rpc", RPC_URL],
+            env=env, check=True, stdout=subprocess.DEVNULL,
+        )
+    return wallet["address"]
+
+
 def ensure_corridor(api_key):
     """A BRL corridor for acme, KYC approved, so quotes and payouts work at once."""
     status, corridor = call("POST", "/corridors", api_key, {"destCurrency": "BRL"})
@@ -255,6 +271,10 @@ def gateway_env():
             # The sandbox provider signs its webhooks as Circle's Payments Network does (ECDSA,
             # its key served by id), so development runs the CPN verification path.
             "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_SIGNING": "circle",
+            # Payouts move real (test) USDC: the organisation's payout wallet pays the sandbox
+            # provider's address on the local chain, which the sandbox checks before it accepts.
+            "PAYGATE__PAYOUT__FUNDING_NETWORK": DEV_NETWORK,
+            "PAYGATE__PAYOUT__SANDBOX__FUNDING_ADDRESS": PROVIDER_FUNDING_ADDRESS,
         }
     )
     return env
@@ -322,6 +342,7 @@ def main():
             previous = {}
     api_key = ensure_dev_org(previous)
     corridor = ensure_corridor(api_key)
+    payout_wallet = fund_payout_wallet(api_key, args.binary)
     facts = {
         "baseUrl": BASE,
         "rpcUrl": RPC_URL,
@@ -335,6 +356,7 @@ def main():
         "relayer": ACCOUNTS[0][0],
         "echoUrl": f"http://{ECHO_ADDR[0]}:{ECHO_ADDR[1]}/echo",
         "corridorId": corridor,
+        "payoutWallet": payout_wallet,
         "sandboxProviderUrl": f"http://{SANDBOX_ADDR}",
         "consoleUrl": f"{BASE}/console",
     }
@@ -366,12 +388,14 @@ Try it:
   # MCP: the org's routes as paid tools (legacy SSE stream; Streamable HTTP is at {BASE}/mcp)
   curl -N {BASE}/mcp/sse -H 'Authorization: Bearer {api_key}'
   .venv/bin/python tests/interop/mcp_sse_client.py {BASE}/mcp/sse {api_key} --call echo --args '{{"query":{{"hi":"there"}}}}'
-  # payout corridor: quote 100 USDC to BRL, then pay it (the sandbox settles it by webhook;
-  # beneficiary "Sandbox Fail" fails, "Sandbox Hold" goes through COMPLIANCE_HOLD)
+  # payout corridor: the payout wallet (test USDC in it), a quote of 100 USDC to BRL, then pay it
+  # (the USDC moves on chain to the provider; its CPN-signed webhook settles it; beneficiary
+  # "Sandbox Fail" fails, "Sandbox Hold" goes through COMPLIANCE_HOLD)
+  curl -s {BASE}/api/payout-wallet -H 'Authorization: Bearer {api_key}'
   curl -s '{BASE}/corridors/{corridor}/quote?amount=100' -H 'Authorization: Bearer {api_key}'
   curl -s -X POST {BASE}/corridors/{corridor}/pay -H 'Authorization: Bearer {api_key}' \\
        -H "Idempotency-Key: $(python3 -c 'import uuid;print(uuid.uuid4())')" -H 'content-type: application/json' \\
-       -d '{{"quoteId":"<quoteId>","fromAddress":"{RECEIVER_WALLET}","amountUSDC":"100","beneficiary":{{"name":"Ana Souza","bankName":"Banco Teste","accountNumber":"0001-23456-7","country":"BR","currency":"BRL"}}}}'
+       -d '{{"quoteId":"<quoteId>","fromAddress":"{payout_wallet}","amountUSDC":"100","beneficiary":{{"name":"Ana Souza","bankName":"Banco Teste","pixKey":"ana@example.com","country":"BR","currency":"BRL"}}}}'
   curl -s {BASE}/corridors/{corridor}/payments/<paymentId> -H 'Authorization: Bearer {api_key}'
   # the facilitator API paygate serves to other x402 servers
   curl -s {BASE}/facilitator/supported

@@ -126,6 +126,8 @@ struct Sandbox {
     listener: Mutex<Option<std::net::TcpListener>>,
     config: Arc<Config>,
     secret: Vec<u8>,
+    /// The chain it checks payouts' funding on, when payouts are funded.
+    chain: Option<paygate_sandbox::FundingChain>,
 }
 
 #[async_trait]
@@ -141,6 +143,7 @@ impl BackgroundService for Sandbox {
             cfg.storage.path.join("sandbox-provider"),
             format!("http://{}/webhooks/provider", cfg.server.local_addr()),
             self.secret.clone(),
+            self.chain.clone(),
         );
         tokio::select! {
             r = run => if let Err(e) = r {
@@ -290,6 +293,12 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     });
     let networks = table.render_context().networks.clone();
     let mut payments = PaymentService::new(dyn_store.clone(), facilitator.clone(), usage, networks);
+    let payout_funding = crate::settlement::build_payout_funding(
+        &cfg,
+        &table.render_context().networks,
+        facilitator.clone(),
+        chain_calls.clone(),
+    )?;
     if let Some(c) =
         crate::settlement::build_channels(&cfg, dyn_store.clone(), chain_calls, metrics.clone())
     {
@@ -368,6 +377,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
             listener: Mutex::new(Some(listener)),
             config: cfg.clone(),
             secret: secrets.first().cloned().unwrap_or_default(),
+            chain: payout_funding.as_ref().map(|(_, chain)| chain.clone()),
         };
         server.add_service(background_service("sandbox payout provider", sandbox));
     }
@@ -388,6 +398,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         .with_payments(payments)
         .with_metrics(metrics)
         .with_payouts(provider, secrets)
+        .with_payout_funding(payout_funding.map(|(f, _)| f))
         .with_notification_keys(notification_keys);
     server.add_service(background_service(
         "control plane",

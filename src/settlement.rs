@@ -94,3 +94,55 @@ pub(crate) fn build_channels(
         }
     }
 }
+
+/// Payout funding on chain, when `payout.funding_network` names a network: each organisation's
+/// payout wallet (derived from the master key) pays the provider through the facilitator; with
+/// the chain the sandbox provider checks that funding on. `None` when not asked for; an error
+/// when asked for but impossible (no master key, no embedded facilitator).
+pub(crate) fn build_payout_funding(
+    cfg: &Config,
+    networks: &Networks,
+    facilitator: Option<Arc<dyn Facilitator>>,
+    chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
+) -> anyhow::Result<
+    Option<(
+        Arc<dyn paygate_payouts::funding::PayoutFunding>,
+        paygate_sandbox::FundingChain,
+    )>,
+> {
+    let name = &cfg.payout.funding_network;
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let network = networks
+        .resolve(name)
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("payout.funding_network {name:?} is not configured"))?;
+    let master = std::env::var(&cfg.orgs.master_key_env).unwrap_or_default();
+    let (Some(facilitator), Some(chain)) = (facilitator, chain) else {
+        anyhow::bail!(
+            "payout.funding_network needs the embedded facilitator with its relayer key \
+             (it sends the payout wallets' transfers and reads the chain)"
+        );
+    };
+    let funding = paygate_payouts::funding::ChainFunding::new(
+        &master,
+        network.clone(),
+        facilitator,
+        chain.clone(),
+    )
+    .ok_or_else(|| {
+        anyhow::anyhow!(
+            "payout.funding_network needs a master key in {} (payout wallets derive from it)",
+            cfg.orgs.master_key_env
+        )
+    })?;
+    tracing::info!(network = %network.caip2, "payouts funded on chain from payout wallets");
+    Ok(Some((
+        Arc::new(funding),
+        paygate_sandbox::FundingChain {
+            calls: chain,
+            network,
+        },
+    )))
+}

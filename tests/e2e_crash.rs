@@ -143,6 +143,9 @@ struct PayoutTally {
     stuck: usize,
     /// The `paymentId` of the retry differs from the first answer's (when the first answered).
     answer_changed: usize,
+    /// With on-chain funding: USDC the payout wallet paid beyond one funding per provider
+    /// payout (base units; must be 0), and USDC paid with no provider payout to show for it.
+    funded_beyond_payouts: i64,
     first: BTreeMap<String, usize>,
     retry: BTreeMap<String, usize>,
 }
@@ -155,8 +158,29 @@ struct PayoutTally {
 /// payout per pay request, each with a reference paygate knows.
 #[tokio::test]
 async fn sigkill_at_random_points_of_payouts_pays_once() {
+    payout_trials(None).await;
+}
+
+/// The same with payouts funded on chain from the organisation's payout wallet (the sandbox
+/// checks each funding on chain before it accepts the payout; a kill may land before, during or
+/// after the transfer): the chain's balances are the judge. The payout wallet paid exactly one
+/// funding per provider payout, and the provider's address received exactly that.
+#[tokio::test]
+async fn sigkill_at_random_points_of_funded_payouts_funds_once() {
+    let chain = Chain::start();
+    payout_trials(Some(&chain)).await;
+}
+
+/// The payout crash trials, on `chain` with on-chain funding when given.
+async fn payout_trials(chain: Option<&Chain>) {
+    use alloy_sol_types::SolCall;
+    alloy_sol_types::sol! {
+        function transfer(address to, uint256 value) external returns (bool);
+    }
+    // The sandbox's funding address (account 8).
+    let provider_address = address(8);
     let trials = trials();
-    let env: Vec<(String, String)> = vec![
+    let mut env: Vec<(String, String)> = vec![
         (
             "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".into(),
             "100".into(),
@@ -180,19 +204,60 @@ async fn sigkill_at_random_points_of_payouts_pays_once() {
             "crash-test-webhook-secret".into(),
         ),
     ];
+    if let Some(chain) = chain {
+        env.extend(chain.gateway_env());
+        for (k, v) in [
+            (
+                "PAYGATE_MASTER_KEY",
+                "c0ffee00d15ea5e5c0ffee00d15ea5e5c0ffee00d15ea5e5c0ffee00d15ea5e5",
+            ),
+            ("PAYGATE__PAYOUT__FUNDING_NETWORK", "base-sepolia"),
+        ] {
+            env.push((k.into(), v.into()));
+        }
+        env.push((
+            "PAYGATE__PAYOUT__SANDBOX__FUNDING_ADDRESS".into(),
+            provider_address.to_checksum(None),
+        ));
+    }
     let mut gw = Gateway::start_with_owned(env).await;
     let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
+    // Funded: the payout wallet gets 900 USDC from payer account 1.
+    let mut from = WALLET_B.to_string();
+    let mut balances = None;
+    if let Some(chain) = chain {
+        let r = gw
+            .api(&key, reqwest::Method::GET, "/api/payout-wallet", None)
+            .await;
+        let w: serde_json::Value = r.json().await.unwrap();
+        from = w["address"].as_str().unwrap().to_string();
+        let wallet: alloy_primitives::Address = from.parse().unwrap();
+        let data = transferCall {
+            to: wallet,
+            value: alloy_primitives::U256::from(900_000_000u64),
+        }
+        .abi_encode();
+        chain
+            .send(1, common::chain::USDC.parse().unwrap(), data)
+            .await
+            .unwrap();
+        balances = Some((
+            wallet,
+            chain.balance(wallet).await,
+            chain.balance(provider_address).await,
+        ));
+    }
     let corridor = gw.active_corridor(&key, "KES").await;
     let pay_url = gw.url(&format!("/corridors/{corridor}/pay"));
     let quote = |gw: &Gateway| {
         let r = gw
             .http
-            .get(gw.url(&format!("/corridors/{corridor}/quote?amount=30")));
+            .get(gw.url(&format!("/corridors/{corridor}/quote?amount=5")));
         r.bearer_auth(&key).send()
     };
     let body_for = |q: &serde_json::Value| {
         serde_json::json!({
-            "quoteId": q["quoteId"], "fromAddress": WALLET_B, "amountUSDC": q["amount"],
+            "quoteId": q["quoteId"], "fromAddress": from, "amountUSDC": q["amount"],
             "beneficiary": {"name": "Wanjiru K", "bankName": "Equity Bank",
                 "accountNumber": "12345678", "country": "KE", "currency": "KES"},
         })
@@ -316,7 +381,20 @@ async fn sigkill_at_random_points_of_payouts_pays_once() {
             "an answered payout is not at the provider: {quote_id}"
         );
     }
-    println!("payout crash tally (kill window {window_ms} ms): {tally:?}");
+    // The chain's judgement: one funding (5 USDC less the 0.50 % platform fee) per provider
+    // payout, no more, no less, from the payout wallet to the provider.
+    if let (Some(chain), Some((wallet, wallet_before, provider_before))) = (chain, balances) {
+        let per_payout: u64 = 4_975_000;
+        let paid = wallet_before - chain.balance(wallet).await;
+        let received = chain.balance(provider_address).await - provider_before;
+        assert_eq!(paid, received, "the wallet's USDC went to the provider");
+        tally.funded_beyond_payouts = paid as i64 - (provider.len() as u64 * per_payout) as i64;
+    }
+    println!(
+        "payout crash tally (kill window {window_ms} ms, funded on chain: {}): {tally:?}",
+        chain.is_some()
+    );
+    assert_eq!(tally.funded_beyond_payouts, 0, "{tally:?}");
     assert_eq!(tally.double_payouts, 0, "{tally:?}");
     assert_eq!(tally.unrecorded, 0, "{tally:?}");
     assert_eq!(tally.unanswered, 0, "{tally:?}");

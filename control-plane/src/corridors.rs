@@ -219,6 +219,7 @@ pub async fn quote(
         expires_at_unix: expires,
         created_at: now_rfc3339(),
         used_by: None,
+        funding_address: pq.funding_address.map(|a| a.to_checksum(None)),
     };
     state.store.put_quote(&quote).await?;
     Ok(Json(QuoteView::from(&quote)).into_response())
@@ -415,4 +416,46 @@ pub async fn webhook(
         EventOutcome::Orphaned => (StatusCode::ACCEPTED, ack("kept", None)),
     };
     Ok((status, Json(ack)).into_response())
+}
+
+/// An organisation's payout wallet: where its payouts' USDC comes from on chain.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PayoutWalletView {
+    /// The wallet's address (checksummed): send it the USDC payouts are to take.
+    address: String,
+    /// The network (CAIP-2) and token the payouts are funded with.
+    network: String,
+    asset: String,
+    /// Its USDC balance now, 6-place string.
+    usdc_balance: String,
+}
+
+/// `GET /api/payout-wallet`: the organisation's payout wallet and its USDC balance. `404` when
+/// this server funds no payouts on chain (there is no payout wallet then).
+#[utoipa::path(get, path = "/api/payout-wallet", tag = "corridors", security(("orgKey" = [])), responses((status = 200, description = "The payout wallet and its balance", body = PayoutWalletView), (status = 502, description = "The chain could not be read", body = paygate_domain::ErrorBody), (status = 404, description = "Payouts are not funded on chain on this server: no payout wallet", body = paygate_domain::ErrorBody)))]
+pub async fn payout_wallet(
+    State(state): State<AppState>,
+    OrgAuth { org }: OrgAuth,
+) -> Result<Json<PayoutWalletView>, ApiError> {
+    let Some(funding) = state.payouts.funding() else {
+        return Err(err(
+            ErrorCode::NotFound,
+            "no payout wallet: payouts are not funded on chain on this server \
+             (payout.funding_network is not set)",
+        ));
+    };
+    let balance = funding.balance(&org.id).await.map_err(|e| {
+        err(
+            ErrorCode::UpstreamError,
+            format!("the payout wallet's balance could not be read: {e}"),
+        )
+    })?;
+    let network = funding.network();
+    Ok(Json(PayoutWalletView {
+        address: funding.wallet(&org.id).to_checksum(None),
+        network: network.caip2.clone(),
+        asset: network.config.asset.to_checksum(None),
+        usdc_balance: paygate_payouts::money::usdc_string(balance),
+    }))
 }

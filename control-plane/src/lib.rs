@@ -62,6 +62,7 @@ pub fn app(state: AppState) -> Router {
             axum::routing::delete(keys_api::delete),
         )
         .route("/api/channels", get(channels_api::list))
+        .route("/api/payout-wallet", get(corridors::payout_wallet))
         .route("/api/channels/claim", post(channels_api::claim))
         .route("/api/channels/{id}", get(channels_api::get_one))
         .route("/api/channels/{id}/refund", post(channels_api::refund))

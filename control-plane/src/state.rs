@@ -90,6 +90,15 @@ impl AppState {
         self
     }
 
+    /// Funds payouts on chain from each organisation's payout wallet.
+    pub fn with_payout_funding(
+        mut self,
+        funding: Option<Arc<dyn paygate_payouts::funding::PayoutFunding>>,
+    ) -> Self {
+        self.payouts = self.payouts.clone().with_funding(funding);
+        self
+    }
+
     /// Where ECDSA-signed provider webhooks find their keys.
     pub fn with_notification_keys(
         mut self,

@@ -90,6 +90,15 @@ struct Inner {
     create: tokio::sync::Mutex<()>,
     /// With `webhook_signing = "circle"`: the key id and the key that signs notifications.
     signer: Option<(String, p256::ecdsa::SigningKey)>,
+    /// With a `funding_address`: the chain it checks each payout's funding on.
+    chain: Option<FundingChain>,
+}
+
+/// Where the sandbox reads the chain: its calls and the network of the USDC it is paid in.
+#[derive(Clone)]
+pub struct FundingChain {
+    pub calls: Arc<dyn paygate_x402::facilitator::ChainCalls>,
+    pub network: paygate_x402::network::Network,
 }
 
 type Shared = Arc<Inner>;
@@ -178,6 +187,7 @@ async fn create_quote(State(s): State<Shared>, body: Bytes) -> Response {
         expires_at: time::OffsetDateTime::from_unix_timestamp(expires)
             .map(paygate_domain::rfc3339)
             .unwrap_or_default(),
+        funding_address: (!s.cfg.funding_address.is_empty()).then(|| s.cfg.funding_address.clone()),
     };
     (StatusCode::CREATED, Json(wire)).into_response()
 }
@@ -271,6 +281,9 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
     let Ok(dest_amount) = Decimal::from_str_exact(&req.dest_amount) else {
         return err(StatusCode::BAD_REQUEST, "invalid_amount");
     };
+    if let Some(refused) = funding_refusal(&s, &req).await {
+        return refused;
+    }
     if s.cfg.accept_delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(s.cfg.accept_delay_ms)).await;
     }
@@ -294,6 +307,46 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
         tokio::time::sleep(Duration::from_millis(s.cfg.answer_delay_ms)).await;
     }
     (StatusCode::CREATED, Json(payout_wire(&payout))).into_response()
+}
+
+/// With a funding address: the payout's funding must be the transfer of its source amount to
+/// that address under the nonce its reference fixes, and on chain; a funding not seen yet is
+/// `503` (paygate asks again), a wrong one `400`. `None`: funded, or no funding asked.
+async fn funding_refusal(s: &Inner, req: &PayoutRequest) -> Option<Response> {
+    if s.cfg.funding_address.is_empty() {
+        return None;
+    }
+    let Some(f) = &req.funding else {
+        return Some(err(StatusCode::BAD_REQUEST, "funding_required"));
+    };
+    let nonce = paygate_payouts::funding::funding_nonce(&req.reference);
+    let right = f.to.eq_ignore_ascii_case(&s.cfg.funding_address)
+        && f.amount == req.source_amount
+        && f.nonce.eq_ignore_ascii_case(&nonce.to_string());
+    let Ok(from) = f.from.parse::<alloy_primitives::Address>() else {
+        return Some(err(StatusCode::BAD_REQUEST, "funding_mismatch"));
+    };
+    if !right {
+        return Some(err(StatusCode::BAD_REQUEST, "funding_mismatch"));
+    }
+    let Some(chain) = &s.chain else {
+        return Some(err(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_chain_to_check_funding",
+        ));
+    };
+    match paygate_payouts::funding::authorization_used(
+        chain.calls.as_ref(),
+        &chain.network,
+        from,
+        nonce,
+    )
+    .await
+    {
+        Ok(true) => None,
+        Ok(false) => Some(err(StatusCode::SERVICE_UNAVAILABLE, "funding_not_seen")),
+        Err(e) => Some(err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
+    }
 }
 
 /// Stores the payout, uses the quote and schedules its webhooks, in one transaction.
@@ -529,6 +582,7 @@ pub async fn serve(
     dir: std::path::PathBuf,
     webhook_url: String,
     secret: Vec<u8>,
+    chain: Option<FundingChain>,
 ) -> std::io::Result<()> {
     let db = sled::Config::new()
         .path(&dir)
@@ -552,6 +606,7 @@ pub async fn serve(
             .build()
             .unwrap_or_default(),
         create: tokio::sync::Mutex::new(()),
+        chain,
         signer: (cfg_signing == "circle").then(|| {
             (
                 paygate_domain::ids::uuid_v4(),

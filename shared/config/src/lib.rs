@@ -76,6 +76,20 @@ impl Config {
         if !matches!(p.sandbox.webhook_signing.as_str(), "hmac" | "circle") {
             return bad("payout.sandbox.webhook_signing must be hmac or circle".into());
         }
+        if !p.sandbox.funding_address.is_empty()
+            && p.sandbox
+                .funding_address
+                .parse::<alloy_primitives::Address>()
+                .is_err()
+        {
+            return bad("payout.sandbox.funding_address must be an address (0x and 40 hex)".into());
+        }
+        if !p.funding_network.is_empty() && !self.networks.contains_key(&p.funding_network) {
+            return bad(format!(
+                "payout.funding_network {:?} is not one of networks",
+                p.funding_network
+            ));
+        }
         if !p.cpn.base_url.is_empty() && !p.cpn.base_url.starts_with("http") {
             return bad("payout.cpn.base_url must be an http(s) URL".into());
         }

@@ -235,6 +235,10 @@ pub struct PayoutConfig {
     pub reconcile_interval_seconds: u64,
     pub sandbox: SandboxConfig,
     pub cpn: CpnConfig,
+    /// The network (a `networks` name) payouts are funded on from each organisation's payout
+    /// wallet, when the provider's quote names an address to fund (the sandbox's
+    /// `funding_address`). Empty: payouts move no USDC.
+    pub funding_network: String,
 }
 
 /// Circle Payments Network: where its notification keys are read (webhooks signed with
@@ -261,6 +265,7 @@ impl Default for PayoutConfig {
             reconcile_interval_seconds: 15,
             sandbox: SandboxConfig::default(),
             cpn: CpnConfig::default(),
+            funding_network: String::new(),
         }
     }
 }
@@ -298,6 +303,9 @@ pub struct SandboxConfig {
     /// or `circle` (CPN notifications signed with ECDSA, `X-Circle-Signature` and
     /// `X-Circle-Key-Id`, its key served at `/v2/cpn/notifications/publicKey/{keyId}`).
     pub webhook_signing: String,
+    /// The address its quotes ask the USDC to be sent to on chain; each payout is then accepted
+    /// only once that transfer is on chain. Empty: it asks for no funding.
+    pub funding_address: String,
 }
 
 impl Default for SandboxConfig {
@@ -334,6 +342,7 @@ impl Default for SandboxConfig {
             answer_delay_ms: 0,
             cache_capacity_mb: 4,
             webhook_signing: "hmac".into(),
+            funding_address: String::new(),
         }
     }
 }

@@ -31,6 +31,7 @@ pub enum ErrorCode {
     InvalidCurrency,
     InvalidAmount,
     InvalidBeneficiary,
+    InsufficientFunds,
     InvalidQuote,
     QuoteExpired,
     QuoteAlreadyUsed,
@@ -71,6 +72,7 @@ impl ErrorCode {
             Self::TooManyRequests => "TOO_MANY_REQUESTS",
             Self::InvalidCurrency => "INVALID_CURRENCY",
             Self::InvalidAmount => "INVALID_AMOUNT",
+            Self::InsufficientFunds => "INSUFFICIENT_FUNDS",
             Self::InvalidBeneficiary => "INVALID_BENEFICIARY",
             Self::InvalidQuote => "INVALID_QUOTE",
             Self::QuoteExpired => "QUOTE_EXPIRED",
@@ -108,6 +110,7 @@ impl ErrorCode {
             | Self::QuoteAlreadyUsed
             | Self::CorridorNotActive
             | Self::LastActiveKey
+            | Self::InsufficientFunds
             | Self::PaymentIdConflict => 409,
             Self::PayloadTooLarge => 413,
             Self::TooManyRequests => 429,

@@ -96,13 +96,31 @@ impl MasterKey {
 pub fn receiver_authorizer_from_master(
     hex_key: &str,
 ) -> Option<alloy_signer_local::PrivateKeySigner> {
+    derived_signer(hex_key, b"paygate/receiver-authorizer/v1")
+}
+
+/// An organisation's payout wallet: a key derived from the master key (hex) and the
+/// organisation's id, domain-separated from every other use of the master key, never stored.
+/// `None` for a malformed master key.
+pub fn payout_wallet_from_master(
+    hex_key: &str,
+    org_id: &str,
+) -> Option<alloy_signer_local::PrivateKeySigner> {
+    derived_signer(
+        hex_key,
+        format!("paygate/payout-wallet/v1/{org_id}").as_bytes(),
+    )
+}
+
+/// The secp256k1 key HMAC-SHA256(master key, `label`).
+fn derived_signer(hex_key: &str, label: &[u8]) -> Option<alloy_signer_local::PrivateKeySigner> {
     use hmac::{Hmac, Mac};
     let raw = hex::decode(hex_key.trim().trim_start_matches("0x")).ok()?;
     if raw.len() != 32 {
         return None;
     }
     let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&raw).ok()?;
-    mac.update(b"paygate/receiver-authorizer/v1");
+    mac.update(label);
     let derived = mac.finalize().into_bytes();
     alloy_signer_local::PrivateKeySigner::from_slice(&derived).ok()
 }
@@ -138,6 +156,20 @@ mod tests {
     use super::*;
 
     const MK: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+    #[test]
+    fn payout_wallets_are_per_organisation_stable_and_apart_from_the_authorizer() {
+        let a = payout_wallet_from_master(MK, "org_a").unwrap().address();
+        assert_eq!(payout_wallet_from_master(MK, "org_a").unwrap().address(), a);
+        assert_ne!(payout_wallet_from_master(MK, "org_b").unwrap().address(), a);
+        assert_ne!(receiver_authorizer_from_master(MK).unwrap().address(), a);
+        let other = "1f1e1d1c1b1a191817161514131211100f0e0d0c0b0a09080706050403020100";
+        assert_ne!(
+            payout_wallet_from_master(other, "org_a").unwrap().address(),
+            a
+        );
+        assert!(payout_wallet_from_master("00", "org_a").is_none());
+    }
 
     #[test]
     fn sealed_secrets_open_only_for_their_owner_and_key() {

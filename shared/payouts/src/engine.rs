@@ -6,9 +6,10 @@
 //! ([`Claims`]). Webhook events are applied here too, and kept ones adopted once their payout is
 //! known; [`PayoutEngine::reconcile`] finishes what a crash or an outage left mid-way.
 
-use super::provider::{PayoutProvider, PayoutRequest, ProviderError};
+use super::provider::{FundingWire, PayoutProvider, PayoutRequest, ProviderError};
 use super::webhook::{self, ProviderEvent};
 use super::{Beneficiary, Currency, PayIdempotency, Payout, PayoutStatus};
+use crate::funding::{FundingError, PayoutFunding};
 use crate::store::{BeginPayout, EventOutcome, PayoutStore};
 use paygate_domain::ErrorCode;
 use paygate_domain::StoreError;
@@ -32,6 +33,22 @@ pub enum PayoutError {
     QuoteExpired,
     #[error("amountUSDC must equal the quoted amount")]
     AmountMismatch,
+    /// The payout wallet cannot cover the USDC the provider is to receive: nothing was signed.
+    #[error(
+        "the payout wallet {wallet} holds {have} USDC, less than the {need} USDC this payout \
+         sends the provider; fund it (GET /api/payout-wallet) and retry"
+    )]
+    InsufficientFunds {
+        wallet: String,
+        have: String,
+        need: String,
+    },
+    /// With on-chain funding the USDC comes from the organisation's payout wallet.
+    #[error("fromAddress must be this organisation's payout wallet {0} (GET /api/payout-wallet)")]
+    NotPayoutWallet(String),
+    /// The chain could not be read before anything was signed: nothing changed.
+    #[error("the payout wallet's balance could not be read: {0}; retry later")]
+    FundingUnavailable(String),
     /// The provider refused: the payout is `FAILED` and the key free again.
     #[error("the payout provider refused the payout: {0}")]
     Refused(String),
@@ -57,6 +74,9 @@ impl PayoutError {
             Self::UnknownQuote => ErrorCode::InvalidQuote,
             Self::QuoteExpired => ErrorCode::QuoteExpired,
             Self::AmountMismatch => ErrorCode::InvalidAmount,
+            Self::InsufficientFunds { .. } => ErrorCode::InsufficientFunds,
+            Self::NotPayoutWallet(_) => ErrorCode::BadRequest,
+            Self::FundingUnavailable(_) => ErrorCode::UpstreamError,
             Self::Refused(_) | Self::Unanswered => ErrorCode::UpstreamError,
             Self::Store(_) | Self::Inconsistent => ErrorCode::InternalError,
         }
@@ -126,6 +146,9 @@ pub struct PayoutEngine {
     store: Arc<dyn PayoutStore>,
     provider: Option<Arc<dyn PayoutProvider>>,
     claims: Arc<Claims>,
+    /// Payout wallets and their on-chain funding (`None`: no USDC moves, as with a provider
+    /// that does not ask for it).
+    funding: Option<Arc<dyn PayoutFunding>>,
 }
 
 impl PayoutEngine {
@@ -134,7 +157,19 @@ impl PayoutEngine {
             store,
             provider,
             claims: Arc::default(),
+            funding: None,
         }
+    }
+
+    /// Funds payouts on chain from each organisation's payout wallet, where the quote names a
+    /// funding address.
+    pub fn with_funding(mut self, funding: Option<Arc<dyn PayoutFunding>>) -> Self {
+        self.funding = funding;
+        self
+    }
+
+    pub fn funding(&self) -> Option<&Arc<dyn PayoutFunding>> {
+        self.funding.as_ref()
     }
 
     pub fn provider(&self) -> Result<&Arc<dyn PayoutProvider>, PayoutError> {
@@ -175,9 +210,12 @@ impl PayoutEngine {
         if order.amount != quote.breakdown.amount {
             return Err(PayoutError::AmountMismatch);
         }
+        let id = paygate_domain::ids::new_id("po");
+        let funding = self.funding_for(&order, &quote, &id).await?;
         let now = paygate_domain::now_rfc3339();
         let payout = Payout {
-            id: paygate_domain::ids::new_id("po"),
+            funding,
+            id,
             org_id: order.org_id.clone(),
             corridor_id: order.corridor_id,
             quote_id: quote.id,
@@ -204,6 +242,85 @@ impl PayoutEngine {
             created_at_unix: paygate_domain::unix_now() as i64,
         };
         self.start(NewPayout { key, payout }).await
+    }
+
+    /// The funding a payout of `order` makes when its quote names a funding address and this
+    /// server funds payouts: the order must come from the organisation's payout wallet, which
+    /// must cover what the provider receives (checked before anything is signed or written).
+    async fn funding_for(
+        &self,
+        order: &PayoutOrder,
+        quote: &super::Quote,
+        payout_id: &str,
+    ) -> Result<Option<FundingWire>, PayoutError> {
+        let (Some(funding), Some(to)) = (&self.funding, &quote.funding_address) else {
+            return Ok(None);
+        };
+        let wallet = funding.wallet(&order.org_id);
+        let wallet_text = wallet.to_checksum(None);
+        if !order.from_address.eq_ignore_ascii_case(&wallet_text) {
+            return Err(PayoutError::NotPayoutWallet(wallet_text));
+        }
+        let need = quote.breakdown.provider_amount();
+        let have = funding
+            .balance(&order.org_id)
+            .await
+            .map_err(|e| PayoutError::FundingUnavailable(e.to_string()))?;
+        if have < need {
+            return Err(PayoutError::InsufficientFunds {
+                wallet: wallet_text,
+                have: super::money::usdc_string(have),
+                need: super::money::usdc_string(need),
+            });
+        }
+        Ok(Some(FundingWire {
+            from: wallet_text,
+            to: to.clone(),
+            amount: super::money::usdc_string(need),
+            nonce: crate::funding::funding_nonce(payout_id).to_string(),
+            transaction: None,
+        }))
+    }
+
+    /// Makes the payout's funding on chain (once: its nonce is the payout's) before the
+    /// provider is asked for it. `Err` with the payout already settled as refused, or kept.
+    async fn fund(&self, payout: &mut Payout) -> Result<(), PayoutError> {
+        let (Some(funding), Some(wire)) = (&self.funding, payout.funding.clone()) else {
+            return Ok(());
+        };
+        if wire.transaction.is_some() {
+            return Ok(());
+        }
+        let parsed = (wire.to.parse(), super::money::parse_amount(&wire.amount));
+        let (Ok(to), Ok(amount)) = parsed else {
+            return Err(PayoutError::Inconsistent);
+        };
+        match funding.fund(&payout.org_id, &payout.id, to, amount).await {
+            Ok(done) => {
+                let tx = done.transaction.map(|t| t.to_string());
+                tracing::info!(payout = %payout.id, transaction = ?tx, "payout funded on chain");
+                // A funding an earlier attempt made has no transaction known here.
+                if let Some(f) = payout.funding.as_mut() {
+                    f.transaction = tx;
+                }
+                Ok(())
+            }
+            Err(FundingError::Refused(why)) => {
+                payout.status = PayoutStatus::Failed;
+                payout.failure_code = Some("FUNDING_FAILED".into());
+                payout.failure_message = Some(format!(
+                    "the payout wallet's transfer to the provider was refused: {why}; no USDC moved"
+                ));
+                payout.updated_at = paygate_domain::now_rfc3339();
+                self.store.refuse_payout(payout).await?;
+                tracing::warn!(payout = %payout.id, reason = %why, "payout funding refused");
+                Err(PayoutError::Refused(why))
+            }
+            Err(FundingError::Unavailable(why)) => {
+                tracing::warn!(payout = %payout.id, reason = %why, "payout funding unknown; will retry");
+                Err(PayoutError::Unanswered)
+            }
+        }
     }
 
     /// Starts a payout whose order was checked: reserves the key and the quote with the
@@ -296,6 +413,7 @@ impl PayoutEngine {
     /// Asks the provider for the payout (idempotent on our payout id) and records the answer.
     async fn call_provider(&self, mut payout: Payout) -> Result<String, PayoutError> {
         let provider = self.provider()?;
+        self.fund(&mut payout).await?;
         let b = &payout.breakdown;
         let req = PayoutRequest {
             reference: payout.id.clone(),
@@ -304,6 +422,7 @@ impl PayoutEngine {
             source_amount: super::money::usdc_string(b.provider_amount()),
             dest_amount: super::money::minor_string(b.dest_amount),
             beneficiary: payout.beneficiary.clone(),
+            funding: payout.funding.clone(),
         };
         match provider.create_payout(&req).await {
             Ok(pp) => {

@@ -16,6 +16,7 @@ pub mod bank_ids;
 pub mod beneficiary;
 pub mod cpn;
 pub mod engine;
+pub mod funding;
 pub mod money;
 pub mod provider;
 pub mod store;
@@ -119,6 +120,10 @@ pub struct Quote {
     pub created_at: String,
     /// The payment that used this quote (quotes are single-use).
     pub used_by: Option<String>,
+    /// Where the provider wants the USDC sent on chain (checksummed), when it is funded on
+    /// chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funding_address: Option<String>,
 }
 
 impl Quote {
@@ -254,6 +259,10 @@ pub struct Payout {
     pub status: PayoutStatus,
     /// The provider's id, once the provider accepted the payout.
     pub cpn_payment_id: Option<String>,
+    /// The on-chain funding from the payout wallet, when the provider is funded on chain: set
+    /// (without a transaction) when the payout is reserved, its transaction once sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funding: Option<provider::FundingWire>,
     pub events: Vec<AppliedEvent>,
     /// Why a `FAILED` payout failed: a word (`PROVIDER_REJECTED`, or the provider's status
     /// word of its `payment_failed` event) and a sentence.

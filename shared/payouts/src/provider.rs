@@ -13,13 +13,30 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// A provider's quote: its rate (destination units per USDC), its rail fee and its expiry.
+/// A provider's quote: its rate (destination units per USDC), its rail fee, its expiry, and
+/// where it wants the USDC sent on chain (a provider funded on chain names its address).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderQuote {
     pub id: String,
     pub fx_rate: Decimal,
     pub rail_fee: UsdcAmount,
     pub expires_at_unix: i64,
+    pub funding_address: Option<alloy_primitives::Address>,
+}
+
+/// The on-chain funding of a payout, as recorded and as the provider is told: the payout
+/// wallet's EIP-3009 transfer to the provider's address, its nonce fixed by the payout id
+/// (`funding::funding_nonce`), and its transaction once known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FundingWire {
+    pub from: String,
+    pub to: String,
+    /// USDC, 6-place string.
+    pub amount: String,
+    pub nonce: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<String>,
 }
 
 /// What the provider is asked to pay out.
@@ -35,6 +52,9 @@ pub struct PayoutRequest {
     /// What the beneficiary gets, 2-place string.
     pub dest_amount: String,
     pub beneficiary: Beneficiary,
+    /// The on-chain funding already made, when the quote named a funding address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funding: Option<FundingWire>,
 }
 
 /// A payout as the provider knows it.
@@ -83,6 +103,9 @@ pub struct QuoteWire {
     pub rate: String,
     pub rail_fee: String,
     pub expires_at: String,
+    /// Where the provider wants the USDC sent on chain, if it is funded on chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funding_address: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -190,11 +213,17 @@ impl PayoutProvider for HttpProvider {
         if q.dest_currency != currency {
             return Err(bad("currency"));
         }
+        let funding_address = q
+            .funding_address
+            .as_deref()
+            .map(|a| a.parse().map_err(|_| bad("fundingAddress")))
+            .transpose()?;
         Ok(ProviderQuote {
             id: q.id,
             fx_rate,
             rail_fee,
             expires_at_unix: expires.unix_timestamp(),
+            funding_address,
         })
     }
 

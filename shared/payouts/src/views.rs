@@ -177,6 +177,9 @@ pub struct PayoutView {
     status: &'static str,
     quote_id: String,
     from_address: String,
+    /// The on-chain transfer from the payout wallet to the provider, when payouts are funded on
+    /// chain (`transaction` once known).
+    funding: Option<super::provider::FundingWire>,
     #[serde(rename = "amountUSDC")]
     amount_usdc: String,
     fx_rate: String,
@@ -211,6 +214,7 @@ impl From<&Payout> for PayoutView {
             status: p.status.as_str(),
             quote_id: p.quote_id.clone(),
             from_address: p.from_address.clone(),
+            funding: p.funding.clone(),
             amount_usdc: usdc_string(b.amount),
             fx_rate: b.fx_rate.to_string(),
             dest_amount: minor_string(b.dest_amount),

@@ -144,6 +144,7 @@ impl Fixture {
             expires_at_unix,
             created_at: paygate_domain::now_rfc3339(),
             used_by: None,
+            funding_address: None,
         };
         self.store.put_quote(&quote).await.unwrap();
         quote
@@ -181,6 +182,7 @@ impl Fixture {
             beneficiary: beneficiary(),
             status: PayoutStatus::Initiating,
             cpn_payment_id: None,
+            funding: None,
             events: Vec::new(),
             failure_code: None,
             failure_message: None,

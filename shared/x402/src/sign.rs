@@ -35,13 +35,36 @@ pub fn payment_header_echoing(
     signer: &PrivateKeySigner,
     now: u64,
 ) -> Result<String, alloy_signer::Error> {
+    let nonce = B256::from(rand::random::<[u8; 32]>());
+    signed_header(req, offered, signer, now, nonce)
+}
+
+/// As [`payment_header`] with the authorization's `nonce` given: a transfer that must happen
+/// at most once whatever retries sign it again (the token accepts a nonce once).
+pub fn payment_header_with_nonce(
+    req: &PaymentRequirements,
+    signer: &PrivateKeySigner,
+    now: u64,
+    nonce: B256,
+) -> Result<String, alloy_signer::Error> {
+    let accepted = serde_json::to_value(req.to_v2()).unwrap_or_default();
+    signed_header(req, accepted, signer, now, nonce)
+}
+
+fn signed_header(
+    req: &PaymentRequirements,
+    offered: serde_json::Value,
+    signer: &PrivateKeySigner,
+    now: u64,
+    nonce: B256,
+) -> Result<String, alloy_signer::Error> {
     let mut auth = SignedAuthorization {
         from: signer.address(),
         to: req.pay_to,
         value: U256::from(req.amount.0),
         valid_after: U256::from(now.saturating_sub(VALID_AFTER_SLACK)),
         valid_before: U256::from(now.saturating_add(req.max_timeout_seconds)),
-        nonce: B256::from(rand::random::<[u8; 32]>()),
+        nonce,
         signature: Default::default(),
     };
     let sig = signer.sign_hash_sync(&signing_hash(&auth, &token_domain(req)))?;

@@ -1,0 +1,163 @@
+//! Payouts funded on chain (issue 30, item 2): the real binary on anvil with Circle's USDC, the
+//! sandbox provider asking for the USDC at an address of its own and checking the transfer on
+//! chain before it accepts a payout. The chain's balances are the judge.
+
+mod common;
+
+use alloy_primitives::{Address, U256};
+use alloy_sol_types::{sol, SolCall};
+use common::chain::{address, Chain, USDC};
+use common::*;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+sol! {
+    function transfer(address to, uint256 value) external returns (bool);
+}
+
+const MASTER_KEY: &str = "7c2e9a41d0b35f86e1a47c09b2d58e3f6a1c4d7e0b93f25a8c6e1d4b7a0f3c92";
+
+/// The sandbox's funding address (anvil account 8: never a payer here).
+fn provider_address() -> Address {
+    address(8)
+}
+
+async fn setup() -> (Chain, Gateway, String) {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
+    env.push((
+        "PAYGATE__PAYOUT__FUNDING_NETWORK".into(),
+        "base-sepolia".into(),
+    ));
+    env.push((
+        "PAYGATE__PAYOUT__SANDBOX__FUNDING_ADDRESS".into(),
+        provider_address().to_checksum(None),
+    ));
+    env.push((
+        "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".into(),
+        "100".into(),
+    ));
+    let gw = Gateway::start_with_owned(env).await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    (chain, gw, key)
+}
+
+async fn wallet(gw: &Gateway, key: &str) -> Value {
+    let r = gw.api(key, Method::GET, "/api/payout-wallet", None).await;
+    assert_eq!(r.status(), 200, "{}", gw.log());
+    r.json().await.unwrap()
+}
+
+fn pay_body(quote: &Value, from: &str) -> Value {
+    json!({"quoteId": quote["quoteId"], "fromAddress": from, "amountUSDC": quote["amount"],
+           "beneficiary": {"name": "Ana Souza", "bankName": "Nubank", "pixKey": "ana@example.com",
+                           "country": "BR", "currency": "BRL"}})
+}
+
+async fn quote(gw: &Gateway, key: &str, corridor: &str, amount: &str) -> Value {
+    let r = gw
+        .api(
+            key,
+            Method::GET,
+            &format!("/corridors/{corridor}/quote?amount={amount}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_payout_moves_the_quoted_usdc_from_the_payout_wallet_once() {
+    let (chain, gw, key) = setup().await;
+    let w = wallet(&gw, &key).await;
+    let from = w["address"].as_str().unwrap().to_string();
+    let wallet_addr: Address = from.parse().unwrap();
+    assert_eq!(w["usdcBalance"], "0.000000");
+    assert_eq!(w["network"], "eip155:84532");
+    let corridor = gw.active_corridor(&key, "BRL").await;
+
+    // An empty wallet: refused before anything is signed; nothing moves.
+    let q = quote(&gw, &key, &corridor, "10").await;
+    let r = gw
+        .pay_corridor(&key, &corridor, "k-empty", &pay_body(&q, &from))
+        .await;
+    let (status, code, body) = error_of(r).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (409, "INSUFFICIENT_FUNDS"),
+        "{body}"
+    );
+    // Another wallet as fromAddress: refused too.
+    let r = gw
+        .pay_corridor(&key, &corridor, "k-other", &pay_body(&q, WALLET_B))
+        .await;
+    let (status, _, body) = error_of(r).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["message"].as_str().unwrap().contains(&from), "{body}");
+
+    // 25 USDC into the payout wallet (from payer account 1).
+    let data = transferCall {
+        to: wallet_addr,
+        value: U256::from(25_000_000u64),
+    }
+    .abi_encode();
+    chain.send(1, USDC.parse().unwrap(), data).await.unwrap();
+    assert_eq!(wallet(&gw, &key).await["usdcBalance"], "25.000000");
+    let provider_before = chain.balance(provider_address()).await;
+
+    // A payout of 10 USDC: the provider receives 10 less the 0.50 % platform fee (9.95), the
+    // payout wallet pays exactly that; the payout records the transfer.
+    let r = gw
+        .pay_corridor(&key, &corridor, "k-1", &pay_body(&q, &from))
+        .await;
+    assert_eq!(r.status(), 202, "{}", gw.log());
+    let accepted: Value = r.json().await.unwrap();
+    let pid = accepted["paymentId"].as_str().unwrap();
+    assert_eq!(chain.balance(wallet_addr).await, 25_000_000 - 9_950_000);
+    assert_eq!(
+        chain.balance(provider_address()).await,
+        provider_before + 9_950_000
+    );
+    // The same key again: the same payout, no second transfer.
+    let r = gw
+        .pay_corridor(&key, &corridor, "k-1", &pay_body(&q, &from))
+        .await;
+    assert_eq!(r.status(), 202);
+    assert_eq!(chain.balance(wallet_addr).await, 15_050_000);
+    let r = gw
+        .api(
+            &key,
+            Method::GET,
+            &format!("/corridors/{corridor}/payments/{pid}"),
+            None,
+        )
+        .await;
+    let rec: Value = r.json().await.unwrap();
+    assert_eq!(rec["fromAddress"], from.as_str(), "{rec}");
+    assert_eq!(rec["funding"]["amount"], "9.950000", "{rec}");
+    assert_eq!(rec["funding"]["to"], provider_address().to_checksum(None));
+    assert!(
+        rec["funding"]["transaction"]
+            .as_str()
+            .unwrap()
+            .starts_with("0x"),
+        "{rec}"
+    );
+
+    // Not enough left for a 20 USDC payout: refused, the balance untouched.
+    let q2 = quote(&gw, &key, &corridor, "20").await;
+    let r = gw
+        .pay_corridor(&key, &corridor, "k-2", &pay_body(&q2, &from))
+        .await;
+    assert_eq!(error_of(r).await.1, "INSUFFICIENT_FUNDS");
+    assert_eq!(chain.balance(wallet_addr).await, 15_050_000);
+    assert_eq!(
+        wallet(&gw, &key).await["usdcBalance"],
+        "15.050000",
+        "the API reads the chain"
+    );
+}
