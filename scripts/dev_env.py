@@ -45,8 +45,9 @@ RELAYER_KEY = ACCOUNTS[0][1]
 RECEIVER_WALLET = ACCOUNTS[9][0]
 PAYER_WALLET = ACCOUNTS[2][0]
 DEV_NETWORK = "base-sepolia"
-# Where the sandbox payout provider asks the USDC of a payout to be sent on chain.
-PROVIDER_FUNDING_ADDRESS = "0x00000000000000000000000000000000000c0de5"
+# Where the sandbox payout provider asks the USDC of a payout to be sent on chain (account 8; it
+# holds the key, so a payout whose fiat leg fails gets its USDC back).
+PROVIDER_FUNDING = ACCOUNTS[8]
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 RPC_ADDR = "127.0.0.1:8545"
 RPC_URL = f"http://{RPC_ADDR}"
@@ -274,7 +275,8 @@ def gateway_env():
             # Payouts move real (test) USDC: the organisation's payout wallet pays the sandbox
             # provider's address on the local chain, which the sandbox checks before it accepts.
             "PAYGATE__PAYOUT__FUNDING_NETWORK": DEV_NETWORK,
-            "PAYGATE__PAYOUT__SANDBOX__FUNDING_ADDRESS": PROVIDER_FUNDING_ADDRESS,
+            "PAYGATE__PAYOUT__SANDBOX__FUNDING_ADDRESS": PROVIDER_FUNDING[0],
+            "PAYGATE_SANDBOX_FUNDING_KEY": PROVIDER_FUNDING[1],
         }
     )
     return env

@@ -138,11 +138,33 @@ pub(crate) fn build_payout_funding(
         )
     })?;
     tracing::info!(network = %network.caip2, "payouts funded on chain from payout wallets");
+    // The sandbox gives a failed payout's USDC back when it holds its funding address's key.
+    let returner = std::env::var("PAYGATE_SANDBOX_FUNDING_KEY")
+        .ok()
+        .and_then(|k| {
+            k.trim()
+                .parse::<alloy_signer_local::PrivateKeySigner>()
+                .ok()
+        })
+        .filter(|k| {
+            let ours = k
+                .address()
+                .to_checksum(None)
+                .eq_ignore_ascii_case(&cfg.payout.sandbox.funding_address);
+            if !ours {
+                tracing::warn!(
+                    "PAYGATE_SANDBOX_FUNDING_KEY is not the key of payout.sandbox.funding_address: \
+                     the sandbox will not give failed payouts' USDC back"
+                );
+            }
+            ours
+        });
     Ok(Some((
         Arc::new(funding),
         paygate_sandbox::FundingChain {
             calls: chain,
             network,
+            returner,
         },
     )))
 }

@@ -821,6 +821,7 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
             failure_reason: Some("OTHER".into()),
             failure_code: Some("PM00001".into()),
             source_amount: None,
+            refund: None,
         },
         "2026-11-26T10:00:00Z",
     );

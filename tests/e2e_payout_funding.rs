@@ -6,7 +6,7 @@ mod common;
 
 use alloy_primitives::{Address, U256};
 use alloy_sol_types::{sol, SolCall};
-use common::chain::{address, Chain, USDC};
+use common::chain::{address, Chain, KEYS, USDC};
 use common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -38,6 +38,13 @@ async fn setup() -> (Chain, Gateway, String) {
         "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS".into(),
         "100".into(),
     ));
+    // The sandbox signs as CPN does and holds its funding address's key: a failed payout's
+    // USDC goes back to the payout wallet.
+    env.push((
+        "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_SIGNING".into(),
+        "circle".into(),
+    ));
+    env.push(("PAYGATE_SANDBOX_FUNDING_KEY".into(), KEYS[8].into()));
     let gw = Gateway::start_with_owned(env).await;
     let (_, key) = gw
         .create_org("acme", Some(&address(9).to_checksum(None)))
@@ -52,9 +59,23 @@ async fn wallet(gw: &Gateway, key: &str) -> Value {
 }
 
 fn pay_body(quote: &Value, from: &str) -> Value {
+    pay_to(quote, from, "Ana Souza")
+}
+
+/// A pay body to `name` (the sandbox's outcome names: `Sandbox Fail` fails the fiat leg).
+fn pay_to(quote: &Value, from: &str, name: &str) -> Value {
     json!({"quoteId": quote["quoteId"], "fromAddress": from, "amountUSDC": quote["amount"],
-           "beneficiary": {"name": "Ana Souza", "bankName": "Nubank", "pixKey": "ana@example.com",
+           "beneficiary": {"name": name, "bankName": "Nubank", "pixKey": "ana@example.com",
                            "country": "BR", "currency": "BRL"}})
+}
+
+async fn payout(gw: &Gateway, key: &str, corridor: &str, id: &str) -> Value {
+    let path = format!("/corridors/{corridor}/payments/{id}");
+    gw.api(key, Method::GET, &path, None)
+        .await
+        .json()
+        .await
+        .unwrap()
 }
 
 async fn quote(gw: &Gateway, key: &str, corridor: &str, amount: &str) -> Value {
@@ -128,15 +149,7 @@ async fn a_payout_moves_the_quoted_usdc_from_the_payout_wallet_once() {
         .await;
     assert_eq!(r.status(), 202);
     assert_eq!(chain.balance(wallet_addr).await, 15_050_000);
-    let r = gw
-        .api(
-            &key,
-            Method::GET,
-            &format!("/corridors/{corridor}/payments/{pid}"),
-            None,
-        )
-        .await;
-    let rec: Value = r.json().await.unwrap();
+    let rec = payout(&gw, &key, &corridor, pid).await;
     assert_eq!(rec["fromAddress"], from.as_str(), "{rec}");
     assert_eq!(rec["funding"]["amount"], "9.950000", "{rec}");
     assert_eq!(rec["funding"]["to"], provider_address().to_checksum(None));
@@ -159,5 +172,48 @@ async fn a_payout_moves_the_quoted_usdc_from_the_payout_wallet_once() {
         wallet(&gw, &key).await["usdcBalance"],
         "15.050000",
         "the API reads the chain"
+    );
+
+    // A payout whose fiat leg fails: funded (9.95 leaves), then given back by the provider;
+    // the payout shows both transfers and says where the USDC went.
+    let q3 = quote(&gw, &key, &corridor, "10").await;
+    let r = gw
+        .pay_corridor(
+            &key,
+            &corridor,
+            "k-fail",
+            &pay_to(&q3, &from, "Sandbox Fail"),
+        )
+        .await;
+    assert_eq!(r.status(), 202, "{}", gw.log());
+    let accepted: Value = r.json().await.unwrap();
+    let pid = accepted["paymentId"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let rec = loop {
+        let rec = payout(&gw, &key, &corridor, pid).await;
+        if rec["status"] == "FAILED" || std::time::Instant::now() > deadline {
+            break rec;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(rec["status"], "FAILED", "{rec}\n{}", gw.log());
+    assert!(
+        rec["funding"]["returnedTransaction"]
+            .as_str()
+            .unwrap()
+            .starts_with("0x"),
+        "{rec}"
+    );
+    assert!(
+        rec["failureMessage"]
+            .as_str()
+            .unwrap()
+            .contains("returned to the payout wallet"),
+        "{rec}"
+    );
+    assert_eq!(
+        chain.balance(wallet_addr).await,
+        15_050_000,
+        "the USDC came back"
     );
 }

@@ -59,6 +59,9 @@ struct SbPayout {
     currency: Currency,
     dest_amount: Decimal,
     created_at: String,
+    /// How paygate funded it on chain, and the transaction that gave it back on failure.
+    #[serde(default)]
+    funding: Option<paygate_payouts::provider::FundingWire>,
 }
 
 /// One webhook to deliver.
@@ -94,11 +97,13 @@ struct Inner {
     chain: Option<FundingChain>,
 }
 
-/// Where the sandbox reads the chain: its calls and the network of the USDC it is paid in.
+/// Where the sandbox reads the chain: its calls and the network of the USDC it is paid in;
+/// with the key of its funding address, it gives a failed payout's USDC back.
 #[derive(Clone)]
 pub struct FundingChain {
     pub calls: Arc<dyn paygate_x402::facilitator::ChainCalls>,
     pub network: paygate_x402::network::Network,
+    pub returner: Option<alloy_signer_local::PrivateKeySigner>,
 }
 
 type Shared = Arc<Inner>;
@@ -294,6 +299,7 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
         currency: req.dest_currency,
         dest_amount,
         created_at: paygate_domain::now_rfc3339(),
+        funding: req.funding.clone(),
     };
     let recorded = record_payout(&s, &payout, quote, &req.beneficiary.name);
     if let Err(e) = recorded {
@@ -492,6 +498,9 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
         .header("content-type", "application/json");
     let post = match &s.signer {
         Some((key_id, key)) => {
+            if o.event == EventType::PaymentFailed && !give_back(s, &mut payout).await {
+                return false; // The chain did not take it yet: deliver later.
+            }
             let body = circle_notification(o, &payout, &at);
             let sig: p256::ecdsa::Signature = p256::ecdsa::signature::Signer::sign(key, &body);
             post.header(cpn::KEY_ID_HEADER, key_id)
@@ -536,6 +545,49 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
     }
 }
 
+/// Gives a failed, funded payout's USDC back to the wallet that paid it (once: the return's
+/// nonce is the payout's), recording the transaction; `false` if the chain did not take it.
+async fn give_back(s: &Inner, payout: &mut SbPayout) -> bool {
+    let (Some(chain), Some(f)) = (&s.chain, payout.funding.as_mut()) else {
+        return true;
+    };
+    let Some(returner) = &chain.returner else {
+        return true;
+    };
+    if f.returned_transaction.is_some() {
+        return true;
+    }
+    let (Ok(to), Ok(amount)) = (f.from.parse(), parse_amount(&f.amount)) else {
+        return true;
+    };
+    let nonce =
+        alloy_primitives::keccak256(format!("paygate-sandbox/return/v1/{}", payout.reference));
+    match paygate_payouts::funding::send_authorized(
+        chain.calls.as_ref(),
+        &chain.network,
+        returner,
+        to,
+        amount,
+        nonce,
+    )
+    .await
+    {
+        Ok(tx) => {
+            // An earlier attempt's transaction is not known here: the nonce says it was sent.
+            f.returned_transaction = Some(tx.map(|t| t.to_string()).unwrap_or_default());
+            if let Ok(b) = serde_json::to_vec(&*payout) {
+                let _ = s.payouts.insert(payout.reference.as_bytes(), b);
+            }
+            tracing::info!(payout = %payout.id, "sandbox gave a failed payout's USDC back");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(payout = %payout.id, error = %e, "sandbox could not give the USDC back; will retry");
+            false
+        }
+    }
+}
+
 /// The CPN notification of one scripted event.
 fn circle_notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8> {
     let (kind, status) = match o.event {
@@ -552,6 +604,15 @@ fn circle_notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8> {
         failure_reason: failed.then(|| "BANK_VERIFICATION_FAILED".into()),
         failure_code: failed.then(|| "PM02001".into()),
         source_amount: None,
+        refund: payout.funding.as_ref().filter(|_| failed).and_then(|f| {
+            Some(cpn::RefundWire {
+                transaction_hash: f.returned_transaction.clone()?,
+                amount: cpn::AmountWire {
+                    amount: f.amount.clone(),
+                    currency: "USD".into(),
+                },
+            })
+        }),
     };
     cpn::payment_notification(kind, &o.notification_id, &payment, at)
 }

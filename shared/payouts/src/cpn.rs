@@ -65,6 +65,17 @@ pub struct PaymentWire {
     pub failure_code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_amount: Option<AmountWire>,
+    /// A failed payment's USDC sent back on chain (the simulator's shape: CPN's own is not in
+    /// its public documentation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund: Option<RefundWire>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefundWire {
+    pub transaction_hash: String,
+    pub amount: AmountWire,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -126,6 +137,7 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
     time::OffsetDateTime::parse(&w.timestamp, &time::format_description::well_known::Rfc3339)
         .map_err(|_| EventError::UpdateDate)?;
     let kind = event_type(&w.notification_type);
+    let mut returned = None;
     let (payment_id, status, failure, amount, currency) =
         if w.notification_type.starts_with("cpn.payment.") {
             let p: PaymentWire = serde_json::from_value(w.notification.clone())
@@ -159,6 +171,14 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
                 ),
                 None => (Decimal::ZERO, String::new()),
             };
+            if let Some(r) = &p.refund {
+                text(
+                    "notification.refund.transactionHash",
+                    &r.transaction_hash,
+                    80,
+                )?;
+            }
+            returned = p.refund.map(|r| r.transaction_hash);
             (p.id, p.status, failure, amount, currency)
         } else {
             let named = ["paymentId", "id"]
@@ -185,6 +205,7 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
         currency,
         update_date: w.timestamp,
         failure,
+        returned,
     })
 }
 
@@ -459,6 +480,7 @@ mod tests {
                 amount: "99.50".into(),
                 currency: "USD".into(),
             }),
+            refund: None,
         }
     }
 

@@ -279,6 +279,7 @@ impl PayoutEngine {
             amount: super::money::usdc_string(need),
             nonce: crate::funding::funding_nonce(payout_id).to_string(),
             transaction: None,
+            returned_transaction: None,
         }))
     }
 

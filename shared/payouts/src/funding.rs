@@ -9,8 +9,9 @@
 //! record is written before anything is signed, so no USDC leaves without a payout to show.
 
 use alloy_primitives::{keccak256, Address, B256, U256};
-use alloy_sol_types::{sol, SolCall};
+use alloy_sol_types::SolCall;
 use async_trait::async_trait;
+use paygate_x402::facilitator::embedded::{authorizationStateCall, balanceOfCall};
 use paygate_x402::facilitator::{
     CallError, ChainCalls, Facilitator, FacilitatorError, PaymentRequest,
 };
@@ -20,11 +21,6 @@ use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_x402::verify::Rejection;
 use paygate_x402::PaymentRequirements;
 use std::sync::Arc;
-
-sol! {
-    function balanceOf(address account) external view returns (uint256);
-    function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
-}
 
 /// How long a funding authorization stays valid (seconds).
 const VALID_FOR: u64 = 600;
@@ -227,6 +223,62 @@ impl PayoutFunding for ChainFunding {
             Err(FacilitatorError::Rejected(r)) => Err(FundingError::Refused(r.to_string())),
             Err(e) => Err(FundingError::Unavailable(e.to_string())),
         }
+    }
+}
+
+/// Gas for one relayed `transferWithAuthorization` (as the embedded facilitator allows).
+const TRANSFER_GAS: u64 = 200_000;
+
+/// Sends `amount` of `network`'s USDC from `signer`'s address to `to` by an EIP-3009
+/// authorization with `nonce`, through the relayer's `chain` calls: what a provider funded on
+/// chain does to give a payout's USDC back. Once per nonce: `None` when that nonce was used
+/// already, else the transaction.
+pub async fn send_authorized(
+    chain: &dyn ChainCalls,
+    network: &Network,
+    signer: &alloy_signer_local::PrivateKeySigner,
+    to: Address,
+    amount: UsdcAmount,
+    nonce: B256,
+) -> Result<Option<B256>, FundingError> {
+    use alloy_signer::SignerSync;
+    let from = signer.address();
+    if authorization_used(chain, network, from, nonce).await? {
+        return Ok(None);
+    }
+    let now = paygate_domain::unix_now();
+    let mut auth = paygate_x402::payment::SignedAuthorization {
+        from,
+        to,
+        value: U256::from(amount.0),
+        valid_after: U256::from(now.saturating_sub(60)),
+        valid_before: U256::from(now + VALID_FOR),
+        nonce,
+        signature: Default::default(),
+    };
+    let domain = alloy_sol_types::eip712_domain! {
+        name: network.config.eip712_name.clone(),
+        version: network.config.eip712_version.clone(),
+        chain_id: network.config.chain_id,
+        verifying_contract: network.config.asset,
+    };
+    let sig = signer
+        .sign_hash_sync(&paygate_x402::verify::signing_hash(&auth, &domain))
+        .map_err(|e| FundingError::Refused(format!("signing: {e}")))?;
+    auth.signature = sig.as_bytes().to_vec().into();
+    let data = paygate_x402::facilitator::embedded::transfer_call_data(&auth);
+    match chain
+        .send_call(
+            network.config.chain_id,
+            network.config.asset,
+            data,
+            TRANSFER_GAS,
+        )
+        .await
+    {
+        Ok(tx) => Ok(Some(tx)),
+        Err(CallError::Reverted(why)) => Err(FundingError::Refused(why)),
+        Err(e) => Err(FundingError::Unavailable(e.to_string())),
     }
 }
 

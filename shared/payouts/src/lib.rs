@@ -292,6 +292,14 @@ impl Payout {
             received_at: received_at.to_string(),
         });
         if next == PayoutStatus::Failed {
+            if let (Some(f), Some(tx)) = (self.funding.as_mut(), &event.returned) {
+                f.returned_transaction = Some(tx.clone());
+            }
+            let returned = event
+                .returned
+                .as_ref()
+                .map(|tx| format!(" and was returned to the payout wallet ({tx})"))
+                .unwrap_or_default();
             match &event.failure {
                 Some(f) => {
                     let code = if f.code.is_empty() {
@@ -302,7 +310,7 @@ impl Payout {
                     self.failure_code = Some(code.to_ascii_uppercase());
                     self.failure_message = Some(format!(
                         "the payout provider failed the payment on {} ({}{}{}); the USDC was \
-                         not delivered to the beneficiary",
+                         not delivered to the beneficiary{returned}",
                         event.update_date,
                         f.reason,
                         if f.reason.is_empty() || f.code.is_empty() {
@@ -317,7 +325,7 @@ impl Payout {
                     self.failure_code = Some(event.provider_status.to_ascii_uppercase());
                     self.failure_message = Some(format!(
                         "the payout provider reported the payment as {} on {}: rejected or not \
-                         completed; the USDC was not delivered to the beneficiary",
+                         completed; the USDC was not delivered to the beneficiary{returned}",
                         event.provider_status, event.update_date
                     ));
                 }

@@ -37,6 +37,10 @@ pub struct FundingWire {
     pub nonce: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<String>,
+    /// The provider's transaction giving the USDC back to the payout wallet, when the payout
+    /// failed after it was funded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned_transaction: Option<String>,
 }
 
 /// What the provider is asked to pay out.

@@ -218,6 +218,8 @@ pub struct ProviderEvent {
     pub currency: String,
     pub update_date: String,
     pub failure: Option<Failure>,
+    /// The provider's transaction returning a failed payout's USDC to the payout wallet.
+    pub returned: Option<String>,
 }
 
 impl ProviderEvent {
@@ -304,6 +306,7 @@ pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, EventError> {
         currency: w.payment.amount.currency,
         update_date: w.payment.update_date,
         failure: None,
+        returned: None,
     })
 }
 

@@ -29,6 +29,20 @@ sol! {
     function balanceOf(address account) external view returns (uint256);
 }
 
+/// The token's `transferWithAuthorization` call carrying `a`.
+pub fn transfer_call_data(a: &crate::payment::SignedAuthorization) -> Vec<u8> {
+    transferWithAuthorizationCall {
+        from: a.from,
+        to: a.to,
+        value: a.value,
+        validAfter: a.valid_after,
+        validBefore: a.valid_before,
+        nonce: a.nonce,
+        signature: a.signature.clone(),
+    }
+    .abi_encode()
+}
+
 /// How often a pending settlement reads its receipt itself, in case the block heartbeat missed
 /// the block it was included in.
 const RECEIPT_FALLBACK: Duration = Duration::from_secs(2);
@@ -144,17 +158,7 @@ impl EmbeddedFacilitator {
     }
 
     fn call_tx(&self, req: &PaymentRequest<'_>) -> TransactionRequest {
-        let a = req.auth;
-        let data = transferWithAuthorizationCall {
-            from: a.from,
-            to: a.to,
-            value: a.value,
-            validAfter: a.valid_after,
-            validBefore: a.valid_before,
-            nonce: a.nonce,
-            signature: a.signature.clone(),
-        }
-        .abi_encode();
+        let data = transfer_call_data(req.auth);
         TransactionRequest::default()
             .with_from(self.relayer)
             .with_to(req.requirements.network.config.asset)
