@@ -29,12 +29,42 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
             "PAYGATE_MASTER_KEY".to_string(),
             "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff1".to_string(),
         ),
+        // Payouts funded on chain from the payout wallet, the sandbox paid at account 8.
+        (
+            "PAYGATE__PAYOUT__FUNDING_NETWORK".to_string(),
+            "base-sepolia".to_string(),
+        ),
+        (
+            "PAYGATE__PAYOUT__SANDBOX__FUNDING_ADDRESS".to_string(),
+            address(8).to_checksum(None),
+        ),
     ]);
     let gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
     let (_, key) = gw
         .create_org("acme", Some(&address(9).to_checksum(None)))
         .await;
+    // 100 USDC in the organisation's payout wallet (from payer account 1).
+    {
+        use alloy_sol_types::SolCall;
+        alloy_sol_types::sol! {
+            function transfer(address to, uint256 value) external returns (bool);
+        }
+        let r = gw
+            .api(&key, reqwest::Method::GET, "/api/payout-wallet", None)
+            .await;
+        let w: Value = r.json().await.unwrap();
+        let to = w["address"].as_str().unwrap().parse().unwrap();
+        let data = transferCall {
+            to,
+            value: alloy_primitives::U256::from(100_000_000u64),
+        }
+        .abi_encode();
+        chain
+            .send(1, common::chain::USDC.parse().unwrap(), data)
+            .await
+            .unwrap();
+    }
     let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console");
     std::fs::create_dir_all(&shots).expect("screenshot directory");
     let python = std::env::var("PAYGATE_TEST_PYTHON").expect("PAYGATE_TEST_PYTHON (make test)");

@@ -401,9 +401,24 @@ async function paymentDetail(id) {
 
 const CURRENCIES = [['BRL', 'BR'], ['MXN', 'MX'], ['NGN', 'NG'], ['KES', 'KE'], ['ZAR', 'ZA']];
 
+// The payout wallet (GET /api/payout-wallet), or null when this server funds no payouts on chain.
+async function payoutWallet() {
+  try {
+    return await api('GET', '/api/payout-wallet');
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) return null;
+    throw e;
+  }
+}
+
 async function corridors() {
   const list = await api('GET', '/corridors');
+  const wallet = await payoutWallet();
   show(el('h1', { text: 'Corridors' }),
+    el('section', { id: 'payout-wallet', 'aria-label': 'Payout wallet' }, el('h2', { text: 'Payout wallet' }),
+      wallet ? facts([['Address', wallet.address], ['Balance', `${wallet.usdcBalance} USDC`], ['Network', wallet.network]])
+        : el('p', { text: 'Payouts move no USDC on this server (no payout wallet).' }),
+      wallet ? el('p', { class: 'hint', text: 'Send USDC to this address; each payout takes what its provider receives from it, once.' }) : null),
     table(['Currency', 'Status', 'Created'],
       list.map((c) => el('tr', {}, el('td', {}, el('a', { href: `#/corridors/${c.id}`, text: c.destCurrency })),
         el('td', {}, badge(c.status)), el('td', { text: c.createdAt })))),
@@ -421,12 +436,13 @@ async function corridorDetail(id) {
   const page = await api('GET', `/corridors/${encodeURIComponent(id)}/payments`);
   const quoteArea = el('div', { id: 'quote' });
   const country = (CURRENCIES.find(([cur]) => cur === c.destCurrency) || [])[1];
+  const wallet = await payoutWallet();
   show(el('h1', { text: `Corridor to ${c.destCurrency}` }),
     facts([['Id', c.id], ['Status', badge(c.status)], ['Created', c.createdAt]]),
     c.status === 'ACTIVE' ? el('section', {}, el('h2', { text: 'Pay out' }),
       form('inline', [field('Amount (USDC)', input('amount', { required: true, inputmode: 'decimal', placeholder: '100' }))], 'Get quote', async (d) => {
         const q = await api('GET', `/corridors/${encodeURIComponent(id)}/quote?amount=${encodeURIComponent(d.get('amount'))}`);
-        quoteArea.replaceChildren(quoteView(c, q, country));
+        quoteArea.replaceChildren(quoteView(c, q, country, wallet));
       }), quoteArea) : el('p', { text: 'Payouts open once the operator approves this corridor\'s KYC.' }),
     el('h2', { text: 'Payouts' }),
     table(['Created', { label: 'Amount (USDC)', num: 1 }, { label: 'Destination', num: 1 }, 'Beneficiary', 'Status'],
@@ -445,7 +461,7 @@ const BENEFICIARY_EXTRA = {
   KES: [['mobileNumber', 'M-Pesa number, instead of an account number']],
 };
 
-function quoteView(c, q, country) {
+function quoteView(c, q, country, wallet) {
   const key = `console-${q.quoteId}`;
   const extra = BENEFICIARY_EXTRA[c.destCurrency] || [];
   const alternative = c.destCurrency === 'BRL' || c.destCurrency === 'KES';
@@ -456,7 +472,8 @@ function quoteView(c, q, country) {
         ['Beneficiary gets', el('strong', { id: 'dest-amount', text: `${q.destAmount} ${q.destCurrency}` })], ['Quote expires', q.expiresAt]])),
     el('section', {}, el('h3', { text: 'Beneficiary' }),
       form('stack', [
-        field('From address (the USDC funding this payout)', input('fromAddress', { required: true, placeholder: '0x…' })),
+        field('From address (the USDC funding this payout)', input('fromAddress', wallet
+          ? { required: true, value: wallet.address, readonly: true } : { required: true, placeholder: '0x…' })),
         field('Name', input('name', { required: true })),
         field('Bank', input('bankName', { required: true })),
         // A PIX key (BRL) or an M-Pesa number (KES) can stand in for the account number.
@@ -487,6 +504,8 @@ async function payoutDetail(cid, pid) {
     facts([['Id', p.paymentId], ['Status', el('span', { id: 'payout-status' }, badge(p.status))], ['Amount', `${p.amountUSDC} USDC`],
       ['Destination', `${p.destAmount} ${p.destCurrency}`], ['Fees', `${p.fees.total} USDC`], ['Beneficiary', `${p.beneficiary.name}, ${p.beneficiary.bankName}`],
       ['From', p.fromAddress], ['Provider id', p.cpnPaymentId],
+      ...(p.funding ? [['Funded on chain', `${p.funding.amount} USDC to ${p.funding.to}${p.funding.transaction ? ` (${p.funding.transaction})` : ''}`]] : []),
+      ...(p.funding && p.funding.returnedTransaction ? [['USDC returned', p.funding.returnedTransaction]] : []),
       ...(p.failureCode ? [['Failure', `${p.failureCode}: ${p.failureMessage}`]] : [])]),
     el('h2', { text: 'Status timeline' }), el('ol', { class: 'timeline' }, steps),
     el('p', {}, el('a', { href: `#/corridors/${cid}`, text: 'Back to the corridor' })));

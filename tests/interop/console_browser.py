@@ -166,9 +166,12 @@ try:
     shot("overview-narrow")
     d.set_window_size(1280, 1000)
 
-    # A corridor: created PENDING_KYC, approved by the operator.
+    # A corridor: created PENDING_KYC, approved by the operator. The payout wallet (100 USDC in
+    # it) is on the corridors page.
     go("#/corridors")
     heading("Corridors")
+    wallet_text = text_of("#payout-wallet")
+    assert "100.000000 USDC" in wallet_text, wallet_text
     Select(d.find_element(By.NAME, "destCurrency")).select_by_value("BRL")
     submit("Create corridor")
     heading("Corridor to BRL")
@@ -193,13 +196,18 @@ try:
     for word in ("Platform fee", "Rail fee", "All fees", "Rate"):
         assert word in quote_text, quote_text
     shot("corridor-quote")
-    fill("fromAddress", "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC")
+    # The payout comes from the payout wallet: the form names it and will not take another.
+    from_field = d.find_element(By.NAME, "fromAddress")
+    assert from_field.get_attribute("value").startswith("0x"), from_field.get_attribute("value")
+    assert from_field.get_attribute("readonly") is not None
     fill("name", "Ana Souza")
     fill("bankName", "Banco Teste")
     fill("accountNumber", "0001-23456-7")
     submit("Confirm payout of 25.000000 USDC")
     heading("Payout")
     WebDriverWait(d, 30).until(EC.text_to_be_present_in_element((By.ID, "payout-status"), "SETTLED"))
+    page_text = d.find_element(By.TAG_NAME, "main").text
+    assert "Funded on chain" in page_text and "24.875000 USDC" in page_text, page_text
     seen["timeline"] = [li.text for li in d.find_elements(By.CSS_SELECTOR, ".timeline li")]
     assert len(seen["timeline"]) >= 2, seen["timeline"]
     shot("payout")
