@@ -45,26 +45,12 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
         .create_org("acme", Some(&address(9).to_checksum(None)))
         .await;
     // 100 USDC in the organisation's payout wallet (from payer account 1).
-    {
-        use alloy_sol_types::SolCall;
-        alloy_sol_types::sol! {
-            function transfer(address to, uint256 value) external returns (bool);
-        }
-        let r = gw
-            .api(&key, reqwest::Method::GET, "/api/payout-wallet", None)
-            .await;
-        let w: Value = r.json().await.unwrap();
-        let to = w["address"].as_str().unwrap().parse().unwrap();
-        let data = transferCall {
-            to,
-            value: alloy_primitives::U256::from(100_000_000u64),
-        }
-        .abi_encode();
-        chain
-            .send(1, common::chain::USDC.parse().unwrap(), data)
-            .await
-            .unwrap();
-    }
+    let r = gw
+        .api(&key, reqwest::Method::GET, "/api/payout-wallet", None)
+        .await;
+    let w: Value = r.json().await.unwrap();
+    let wallet = w["address"].as_str().unwrap().parse().unwrap();
+    chain.send_usdc(1, wallet, 100_000_000).await;
     let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console");
     std::fs::create_dir_all(&shots).expect("screenshot directory");
     let python = std::env::var("PAYGATE_TEST_PYTHON").expect("PAYGATE_TEST_PYTHON (make test)");

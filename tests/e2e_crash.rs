@@ -173,10 +173,6 @@ async fn sigkill_at_random_points_of_funded_payouts_funds_once() {
 
 /// The payout crash trials, on `chain` with on-chain funding when given.
 async fn payout_trials(chain: Option<&Chain>) {
-    use alloy_sol_types::SolCall;
-    alloy_sol_types::sol! {
-        function transfer(address to, uint256 value) external returns (bool);
-    }
     // The sandbox's funding address (account 8).
     let provider_address = address(8);
     let trials = trials();
@@ -232,15 +228,7 @@ async fn payout_trials(chain: Option<&Chain>) {
         let w: serde_json::Value = r.json().await.unwrap();
         from = w["address"].as_str().unwrap().to_string();
         let wallet: alloy_primitives::Address = from.parse().unwrap();
-        let data = transferCall {
-            to: wallet,
-            value: alloy_primitives::U256::from(900_000_000u64),
-        }
-        .abi_encode();
-        chain
-            .send(1, common::chain::USDC.parse().unwrap(), data)
-            .await
-            .unwrap();
+        chain.send_usdc(1, wallet, 900_000_000).await;
         balances = Some((
             wallet,
             chain.balance(wallet).await,

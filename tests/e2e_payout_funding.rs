@@ -4,16 +4,11 @@
 
 mod common;
 
-use alloy_primitives::{Address, U256};
-use alloy_sol_types::{sol, SolCall};
-use common::chain::{address, Chain, KEYS, USDC};
+use alloy_primitives::Address;
+use common::chain::{address, Chain, KEYS};
 use common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
-
-sol! {
-    function transfer(address to, uint256 value) external returns (bool);
-}
 
 const MASTER_KEY: &str = "7c2e9a41d0b35f86e1a47c09b2d58e3f6a1c4d7e0b93f25a8c6e1d4b7a0f3c92";
 
@@ -121,12 +116,7 @@ async fn a_payout_moves_the_quoted_usdc_from_the_payout_wallet_once() {
     assert!(body["message"].as_str().unwrap().contains(&from), "{body}");
 
     // 25 USDC into the payout wallet (from payer account 1).
-    let data = transferCall {
-        to: wallet_addr,
-        value: U256::from(25_000_000u64),
-    }
-    .abi_encode();
-    chain.send(1, USDC.parse().unwrap(), data).await.unwrap();
+    chain.send_usdc(1, wallet_addr, 25_000_000).await;
     assert_eq!(wallet(&gw, &key).await["usdcBalance"], "25.000000");
     let provider_before = chain.balance(provider_address()).await;
 

@@ -145,6 +145,22 @@ impl Chain {
         Ok(receipt.gas_used)
     }
 
+    /// Sends `amount` USDC base units from account `key` to `to`.
+    pub async fn send_usdc(&self, key: usize, to: Address, amount: u64) {
+        use alloy_sol_types::SolCall;
+        alloy_sol_types::sol! {
+            function transfer(address to, uint256 value) external returns (bool);
+        }
+        let data = transferCall {
+            to,
+            value: alloy_primitives::U256::from(amount),
+        }
+        .abi_encode();
+        self.send(key, USDC.parse().unwrap(), data)
+            .await
+            .expect("USDC transfer");
+    }
+
     /// Moves the chain's clock `secs` ahead (the next block's timestamp).
     pub async fn advance(&self, secs: u64) {
         use alloy_provider::Provider;
