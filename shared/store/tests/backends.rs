@@ -1009,6 +1009,19 @@ async fn concurrent_voucher_writes_land_once_each() {
     }
 }
 
+/// `open()` once the previous holder of the sled directory has let go of its lock (sled's
+/// background flusher drops its handle a moment after the database it belongs to), within 5 s.
+async fn reopened<T, E: std::fmt::Debug>(open: impl Fn() -> Result<T, E>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match open() {
+            Ok(v) => return v,
+            Err(e) if std::time::Instant::now() > deadline => panic!("reopening: {e:?}"),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    }
+}
+
 /// A sled store written before channels' charges were kept apart reads its channels as they
 /// were, and its first voucher write (a full one) starts the charges entry; charges written
 /// alone are there after a reopen; an entry on another version of the record is never applied.
@@ -1018,17 +1031,17 @@ async fn sled_channels_from_before_the_charges_tree_and_after_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let c = channel("0x01");
     {
-        let s = paygate_store::SledStore::open(dir.path()).unwrap();
+        let s = reopened(|| paygate_store::SledStore::open(dir.path())).await;
         assert!(s.put_channel_if(0, &c).await.unwrap());
     }
     {
-        let db = sled::open(dir.path()).unwrap();
+        let db = reopened(|| sled::open(dir.path())).await;
         db.drop_tree("channel_charges").unwrap();
         db.flush().unwrap();
     }
     let mut v = c.clone();
     {
-        let s = paygate_store::SledStore::open(dir.path()).unwrap();
+        let s = reopened(|| paygate_store::SledStore::open(dir.path())).await;
         assert_eq!(s.get_channel(&c.id).await.unwrap(), Some(c.clone()));
         for _ in 0..3 {
             let mut next = v.clone();
@@ -1040,7 +1053,7 @@ async fn sled_channels_from_before_the_charges_tree_and_after_a_reopen() {
         }
     }
     {
-        let s = paygate_store::SledStore::open(dir.path()).unwrap();
+        let s = reopened(|| paygate_store::SledStore::open(dir.path())).await;
         assert_eq!(s.get_channel(&c.id).await.unwrap(), Some(v.clone()));
         assert_eq!(s.unclaimed_channels().await.unwrap(), vec![v]);
     }
@@ -1048,13 +1061,13 @@ async fn sled_channels_from_before_the_charges_tree_and_after_a_reopen() {
     // write falls between its two reads, here made to stay) is never laid over that record:
     // the read gives up with an error rather than a record mixed from two writes.
     {
-        let db = sled::open(dir.path()).unwrap();
+        let db = reopened(|| sled::open(dir.path())).await;
         let tree = db.open_tree("channel_charges").unwrap();
         let mut entry = tree.get(c.id.as_bytes()).unwrap().unwrap().to_vec();
         entry[..8].copy_from_slice(&99u64.to_be_bytes());
         tree.insert(c.id.as_bytes(), entry).unwrap();
         db.flush().unwrap();
     }
-    let s = paygate_store::SledStore::open(dir.path()).unwrap();
+    let s = reopened(|| paygate_store::SledStore::open(dir.path())).await;
     assert!(s.get_channel(&c.id).await.is_err());
 }
