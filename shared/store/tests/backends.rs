@@ -1009,6 +1009,43 @@ async fn concurrent_voucher_writes_land_once_each() {
     }
 }
 
+/// A sled store from before the per-organisation channel index lists its channels after the
+/// index is built at open; channels opened afterwards are listed from the index, per
+/// organisation.
+#[tokio::test]
+async fn sled_lists_an_organisations_channels_from_its_index() {
+    use paygate_store::ChannelStore;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = reopened(|| paygate_store::SledStore::open(dir.path())).await;
+        assert!(s.put_channel_if(0, &channel("0x01")).await.unwrap());
+    }
+    {
+        // As a store written before the index: no index tree, no marker.
+        let db = reopened(|| sled::open(dir.path())).await;
+        db.drop_tree("channels_by_org").unwrap();
+        db.open_tree("meta")
+            .unwrap()
+            .remove("channels_by_org.v1")
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let s = reopened(|| paygate_store::SledStore::open(dir.path())).await;
+    let ids = |v: Vec<paygate_domain::channel::ChannelRecord>| {
+        let mut ids: Vec<String> = v.into_iter().map(|c| c.id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(s.list_channels("o1").await.unwrap()), ["0x01"]);
+    let mut other = channel("0x02");
+    other.org_id = "o2".into();
+    assert!(s.put_channel_if(0, &other).await.unwrap());
+    assert!(s.put_channel_if(0, &channel("0x03")).await.unwrap());
+    assert_eq!(ids(s.list_channels("o1").await.unwrap()), ["0x01", "0x03"]);
+    assert_eq!(ids(s.list_channels("o2").await.unwrap()), ["0x02"]);
+    assert!(s.list_channels("o").await.unwrap().is_empty());
+}
+
 /// `open()` once the previous holder of the sled directory has let go of its lock (sled's
 /// background flusher drops its handle a moment after the database it belongs to), within 5 s.
 async fn reopened<T, E: std::fmt::Debug>(open: impl Fn() -> Result<T, E>) -> T {

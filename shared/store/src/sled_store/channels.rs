@@ -1,6 +1,7 @@
 //! Payment channels on sled: the record by id; what served requests moved of it
 //! (`channel_charges`: small, and all the write committing a voucher writes); an index of the
-//! channels with a charge not yet claimed.
+//! channels with a charge not yet claimed, and one of each organisation's channels (written with
+//! the record that opens a channel; built once for stores from before it).
 //!
 //! A charges entry is the version of the record it sits on and its own version (8 bytes each,
 //! big-endian), then the JSON of [`ChannelCharges`] (a voucher's write compares the version
@@ -43,6 +44,13 @@ fn entry_versions(v: &[u8]) -> StoreResult<(u64, u64)> {
     }
 }
 
+/// The key of channel `id` in its organisation's index.
+pub(super) fn org_key(org_id: &str, id: &[u8]) -> Vec<u8> {
+    let mut k = prefix(org_id);
+    k.extend_from_slice(id);
+    k
+}
+
 fn entry_charges(v: &[u8]) -> StoreResult<ChannelCharges> {
     dec(v.get(16..).unwrap_or_default())
 }
@@ -76,12 +84,14 @@ impl SledStore {
         let entry = charges_entry(next.version, &next.charges())?;
         let id = next.id.as_bytes();
         let open = next.unclaimed() > 0;
+        let by_org = org_key(&next.org_id, id);
         (
             &self.channels,
             &self.channels_unclaimed,
             &self.channel_charges,
+            &self.channels_by_org,
         )
-            .transaction(|(records, unclaimed, charges)| {
+            .transaction(|(records, unclaimed, charges, orgs)| {
                 let stored = match (charges.get(id)?, records.get(id)?) {
                     (Some(e), _) => entry_versions(&e).map(|(_, v)| v).or_else(abort)?,
                     (None, Some(v)) => dec::<Versioned>(&v).map(|r| r.version).or_else(abort)?,
@@ -92,6 +102,9 @@ impl SledStore {
                 }
                 records.insert(id, bytes.as_slice())?;
                 charges.insert(id, entry.as_slice())?;
+                if expected == 0 {
+                    orgs.insert(by_org.as_slice(), &[][..])?;
+                }
                 match (open, unclaimed.get(id)?.is_some()) {
                     (true, false) => {
                         unclaimed.insert(id, &[][..])?;
@@ -175,9 +188,15 @@ impl ChannelStore for SledStore {
     }
 
     async fn list_channels(&self, org_id: &str) -> StoreResult<Vec<ChannelRecord>> {
-        let mut all = self.records_of(self.channels.iter().keys())?;
-        all.retain(|r| r.org_id == org_id);
-        Ok(all)
+        let start = prefix(org_id);
+        let ids = self
+            .channels_by_org
+            .range(start.clone()..prefix_end(start.clone()))
+            .keys()
+            .map(|k| k.map(|k| sled::IVec::from(&k[start.len()..])));
+        let mut own = self.records_of(ids)?;
+        own.retain(|r| r.org_id == org_id);
+        Ok(own)
     }
 
     async fn unclaimed_channels(&self) -> StoreResult<Vec<ChannelRecord>> {

@@ -54,6 +54,8 @@ pub struct SledStore {
     channels: sled::Tree,
     /// Ids of channels with a charge not yet claimed.
     channels_unclaimed: sled::Tree,
+    /// `org id \0 channel id`: an organisation's channels.
+    channels_by_org: sled::Tree,
     /// What served requests moved of each channel (`ChannelCharges`), kept apart from the
     /// record so the write committing a voucher is small; it wins over the record's copy.
     channel_charges: sled::Tree,
@@ -240,6 +242,7 @@ impl SledStore {
             mcp_sessions: tree("mcp_sessions")?,
             channels: tree("channels")?,
             channels_unclaimed: tree("channels_unclaimed")?,
+            channels_by_org: tree("channels_by_org")?,
             channel_charges: tree("channel_charges")?,
             leases: Default::default(),
             commit: Default::default(),
@@ -264,6 +267,13 @@ impl SledStore {
             &self.payments_ledger,
             "payments_ledger.v1",
             |_, p: &GatewayPayment| payments::ledger_keys(p).to_vec(),
+        )?;
+        build_index(
+            &self.db,
+            &self.channels,
+            &self.channels_by_org,
+            "channels_by_org.v1",
+            |id, c: &paygate_domain::channel::ChannelRecord| vec![channels::org_key(&c.org_id, id)],
         )?;
         Ok(self)
     }
