@@ -903,3 +903,171 @@ async fn payouts_to_a_pix_key_and_an_mpesa_number() {
     let held = e.provider_payouts().await;
     assert_eq!(held.len(), 2, "{held:?}");
 }
+
+/// The authorization of every key request the key server answered.
+type Asked = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A provider key server on a loopback port, as CPN's `/v2/cpn/notifications/publicKey/{id}`:
+/// one key, and how many times it was asked, with which authorization.
+struct KeyServer {
+    url: String,
+    key_id: String,
+    key: p256::ecdsa::SigningKey,
+    asked: Asked,
+}
+
+impl KeyServer {
+    async fn start() -> Self {
+        use axum::extract::{Path, State};
+        use base64::Engine as _;
+        use p256::pkcs8::EncodePublicKey as _;
+        let key = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+        let key_id = "5d1f3a9b-2c4e-4f60-8a71-93b2c4d5e6f7".to_string();
+        let public = base64::engine::general_purpose::STANDARD
+            .encode(key.verifying_key().to_public_key_der().unwrap().as_bytes());
+        let asked: Asked = Default::default();
+        let state = (key_id.clone(), public, asked.clone());
+        let app = axum::Router::new()
+            .route(
+                "/v2/cpn/notifications/publicKey/{id}",
+                axum::routing::get(
+                    |State((kid, public, asked)): State<(String, String, Asked)>,
+                     headers: axum::http::HeaderMap,
+                     Path(id): Path<String>| async move {
+                        let auth = headers
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_string();
+                        asked.lock().unwrap().push(auth);
+                        if id != kid {
+                            return axum::http::StatusCode::NOT_FOUND.into_response();
+                        }
+                        axum::Json(json!({"data": {"id": id, "algorithm": "ECDSA_SHA_256",
+                                                   "publicKey": public}}))
+                        .into_response()
+                    },
+                ),
+            )
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self {
+            url,
+            key_id,
+            key,
+            asked,
+        }
+    }
+
+    fn sign(&self, body: &[u8]) -> String {
+        use base64::Engine as _;
+        use p256::ecdsa::signature::Signer as _;
+        let sig: p256::ecdsa::Signature = self.key.sign(body);
+        base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes())
+    }
+}
+
+use axum::response::IntoResponse as _;
+
+/// CPN as a deployment configures it (`[payout.cpn] base_url`, `PAYGATE_CPN_API_KEY`): paygate
+/// reads the provider's key from that base URL only, with the API key, once for many
+/// notifications; a notification of a type it does not know is answered and kept (`202`), one
+/// for a known payment moves it; the signature of another key is refused.
+#[tokio::test]
+async fn a_configured_cpn_provider_signs_notifications_paygate_checks_against_its_key() {
+    let keys = KeyServer::start().await;
+    let e = start(&[
+        ("PAYGATE__PAYOUT__CPN__BASE_URL", keys.url.as_str()),
+        ("PAYGATE_CPN_API_KEY", "cpn-test-api-key"),
+        // The sandbox's own webhooks are held back: this test plays CPN.
+        ("PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS", "600000"),
+    ])
+    .await;
+    let id = e.active_corridor("BRL").await;
+    let q = e.quote(&id, "10").await;
+    let r = e.pay(&id, "cpn-cfg-1", &brl(&q, "Ana Souza")).await;
+    assert_eq!(r.status(), 202);
+    let p: Value = r.json().await.unwrap();
+    let (pid, cpn) = (
+        p["paymentId"].as_str().unwrap(),
+        p["cpnPaymentId"].as_str().unwrap().to_string(),
+    );
+    let post = |body: Vec<u8>, key_id: String, sig: String| {
+        e.gw.http
+            .post(e.gw.url("/webhooks/provider"))
+            .header("content-type", "application/json")
+            .header("X-Circle-Key-Id", key_id)
+            .header("X-Circle-Signature", sig)
+            .body(body)
+            .send()
+    };
+    let payment = |status: &str| paygate_payouts::cpn::PaymentWire {
+        id: cpn.clone(),
+        status: status.into(),
+        update_date: None,
+        failure_reason: None,
+        failure_code: None,
+        source_amount: None,
+        refund: None,
+    };
+    let at = "2026-11-26T10:00:00Z";
+    // A notification type paygate does not know, naming no payment: answered, kept.
+    let unknown =
+        json!({"subscriptionId": "s", "notificationId": "0a1b2c3d-0000-4000-8000-000000000001",
+        "notificationType": "cpn.transaction.broadcasted", "notification": {"level": 1},
+        "timestamp": at, "version": 2})
+        .to_string()
+        .into_bytes();
+    let r = post(unknown.clone(), keys.key_id.clone(), keys.sign(&unknown))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    // Progress, then completion, for the payout.
+    for (i, (kind, status, want)) in [
+        (
+            "cpn.payment.fiatPaymentInitiated",
+            "FIAT_PAYMENT_INITIATED",
+            "PENDING",
+        ),
+        ("cpn.payment.completed", "COMPLETED", "SETTLED"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = paygate_payouts::cpn::payment_notification(
+            kind,
+            &format!("0a1b2c3d-0000-4000-8000-00000000001{i}"),
+            &payment(status),
+            at,
+        );
+        let r = post(body.clone(), keys.key_id.clone(), keys.sign(&body))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{kind}");
+        assert_eq!(e.payment(&id, pid).await["status"], want, "{kind}");
+    }
+    // Another key's signature under this key id: refused, nothing moves.
+    let other = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+    let late = paygate_payouts::cpn::payment_notification(
+        "cpn.payment.failed",
+        "0a1b2c3d-0000-4000-8000-000000000099",
+        &payment("FAILED"),
+        at,
+    );
+    let forged = {
+        use base64::Engine as _;
+        use p256::ecdsa::signature::Signer as _;
+        let sig: p256::ecdsa::Signature = other.sign(&late);
+        base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes())
+    };
+    let r = post(late, keys.key_id.clone(), forged).await.unwrap();
+    assert_eq!(error_of(r).await.0, 401);
+    assert_eq!(e.payment(&id, pid).await["status"], "SETTLED");
+    // The key was read once, with the API key, from the configured provider.
+    assert_eq!(
+        keys.asked.lock().unwrap().as_slice(),
+        ["Bearer cpn-test-api-key"]
+    );
+}
