@@ -96,8 +96,6 @@ pub enum CorridorsCommand {
     Quote { corridor: String, amount: String },
 }
 
-// Parsed once per process from the command line: the size of `Pay` costs nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum PayoutsCommand {
     /// A corridor's payouts, newest first.
@@ -105,46 +103,50 @@ pub enum PayoutsCommand {
     /// One payout with its status timeline.
     Get { corridor: String, id: String },
     /// Pay out a quote to a bank account. The same --idempotency-key never pays twice.
-    Pay {
-        corridor: String,
-        #[arg(long)]
-        quote: String,
-        #[arg(long)]
-        amount: String,
-        /// The wallet the payout is funded from.
-        #[arg(long)]
-        from: String,
-        #[arg(long)]
-        idempotency_key: String,
-        /// The beneficiary's name.
-        #[arg(long)]
-        name: String,
-        /// The bank (or, for a PIX key or an M-Pesa number, the institution).
-        #[arg(long)]
-        bank: String,
-        /// The account number: a CLABE for MXN, a NUBAN for NGN (with --bank-code); not needed
-        /// with --pix-key (BRL) or --mobile-number (KES).
-        #[arg(long)]
-        account: Option<String>,
-        /// The beneficiary's country (BR, MX, NG, KE, ZA).
-        #[arg(long)]
-        country: String,
-        /// The corridor's currency (BRL, MXN, NGN, KES, ZAR).
-        #[arg(long)]
-        currency: String,
-        /// BRL: a PIX key (CPF, CNPJ, e-mail, +55 phone or random key).
-        #[arg(long)]
-        pix_key: Option<String>,
-        /// NGN: the bank's NUBAN code (3 or 6 digits).
-        #[arg(long)]
-        bank_code: Option<String>,
-        /// ZAR: the branch code (6 digits).
-        #[arg(long)]
-        branch_code: Option<String>,
-        /// KES: an M-Pesa number instead of a bank account.
-        #[arg(long)]
-        mobile_number: Option<String>,
-    },
+    Pay(Box<PayArgs>),
+}
+
+/// `payouts pay`: the corridor, the quote and the beneficiary.
+#[derive(Args)]
+pub struct PayArgs {
+    corridor: String,
+    #[arg(long)]
+    quote: String,
+    #[arg(long)]
+    amount: String,
+    /// The wallet the payout is funded from.
+    #[arg(long)]
+    from: String,
+    #[arg(long)]
+    idempotency_key: String,
+    /// The beneficiary's name.
+    #[arg(long)]
+    name: String,
+    /// The bank (or, for a PIX key or an M-Pesa number, the institution).
+    #[arg(long)]
+    bank: String,
+    /// The account number: a CLABE for MXN, a NUBAN for NGN (with --bank-code); not needed
+    /// with --pix-key (BRL) or --mobile-number (KES).
+    #[arg(long)]
+    account: Option<String>,
+    /// The beneficiary's country (BR, MX, NG, KE, ZA).
+    #[arg(long)]
+    country: String,
+    /// The corridor's currency (BRL, MXN, NGN, KES, ZAR).
+    #[arg(long)]
+    currency: String,
+    /// BRL: a PIX key (CPF, CNPJ, e-mail, +55 phone or random key).
+    #[arg(long)]
+    pix_key: Option<String>,
+    /// NGN: the bank's NUBAN code (3 or 6 digits).
+    #[arg(long)]
+    bank_code: Option<String>,
+    /// ZAR: the branch code (6 digits).
+    #[arg(long)]
+    branch_code: Option<String>,
+    /// KES: an M-Pesa number instead of a bank account.
+    #[arg(long)]
+    mobile_number: Option<String>,
 }
 
 /// One resource command, as the API call it makes and how a list is summarised.
@@ -299,22 +301,23 @@ pub fn payouts(args: OrgArgs, cmd: PayoutsCommand) -> anyhow::Result<ExitCode> {
             format!("/corridors/{corridor}/payments/{id}"),
             None,
         ),
-        PayoutsCommand::Pay {
-            corridor,
-            quote,
-            amount,
-            from,
-            idempotency_key,
-            name,
-            bank,
-            account,
-            country,
-            currency,
-            pix_key,
-            bank_code,
-            branch_code,
-            mobile_number,
-        } => {
+        PayoutsCommand::Pay(pay) => {
+            let PayArgs {
+                corridor,
+                quote,
+                amount,
+                from,
+                idempotency_key,
+                name,
+                bank,
+                account,
+                country,
+                currency,
+                pix_key,
+                bank_code,
+                branch_code,
+                mobile_number,
+            } = *pay;
             let mut beneficiary = json!({"name": name, "bankName": bank, "country": country,
                                          "currency": currency});
             for (field, v) in [

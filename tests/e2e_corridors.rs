@@ -555,16 +555,33 @@ fn event(kind: &str, cpn: &str) -> Vec<u8> {
 }
 
 async fn post_webhook(e: &Env, sig: Option<String>, body: &[u8]) -> (u16, Value) {
+    let headers: Vec<(&str, &str)> = sig
+        .iter()
+        .map(|s| ("Provider-Signature", s.as_str()))
+        .collect();
+    post_webhook_with(e, &headers, body).await
+}
+
+/// Posts `body` to `/webhooks/provider` with `headers`: the status and the JSON answer.
+async fn post_webhook_with(e: &Env, headers: &[(&str, &str)], body: &[u8]) -> (u16, Value) {
     let mut rb =
         e.gw.http
             .post(e.gw.url("/webhooks/provider"))
             .header("content-type", "application/json")
             .body(body.to_vec());
-    if let Some(s) = sig {
-        rb = rb.header("Provider-Signature", s);
+    for (name, value) in headers {
+        rb = rb.header(*name, *value);
     }
     let r = rb.send().await.unwrap();
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// `body`'s ECDSA signature under `key`, as `X-Circle-Signature` carries it (base64 DER).
+fn circle_signature(key: &p256::ecdsa::SigningKey, body: &[u8]) -> String {
+    use base64::Engine as _;
+    use p256::ecdsa::signature::Signer as _;
+    let sig: p256::ecdsa::Signature = key.sign(body);
+    base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes())
 }
 
 #[tokio::test]
@@ -724,14 +741,19 @@ async fn early_webhook_is_kept_then_applied() {
     e.wait_status(&id, &pid, "SETTLED").await;
 }
 
-/// Waits until the sandbox has delivered every webhook it scheduled (each acknowledged), or 10 s.
+/// Waits until the sandbox has delivered every webhook it scheduled (each acknowledged); fails
+/// after 10 s.
 async fn wait_for_deliveries(e: &Env) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let pending = e.gw.provider_json("/v1/outbox").await;
-        if pending["pending"] == 0 || tokio::time::Instant::now() > deadline {
+        if pending["pending"] == 0 {
             return;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sandbox still holds {pending} webhooks"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -743,8 +765,6 @@ async fn wait_for_deliveries(e: &Env) {
 /// notifications signed by anyone else are refused and change nothing.
 #[tokio::test]
 async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
-    use base64::Engine as _;
-    use p256::ecdsa::signature::Signer as _;
     let e = start(&[("PAYGATE__PAYOUT__SANDBOX__WEBHOOK_SIGNING", "circle")]).await;
     let id = e.active_corridor("BRL").await;
     let mut settled = None;
@@ -826,8 +846,7 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
         "2026-11-26T10:00:00Z",
     );
     let mine = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
-    let sig: p256::ecdsa::Signature = mine.sign(&body);
-    let good_looking = base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes());
+    let good_looking = circle_signature(&mine, &body);
     for (key_id, sig) in [
         (
             Some("7d8f0e2a-1b3c-4d5e-8f90-a1b2c3d4e5f6"),
@@ -841,20 +860,15 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
             Some("not base64!"),
         ),
     ] {
-        let mut rb =
-            e.gw.http
-                .post(e.gw.url("/webhooks/provider"))
-                .header("content-type", "application/json")
-                .body(body.clone());
-        if let Some(k) = key_id {
-            rb = rb.header("X-Circle-Key-Id", k);
-        }
-        if let Some(s) = sig {
-            rb = rb.header("X-Circle-Signature", s);
-        }
-        let r = rb.send().await.unwrap();
-        let (status, code, _) = error_of(r).await;
-        assert_eq!((status, code.as_str()), (401, "UNAUTHORIZED"), "{key_id:?}");
+        let mut headers = vec![];
+        headers.extend(key_id.map(|k| ("X-Circle-Key-Id", k)));
+        headers.extend(sig.map(|s| ("X-Circle-Signature", s)));
+        let (status, answer) = post_webhook_with(&e, &headers, &body).await;
+        assert_eq!(
+            (status, &answer["code"]),
+            (401, &json!("UNAUTHORIZED")),
+            "{key_id:?}"
+        );
     }
     let rec = e.payment(&id, &pid).await;
     assert_eq!(rec["status"], "SETTLED");
@@ -962,10 +976,7 @@ impl KeyServer {
     }
 
     fn sign(&self, body: &[u8]) -> String {
-        use base64::Engine as _;
-        use p256::ecdsa::signature::Signer as _;
-        let sig: p256::ecdsa::Signature = self.key.sign(body);
-        base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes())
+        circle_signature(&self.key, body)
     }
 }
 
@@ -994,14 +1005,13 @@ async fn a_configured_cpn_provider_signs_notifications_paygate_checks_against_it
         p["paymentId"].as_str().unwrap(),
         p["cpnPaymentId"].as_str().unwrap().to_string(),
     );
-    let post = |body: Vec<u8>, key_id: String, sig: String| {
-        e.gw.http
-            .post(e.gw.url("/webhooks/provider"))
-            .header("content-type", "application/json")
-            .header("X-Circle-Key-Id", key_id)
-            .header("X-Circle-Signature", sig)
-            .body(body)
-            .send()
+    let (e, kid) = (&e, keys.key_id.as_str());
+    let post = |body: Vec<u8>, sig: String| async move {
+        let headers = [
+            ("X-Circle-Key-Id", kid),
+            ("X-Circle-Signature", sig.as_str()),
+        ];
+        post_webhook_with(e, &headers, &body).await.0
     };
     let payment = |status: &str| paygate_payouts::cpn::PaymentWire {
         id: cpn.clone(),
@@ -1020,10 +1030,7 @@ async fn a_configured_cpn_provider_signs_notifications_paygate_checks_against_it
         "timestamp": at, "version": 2})
         .to_string()
         .into_bytes();
-    let r = post(unknown.clone(), keys.key_id.clone(), keys.sign(&unknown))
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(post(unknown.clone(), keys.sign(&unknown)).await, 202);
     // Progress, then completion, for the payout.
     for (i, (kind, status, want)) in [
         (
@@ -1042,10 +1049,7 @@ async fn a_configured_cpn_provider_signs_notifications_paygate_checks_against_it
             &payment(status),
             at,
         );
-        let r = post(body.clone(), keys.key_id.clone(), keys.sign(&body))
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "{kind}");
+        assert_eq!(post(body.clone(), keys.sign(&body)).await, 200, "{kind}");
         assert_eq!(e.payment(&id, pid).await["status"], want, "{kind}");
     }
     // Another key's signature under this key id: refused, nothing moves.
@@ -1056,14 +1060,8 @@ async fn a_configured_cpn_provider_signs_notifications_paygate_checks_against_it
         &payment("FAILED"),
         at,
     );
-    let forged = {
-        use base64::Engine as _;
-        use p256::ecdsa::signature::Signer as _;
-        let sig: p256::ecdsa::Signature = other.sign(&late);
-        base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes())
-    };
-    let r = post(late, keys.key_id.clone(), forged).await.unwrap();
-    assert_eq!(error_of(r).await.0, 401);
+    let forged = circle_signature(&other, &late);
+    assert_eq!(post(late, forged).await, 401);
     assert_eq!(e.payment(&id, pid).await["status"], "SETTLED");
     // The key was read once, with the API key, from the configured provider.
     assert_eq!(

@@ -505,7 +505,7 @@ async function payoutDetail(cid, pid) {
       ['Destination', `${p.destAmount} ${p.destCurrency}`], ['Fees', `${p.fees.total} USDC`], ['Beneficiary', `${p.beneficiary.name}, ${p.beneficiary.bankName}`],
       ['From', p.fromAddress], ['Provider id', p.cpnPaymentId],
       ...(p.funding ? [['Funded on chain', `${p.funding.amount} USDC to ${p.funding.to}${p.funding.transaction ? ` (${p.funding.transaction})` : ''}`]] : []),
-      ...(p.funding && p.funding.returnedTransaction ? [['USDC returned', p.funding.returnedTransaction]] : []),
+      ...(p.funding && p.funding.returned ? [['USDC returned', p.funding.returnedTransaction || 'yes (transaction not known)']] : []),
       ...(p.failureCode ? [['Failure', `${p.failureCode}: ${p.failureMessage}`]] : [])]),
     el('h2', { text: 'Status timeline' }), el('ol', { class: 'timeline' }, steps),
     el('p', {}, el('a', { href: `#/corridors/${cid}`, text: 'Back to the corridor' })));

@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use paygate_payouts::cpn;
-use paygate_payouts::webhook::{parse_any, parse_event, parse_secrets, verify};
+use paygate_payouts::webhook::{parse_event, parse_secrets, verify};
 use std::sync::OnceLock;
 
 
@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = verify(None, body, &secrets, 300, 1_800_000_000);
     let _ = parse_secrets(&header);
     let _ = parse_event(body);
-    let _ = parse_any(body);
+    let _ = cpn::parse_any(body);
     let _ = cpn::parse_notification(body);
     // A fixed key (private key 0x0101...01).
     static KEY: OnceLock<Option<p256::ecdsa::VerifyingKey>> = OnceLock::new();

@@ -38,6 +38,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod circle;
+mod onchain;
+pub use onchain::FundingChain;
+
 /// The client id the sandbox puts in its events.
 const CLIENT_ID: &str = "paygate-sandbox";
 
@@ -95,15 +99,6 @@ struct Inner {
     signer: Option<(String, p256::ecdsa::SigningKey)>,
     /// With a `funding_address`: the chain it checks each payout's funding on.
     chain: Option<FundingChain>,
-}
-
-/// Where the sandbox reads the chain: its calls and the network of the USDC it is paid in;
-/// with the key of its funding address, it gives a failed payout's USDC back.
-#[derive(Clone)]
-pub struct FundingChain {
-    pub calls: Arc<dyn paygate_x402::facilitator::ChainCalls>,
-    pub network: paygate_x402::network::Network,
-    pub returner: Option<alloy_signer_local::PrivateKeySigner>,
 }
 
 type Shared = Arc<Inner>;
@@ -286,7 +281,7 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
     let Ok(dest_amount) = Decimal::from_str_exact(&req.dest_amount) else {
         return err(StatusCode::BAD_REQUEST, "invalid_amount");
     };
-    if let Some(refused) = funding_refusal(&s, &req).await {
+    if let Some(refused) = onchain::funding_refusal(&s, &req).await {
         return refused;
     }
     if s.cfg.accept_delay_ms > 0 {
@@ -313,46 +308,6 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
         tokio::time::sleep(Duration::from_millis(s.cfg.answer_delay_ms)).await;
     }
     (StatusCode::CREATED, Json(payout_wire(&payout))).into_response()
-}
-
-/// With a funding address: the payout's funding must be the transfer of its source amount to
-/// that address under the nonce its reference fixes, and on chain; a funding not seen yet is
-/// `503` (paygate asks again), a wrong one `400`. `None`: funded, or no funding asked.
-async fn funding_refusal(s: &Inner, req: &PayoutRequest) -> Option<Response> {
-    if s.cfg.funding_address.is_empty() {
-        return None;
-    }
-    let Some(f) = &req.funding else {
-        return Some(err(StatusCode::BAD_REQUEST, "funding_required"));
-    };
-    let nonce = paygate_payouts::funding::funding_nonce(&req.reference);
-    let right = f.to.eq_ignore_ascii_case(&s.cfg.funding_address)
-        && f.amount == req.source_amount
-        && f.nonce.eq_ignore_ascii_case(&nonce.to_string());
-    let Ok(from) = f.from.parse::<alloy_primitives::Address>() else {
-        return Some(err(StatusCode::BAD_REQUEST, "funding_mismatch"));
-    };
-    if !right {
-        return Some(err(StatusCode::BAD_REQUEST, "funding_mismatch"));
-    }
-    let Some(chain) = &s.chain else {
-        return Some(err(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_chain_to_check_funding",
-        ));
-    };
-    match paygate_payouts::funding::authorization_used(
-        chain.calls.as_ref(),
-        &chain.network,
-        from,
-        nonce,
-    )
-    .await
-    {
-        Ok(true) => None,
-        Ok(false) => Some(err(StatusCode::SERVICE_UNAVAILABLE, "funding_not_seen")),
-        Err(e) => Some(err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
-    }
 }
 
 /// Stores the payout, uses the quote and schedules its webhooks, in one transaction.
@@ -498,10 +453,10 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
         .header("content-type", "application/json");
     let post = match &s.signer {
         Some((key_id, key)) => {
-            if o.event == EventType::PaymentFailed && !give_back(s, &mut payout).await {
+            if o.event == EventType::PaymentFailed && !onchain::give_back(s, &mut payout).await {
                 return false; // The chain did not take it yet: deliver later.
             }
-            let body = circle_notification(o, &payout, &at);
+            let body = circle::notification(o, &payout, &at);
             let sig: p256::ecdsa::Signature = p256::ecdsa::signature::Signer::sign(key, &body);
             post.header(cpn::KEY_ID_HEADER, key_id)
                 .header(
@@ -543,97 +498,6 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
             false
         }
     }
-}
-
-/// Gives a failed, funded payout's USDC back to the wallet that paid it (once: the return's
-/// nonce is the payout's), recording the transaction; `false` if the chain did not take it.
-async fn give_back(s: &Inner, payout: &mut SbPayout) -> bool {
-    let (Some(chain), Some(f)) = (&s.chain, payout.funding.as_mut()) else {
-        return true;
-    };
-    let Some(returner) = &chain.returner else {
-        return true;
-    };
-    if f.returned_transaction.is_some() {
-        return true;
-    }
-    let (Ok(to), Ok(amount)) = (f.from.parse(), parse_amount(&f.amount)) else {
-        return true;
-    };
-    let nonce =
-        alloy_primitives::keccak256(format!("paygate-sandbox/return/v1/{}", payout.reference));
-    match paygate_payouts::funding::send_authorized(
-        chain.calls.as_ref(),
-        &chain.network,
-        returner,
-        to,
-        amount,
-        nonce,
-    )
-    .await
-    {
-        Ok(tx) => {
-            // An earlier attempt's transaction is not known here: the nonce says it was sent.
-            f.returned_transaction = Some(tx.map(|t| t.to_string()).unwrap_or_default());
-            if let Ok(b) = serde_json::to_vec(&*payout) {
-                let _ = s.payouts.insert(payout.reference.as_bytes(), b);
-            }
-            tracing::info!(payout = %payout.id, "sandbox gave a failed payout's USDC back");
-            true
-        }
-        Err(e) => {
-            tracing::warn!(payout = %payout.id, error = %e, "sandbox could not give the USDC back; will retry");
-            false
-        }
-    }
-}
-
-/// The CPN notification of one scripted event.
-fn circle_notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8> {
-    let (kind, status) = match o.event {
-        EventType::PaymentCompleted => ("cpn.payment.completed", "COMPLETED"),
-        EventType::PaymentFailed => ("cpn.payment.failed", "FAILED"),
-        EventType::ComplianceHold => ("cpn.payment.inManualReview", "CREATED"),
-        EventType::Progress => ("cpn.payment.fiatPaymentInitiated", "FIAT_PAYMENT_INITIATED"),
-    };
-    let failed = o.event == EventType::PaymentFailed;
-    let payment = cpn::PaymentWire {
-        id: payout.id.clone(),
-        status: status.into(),
-        update_date: Some(at.into()),
-        failure_reason: failed.then(|| "BANK_VERIFICATION_FAILED".into()),
-        failure_code: failed.then(|| "PM02001".into()),
-        source_amount: None,
-        refund: payout.funding.as_ref().filter(|_| failed).and_then(|f| {
-            Some(cpn::RefundWire {
-                transaction_hash: f.returned_transaction.clone()?,
-                amount: cpn::AmountWire {
-                    amount: f.amount.clone(),
-                    currency: "USD".into(),
-                },
-            })
-        }),
-    };
-    cpn::payment_notification(kind, &o.notification_id, &payment, at)
-}
-
-/// `GET /v2/cpn/notifications/publicKey/{keyId}`: the signing key, as CPN serves its own.
-async fn public_key(State(s): State<Shared>, Path(key_id): Path<String>) -> Response {
-    use p256::pkcs8::EncodePublicKey as _;
-    let Some((id, key)) = s.signer.as_ref().filter(|(id, _)| *id == key_id) else {
-        return err(StatusCode::NOT_FOUND, "no such key");
-    };
-    let Ok(der) = key.verifying_key().to_public_key_der() else {
-        return internal("encoding the key");
-    };
-    Json(cpn::PublicKeyAnswer {
-        data: cpn::PublicKeyWire {
-            id: id.clone(),
-            algorithm: cpn::ALGORITHM.into(),
-            public_key: base64::engine::general_purpose::STANDARD.encode(der.as_bytes()),
-        },
-    })
-    .into_response()
 }
 
 /// Runs the sandbox provider on `listener` until the task is dropped.
@@ -686,7 +550,7 @@ pub async fn serve(
         )
         .route(
             &format!("{}{{key_id}}", cpn::PUBLIC_KEY_PATH),
-            get(public_key),
+            get(circle::public_key),
         )
         .with_state(inner);
     listener.set_nonblocking(true)?;

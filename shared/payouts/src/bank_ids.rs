@@ -8,7 +8,7 @@
 fn digits_of(s: &str, separators: &[char]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len());
     for c in s.trim().chars() {
-        if let Some(d) = c.to_digit(10).filter(|_| c.is_ascii_digit()) {
+        if let Some(d) = c.to_digit(10) {
             out.push(d as u8);
         } else if !separators.contains(&c) {
             return None;

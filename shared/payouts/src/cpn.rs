@@ -74,7 +74,8 @@ pub struct PaymentWire {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RefundWire {
-    pub transaction_hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction_hash: Option<String>,
     pub amount: AmountWire,
 }
 
@@ -171,14 +172,12 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
                 ),
                 None => (Decimal::ZERO, String::new()),
             };
-            if let Some(r) = &p.refund {
-                text(
-                    "notification.refund.transactionHash",
-                    &r.transaction_hash,
-                    80,
-                )?;
+            if let Some(tx) = p.refund.as_ref().and_then(|r| r.transaction_hash.as_ref()) {
+                text("notification.refund.transactionHash", tx, 80)?;
             }
-            returned = p.refund.map(|r| r.transaction_hash);
+            returned = p.refund.map(|r| crate::webhook::Returned {
+                transaction: r.transaction_hash,
+            });
             (p.id, p.status, failure, amount, currency)
         } else {
             let named = ["paymentId", "id"]
@@ -207,6 +206,15 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
         failure,
         returned,
     })
+}
+
+/// Reads a verified event body of either form: a CPN notification or SPEC.md 6.2's payload.
+pub fn parse_any(body: &[u8]) -> Result<ProviderEvent, EventError> {
+    if is_notification(body) {
+        parse_notification(body)
+    } else {
+        crate::webhook::parse_event(body)
+    }
 }
 
 /// Builds a payment notification (what the provider simulator sends).
@@ -247,14 +255,10 @@ pub enum SignatureError {
     KeyUnavailable(String),
 }
 
-/// Whether `s` is a UUID in its canonical 36-character form (what a key id must be before it
-/// goes into a URL path).
+/// Whether `s` is a UUID in its canonical 36-character hyphenated form (what a key id must be
+/// before it goes into a URL path).
 pub fn is_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.bytes().enumerate().all(|(i, b)| match i {
-            8 | 13 | 18 | 23 => b == b'-',
-            _ => b.is_ascii_hexdigit(),
-        })
+    s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
 }
 
 /// A public key from its base64 DER SubjectPublicKeyInfo.
@@ -538,6 +542,25 @@ mod tests {
             (f.reason.as_str(), f.code.as_str()),
             ("BANK_VERIFICATION_FAILED", "PM02001")
         );
+        // A failure whose USDC came back: with its transaction, or without when the provider
+        // does not know it (it gave it back in an attempt cut short).
+        for tx in [Some("0xabc"), None] {
+            p.refund = Some(RefundWire {
+                transaction_hash: tx.map(str::to_string),
+                amount: AmountWire {
+                    amount: "9.95".into(),
+                    currency: "USD".into(),
+                },
+            });
+            let e = parse_notification(&payment_notification("cpn.payment.failed", "n-2", &p, at))
+                .unwrap();
+            assert_eq!(
+                e.returned,
+                Some(crate::webhook::Returned {
+                    transaction: tx.map(str::to_string)
+                })
+            );
+        }
         // Another kind of notification names its payment, or none.
         let other = |n: serde_json::Value| {
             serde_json::json!({"subscriptionId": "s", "notificationId": "n1",

@@ -7,7 +7,7 @@
 //! known; [`PayoutEngine::reconcile`] finishes what a crash or an outage left mid-way.
 
 use super::provider::{FundingWire, PayoutProvider, PayoutRequest, ProviderError};
-use super::webhook::{self, ProviderEvent};
+use super::webhook::ProviderEvent;
 use super::{Beneficiary, Currency, PayIdempotency, Payout, PayoutStatus};
 use crate::funding::{FundingError, PayoutFunding};
 use crate::store::{BeginPayout, EventOutcome, PayoutStore};
@@ -279,6 +279,7 @@ impl PayoutEngine {
             amount: super::money::usdc_string(need),
             nonce: crate::funding::funding_nonce(payout_id).to_string(),
             transaction: None,
+            returned: false,
             returned_transaction: None,
         }))
     }
@@ -297,8 +298,8 @@ impl PayoutEngine {
             return Err(PayoutError::Inconsistent);
         };
         match funding.fund(&payout.org_id, &payout.id, to, amount).await {
-            Ok(done) => {
-                let tx = done.transaction.map(|t| t.to_string());
+            Ok(sent) => {
+                let tx = sent.map(|t| t.to_string());
                 tracing::info!(payout = %payout.id, transaction = ?tx, "payout funded on chain");
                 // A funding an earlier attempt made has no transaction known here.
                 if let Some(f) = payout.funding.as_mut() {
@@ -482,7 +483,7 @@ impl PayoutEngine {
             }
         };
         for (cpn, key, raw) in orphans {
-            if let Ok(event) = webhook::parse_any(&raw) {
+            if let Ok(event) = crate::cpn::parse_any(&raw) {
                 if let Err(e) = self.apply_event(&event, &raw).await {
                     tracing::warn!(cpn = %cpn, error = %e, "kept event not applied");
                     continue;

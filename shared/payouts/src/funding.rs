@@ -30,15 +30,6 @@ pub fn funding_nonce(payout_id: &str) -> B256 {
     keccak256(format!("paygate/payout-funding/v1/{payout_id}"))
 }
 
-/// A funded payout: who paid, the nonce, and the transaction when this call sent it (a funding
-/// found already made by an earlier attempt has none).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Funded {
-    pub from: Address,
-    pub nonce: B256,
-    pub transaction: Option<B256>,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FundingError {
     /// Nothing moved and nothing will: e.g. the wallet cannot cover it.
@@ -60,14 +51,15 @@ pub trait PayoutFunding: Send + Sync + 'static {
     /// The wallet's USDC balance.
     async fn balance(&self, org_id: &str) -> Result<UsdcAmount, FundingError>;
     /// Moves `amount` from the organisation's payout wallet to `to` for payout `payout_id`,
-    /// once whatever the number of calls.
+    /// once whatever the number of calls: the transaction when this call sent it, `None` when an
+    /// earlier attempt did.
     async fn fund(
         &self,
         org_id: &str,
         payout_id: &str,
         to: Address,
         amount: UsdcAmount,
-    ) -> Result<Funded, FundingError>;
+    ) -> Result<Option<B256>, FundingError>;
 }
 
 /// Payout wallets derived from the master key, paid out through a facilitator, read through
@@ -168,16 +160,13 @@ impl PayoutFunding for ChainFunding {
         payout_id: &str,
         to: Address,
         amount: UsdcAmount,
-    ) -> Result<Funded, FundingError> {
+    ) -> Result<Option<B256>, FundingError> {
         let signer = self.signer(org_id);
-        let from = signer.address();
         let nonce = funding_nonce(payout_id);
-        if self.used(from, nonce).await? {
-            return Ok(Funded {
-                from,
-                nonce,
-                transaction: None,
-            });
+        // Asked first, not left to the facilitator's refusal of a used nonce: once funded, the
+        // wallet may no longer cover the amount, and the facilitator checks the balance too.
+        if self.used(signer.address(), nonce).await? {
+            return Ok(None);
         }
         let req = PaymentRequirements {
             network: self.network.clone(),
@@ -209,17 +198,9 @@ impl PayoutFunding for ChainFunding {
             })
             .await;
         match settled {
-            Ok(s) => Ok(Funded {
-                from,
-                nonce,
-                transaction: Some(s.transaction),
-            }),
-            // A concurrent or earlier attempt made it.
-            Err(FacilitatorError::Rejected(Rejection::NonceReplay)) => Ok(Funded {
-                from,
-                nonce,
-                transaction: None,
-            }),
+            Ok(s) => Ok(Some(s.transaction)),
+            // A concurrent attempt made it.
+            Err(FacilitatorError::Rejected(Rejection::NonceReplay)) => Ok(None),
             Err(FacilitatorError::Rejected(r)) => Err(FundingError::Refused(r.to_string())),
             Err(e) => Err(FundingError::Unavailable(e.to_string())),
         }

@@ -292,14 +292,17 @@ impl Payout {
             received_at: received_at.to_string(),
         });
         if next == PayoutStatus::Failed {
-            if let (Some(f), Some(tx)) = (self.funding.as_mut(), &event.returned) {
-                f.returned_transaction = Some(tx.clone());
+            if let (Some(f), Some(r)) = (self.funding.as_mut(), &event.returned) {
+                f.returned = true;
+                f.returned_transaction = r.transaction.clone();
             }
-            let returned = event
-                .returned
-                .as_ref()
-                .map(|tx| format!(" and was returned to the payout wallet ({tx})"))
-                .unwrap_or_default();
+            let returned = match &event.returned {
+                Some(r) => match &r.transaction {
+                    Some(tx) => format!(" and was returned to the payout wallet ({tx})"),
+                    None => " and was returned to the payout wallet".to_string(),
+                },
+                None => String::new(),
+            };
             match &event.failure {
                 Some(f) => {
                     let code = if f.code.is_empty() {

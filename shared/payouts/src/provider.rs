@@ -37,8 +37,10 @@ pub struct FundingWire {
     pub nonce: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<String>,
-    /// The provider's transaction giving the USDC back to the payout wallet, when the payout
-    /// failed after it was funded.
+    /// Whether the provider gave the USDC back to the payout wallet (the payout failed after it
+    /// was funded), and its transaction when known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub returned: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub returned_transaction: Option<String>,
 }

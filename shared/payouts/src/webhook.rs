@@ -218,8 +218,14 @@ pub struct ProviderEvent {
     pub currency: String,
     pub update_date: String,
     pub failure: Option<Failure>,
-    /// The provider's transaction returning a failed payout's USDC to the payout wallet.
-    pub returned: Option<String>,
+    /// The provider gave a failed payout's USDC back to the payout wallet.
+    pub returned: Option<Returned>,
+}
+
+/// USDC a provider gave back, and its transaction when the provider knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Returned {
+    pub transaction: Option<String>,
 }
 
 impl ProviderEvent {
@@ -308,16 +314,6 @@ pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, EventError> {
         failure: None,
         returned: None,
     })
-}
-
-/// Reads a verified event body of either form: a CPN notification ([`crate::cpn`]) or SPEC.md
-/// 6.2's payload.
-pub fn parse_any(body: &[u8]) -> Result<ProviderEvent, EventError> {
-    if crate::cpn::is_notification(body) {
-        crate::cpn::parse_notification(body)
-    } else {
-        parse_event(body)
-    }
 }
 
 /// Builds an event body (what the sandbox provider sends).
