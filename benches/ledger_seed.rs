@@ -143,6 +143,7 @@ async fn main() -> anyhow::Result<()> {
             created_at: rfc3339(at),
             used_by: None,
             funding_address: None,
+            encryption_key: None,
         };
         let payout = Payout {
             id: id_at("po", at, i),
@@ -164,6 +165,8 @@ async fn main() -> anyhow::Result<()> {
             cpn_payment_id: None,
             funding: None,
             events: Vec::new(),
+            encryption_key: None,
+            rfi: None,
             failure_code: None,
             failure_message: None,
             created_at: rfc3339(at),

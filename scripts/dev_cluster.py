@@ -5,7 +5,7 @@ A throwaway PostgreSQL cluster (Debian's package) under .run/cluster/pg, listeni
 socket only and started as the unprivileged `postgres` user when run as root; anvil with USDC and
 the echo upstream as in `make run`; three nodes on 127.0.0.1:8402, :8412 and :8422, each with its
 own relayer account (a relayer is one node's alone), sharing the database and the master key.
-Node 1 runs the built-in sandbox payout provider; the others reach it as an `http` provider, and
+Node 1 runs the built-in CPN provider simulator; the others reach it through the same CPN adapter, and
 its webhooks come back through node 1 into the shared database. Makes the development org `acme`,
 its route `/echo` and an ACTIVE BRL corridor, writes .run/cluster.json, and stops everything on
 Ctrl-C. Every run starts from an empty database.
@@ -100,8 +100,8 @@ def start_node(args, i, database_url):
     if i == 0:
         env["PAYGATE__PAYOUT__SANDBOX__LISTEN"] = SANDBOX_ADDR
     else:
-        env["PAYGATE__PAYOUT__PROVIDER"] = "http"
-        env["PAYGATE__PAYOUT__PROVIDER_URL"] = f"http://{SANDBOX_ADDR}"
+        # The same CPN adapter, pointed at node 1's simulator.
+        env["PAYGATE__PAYOUT__CPN__BASE_URL"] = f"http://{SANDBOX_ADDR}"
     log_path = os.path.join(CLUSTER, f"node{i + 1}.log")
     log = open(log_path, "a")
     proc = subprocess.Popen(
@@ -177,7 +177,7 @@ paygate cluster is running: three nodes on one PostgreSQL
   nodes            {'  '.join(bases)}   (logs: .run/cluster/node*.log)
   database         {database_url}
   local chain      {RPC_URL} (anvil, chain 84532, USDC at {USDC})
-  payout provider  http://{SANDBOX_ADDR} (built-in sandbox on node 1; BRL corridor {corridor} is ACTIVE)
+  payout provider  http://{SANDBOX_ADDR} (CPN simulator on node 1; BRL corridor {corridor} is ACTIVE)
   admin token      {ADMIN_TOKEN}
   dev org          acme   API key: {api_key}
   facts as JSON    .run/cluster.json

@@ -269,8 +269,10 @@ def gateway_env():
             "PAYGATE__UPSTREAM__ALLOW_PRIVATE_NETWORKS": '["127.0.0.0/8", "::1/128"]',
             # Development settles on the local chain only (no Base mainnet RPC needed).
             "PAYGATE__NETWORKS__BASE__RPC_URL": "",
-            # The sandbox provider signs its webhooks as Circle's Payments Network does (ECDSA,
-            # its key served by id), so development runs the CPN verification path.
+            # Payouts go through the Circle Payments Network adapter to the built-in provider
+            # simulator: CPN's quote and payment shapes, the beneficiary encrypted (JWE), RFIs,
+            # webhooks signed as CPN signs them (ECDSA, its key served by id).
+            "PAYGATE__PAYOUT__PROVIDER": "cpn",
             "PAYGATE__PAYOUT__SANDBOX__WEBHOOK_SIGNING": "circle",
             # Payouts move real (test) USDC: the organisation's payout wallet pays the sandbox
             # provider's address on the local chain, which the sandbox checks before it accepts.
@@ -373,7 +375,7 @@ paygate is running
                                                    view takes the admin token)
   local chain      {RPC_URL} (anvil, chain 84532, USDC at {USDC}; log: .run/anvil.log)
   echo upstream    {facts['echoUrl']}
-  payout provider  http://{SANDBOX_ADDR} (built-in sandbox; BRL corridor {corridor} is ACTIVE)
+  payout provider  http://{SANDBOX_ADDR} (CPN simulator; BRL corridor {corridor} is ACTIVE)
   admin token      {ADMIN_TOKEN}
   dev org          acme   API key: {api_key}
   facts as JSON    .run/dev.json
@@ -392,7 +394,8 @@ Try it:
   .venv/bin/python tests/interop/mcp_sse_client.py {BASE}/mcp/sse {api_key} --call echo --args '{{"query":{{"hi":"there"}}}}'
   # payout corridor: the payout wallet (test USDC in it), a quote of 100 USDC to BRL, then pay it
   # (the USDC moves on chain to the provider; its CPN-signed webhook settles it; beneficiary
-  # "Sandbox Fail" fails, "Sandbox Hold" goes through COMPLIANCE_HOLD)
+  # "Sandbox Fail" fails, "Sandbox Hold" goes through COMPLIANCE_HOLD, "Sandbox Rfi" waits in
+  # COMPLIANCE_HOLD for answers: the payout's page in the console, or POST .../rfi)
   curl -s {BASE}/api/payout-wallet -H 'Authorization: Bearer {api_key}'
   curl -s '{BASE}/corridors/{corridor}/quote?amount=100' -H 'Authorization: Bearer {api_key}'
   curl -s -X POST {BASE}/corridors/{corridor}/pay -H 'Authorization: Bearer {api_key}' \\

@@ -139,7 +139,7 @@ impl BackgroundService for Sandbox {
         let cfg = &self.config;
         let run = paygate_sandbox::serve(
             listener,
-            cfg.payout.sandbox.clone(),
+            cfg.payout.sandbox_settings(),
             cfg.storage.path.join("sandbox-provider"),
             format!("http://{}/webhooks/provider", cfg.server.local_addr()),
             self.secret.clone(),
@@ -456,13 +456,19 @@ type Payouts = (
 /// The payout provider's client, the webhook secrets and, for the built-in sandbox provider, its
 /// bound listener (the control plane runs it).
 fn build_payouts(cfg: &Config) -> anyhow::Result<Payouts> {
+    use paygate_payouts::cpn_client::CpnProvider;
     use paygate_payouts::provider::HttpProvider;
     let p = &cfg.payout;
     let timeout = std::time::Duration::from_secs(p.request_timeout_seconds.max(1));
     let mut secrets = std::env::var(&p.webhook_secrets_env)
         .map(|v| paygate_payouts::webhook::parse_secrets(&v))
         .unwrap_or_default();
-    if p.provider == "sandbox" {
+    let cpn_key = || {
+        std::env::var("PAYGATE_CPN_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty())
+    };
+    if p.builtin_sandbox() {
         let listener = std::net::TcpListener::bind(p.sandbox.listen)
             .with_context(|| format!("binding the sandbox provider on {}", p.sandbox.listen))?;
         let addr = listener.local_addr()?;
@@ -470,9 +476,18 @@ fn build_payouts(cfg: &Config) -> anyhow::Result<Payouts> {
             // Only this process signs and verifies: a random secret for its lifetime.
             secrets.push(hex_secret());
         }
-        let provider = HttpProvider::new(&format!("http://{addr}"), None, timeout);
-        tracing::info!(sandbox = %addr, "payout provider: built-in sandbox");
-        Ok((Arc::new(provider), secrets, Some(listener)))
+        let base = format!("http://{addr}");
+        let provider: Arc<dyn paygate_payouts::provider::PayoutProvider> = if p.provider == "cpn" {
+            tracing::info!(sandbox = %addr, "payout provider: built-in sandbox speaking CPN");
+            Arc::new(CpnProvider::new(&base, None, &p.cpn.blockchain, timeout))
+        } else {
+            tracing::info!(sandbox = %addr, "payout provider: built-in sandbox");
+            Arc::new(HttpProvider::new(&base, None, timeout))
+        };
+        Ok((provider, secrets, Some(listener)))
+    } else if p.provider == "cpn" {
+        let provider = CpnProvider::new(&p.cpn.base_url, cpn_key(), &p.cpn.blockchain, timeout);
+        Ok((Arc::new(provider), secrets, None))
     } else {
         let key = std::env::var(&p.provider_api_key_env)
             .ok()
@@ -498,7 +513,7 @@ fn notification_keys(
     let timeout = std::time::Duration::from_secs(p.request_timeout_seconds.max(1));
     let base = if !p.cpn.base_url.is_empty() {
         p.cpn.base_url.clone()
-    } else if p.sandbox.webhook_signing == "circle" {
+    } else if p.sandbox_settings().webhook_signing == "circle" {
         format!("http://{}", sandbox?)
     } else {
         return None;

@@ -29,7 +29,9 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
             "PAYGATE_MASTER_KEY".to_string(),
             "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff1".to_string(),
         ),
-        // Payouts funded on chain from the payout wallet, the sandbox paid at account 8.
+        // Payouts through the CPN adapter and its simulator (RFIs answered in the console),
+        // funded on chain from the payout wallet, the simulator paid at account 8.
+        ("PAYGATE__PAYOUT__PROVIDER".to_string(), "cpn".to_string()),
         (
             "PAYGATE__PAYOUT__FUNDING_NETWORK".to_string(),
             "base-sepolia".to_string(),

@@ -841,6 +841,7 @@ async fn cpn_signed_notifications_move_payouts_and_forgeries_are_refused() {
             failure_reason: Some("OTHER".into()),
             failure_code: Some("PM00001".into()),
             source_amount: None,
+            customer_ref_id: None,
             refund: None,
         },
         "2026-11-26T10:00:00Z",
@@ -1020,6 +1021,7 @@ async fn a_configured_cpn_provider_signs_notifications_paygate_checks_against_it
         failure_reason: None,
         failure_code: None,
         source_amount: None,
+        customer_ref_id: None,
         refund: None,
     };
     let at = "2026-11-26T10:00:00Z";

@@ -158,7 +158,7 @@ struct PayoutTally {
 /// payout per pay request, each with a reference paygate knows.
 #[tokio::test]
 async fn sigkill_at_random_points_of_payouts_pays_once() {
-    payout_trials(None).await;
+    payout_trials(None, &[]).await;
 }
 
 /// The same with payouts funded on chain from the organisation's payout wallet (the sandbox
@@ -168,11 +168,20 @@ async fn sigkill_at_random_points_of_payouts_pays_once() {
 #[tokio::test]
 async fn sigkill_at_random_points_of_funded_payouts_funds_once() {
     let chain = Chain::start();
-    payout_trials(Some(&chain)).await;
+    payout_trials(Some(&chain), &[]).await;
 }
 
-/// The payout crash trials, on `chain` with on-chain funding when given.
-async fn payout_trials(chain: Option<&Chain>) {
+/// The same through the CPN adapter against the provider simulator: quotes and payments in
+/// CPN's shapes, the beneficiary encrypted, the payment's `idempotencyKey` fixed by the payout.
+#[tokio::test]
+async fn sigkill_at_random_points_of_cpn_payouts_funds_once() {
+    let chain = Chain::start();
+    payout_trials(Some(&chain), &[("PAYGATE__PAYOUT__PROVIDER", "cpn")]).await;
+}
+
+/// The payout crash trials, on `chain` with on-chain funding when given, with `extra`
+/// environment.
+async fn payout_trials(chain: Option<&Chain>, extra: &[(&str, &str)]) {
     // The sandbox's funding address (account 8).
     let provider_address = address(8);
     let trials = trials();
@@ -200,6 +209,7 @@ async fn payout_trials(chain: Option<&Chain>) {
             "crash-test-webhook-secret".into(),
         ),
     ];
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     if let Some(chain) = chain {
         env.extend(chain.gateway_env());
         for (k, v) in [

@@ -18,8 +18,19 @@ fn provider_address() -> Address {
 }
 
 async fn setup() -> (Chain, Gateway, String) {
+    setup_with(&[]).await
+}
+
+/// The provider standing in for Circle Payments Network: paygate's CPN adapter against the
+/// built-in simulator (CPN's wire shapes, encrypted beneficiary data, RFIs).
+async fn setup_cpn() -> (Chain, Gateway, String) {
+    setup_with(&[("PAYGATE__PAYOUT__PROVIDER", "cpn")]).await
+}
+
+async fn setup_with(extra: &[(&str, &str)]) -> (Chain, Gateway, String) {
     let chain = Chain::start();
     let mut env = chain.gateway_env();
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
     env.push((
         "PAYGATE__PAYOUT__FUNDING_NETWORK".into(),
@@ -71,6 +82,31 @@ async fn payout(gw: &Gateway, key: &str, corridor: &str, id: &str) -> Value {
         .json()
         .await
         .unwrap()
+}
+
+/// Field `name` of each object of the array `v`.
+fn column<'a>(v: &'a Value, name: &str) -> Vec<&'a str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(|o| o[name].as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// Polls payout `id` until `done` holds for it (or 15 s pass); the last record.
+async fn payout_until(
+    gw: &Gateway,
+    key: &str,
+    corridor: &str,
+    id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let rec = payout(gw, key, corridor, id).await;
+        if done(&rec) || std::time::Instant::now() > deadline {
+            return rec;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 async fn quote(gw: &Gateway, key: &str, corridor: &str, amount: &str) -> Value {
@@ -178,14 +214,7 @@ async fn a_payout_moves_the_quoted_usdc_from_the_payout_wallet_once() {
     assert_eq!(r.status(), 202, "{}", gw.log());
     let accepted: Value = r.json().await.unwrap();
     let pid = accepted["paymentId"].as_str().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    let rec = loop {
-        let rec = payout(&gw, &key, &corridor, pid).await;
-        if rec["status"] == "FAILED" || std::time::Instant::now() > deadline {
-            break rec;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    let rec = payout_until(&gw, &key, &corridor, pid, |r| r["status"] == "FAILED").await;
     assert_eq!(rec["status"], "FAILED", "{rec}\n{}", gw.log());
     assert!(
         rec["funding"]["returnedTransaction"]
@@ -206,4 +235,167 @@ async fn a_payout_moves_the_quoted_usdc_from_the_payout_wallet_once() {
         15_050_000,
         "the USDC came back"
     );
+}
+
+/// A funded payout of `amount` through the CPN adapter: the wallet filled with `fill` USDC
+/// first; the accepted payout's id, the wallet and its address.
+async fn cpn_payout(
+    chain: &Chain,
+    gw: &Gateway,
+    key: &str,
+    corridor: &str,
+    name: &str,
+    idem: &str,
+) -> (String, Address, Value) {
+    let from = wallet(gw, key).await["address"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let wallet_addr: Address = from.parse().unwrap();
+    chain.send_usdc(1, wallet_addr, 10_000_000).await;
+    let q = quote(gw, key, corridor, "10").await;
+    let r = gw
+        .pay_corridor(key, corridor, idem, &pay_to(&q, &from, name))
+        .await;
+    assert_eq!(r.status(), 202, "{}", gw.log());
+    let accepted: Value = r.json().await.unwrap();
+    (
+        accepted["paymentId"].as_str().unwrap().to_string(),
+        wallet_addr,
+        q,
+    )
+}
+
+#[tokio::test]
+async fn through_cpn_a_payout_is_quoted_funded_once_and_completed() {
+    let (chain, gw, key) = setup_cpn().await;
+    let corridor = gw.active_corridor(&key, "BRL").await;
+    let provider_before = chain.balance(provider_address()).await;
+    let (pid, wallet_addr, q) = cpn_payout(&chain, &gw, &key, &corridor, "Ana Souza", "c-1").await;
+    // CPN quoted the USDC the provider receives (10 less the 0.50 % platform fee), its fee is
+    // the rail fee, and the payout wallet paid exactly that, once.
+    assert_eq!(
+        q["fees"]["railFee"], "0.300000",
+        "the simulator's BRL fee: {q}"
+    );
+    assert_eq!(chain.balance(wallet_addr).await, 10_000_000 - 9_950_000);
+    assert_eq!(
+        chain.balance(provider_address()).await,
+        provider_before + 9_950_000
+    );
+    let rec = payout_until(&gw, &key, &corridor, &pid, |r| r["status"] == "SETTLED").await;
+    assert_eq!(rec["status"], "SETTLED", "{rec}\n{}", gw.log());
+    let cpn_id = rec["cpnPaymentId"].as_str().unwrap();
+    assert!(paygate_payouts::cpn::is_uuid(cpn_id), "{rec}");
+    let events = column(&rec["events"], "eventType");
+    assert_eq!(
+        events,
+        ["cpn.payment.fiatPaymentInitiated", "cpn.payment.completed"],
+        "{rec}"
+    );
+    // The simulator holds the payment under paygate's payout id, completed, for what paygate
+    // computed the beneficiary receives.
+    let p = gw
+        .provider_json(&format!("/v1/cpn/payments/{cpn_id}"))
+        .await;
+    assert_eq!(p["data"]["status"], "COMPLETED", "{p}");
+    assert_eq!(p["data"]["customerRefId"], pid.as_str(), "{p}");
+    let held = gw.provider_payouts().await;
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        held[0]["destAmount"]
+            .as_str()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap(),
+        rec["destAmount"].as_str().unwrap().parse::<f64>().unwrap(),
+        "{held:?} {rec}"
+    );
+}
+
+#[tokio::test]
+async fn through_cpn_an_rfi_holds_the_payout_until_the_seller_answers() {
+    let (chain, gw, key) = setup_cpn().await;
+    let corridor = gw.active_corridor(&key, "BRL").await;
+    let (pid, _, _) = cpn_payout(&chain, &gw, &key, &corridor, "Sandbox Rfi", "c-rfi").await;
+    let rec = payout_until(&gw, &key, &corridor, &pid, |r| {
+        r["status"] == "COMPLIANCE_HOLD"
+    })
+    .await;
+    assert_eq!(rec["status"], "COMPLIANCE_HOLD", "{rec}\n{}", gw.log());
+    assert_eq!(rec["rfi"]["status"], "INFORMATION_REQUIRED", "{rec}");
+    let required = &rec["rfi"]["schema"]["required"];
+    assert_eq!(
+        required,
+        &json!(["ORIGINATOR_DATE_OF_FORMATION", "SOURCE_OF_FUNDS"]),
+        "{rec}"
+    );
+    let path = format!("/corridors/{corridor}/payments/{pid}/rfi");
+    let answer = |body: Value| gw.api(&key, Method::POST, &path, Some(body));
+
+    // Answers that do not meet the schema: every field named, nothing sent, nothing changed.
+    for (body, field) in [
+        (
+            json!({"answers": {"SOURCE_OF_FUNDS": "sales"}}),
+            "answers.ORIGINATOR_DATE_OF_FORMATION",
+        ),
+        (
+            json!({"answers": {"ORIGINATOR_DATE_OF_FORMATION": "31/01/2020", "SOURCE_OF_FUNDS": "sales"}}),
+            "answers.ORIGINATOR_DATE_OF_FORMATION",
+        ),
+        (
+            json!({"answers": {"ORIGINATOR_DATE_OF_FORMATION": "2020-01-31", "SOURCE_OF_FUNDS": "sales", "EXTRA": "x"}}),
+            "answers",
+        ),
+    ] {
+        let (status, code, e) = error_of(answer(body.clone()).await).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "VALIDATION_ERROR"),
+            "{body} {e}"
+        );
+        let fields = column(&e["details"], "field");
+        assert!(fields.iter().any(|f| f.starts_with(field)), "{body} {e}");
+    }
+    for body in [json!({"answers": "text"}), json!({"answer": {}}), json!([])] {
+        let (status, _, e) = error_of(answer(body.clone()).await).await;
+        assert_eq!(status, 400, "{body} {e}");
+    }
+    // Another organisation cannot see or answer it.
+    let (_, other) = gw.create_org("other", None).await;
+    let other_corridor = gw.active_corridor(&other, "BRL").await;
+    let r = gw
+        .api(
+            &other,
+            Method::POST,
+            &format!("/corridors/{other_corridor}/payments/{pid}/rfi"),
+            Some(json!({"answers": {}})),
+        )
+        .await;
+    assert_eq!(error_of(r).await.0, 404);
+    let rec = payout(&gw, &key, &corridor, &pid).await;
+    assert_eq!(rec["rfi"]["status"], "INFORMATION_REQUIRED", "{rec}");
+
+    // The answer: encrypted to the provider's key, taken, the RFI in review; the payout then
+    // moves on to SETTLED.
+    let good = json!({"answers": {"ORIGINATOR_DATE_OF_FORMATION": "2020-01-31", "SOURCE_OF_FUNDS": "API sales"}});
+    let r = answer(good.clone()).await;
+    assert_eq!(r.status(), 200, "{}", gw.log());
+    let taken: Value = r.json().await.unwrap();
+    assert_eq!(taken["rfi"]["status"], "IN_REVIEW", "{taken}");
+    assert!(taken["rfi"]["answeredAt"].is_string(), "{taken}");
+    let (status, code, _) = error_of(answer(good).await).await;
+    assert_eq!((status, code.as_str()), (409, "RFI_NOT_OPEN"));
+    let rec = payout_until(&gw, &key, &corridor, &pid, |r| r["status"] == "SETTLED").await;
+    assert_eq!(rec["status"], "SETTLED", "{rec}\n{}", gw.log());
+    assert_eq!(rec["rfi"]["status"], "APPROVED", "{rec}");
+    let events = column(&rec["events"], "eventType");
+    for e in [
+        "cpn.rfi.informationRequired",
+        "paygate.rfi.answered",
+        "cpn.rfi.approved",
+        "cpn.payment.completed",
+    ] {
+        assert!(events.contains(&e), "{e} in {events:?}");
+    }
 }

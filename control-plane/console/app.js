@@ -507,12 +507,40 @@ async function payoutDetail(cid, pid) {
       ...(p.funding ? [['Funded on chain', `${p.funding.amount} USDC to ${p.funding.to}${p.funding.transaction ? ` (${p.funding.transaction})` : ''}`]] : []),
       ...(p.funding && p.funding.returned ? [['USDC returned', p.funding.returnedTransaction || 'yes (transaction not known)']] : []),
       ...(p.failureCode ? [['Failure', `${p.failureCode}: ${p.failureMessage}`]] : [])]),
+    p.rfi ? rfiSection(cid, p) : null,
     el('h2', { text: 'Status timeline' }), el('ol', { class: 'timeline' }, steps),
     el('p', {}, el('a', { href: `#/corridors/${cid}`, text: 'Back to the corridor' })));
-  if (p.status === 'PENDING' || p.status === 'COMPLIANCE_HOLD') {
+  // Refreshed while it moves, except while the seller is answering a request for information.
+  const answering = p.rfi && p.rfi.status === 'INFORMATION_REQUIRED';
+  if ((p.status === 'PENDING' || p.status === 'COMPLIANCE_HOLD') && !answering) {
     const here = location.hash;
     poll = setTimeout(() => { if (location.hash === here) route(); }, 1000);
   }
+}
+
+// The provider's request for information: what it asks (its schema's fields), answered here;
+// the answer is checked by paygate against the schema and sent encrypted to the provider.
+function rfiSection(cid, p) {
+  const r = p.rfi;
+  const props = (r.schema && r.schema.properties) || {};
+  const required = new Set((r.schema && r.schema.required) || []);
+  const head = [el('h2', { text: 'Request for information' }),
+    facts([['Status', el('span', { id: 'rfi-status' }, badge(r.status))], ['Level', r.level], ['Answered', r.answeredAt]])];
+  if (r.status !== 'INFORMATION_REQUIRED') return el('section', { 'aria-label': 'Request for information' }, head);
+  return el('section', { 'aria-label': 'Request for information' }, head,
+    el('p', { text: 'The payout provider holds this payout until these questions are answered.' }),
+    form('stack', Object.entries(props).map(([name, spec]) =>
+      field(spec.description ? `${spec.description} (${name})` : name,
+        input(name, { required: required.has(name), maxlength: spec.maxLength }))), 'Send answer', async (d) => {
+      const answers = {};
+      for (const name of Object.keys(props)) {
+        const v = (d.get(name) || '').trim();
+        if (v) answers[name] = v;
+      }
+      await api('POST', `/corridors/${encodeURIComponent(cid)}/payments/${encodeURIComponent(p.paymentId)}/rfi`, { answers });
+      say('Answer sent to the payout provider.');
+      route();
+    }));
 }
 
 async function keys() {

@@ -20,6 +20,7 @@ use paygate_domain::{now_rfc3339, ErrorCode};
 use paygate_payouts::beneficiary::{self, BeneficiaryInput};
 use paygate_payouts::engine::{Accepted, PayoutOrder};
 use paygate_payouts::money::{parse_amount, AmountError, QuoteBreakdown};
+use paygate_payouts::rfi::RfiError;
 use paygate_payouts::store::EventOutcome;
 use paygate_payouts::views::{CorridorView, PayoutAccepted, PayoutView, QuoteView};
 use paygate_payouts::{cpn, webhook};
@@ -192,17 +193,29 @@ pub async fn quote(
     let amount = parse_amount(&amount).map_err(|e| amount_error("amount", &e))?;
     require_active(&c)?;
     let provider = state.payouts.provider()?;
-    let pq = provider.quote(c.dest_currency, amount).await.map_err(|e| {
-        tracing::warn!(corridor = %c.id, error = %e, "provider quote failed");
-        err(
-            ErrorCode::UpstreamError,
-            format!("the payout provider could not quote: {e}"),
-        )
-    })?;
     let bps = auth
         .org
         .platform_fee_bps
         .unwrap_or(state.config.payout.platform_fee_bps);
+    // The provider quotes the USDC it will receive: the amount less the platform fee.
+    let to_provider = paygate_x402::money::UsdcAmount(
+        amount
+            .0
+            .saturating_sub(paygate_payouts::money::platform_fee(amount, bps).0),
+    );
+    if to_provider.0 == 0 {
+        return Err(amount_error("amount", &AmountError::TooSmall));
+    }
+    let pq = provider
+        .quote(c.dest_currency, to_provider)
+        .await
+        .map_err(|e| {
+            tracing::warn!(corridor = %c.id, error = %e, "provider quote failed");
+            err(
+                ErrorCode::UpstreamError,
+                format!("the payout provider could not quote: {e}"),
+            )
+        })?;
     let breakdown = QuoteBreakdown::compute(amount, bps, pq.rail_fee, pq.fx_rate)
         .map_err(|e| amount_error("amount", &e))?;
     let ttl = i64::try_from(state.config.payout.quote_ttl_seconds).unwrap_or(i64::MAX);
@@ -220,6 +233,7 @@ pub async fn quote(
         created_at: now_rfc3339(),
         used_by: None,
         funding_address: pq.funding_address.map(|a| a.to_checksum(None)),
+        encryption_key: pq.encryption_key,
     };
     state.store.put_quote(&quote).await?;
     Ok(Json(QuoteView::from(&quote)).into_response())
@@ -328,6 +342,43 @@ pub async fn get_payment(
             ErrorCode::NotFound,
             "no payment with this id in this corridor",
         )),
+    }
+}
+
+/// `POST /corridors/{id}/payments/{paymentId}/rfi`'s body.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"answers": {"SOURCE_OF_FUNDS": "API sales", "ORIGINATOR_DOB": "1990-01-31"}}))]
+pub struct RfiAnswerRequest {
+    /// The fields the RFI's `schema` asks for; checked against it before anything is sent.
+    #[schema(value_type = Object)]
+    answers: serde_json::Map<String, serde_json::Value>,
+}
+
+impl RequestBody for RfiAnswerRequest {}
+
+/// `POST /corridors/{id}/payments/{paymentId}/rfi`: answers the payout's open request for
+/// information; the answer is encrypted to the provider's key and sent, and the RFI goes to
+/// review.
+#[utoipa::path(post, path = "/corridors/{id}/payments/{payment_id}/rfi", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), request_body = RfiAnswerRequest, responses((status = 200, description = "Answer sent: the payout, its RFI IN_REVIEW", body = PayoutView), (status = 400, description = "The answer does not meet the RFI's schema (every field in details); nothing sent", body = paygate_domain::ErrorBody), (status = 404, description = "No such payout in this corridor", body = paygate_domain::ErrorBody), (status = 409, description = "RFI_NOT_OPEN: no request for information waits for an answer", body = paygate_domain::ErrorBody), (status = 502, description = "The provider refused the answer or did not answer (send it again)", body = paygate_domain::ErrorBody)))]
+pub async fn answer_rfi(
+    State(state): State<AppState>,
+    auth: OrgAuth,
+    Path((id, payment_id)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let c = own_corridor(&state, &auth.org, &id).await?;
+    let b = crate::body::parse::<RfiAnswerRequest>(&body).map_err(corridor_error)?;
+    let answer = serde_json::Value::Object(b.answers);
+    match state
+        .payouts
+        .answer_rfi(&auth.org.id, &c.id, &payment_id, &answer)
+        .await
+    {
+        Ok(p) => Ok(Json(PayoutView::from(&p)).into_response()),
+        Err(RfiError::Store(e)) => Err(e.into()),
+        Err(RfiError::Invalid(problems)) => Err(ApiError::validation(problems)),
+        Err(e) => Err(err(e.code(), e.to_string())),
     }
 }
 

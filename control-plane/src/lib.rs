@@ -106,6 +106,10 @@ pub fn app(state: AppState) -> Router {
             "/corridors/{id}/payments/{payment_id}",
             get(corridors::get_payment),
         )
+        .route(
+            "/corridors/{id}/payments/{payment_id}/rfi",
+            post(corridors::answer_rfi),
+        )
         .route("/webhooks/provider", post(corridors::webhook))
         .route(
             "/admin/corridors/{id}/approve-kyc",

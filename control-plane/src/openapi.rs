@@ -64,6 +64,7 @@ use utoipa::{Modify, OpenApi};
         crate::corridors::quote,
         crate::corridors::pay,
         crate::corridors::get_payment,
+        crate::corridors::answer_rfi,
         crate::corridors::webhook,
         crate::corridors::approve_kyc,
         crate::mcp::sse::open_stream,

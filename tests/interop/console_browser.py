@@ -212,6 +212,33 @@ try:
     assert len(seen["timeline"]) >= 2, seen["timeline"]
     shot("payout")
 
+    # A payout the provider holds with a request for information: it waits in COMPLIANCE_HOLD
+    # with the questions until the seller answers them here; a wrong answer is refused with the
+    # field named; the right one moves the payout on to SETTLED.
+    go(f"#/corridors/{corridor}")
+    heading("Corridor to BRL")
+    fill("amount", "10")
+    submit("Get quote")
+    text_of("#dest-amount")
+    fill("name", "Sandbox Rfi")
+    fill("bankName", "Banco Teste")
+    fill("accountNumber", "0001-23456-7")
+    submit("Confirm payout of 10.000000 USDC")
+    heading("Payout")
+    WebDriverWait(d, 30).until(EC.text_to_be_present_in_element((By.ID, "rfi-status"), "INFORMATION_REQUIRED"))
+    assert "COMPLIANCE_HOLD" in text_of("#payout-status")
+    assert unlabelled() == [], unlabelled()
+    fill("ORIGINATOR_DATE_OF_FORMATION", "31/01/2020")
+    fill("SOURCE_OF_FUNDS", "API sales")
+    submit("Send answer")
+    refused = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".form-errors .error")))
+    assert "VALIDATION_ERROR" in refused.text and "ORIGINATOR_DATE_OF_FORMATION" in refused.text, refused.text
+    shot("payout-rfi")
+    fill("ORIGINATOR_DATE_OF_FORMATION", "2020-01-31")
+    submit("Send answer")
+    WebDriverWait(d, 30).until(EC.text_to_be_present_in_element((By.ID, "payout-status"), "SETTLED"))
+    assert "APPROVED" in text_of("#rfi-status")
+
     # A payment channel: a route offering batch-settlement, paid twice over one deposit.
     req = urllib.request.Request(f"{BASE}/api/routes", method="POST", data=json.dumps({
         "path": "/search", "priceUSD": "0.001", "targetUrl": f"{os.environ['UPSTREAM']}/search",

@@ -5,6 +5,9 @@ use super::*;
 
 /// The CPN notification of one scripted event.
 pub(super) fn notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8> {
+    if let Some(body) = rfi_notification(o, payout, at) {
+        return body;
+    }
     let (kind, status) = match o.event {
         EventType::PaymentCompleted => ("cpn.payment.completed", "COMPLETED"),
         EventType::PaymentFailed => ("cpn.payment.failed", "FAILED"),
@@ -19,6 +22,7 @@ pub(super) fn notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8>
         failure_reason: failed.then(|| "BANK_VERIFICATION_FAILED".into()),
         failure_code: failed.then(|| "PM02001".into()),
         source_amount: None,
+        customer_ref_id: None,
         refund: payout
             .funding
             .as_ref()
@@ -51,4 +55,25 @@ pub(super) async fn public_key(State(s): State<Shared>, Path(key_id): Path<Strin
         },
     })
     .into_response()
+}
+
+/// An RFI's notification (`rfi_*` scripted statuses), the RFI as it stands at that step.
+fn rfi_notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Option<Vec<u8>> {
+    let (kind, status) = match o.status.as_str() {
+        "rfi_required" => ("cpn.rfi.informationRequired", "INFORMATION_REQUIRED"),
+        "rfi_in_review" => ("cpn.rfi.inReview", "IN_REVIEW"),
+        "rfi_approved" => ("cpn.rfi.approved", "APPROVED"),
+        _ => return None,
+    };
+    let mut rfi = payout.rfi.clone()?;
+    rfi.status = status.into();
+    let w = cpn::NotificationWire {
+        subscription_id: "00000000-0000-4000-8000-000000000000".into(),
+        notification_id: o.notification_id.clone(),
+        notification_type: kind.into(),
+        notification: serde_json::to_value(&rfi).unwrap_or_default(),
+        timestamp: at.into(),
+        version: serde_json::Number::from(2),
+    };
+    Some(serde_json::to_vec(&w).unwrap_or_default())
 }

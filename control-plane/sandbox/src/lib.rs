@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod circle;
+mod cpn_api;
 mod onchain;
 pub use onchain::FundingChain;
 
@@ -53,6 +54,9 @@ struct SbQuote {
     rail_fee: String,
     expires_at_unix: i64,
     used_by: Option<String>,
+    /// The USDC a CPN-shaped quote is for (the sandbox's own API quotes no amount).
+    #[serde(default)]
+    source_amount: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +70,12 @@ struct SbPayout {
     /// How paygate funded it on chain, and the transaction that gave it back on failure.
     #[serde(default)]
     funding: Option<paygate_payouts::provider::FundingWire>,
+    /// Its request for information (`Sandbox Rfi` through the CPN API).
+    #[serde(default)]
+    rfi: Option<cpn::RfiWire>,
+    /// The `idempotencyKey` a CPN-shaped payment was created with.
+    #[serde(default)]
+    idempotency_key: Option<String>,
 }
 
 /// One webhook to deliver.
@@ -81,6 +91,19 @@ struct Outgoing {
     /// sent on cue), as CPN keeps it across retries.
     #[serde(default)]
     notification_id: String,
+}
+
+impl Outgoing {
+    /// An event about payout `reference`, not yet tried, with a notification id of its own.
+    fn first(reference: &str, event: EventType, status: &str) -> Self {
+        Self {
+            reference: reference.to_string(),
+            event,
+            status: status.into(),
+            attempts: 0,
+            notification_id: paygate_domain::ids::uuid_v4(),
+        }
+    }
 }
 
 struct Inner {
@@ -99,6 +122,8 @@ struct Inner {
     signer: Option<(String, p256::ecdsa::SigningKey)>,
     /// With a `funding_address`: the chain it checks each payout's funding on.
     chain: Option<FundingChain>,
+    /// The key pair (private JWK, public JWK) CPN-shaped payment data is encrypted to.
+    encryption: (String, String),
 }
 
 type Shared = Arc<Inner>;
@@ -138,6 +163,35 @@ impl Inner {
     }
 }
 
+/// A new quote in `currency` (not stored): the configured mid rate less the spread, the rail
+/// fee, the expiry; `None` for a currency without a rate.
+fn new_quote(s: &Inner, currency: Currency) -> Option<SbQuote> {
+    let code = currency.code();
+    let mid = s
+        .cfg
+        .rates
+        .get(code)
+        .and_then(|r| Decimal::from_str(r).ok())?;
+    let fee = s.cfg.rail_fees_usd.get(code)?;
+    let keep = Decimal::from(10_000u32.saturating_sub(s.cfg.spread_bps)) / Decimal::from(10_000);
+    Some(SbQuote {
+        id: format!("sbq_{}", uuid::Uuid::new_v4().simple()),
+        currency,
+        rate: (mid * keep).trunc_with_scale(6).normalize(),
+        rail_fee: parse_amount(fee)
+            .map(usdc_string)
+            .unwrap_or_else(|_| "0".into()),
+        expires_at_unix: paygate_domain::unix_now() as i64 + s.cfg.quote_ttl_seconds as i64,
+        used_by: None,
+        source_amount: None,
+    })
+}
+
+async fn store_quote(s: &Inner, q: &SbQuote) -> anyhow::Result<()> {
+    s.quotes.insert(q.id.as_bytes(), serde_json::to_vec(q)?)?;
+    Ok(s.flush().await?)
+}
+
 async fn create_quote(State(s): State<Shared>, body: Bytes) -> Response {
     let Ok(req) = serde_json::from_slice::<QuoteRequestWire>(&body) else {
         return err(StatusCode::BAD_REQUEST, "bad_request");
@@ -145,46 +199,18 @@ async fn create_quote(State(s): State<Shared>, body: Bytes) -> Response {
     if parse_amount(&req.source_amount).is_err() {
         return err(StatusCode::BAD_REQUEST, "invalid_amount");
     }
-    let code = req.dest_currency.code();
-    let (Some(mid), Some(fee)) = (
-        s.cfg
-            .rates
-            .get(code)
-            .and_then(|r| Decimal::from_str(r).ok()),
-        s.cfg.rail_fees_usd.get(code),
-    ) else {
+    let Some(q) = new_quote(&s, req.dest_currency) else {
         return err(StatusCode::UNPROCESSABLE_ENTITY, "unsupported_currency");
     };
-    let keep = Decimal::from(10_000u32.saturating_sub(s.cfg.spread_bps)) / Decimal::from(10_000);
-    let rate = (mid * keep).trunc_with_scale(6).normalize();
-    let rail_fee = parse_amount(fee)
-        .map(usdc_string)
-        .unwrap_or_else(|_| "0".into());
-    let expires = paygate_domain::unix_now() as i64 + s.cfg.quote_ttl_seconds as i64;
-    let q = SbQuote {
-        id: format!("sbq_{}", uuid::Uuid::new_v4().simple()),
-        currency: req.dest_currency,
-        rate,
-        rail_fee: rail_fee.clone(),
-        expires_at_unix: expires,
-        used_by: None,
-    };
-    let stored = (|| -> anyhow::Result<()> {
-        s.quotes.insert(q.id.as_bytes(), serde_json::to_vec(&q)?)?;
-        Ok(())
-    })();
-    if let Err(e) = stored {
-        return internal(e);
-    }
-    if let Err(e) = s.flush().await {
+    if let Err(e) = store_quote(&s, &q).await {
         return internal(e);
     }
     let wire = QuoteWire {
         id: q.id,
         dest_currency: q.currency,
-        rate: rate.to_string(),
-        rail_fee,
-        expires_at: time::OffsetDateTime::from_unix_timestamp(expires)
+        rate: q.rate.to_string(),
+        rail_fee: q.rail_fee,
+        expires_at: time::OffsetDateTime::from_unix_timestamp(q.expires_at_unix)
             .map(paygate_domain::rfc3339)
             .unwrap_or_default(),
         funding_address: (!s.cfg.funding_address.is_empty()).then(|| s.cfg.funding_address.clone()),
@@ -221,6 +247,9 @@ fn script(cfg: &SandboxConfig, name: &str) -> Vec<(u64, EventType, &'static str)
 fn scripted(first: u64, second: u64, name: &str) -> Vec<(u64, EventType, &'static str)> {
     match name.trim().to_ascii_lowercase().as_str() {
         "sandbox fail" => vec![(first, EventType::PaymentFailed, "failed")],
+        // Through the CPN API the hold is a request for information, and the rest waits for
+        // its answer (`cpn_api::submit_rfi`).
+        "sandbox rfi" => vec![(first, EventType::ComplianceHold, "rfi_required")],
         "sandbox hold" => vec![
             (first, EventType::ComplianceHold, "compliance_hold"),
             (second, EventType::PaymentCompleted, "complete"),
@@ -254,21 +283,13 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
         return err(StatusCode::BAD_REQUEST, "reference_mismatch");
     }
     let _one_at_a_time = s.create.lock().await;
-    match s.payouts.get(reference.as_bytes()) {
-        Ok(Some(existing)) => {
-            return match serde_json::from_slice::<SbPayout>(&existing) {
-                Ok(p) => (StatusCode::OK, Json(payout_wire(&p))).into_response(),
-                Err(e) => internal(e),
-            };
-        }
+    match stored::<SbPayout>(&s.payouts, &reference) {
+        Ok(Some(p)) => return (StatusCode::OK, Json(payout_wire(&p))).into_response(),
         Ok(None) => {}
         Err(e) => return internal(e),
     }
-    let quote = match s.quotes.get(req.quote_id.as_bytes()) {
-        Ok(Some(q)) => match serde_json::from_slice::<SbQuote>(&q) {
-            Ok(q) => q,
-            Err(e) => return internal(e),
-        },
+    let quote = match stored::<SbQuote>(&s.quotes, &req.quote_id) {
+        Ok(Some(q)) => q,
         Ok(None) => return err(StatusCode::NOT_FOUND, "quote_not_found"),
         Err(e) => return internal(e),
     };
@@ -281,7 +302,9 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
     let Ok(dest_amount) = Decimal::from_str_exact(&req.dest_amount) else {
         return err(StatusCode::BAD_REQUEST, "invalid_amount");
     };
-    if let Some(refused) = onchain::funding_refusal(&s, &req).await {
+    let funding =
+        onchain::funding_refusal(&s, &req.reference, &req.source_amount, req.funding.as_ref());
+    if let Some(refused) = funding.await {
         return refused;
     }
     if s.cfg.accept_delay_ms > 0 {
@@ -295,19 +318,36 @@ async fn create_payout(State(s): State<Shared>, headers: HeaderMap, body: Bytes)
         dest_amount,
         created_at: paygate_domain::now_rfc3339(),
         funding: req.funding.clone(),
+        rfi: None,
+        idempotency_key: None,
     };
-    let recorded = record_payout(&s, &payout, quote, &req.beneficiary.name);
-    if let Err(e) = recorded {
-        return internal(e);
+    if let Err(refused) = accept(&s, &payout, quote, &req.beneficiary.name).await {
+        return refused;
     }
-    if let Err(e) = s.flush().await {
-        return internal(e);
-    }
-    tracing::info!(payout = %payout.id, reference = %reference, "sandbox payout accepted");
+    (StatusCode::CREATED, Json(payout_wire(&payout))).into_response()
+}
+
+/// Records a checked payout durably (its quote used, its webhooks scheduled) and waits the
+/// configured answer delay: what both APIs do before answering.
+async fn accept(s: &Inner, payout: &SbPayout, quote: SbQuote, name: &str) -> Result<(), Response> {
+    record_payout(s, payout, quote, name).map_err(internal)?;
+    s.flush().await.map_err(internal)?;
+    tracing::info!(payout = %payout.id, reference = %payout.reference, "sandbox payout accepted");
     if s.cfg.answer_delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(s.cfg.answer_delay_ms)).await;
     }
-    (StatusCode::CREATED, Json(payout_wire(&payout))).into_response()
+    Ok(())
+}
+
+/// The record under `key` in `tree`.
+fn stored<T: serde::de::DeserializeOwned>(
+    tree: &sled::Tree,
+    key: &str,
+) -> anyhow::Result<Option<T>> {
+    match tree.get(key.as_bytes())? {
+        Some(v) => Ok(Some(serde_json::from_slice(&v)?)),
+        None => Ok(None),
+    }
 }
 
 /// Stores the payout, uses the quote and schedules its webhooks, in one transaction.
@@ -325,13 +365,7 @@ fn record_payout(s: &Inner, p: &SbPayout, mut quote: SbQuote, name: &str) -> any
         1
     };
     for (delay, event, status) in script(&s.cfg, name) {
-        let o = Outgoing {
-            reference: p.reference.clone(),
-            event,
-            status: status.into(),
-            attempts: 0,
-            notification_id: paygate_domain::ids::uuid_v4(),
-        };
+        let o = Outgoing::first(&p.reference, event, status);
         for _ in 0..copies {
             events.push((s.outbox_key(now + delay)?, serde_json::to_vec(&o)?));
         }
@@ -482,10 +516,17 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
     let sent = post.send().await;
     match sent {
         Ok(r) if r.status().is_success() => {
-            payout.status = o.status.clone();
-            if let Ok(b) = serde_json::to_vec(&payout) {
-                let _ = s.payouts.insert(payout.reference.as_bytes(), b);
-            }
+            // The stored copy, as it is now (an RFI answer may have changed it meanwhile).
+            let _ = s
+                .payouts
+                .update_and_fetch(payout.reference.as_bytes(), |old| {
+                    let old = old?;
+                    let Ok(mut p) = serde_json::from_slice::<SbPayout>(old) else {
+                        return Some(old.to_vec()); // Never dropped for a parse.
+                    };
+                    p.status = o.status.clone();
+                    Some(serde_json::to_vec(&p).unwrap_or_else(|_| old.to_vec()))
+                });
             tracing::info!(payout = %payout.id, event = o.event.as_str(), "sandbox webhook delivered");
             true
         }
@@ -516,7 +557,9 @@ pub async fn serve(
         .map_err(std::io::Error::other)?;
     let tree = |n: &str| db.open_tree(n).map_err(std::io::Error::other);
     let cfg_signing = cfg.webhook_signing.clone();
+    let encryption = cpn_api::encryption_key(&db)?;
     let inner = Arc::new(Inner {
+        encryption,
         quotes: tree("quotes")?,
         payouts: tree("payouts")?,
         outbox: tree("outbox")?,
@@ -551,6 +594,16 @@ pub async fn serve(
         .route(
             &format!("{}{{key_id}}", cpn::PUBLIC_KEY_PATH),
             get(circle::public_key),
+        )
+        .route(cpn::QUOTES_PATH, post(cpn_api::create_quote))
+        .route(cpn::PAYMENTS_PATH, post(cpn_api::create_payment))
+        .route(
+            &format!("{}/{{id}}", cpn::PAYMENTS_PATH),
+            get(cpn_api::get_payment),
+        )
+        .route(
+            &cpn::rfi_submit_path("{payment_id}", "{rfi_id}"),
+            post(cpn_api::submit_rfi),
         )
         .with_state(inner);
     listener.set_nonblocking(true)?;

@@ -15,16 +15,21 @@ pub struct FundingChain {
 /// With a funding address: the payout's funding must be the transfer of its source amount to
 /// that address under the nonce its reference fixes, and on chain; a funding not seen yet is
 /// `503` (paygate asks again), a wrong one `400`. `None`: funded, or no funding asked.
-pub(super) async fn funding_refusal(s: &Inner, req: &PayoutRequest) -> Option<Response> {
+pub(super) async fn funding_refusal(
+    s: &Inner,
+    reference: &str,
+    source_amount: &str,
+    funding: Option<&paygate_payouts::provider::FundingWire>,
+) -> Option<Response> {
     if s.cfg.funding_address.is_empty() {
         return None;
     }
-    let Some(f) = &req.funding else {
+    let Some(f) = funding else {
         return Some(err(StatusCode::BAD_REQUEST, "funding_required"));
     };
-    let nonce = paygate_payouts::funding::funding_nonce(&req.reference);
+    let nonce = paygate_payouts::funding::funding_nonce(reference);
     let right = f.to.eq_ignore_ascii_case(&s.cfg.funding_address)
-        && f.amount == req.source_amount
+        && f.amount == source_amount
         && f.nonce.eq_ignore_ascii_case(&nonce.to_string());
     let Ok(from) = f.from.parse::<alloy_primitives::Address>() else {
         return Some(err(StatusCode::BAD_REQUEST, "funding_mismatch"));

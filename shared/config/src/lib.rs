@@ -68,10 +68,14 @@ impl Config {
             return bad("payout.platform_fee_bps must be between 25 and 65".into());
         }
         match p.provider.as_str() {
-            "sandbox" => {}
+            "sandbox" | "cpn" => {}
             "http" if p.provider_url.starts_with("http") => {}
             "http" => return bad("payout.provider_url must be an http(s) URL".into()),
-            other => return bad(format!("payout.provider {other:?} is not sandbox or http")),
+            other => {
+                return bad(format!(
+                    "payout.provider {other:?} is not sandbox, http or cpn"
+                ))
+            }
         }
         if !matches!(p.sandbox.webhook_signing.as_str(), "hmac" | "circle") {
             return bad("payout.sandbox.webhook_signing must be hmac or circle".into());
@@ -92,6 +96,17 @@ impl Config {
         }
         if !p.cpn.base_url.is_empty() && !p.cpn.base_url.starts_with("http") {
             return bad("payout.cpn.base_url must be an http(s) URL".into());
+        }
+        let chain = &p.cpn.blockchain;
+        if chain.is_empty()
+            || chain.len() > 32
+            || !chain
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-')
+        {
+            return bad(
+                "payout.cpn.blockchain must be a CPN chain name such as ETH-SEPOLIA".into(),
+            );
         }
         for c in paygate_payouts::Currency::ALL {
             let rate = p.sandbox.rates.get(c.code()).map(|r| {
@@ -266,5 +281,24 @@ mod tests {
         std::fs::write(&f, "[server]\nlisen = \"127.0.0.1:9000\"\n").unwrap();
         assert!(Config::load(Some(&f)).is_err());
         assert!(Config::load(Some(&dir.path().join("nope.toml"))).is_err());
+    }
+
+    #[test]
+    fn the_cpn_provider_and_its_chain_name_are_checked() {
+        let mut c = Config::embedded();
+        c.payout.provider = "cpn".into();
+        c.validate().unwrap();
+        assert!(c.payout.builtin_sandbox(), "no base URL: the simulator");
+        assert_eq!(c.payout.sandbox_settings().webhook_signing, "circle");
+        c.payout.cpn.base_url = "https://api.circle.com".into();
+        assert!(!c.payout.builtin_sandbox());
+        for bad in ["", "eth sepolia", "ETH/SEPOLIA", &"X".repeat(33)] {
+            c.payout.cpn.blockchain = bad.to_string();
+            assert!(c.validate().is_err(), "{bad:?}");
+        }
+        c.payout.cpn.blockchain = "MATIC-AMOY".into();
+        c.validate().unwrap();
+        c.payout.provider = "circle".into();
+        assert!(c.validate().is_err());
     }
 }

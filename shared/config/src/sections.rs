@@ -212,8 +212,10 @@ impl Default for OrgsConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PayoutConfig {
-    /// `sandbox` (the built-in provider on its own loopback listener) or `http` (a provider at
-    /// `provider_url` speaking the same API).
+    /// `sandbox` (the built-in provider on its own loopback listener), `http` (a provider at
+    /// `provider_url` speaking the same API) or `cpn` (Circle Payments Network's OFI API at
+    /// `cpn.base_url`, its key from `PAYGATE_CPN_API_KEY`; with no `cpn.base_url`, the
+    /// built-in sandbox speaking CPN's API and signing as CPN does: the provider simulator).
     pub provider: String,
     /// Base URL of an `http` provider.
     pub provider_url: String,
@@ -241,14 +243,26 @@ pub struct PayoutConfig {
     pub funding_network: String,
 }
 
-/// Circle Payments Network: where its notification keys are read (webhooks signed with
-/// `X-Circle-Signature` / `X-Circle-Key-Id` are verified with them).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Circle Payments Network: its API (`payout.provider = "cpn"`) and where its notification keys
+/// are read (webhooks signed with `X-Circle-Signature` / `X-Circle-Key-Id` are verified with
+/// them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CpnConfig {
     /// The provider's API base URL, e.g. `https://api.circle.com`. Empty: ECDSA-signed webhooks
     /// are refused, unless the built-in sandbox signs that way (then its own listener).
     pub base_url: String,
+    /// CPN's name of the chain payouts are funded on (quotes and payments name it).
+    pub blockchain: String,
+}
+
+impl Default for CpnConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            blockchain: "ETH-SEPOLIA".into(),
+        }
+    }
 }
 
 impl Default for PayoutConfig {
@@ -267,6 +281,23 @@ impl Default for PayoutConfig {
             cpn: CpnConfig::default(),
             funding_network: String::new(),
         }
+    }
+}
+
+impl PayoutConfig {
+    /// Whether the built-in sandbox is the provider: `sandbox`, or `cpn` with no base URL (the
+    /// sandbox then stands in for CPN).
+    pub fn builtin_sandbox(&self) -> bool {
+        self.provider == "sandbox" || (self.provider == "cpn" && self.cpn.base_url.is_empty())
+    }
+
+    /// The sandbox's settings as it runs: standing in for CPN, it signs as CPN does.
+    pub fn sandbox_settings(&self) -> SandboxConfig {
+        let mut s = self.sandbox.clone();
+        if self.provider == "cpn" {
+            s.webhook_signing = "circle".into();
+        }
+        s
     }
 }
 

@@ -39,6 +39,8 @@ pub enum ErrorCode {
     CorridorNotActive,
     LastActiveKey,
     PaymentIdConflict,
+    /// A payout's request for information is not waiting for an answer.
+    RfiNotOpen,
     UpstreamError,
     StoreUnavailable,
     InternalError,
@@ -81,6 +83,7 @@ impl ErrorCode {
             Self::CorridorNotActive => "CORRIDOR_NOT_ACTIVE",
             Self::LastActiveKey => "LAST_ACTIVE_KEY",
             Self::PaymentIdConflict => "PAYMENT_ID_CONFLICT",
+            Self::RfiNotOpen => "RFI_NOT_OPEN",
             Self::UpstreamError => "UPSTREAM_ERROR",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
@@ -111,7 +114,8 @@ impl ErrorCode {
             | Self::CorridorNotActive
             | Self::LastActiveKey
             | Self::InsufficientFunds
-            | Self::PaymentIdConflict => 409,
+            | Self::PaymentIdConflict
+            | Self::RfiNotOpen => 409,
             Self::PayloadTooLarge => 413,
             Self::TooManyRequests => 429,
             Self::HeadersTooLarge => 431,

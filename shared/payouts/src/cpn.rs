@@ -65,6 +65,8 @@ pub struct PaymentWire {
     pub failure_code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_amount: Option<AmountWire>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub customer_ref_id: Option<String>,
     /// A failed payment's USDC sent back on chain (the simulator's shape: CPN's own is not in
     /// its public documentation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +87,173 @@ pub struct AmountWire {
     pub currency: String,
 }
 
+// ---- The OFI API: quotes, payments, requests for information ----
+//
+// Names from CPN's public OFI documentation: `POST /v1/cpn/quotes` (the answer's `data` lists
+// one or more quote options, best first), `POST /v1/cpn/payments` (from a quote, with the
+// beneficiary's account data and the travel-rule data each encrypted as a JWE to the quote's
+// `certificate.jwk`, ECDH-ES+A128KW / A128GCM, an `idempotencyKey` UUID in the body), its
+// `GET /v1/cpn/payments/{id}`, and `POST /v1/cpn/payments/{paymentId}/rfis/{rfiId}/submit`.
+// Not in the public documentation, so paygate's choices, each marked below: the field names in
+// the encrypted lists (`[{name, value}]`), the RFI answer's body, a quote's `fundingAddress`
+// and a payment's `funding` (paygate funds with its own EIP-3009 transfer, whose nonce it fixes:
+// CPN's own transaction endpoints, where CPN builds what is signed, are not used).
+
+/// Where quotes are asked for.
+pub const QUOTES_PATH: &str = "/v1/cpn/quotes";
+/// Where payments are created (and read, below it by id).
+pub const PAYMENTS_PATH: &str = "/v1/cpn/payments";
+
+/// Where the answer to RFI `rfi_id` of payment `payment_id` is sent.
+pub fn rfi_submit_path(payment_id: &str, rfi_id: &str) -> String {
+    format!("{PAYMENTS_PATH}/{payment_id}/rfis/{rfi_id}/submit")
+}
+
+/// The quote request (source-based: paygate knows the USDC it pays).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuoteRequestWire {
+    pub idempotency_key: String,
+    pub payment_method_type: String,
+    pub source_amount: AmountWire,
+    pub destination_amount: CurrencyWire,
+    pub destination_country: String,
+    pub blockchain: String,
+    pub sender_type: String,
+    pub recipient_type: String,
+    /// `VERSION_2`: the quote's fees include the gas, fixed in USDC.
+    pub transaction_version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CurrencyWire {
+    pub currency: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuotesAnswer {
+    pub data: Vec<QuoteWire>,
+}
+
+/// One quote option.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuoteWire {
+    pub id: String,
+    pub payment_method_type: String,
+    pub blockchain: String,
+    pub source_amount: AmountWire,
+    pub destination_amount: AmountWire,
+    pub exchange_rate: ExchangeRateWire,
+    pub fees: FeesWire,
+    #[serde(alias = "expireDate")]
+    pub quote_expire_date: String,
+    pub certificate: CertificateWire,
+    /// paygate's: where the USDC is sent on chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funding_address: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExchangeRateWire {
+    pub rate: String,
+    pub pair: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeesWire {
+    pub total_amount: AmountWire,
+    #[serde(default)]
+    pub breakdown: Vec<FeeWire>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FeeWire {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub amount: AmountWire,
+}
+
+/// The key payment data is encrypted to (the beneficiary's institution's).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub domain: String,
+    pub jwk: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_pem: Option<String>,
+}
+
+/// The payment request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentRequestWire {
+    pub idempotency_key: String,
+    pub quote_id: String,
+    /// paygate's payout id.
+    pub customer_ref_id: String,
+    pub sender_address: String,
+    pub blockchain: String,
+    /// JWE of a [`FieldWire`] list.
+    pub beneficiary_account_data: String,
+    /// JWE of a [`FieldWire`] list.
+    pub travel_rule_data: String,
+    pub reason_for_payment: String,
+    /// paygate's: the on-chain funding already made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funding: Option<crate::provider::FundingWire>,
+}
+
+/// One field of an encrypted list (paygate's names, see `cpn_client::beneficiary_fields`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldWire {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PaymentAnswer {
+    pub data: PaymentWire,
+}
+
+/// A request for information, as `cpn.rfi.*` notifications carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RfiWire {
+    pub id: String,
+    pub payment_id: String,
+    /// `INFORMATION_REQUIRED`, `IN_REVIEW`, `APPROVED` or `FAILED`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+    /// A JSON Schema of the answer (an object of fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_requirements: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_date: Option<String>,
+}
+
+/// paygate's: the RFI answer's body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RfiSubmitWire {
+    pub idempotency_key: String,
+    /// JWE of the answer object.
+    pub encrypted_data: String,
+}
+
+/// CPN's error body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorAnswer {
+    #[serde(default)]
+    pub code: serde_json::Value,
+    pub message: String,
+}
+
 /// `GET .../publicKey/{keyId}`'s answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PublicKeyAnswer {
@@ -100,12 +269,20 @@ pub struct PublicKeyWire {
     pub public_key: String,
 }
 
+/// The RFI notifications (their `notification` is the RFI).
+pub const RFI_TYPES: [&str; 4] = [
+    "cpn.rfi.informationRequired",
+    "cpn.rfi.inReview",
+    "cpn.rfi.approved",
+    "cpn.rfi.rejected",
+];
+
 /// What a notification type does to a payout.
 pub fn event_type(notification_type: &str) -> EventType {
     match notification_type {
         "cpn.payment.completed" => EventType::PaymentCompleted,
         "cpn.payment.failed" => EventType::PaymentFailed,
-        "cpn.payment.inManualReview" => EventType::ComplianceHold,
+        "cpn.payment.inManualReview" | "cpn.rfi.informationRequired" => EventType::ComplianceHold,
         _ => EventType::Progress,
     }
 }
@@ -139,6 +316,7 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
         .map_err(|_| EventError::UpdateDate)?;
     let kind = event_type(&w.notification_type);
     let mut returned = None;
+    let mut rfi = None;
     let (payment_id, status, failure, amount, currency) =
         if w.notification_type.starts_with("cpn.payment.") {
             let p: PaymentWire = serde_json::from_value(w.notification.clone())
@@ -179,6 +357,18 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
                 transaction: r.transaction_hash,
             });
             (p.id, p.status, failure, amount, currency)
+        } else if RFI_TYPES.contains(&w.notification_type.as_str()) {
+            let r: RfiWire = serde_json::from_value(w.notification.clone())
+                .map_err(|e| EventError::Json(format!("notification: {e}")))?;
+            text("notification.id", &r.id, 128)?;
+            text("notification.paymentId", &r.payment_id, 128)?;
+            text("notification.status", &r.status, 64)?;
+            if let Some(l) = &r.level {
+                text("notification.level", l, 64)?;
+            }
+            let (id, status) = (r.payment_id.clone(), r.status.clone());
+            rfi = Some(r);
+            (id, status, None, Decimal::ZERO, String::new())
         } else {
             let named = ["paymentId", "id"]
                 .iter()
@@ -205,6 +395,7 @@ pub fn parse_notification(body: &[u8]) -> Result<ProviderEvent, EventError> {
         update_date: w.timestamp,
         failure,
         returned,
+        rfi,
     })
 }
 
@@ -484,6 +675,7 @@ mod tests {
                 amount: "99.50".into(),
                 currency: "USD".into(),
             }),
+            customer_ref_id: None,
             refund: None,
         }
     }

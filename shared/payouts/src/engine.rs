@@ -143,7 +143,7 @@ impl Drop for Claim {
 /// The engine: built once, shared by the corridor handlers and the reconciliation loop.
 #[derive(Clone)]
 pub struct PayoutEngine {
-    store: Arc<dyn PayoutStore>,
+    pub(crate) store: Arc<dyn PayoutStore>,
     provider: Option<Arc<dyn PayoutProvider>>,
     claims: Arc<Claims>,
     /// Payout wallets and their on-chain funding (`None`: no USDC moves, as with a provider
@@ -228,6 +228,8 @@ impl PayoutEngine {
             status: PayoutStatus::Initiating,
             cpn_payment_id: None,
             events: Vec::new(),
+            encryption_key: quote.encryption_key,
+            rfi: None,
             failure_code: None,
             failure_message: None,
             created_at: now.clone(),
@@ -425,6 +427,8 @@ impl PayoutEngine {
             dest_amount: super::money::minor_string(b.dest_amount),
             beneficiary: payout.beneficiary.clone(),
             funding: payout.funding.clone(),
+            encryption_key: payout.encryption_key.clone(),
+            originator: payout.org_id.clone(),
         };
         match provider.create_payout(&req).await {
             Ok(pp) => {

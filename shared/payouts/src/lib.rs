@@ -15,10 +15,12 @@
 pub mod bank_ids;
 pub mod beneficiary;
 pub mod cpn;
+pub mod cpn_client;
 pub mod engine;
 pub mod funding;
 pub mod money;
 pub mod provider;
+pub mod rfi;
 pub mod store;
 pub mod views;
 pub mod webhook;
@@ -124,6 +126,10 @@ pub struct Quote {
     /// chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub funding_address: Option<String>,
+    /// The provider's key (a JWK) the payout's beneficiary data and RFI answers are encrypted
+    /// to, when its API asks for them encrypted (CPN).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption_key: Option<String>,
 }
 
 impl Quote {
@@ -264,6 +270,12 @@ pub struct Payout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub funding: Option<provider::FundingWire>,
     pub events: Vec<AppliedEvent>,
+    /// The quote's encryption key (see [`Quote::encryption_key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption_key: Option<String>,
+    /// The provider's latest request for information about this payout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rfi: Option<PayoutRfi>,
     /// Why a `FAILED` payout failed: a word (`PROVIDER_REJECTED`, or the provider's status
     /// word of its `payment_failed` event) and a sentence.
     #[serde(default)]
@@ -274,15 +286,97 @@ pub struct Payout {
     pub updated_at: String,
 }
 
+/// A request for information the provider holds a payout for: what it asks (a JSON Schema of
+/// the answer) and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PayoutRfi {
+    pub id: String,
+    /// `INFORMATION_REQUIRED` (answer it: `POST /corridors/{id}/payments/{paymentId}/rfi`),
+    /// `IN_REVIEW`, `APPROVED` or `FAILED`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+    /// The JSON Schema of the answer: an object of the fields asked for.
+    #[schema(value_type = Object)]
+    pub schema: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// When the seller's answer was accepted by the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<String>,
+}
+
+impl PayoutRfi {
+    /// How far along an RFI's status is: a notification never moves it back.
+    fn rank(status: &str) -> u8 {
+        match status {
+            "INFORMATION_REQUIRED" => 0,
+            "IN_REVIEW" => 1,
+            _ => 2,
+        }
+    }
+
+    /// Whether the seller can answer it now.
+    pub fn open(&self) -> bool {
+        self.status == "INFORMATION_REQUIRED"
+    }
+}
+
 impl Payout {
+    /// Takes the RFI an event states: a new RFI replaces the last, the same one only moves
+    /// forward. `true` if anything changed.
+    fn merge_rfi(&mut self, rfi: &cpn::RfiWire, received_at: &str) -> bool {
+        match &mut self.rfi {
+            Some(r) if r.id == rfi.id => {
+                if PayoutRfi::rank(&rfi.status) <= PayoutRfi::rank(&r.status) {
+                    return false;
+                }
+                if r.open() {
+                    r.answered_at = Some(received_at.to_string());
+                }
+                r.status = rfi.status.clone();
+                if let Some(schema) = &rfi.field_requirements {
+                    r.schema = schema.clone();
+                }
+                true
+            }
+            _ => {
+                self.rfi = Some(PayoutRfi {
+                    id: rfi.id.clone(),
+                    status: rfi.status.clone(),
+                    level: rfi.level.clone(),
+                    schema: rfi
+                        .field_requirements
+                        .clone()
+                        .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    expires_at: rfi.expire_date.clone(),
+                    answered_at: None,
+                });
+                true
+            }
+        }
+    }
+
     /// Applies a verified provider event: the next status (`None`: the event changes nothing,
     /// e.g. after a terminal status), the event kept in the timeline, and a failure's reason.
+    /// An RFI the event states is taken while the payout is not terminal, even when the status
+    /// stays (a second hold, a review moving on).
     pub fn apply_event(
         &mut self,
         event: &webhook::ProviderEvent,
         received_at: &str,
     ) -> Option<PayoutStatus> {
-        let next = self.status.after(event.event_type)?;
+        let next = self.status.after(event.event_type);
+        let rfi_changed = match &event.rfi {
+            Some(r) if !self.status.is_terminal() => self.merge_rfi(r, received_at),
+            _ => false,
+        };
+        let next = match next {
+            Some(n) => n,
+            None if rfi_changed => self.status,
+            None => return None,
+        };
         self.status = next;
         self.updated_at = received_at.to_string();
         self.events.push(AppliedEvent {

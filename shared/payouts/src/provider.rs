@@ -22,6 +22,49 @@ pub struct ProviderQuote {
     pub rail_fee: UsdcAmount,
     pub expires_at_unix: i64,
     pub funding_address: Option<alloy_primitives::Address>,
+    /// The key (a JWK, JSON) payment data is encrypted to, when the provider asks for it.
+    pub encryption_key: Option<String>,
+}
+
+/// A provider's quote that does not read: the provider failed (nothing to show a seller).
+pub(crate) fn bad_quote(what: &str) -> ProviderError {
+    ProviderError::Unavailable(format!("provider quote has a bad {what}"))
+}
+
+impl ProviderQuote {
+    /// A quote from a provider's words, each given with its field's name for the error: a
+    /// positive rate, a fee (zero allowed), an RFC 3339 expiry, an optional funding address.
+    pub(crate) fn read(
+        id: String,
+        rate: (&str, &str),
+        fee: (&str, &str),
+        expires: (&str, &str),
+        funding_address: Option<&str>,
+    ) -> Result<Self, ProviderError> {
+        let fx_rate = Decimal::from_str_exact(rate.1)
+            .ok()
+            .filter(|r| *r > Decimal::ZERO)
+            .ok_or_else(|| bad_quote(rate.0))?;
+        let rail_fee = match super::money::parse_amount(fee.1) {
+            Ok(f) => f,
+            Err(super::money::AmountError::NotPositive) => UsdcAmount(0),
+            Err(_) => return Err(bad_quote(fee.0)),
+        };
+        let expires_at =
+            time::OffsetDateTime::parse(expires.1, &time::format_description::well_known::Rfc3339)
+                .map_err(|_| bad_quote(expires.0))?;
+        let funding_address = funding_address
+            .map(|a| a.parse().map_err(|_| bad_quote("fundingAddress")))
+            .transpose()?;
+        Ok(Self {
+            id,
+            fx_rate,
+            rail_fee,
+            expires_at_unix: expires_at.unix_timestamp(),
+            funding_address,
+            encryption_key: None,
+        })
+    }
 }
 
 /// The on-chain funding of a payout, as recorded and as the provider is told: the payout
@@ -61,6 +104,12 @@ pub struct PayoutRequest {
     /// The on-chain funding already made, when the quote named a funding address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub funding: Option<FundingWire>,
+    /// The quote's encryption key (a provider that wants the beneficiary encrypted).
+    #[serde(skip)]
+    pub encryption_key: Option<String>,
+    /// Who pays (the travel rule's originator): the organisation's id.
+    #[serde(skip)]
+    pub originator: String,
 }
 
 /// A payout as the provider knows it.
@@ -92,6 +141,23 @@ pub trait PayoutProvider: Send + Sync + 'static {
     ) -> Result<ProviderQuote, ProviderError>;
     /// Creates the payout, or returns the one already created for `req.reference`.
     async fn create_payout(&self, req: &PayoutRequest) -> Result<ProviderPayout, ProviderError>;
+    /// Sends the answer to a request for information (idempotent on the RFI: a repeat is
+    /// answered as the first). A provider without RFIs refuses.
+    async fn submit_rfi(&self, rfi: &RfiAnswer<'_>) -> Result<(), ProviderError> {
+        let _ = rfi;
+        Err(ProviderError::Rejected(
+            "this payout provider takes no answers to requests for information".into(),
+        ))
+    }
+}
+
+/// An answer to a request for information.
+pub struct RfiAnswer<'a> {
+    pub payment_id: &'a str,
+    pub rfi_id: &'a str,
+    /// The quote's encryption key.
+    pub encryption_key: Option<&'a str>,
+    pub answer: &'a serde_json::Value,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -128,15 +194,20 @@ pub fn client(timeout: Duration) -> reqwest::Client {
         .unwrap_or_default()
 }
 
-/// The HTTP client of a provider (the sandbox, or a real one speaking the same API).
-pub struct HttpProvider {
+/// A provider's words, as shown to a seller: at most 200 characters, no control characters.
+fn clip(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(200).collect()
+}
+
+/// A provider's HTTP API: its base URL and bearer key, bounded in time.
+pub(crate) struct Api {
     base: String,
     api_key: Option<String>,
     http: reqwest::Client,
 }
 
-impl HttpProvider {
-    pub fn new(base: &str, api_key: Option<String>, timeout: Duration) -> Self {
+impl Api {
+    pub(crate) fn new(base: &str, api_key: Option<String>, timeout: Duration) -> Self {
         Self {
             base: base.trim_end_matches('/').to_string(),
             api_key,
@@ -144,11 +215,21 @@ impl HttpProvider {
         }
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let rb = self.http.request(method, format!("{}{path}", self.base));
         match &self.api_key {
             Some(k) => rb.bearer_auth(k),
             None => rb,
+        }
+    }
+
+    /// Sends `rb`; a `2xx` answer's body, else the failure its status and body say.
+    pub(crate) async fn call(rb: reqwest::RequestBuilder) -> Result<Vec<u8>, ProviderError> {
+        let (status, body) = Self::send(rb).await?;
+        if (200..300).contains(&status) {
+            Ok(body)
+        } else {
+            Err(Self::failure(status, &body))
         }
     }
 
@@ -168,6 +249,8 @@ impl HttpProvider {
     fn failure(status: u16, body: &[u8]) -> ProviderError {
         let reason = serde_json::from_slice::<ErrorWire>(body)
             .map(|e| e.error)
+            .or_else(|_| serde_json::from_slice::<crate::cpn::ErrorAnswer>(body).map(|e| e.message))
+            .map(|r| clip(&r))
             .unwrap_or_else(|_| format!("HTTP {status}"));
         if (400..500).contains(&status) && status != 408 && status != 429 {
             ProviderError::Rejected(reason)
@@ -176,9 +259,22 @@ impl HttpProvider {
         }
     }
 
-    fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ProviderError> {
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ProviderError> {
         serde_json::from_slice(body)
             .map_err(|e| ProviderError::Unavailable(format!("unreadable provider answer: {e}")))
+    }
+}
+
+/// The HTTP client of a provider (the sandbox, or a real one speaking the same API).
+pub struct HttpProvider {
+    api: Api,
+}
+
+impl HttpProvider {
+    pub fn new(base: &str, api_key: Option<String>, timeout: Duration) -> Self {
+        Self {
+            api: Api::new(base, api_key, timeout),
+        }
     }
 }
 
@@ -193,56 +289,32 @@ impl PayoutProvider for HttpProvider {
             dest_currency: currency,
             source_amount: super::money::usdc_string(amount),
         };
-        let (status, body) =
-            Self::send(self.request(reqwest::Method::POST, "/v1/quotes").json(&req)).await?;
-        if !(200..300).contains(&status) {
-            return Err(Self::failure(status, &body));
-        }
-        let q: QuoteWire = Self::parse(&body)?;
-        let bad =
-            |what: &str| ProviderError::Unavailable(format!("provider quote has a bad {what}"));
-        let fx_rate = Decimal::from_str_exact(&q.rate)
-            .ok()
-            .filter(|r| *r > Decimal::ZERO)
-            .ok_or_else(|| bad("rate"))?;
-        let rail_fee = super::money::parse_amount(&q.rail_fee)
-            .or_else(|e| match e {
-                super::money::AmountError::NotPositive => Ok(UsdcAmount(0)),
-                other => Err(other),
-            })
-            .map_err(|_| bad("railFee"))?;
-        let expires = time::OffsetDateTime::parse(
-            &q.expires_at,
-            &time::format_description::well_known::Rfc3339,
+        let body = Api::call(
+            self.api
+                .request(reqwest::Method::POST, "/v1/quotes")
+                .json(&req),
         )
-        .map_err(|_| bad("expiresAt"))?;
+        .await?;
+        let q: QuoteWire = Api::parse(&body)?;
         if q.dest_currency != currency {
-            return Err(bad("currency"));
+            return Err(bad_quote("currency"));
         }
-        let funding_address = q
-            .funding_address
-            .as_deref()
-            .map(|a| a.parse().map_err(|_| bad("fundingAddress")))
-            .transpose()?;
-        Ok(ProviderQuote {
-            id: q.id,
-            fx_rate,
-            rail_fee,
-            expires_at_unix: expires.unix_timestamp(),
-            funding_address,
-        })
+        ProviderQuote::read(
+            q.id,
+            ("rate", &q.rate),
+            ("railFee", &q.rail_fee),
+            ("expiresAt", &q.expires_at),
+            q.funding_address.as_deref(),
+        )
     }
 
     async fn create_payout(&self, req: &PayoutRequest) -> Result<ProviderPayout, ProviderError> {
         let rb = self
+            .api
             .request(reqwest::Method::POST, "/v1/payouts")
             .header("Idempotency-Key", &req.reference)
             .json(req);
-        let (status, body) = Self::send(rb).await?;
-        if !(200..300).contains(&status) {
-            return Err(Self::failure(status, &body));
-        }
-        let p: ProviderPayout = Self::parse(&body)?;
+        let p: ProviderPayout = Api::parse(&Api::call(rb).await?)?;
         if p.reference != req.reference || p.id.is_empty() {
             return Err(ProviderError::Unavailable(
                 "provider answered for another payout".into(),

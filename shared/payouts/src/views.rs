@@ -199,6 +199,9 @@ pub struct PayoutView {
     /// The same in a sentence; null unless `FAILED`.
     #[schema(required)]
     failure_message: Option<String>,
+    /// The provider's latest request for information about this payout, if it made one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rfi: Option<super::PayoutRfi>,
     created_at: String,
     updated_at: String,
 }
@@ -236,6 +239,7 @@ impl From<&Payout> for PayoutView {
             events: p.events.clone(),
             failure_code: p.failure_code.clone(),
             failure_message: p.failure_message.clone(),
+            rfi: p.rfi.clone(),
             created_at: p.created_at.clone(),
             updated_at: p.updated_at.clone(),
         }

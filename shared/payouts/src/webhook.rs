@@ -220,6 +220,8 @@ pub struct ProviderEvent {
     pub failure: Option<Failure>,
     /// The provider gave a failed payout's USDC back to the payout wallet.
     pub returned: Option<Returned>,
+    /// A request for information (CPN's `cpn.rfi.*`), as the provider states it now.
+    pub rfi: Option<crate::cpn::RfiWire>,
 }
 
 /// USDC a provider gave back, and its transaction when the provider knows it.
@@ -313,6 +315,7 @@ pub fn parse_event(body: &[u8]) -> Result<ProviderEvent, EventError> {
         update_date: w.payment.update_date,
         failure: None,
         returned: None,
+        rfi: None,
     })
 }
 

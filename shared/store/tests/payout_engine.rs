@@ -145,6 +145,7 @@ impl Fixture {
             created_at: paygate_domain::now_rfc3339(),
             used_by: None,
             funding_address: None,
+            encryption_key: None,
         };
         self.store.put_quote(&quote).await.unwrap();
         quote
@@ -184,6 +185,8 @@ impl Fixture {
             cpn_payment_id: None,
             funding: None,
             events: Vec::new(),
+            encryption_key: None,
+            rfi: None,
             failure_code: None,
             failure_message: None,
             created_at: paygate_domain::now_rfc3339(),
@@ -455,6 +458,104 @@ async fn an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known
     );
 }
 
+/// A `cpn.rfi.*` notification about RFI `rfi` of payment `cpn`.
+fn rfi_note(kind: &str, status: &str, rfi: &str, cpn: &str) -> Vec<u8> {
+    serde_json::json!({
+        "subscriptionId": "s", "notificationId": format!("{kind}-{rfi}"),
+        "notificationType": kind, "timestamp": "2026-11-26T00:00:00Z", "version": 2,
+        "notification": {"id": rfi, "paymentId": cpn, "status": status, "level": "LEVEL_1",
+            "fieldRequirements": {"type": "object", "required": ["SOURCE_OF_FUNDS"],
+                "properties": {"SOURCE_OF_FUNDS": {"type": "string"}}}}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+async fn rfi_notifications_move_an_rfi_forward_only(kind: Kind) {
+    let f = Fixture::new(kind, ok()).await;
+    let new = f.request("k1", "fp").await;
+    let id = new.payout.id.clone();
+    f.engine.start(new).await.unwrap();
+    let apply = |raw: Vec<u8>| {
+        let engine = f.engine.clone();
+        async move {
+            let event = paygate_payouts::cpn::parse_notification(&raw).unwrap();
+            engine.apply_event(&event, &raw).await.unwrap()
+        }
+    };
+    let rfi = |f: &Fixture| {
+        let store = f.store.clone();
+        let id = id.clone();
+        async move { store.get_payout(&id).await.unwrap().unwrap().rfi.unwrap() }
+    };
+    let answer = |org: &'static str, v: serde_json::Value| {
+        let (engine, id) = (f.engine.clone(), id.clone());
+        async move { engine.answer_rfi(org, "cor_1", &id, &v).await }
+    };
+    apply(rfi_note(
+        "cpn.rfi.informationRequired",
+        "INFORMATION_REQUIRED",
+        "r1",
+        "cpn_0",
+    ))
+    .await;
+    assert_eq!(f.status(&id).await, PayoutStatus::ComplianceHold);
+    assert_eq!(rfi(&f).await.status, "INFORMATION_REQUIRED");
+    assert!(rfi(&f).await.open());
+    // The seller's answer needs a provider that takes one: this one does not; a bad answer is
+    // named before any provider is asked; nothing changes either way.
+    let bad = answer("org_1", serde_json::json!({"OTHER": 1})).await;
+    assert!(
+        matches!(bad, Err(paygate_payouts::rfi::RfiError::Invalid(ref p)) if p.iter().any(|p| p.field == "answers.SOURCE_OF_FUNDS")),
+        "{bad:?}"
+    );
+    let refused = answer("org_1", serde_json::json!({"SOURCE_OF_FUNDS": "sales"})).await;
+    assert!(
+        matches!(refused, Err(paygate_payouts::rfi::RfiError::Refused(_))),
+        "{refused:?}"
+    );
+    let elsewhere = answer("org_2", serde_json::json!({"SOURCE_OF_FUNDS": "sales"})).await;
+    assert!(matches!(
+        elsewhere,
+        Err(paygate_payouts::rfi::RfiError::NotFound)
+    ));
+    assert!(rfi(&f).await.open());
+    // Approval arriving before the review: taken; the late review is kept in the timeline and
+    // moves the RFI back to nothing.
+    apply(rfi_note("cpn.rfi.approved", "APPROVED", "r1", "cpn_0")).await;
+    assert_eq!(rfi(&f).await.status, "APPROVED");
+    assert!(rfi(&f).await.answered_at.is_some());
+    apply(rfi_note("cpn.rfi.inReview", "IN_REVIEW", "r1", "cpn_0")).await;
+    assert_eq!(rfi(&f).await.status, "APPROVED");
+    let closed = answer("org_1", serde_json::json!({"SOURCE_OF_FUNDS": "sales"})).await;
+    assert!(matches!(
+        closed,
+        Err(paygate_payouts::rfi::RfiError::NotOpen)
+    ));
+    // A second RFI replaces the first; the payment completing settles the payout, and an RFI
+    // after that changes nothing.
+    apply(rfi_note(
+        "cpn.rfi.informationRequired",
+        "INFORMATION_REQUIRED",
+        "r2",
+        "cpn_0",
+    ))
+    .await;
+    assert_eq!(rfi(&f).await.id, "r2");
+    assert_eq!(f.status(&id).await, PayoutStatus::ComplianceHold);
+    let raw = completed("cpn_0");
+    f.engine
+        .apply_event(&webhook::parse_event(&raw).unwrap(), &raw)
+        .await
+        .unwrap();
+    assert_eq!(f.status(&id).await, PayoutStatus::Settled);
+    assert!(matches!(
+        apply(rfi_note("cpn.rfi.approved", "APPROVED", "r2", "cpn_0")).await,
+        EventOutcome::Ignored(PayoutStatus::Settled)
+    ));
+    assert_eq!(rfi(&f).await.status, "INFORMATION_REQUIRED");
+}
+
 async fn without_a_provider_nothing_is_reserved_or_driven(kind: Kind) {
     let f = Fixture::new(kind, ok()).await;
     let engine = PayoutEngine::new(f.store.clone(), None);
@@ -524,5 +625,6 @@ on_both_stores!(
     a_refused_payout_fails_and_frees_its_key,
     an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known,
     without_a_provider_nothing_is_reserved_or_driven,
+    rfi_notifications_move_an_rfi_forward_only,
     a_corridors_payouts_are_listed_newest_first_page_by_page,
 );
