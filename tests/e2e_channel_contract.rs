@@ -143,8 +143,6 @@ async fn digests_agree_with_the_contract_and_the_official_client() {
     );
 
     // The official client computes the same channel id and signs the same voucher.
-    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES")
-        .expect("PAYGATE_TEST_NODE_MODULES must name the test node_modules (run via `make test`)");
     let input = serde_json::json!({
         "config": {
             "payer": c.payer.to_checksum(None),
@@ -161,21 +159,7 @@ async fn digests_agree_with_the_contract_and_the_official_client() {
         "deposit": "500000",
         "asset": {"name": "USDC", "version": "2"},
     });
-    let out = std::process::Command::new("node")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/interop/x402_channel_facts.cjs"
-        ))
-        .arg(input.to_string())
-        .env("NODE_PATH", modules)
-        .output()
-        .expect("run node");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let facts: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let facts = common::node_json("x402_channel_facts.cjs", &input);
     assert_eq!(facts["channelId"], format!("{id:#x}"));
     let sig = facts["voucher"]["signature"].as_str().unwrap();
     let sig = alloy_primitives::hex::decode(sig).unwrap();

@@ -701,6 +701,29 @@ pub async fn run_client(mut cmd: tokio::process::Command) -> Value {
 }
 
 /// The JSON inside a base64 header value (a receipt, a challenge).
+/// Runs the Node script `tests/interop/{script}` with `input` (JSON) as its argument, the test
+/// tools' node_modules on its path; its stdout as JSON (a failure shows its stderr).
+#[allow(dead_code)] // not every test binary runs a script
+pub fn node_json(script: &str, input: &Value) -> Value {
+    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES")
+        .expect("PAYGATE_TEST_NODE_MODULES must name the test node_modules (run via `make test`)");
+    let out = std::process::Command::new("node")
+        .arg(format!(
+            "{}/tests/interop/{script}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .arg(input.to_string())
+        .env("NODE_PATH", modules)
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the script's JSON")
+}
+
 pub fn b64_json(value: &str) -> Value {
     use base64::Engine;
     let raw = base64::engine::general_purpose::STANDARD

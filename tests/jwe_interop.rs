@@ -2,12 +2,12 @@
 //! an independent implementation, npm `jose` (the test's node_modules, `make test`): each opens
 //! what the other sealed, with the algorithms CPN names.
 
+mod common;
+
 use paygate_payouts::cpn_client::{decrypt, encrypt, new_key_pair};
 
 #[test]
 fn npm_jose_opens_paygates_jwe_and_paygate_opens_its() {
-    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES")
-        .expect("PAYGATE_TEST_NODE_MODULES must name the test node_modules (run via `make test`)");
     let (pem, jwk) = new_key_pair("6f2c1f1e-1b7a-4c53-9d43-0d6f3b8b2a10").unwrap();
     let beneficiary = r#"[{"name":"RECIPIENT_LEGAL_NAME","value":"Ana Souza"}]"#;
     let jwe = encrypt(&jwk, beneficiary.as_bytes()).unwrap();
@@ -17,21 +17,7 @@ fn npm_jose_opens_paygates_jwe_and_paygate_opens_its() {
         "jwe": jwe,
         "payload": "{\"SOURCE_OF_FUNDS\":\"API sales\"}",
     });
-    let out = std::process::Command::new("node")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/interop/jose_jwe.cjs"
-        ))
-        .arg(input.to_string())
-        .env("NODE_PATH", modules)
-        .output()
-        .expect("run node");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::node_json("jose_jwe.cjs", &input);
     assert_eq!(v["opened"]["plaintext"], beneficiary);
     assert_eq!(v["opened"]["header"]["alg"], "ECDH-ES+A128KW");
     assert_eq!(v["opened"]["header"]["enc"], "A128GCM");
