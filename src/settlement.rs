@@ -5,6 +5,7 @@
 use paygate_config::{Config, FacilitatorKind};
 use paygate_store::Store;
 use paygate_x402::facilitator::embedded::EmbeddedFacilitator;
+use paygate_x402::facilitator::failover::{Failover, Routed};
 use paygate_x402::facilitator::remote::RemoteFacilitator;
 use paygate_x402::facilitator::Facilitator;
 use paygate_x402::network::Networks;
@@ -20,8 +21,55 @@ pub(crate) type Settling = (
 );
 
 /// The configured facilitator, or `None` (paid requests then answer 503) when the embedded one
-/// has no relayer key in the environment; with the embedded one, its relayer's address.
+/// has no relayer key in the environment; with the embedded one, its relayer's address. A
+/// network that lists facilitators (`[[networks.<name>.facilitators]]`) has its payments sent to
+/// those, in order, failing over (`paygate_x402::facilitator::failover`); the others keep
+/// `[facilitator]`.
 pub(crate) fn build_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<Settling> {
+    let (base, relayer, chain) = deployment_facilitator(cfg, networks)?;
+    let listed: Vec<_> = networks
+        .all()
+        .filter(|n| !n.config.facilitators.is_empty())
+        .collect();
+    if listed.is_empty() {
+        return Ok((base, relayer, chain));
+    }
+    // "embedded" is this deployment's own, when it is the embedded one with its relayer.
+    let embedded = chain.as_ref().and(base.clone());
+    let timeout = Duration::from_secs(cfg.facilitator.request_timeout_seconds);
+    let mut by_network = Vec::new();
+    for n in listed {
+        let mut members: Vec<(Arc<dyn Facilitator>, String)> = Vec::new();
+        for e in &n.config.facilitators {
+            let url = e.url.trim();
+            let f: Arc<dyn Facilitator> = if url == "embedded" {
+                embedded.clone().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "networks.{}.facilitators lists \"embedded\": it needs facilitator.kind = \"embedded\" and a relayer key in {}",
+                        n.v1_name,
+                        cfg.facilitator.relayer_key_env
+                    )
+                })?
+            } else {
+                let bearer = (!e.auth_header_env.is_empty())
+                    .then(|| std::env::var(&e.auth_header_env).ok())
+                    .flatten();
+                Arc::new(
+                    RemoteFacilitator::new(url, bearer, timeout)
+                        .map_err(|e| anyhow::anyhow!("facilitator {url}: {e}"))?,
+                )
+            };
+            members.push((f, e.fee.clone()));
+        }
+        tracing::info!(network = %n.v1_name, facilitators = members.len(), "facilitators tried in order, failing over");
+        by_network.push((n.clone(), Arc::new(Failover::new(&n.v1_name, members))));
+    }
+    let routed: Arc<dyn Facilitator> = Arc::new(Routed::new(base, by_network));
+    Ok((Some(routed), relayer, chain))
+}
+
+/// The deployment's `[facilitator]`.
+fn deployment_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<Settling> {
     let f = &cfg.facilitator;
     let timeout = Duration::from_secs(f.request_timeout_seconds);
     match f.kind {

@@ -324,6 +324,21 @@ async fn a_retry_is_served_once_on_a_payment_reconciliation_found_settled() {
     assert_eq!(chain.balance(seller).await, PRICE);
 }
 
+/// Organisation `acme` (receiver: account 7) with its paid route `/echo` (0.01 USD on Base
+/// Sepolia) to a new upstream: the upstream, the receiver and the org's key.
+async fn acme_echo(gw: &Gateway) -> (Upstream, Address, String) {
+    let upstream = Upstream::start().await;
+    let seller = address(7);
+    let (_, key) = gw.create_org("acme", Some(&seller.to_checksum(None))).await;
+    gw.create_route(
+        &key,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia"}),
+    )
+    .await;
+    (upstream, seller, key)
+}
+
 /// Gateway A settles through the remote facilitator client against gateway B's served API:
 /// both ends of the standard facilitator protocol, with a bearer token, on a real chain.
 #[tokio::test]
@@ -345,15 +360,7 @@ async fn a_gateway_settles_through_a_remote_facilitator() {
         ("FACILITATOR_TOKEN".into(), fkey),
     ])
     .await;
-    let upstream = common::upstream::Upstream::start().await;
-    let seller = address(7);
-    let (_, key) = gw.create_org("acme", Some(&seller.to_checksum(None))).await;
-    gw.create_route(
-        &key,
-        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
-               "network": "base-sepolia"}),
-    )
-    .await;
+    let (upstream, seller, _) = acme_echo(&gw).await;
 
     let before = (chain.balance(address(4)).await, chain.balance(seller).await);
     let spec = PaymentSpec::new(4, seller, PRICE);
@@ -388,4 +395,86 @@ async fn a_gateway_settles_through_a_remote_facilitator() {
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"], "insufficient_funds", "{body}");
     assert_eq!(upstream.hits(), 1);
+}
+
+/// Base Sepolia with two facilitators (issue 31): a second paygate (remote, with a bearer token
+/// and a fee), then this gateway's own embedded one. Payments settle through the remote one
+/// while it answers; it is stopped mid-run and the next payment goes through the embedded one,
+/// the chain moving each payment once. `/facilitator/supported` says which one served.
+#[tokio::test]
+async fn payments_fail_over_from_a_stopped_remote_facilitator_to_the_embedded_one() {
+    let chain = Chain::start();
+    let mut remote = Gateway::start_with_owned(chain.gateway_env()).await;
+    let (_, fkey) = remote.create_org("relay-customer", None).await;
+    let mut env: Vec<(String, String)> = chain
+        .gateway_env()
+        .into_iter()
+        .filter(|(k, _)| k != "PAYGATE_RELAYER_KEY")
+        .collect();
+    let list = format!(
+        r#"[{{url="{}", auth_header_env="FACILITATOR_TOKEN", fee="0.001"}}, {{url="embedded"}}]"#,
+        remote.url("/facilitator")
+    );
+    for (k, v) in [
+        // This gateway's own relayer: another account than the remote's.
+        ("PAYGATE_RELAYER_KEY", chain::KEYS[6].to_string()),
+        ("PAYGATE__NETWORKS__BASE-SEPOLIA__FACILITATORS", list),
+        ("FACILITATOR_TOKEN", fkey),
+        ("PAYGATE__METRICS__PROBE_INTERVAL_SECONDS", "1".into()),
+    ] {
+        env.push((k.into(), v));
+    }
+    let gw = Gateway::start_with_owned(env).await;
+    let (upstream, seller, key) = acme_echo(&gw).await;
+    let pay = |payer: usize| {
+        let spec = PaymentSpec::new(payer, seller, PRICE);
+        gw.http
+            .get(gw.url("/gateway/acme/echo"))
+            .header("X-PAYMENT", spec.v1_header())
+            .send()
+    };
+    // Which facilitator served, as `/facilitator/supported` reports after a probe.
+    let served_until = |want: [u64; 2]| {
+        let gw = &gw;
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let s: Value = gw.get("/facilitator/supported").await.json().await.unwrap();
+                let settled: Vec<u64> = s["facilitators"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|f| f["settled"].as_u64()).collect())
+                    .unwrap_or_default();
+                if settled == want || std::time::Instant::now() > deadline {
+                    return s;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let before = chain.balance(seller).await;
+
+    let r = pay(4).await.unwrap();
+    assert_eq!(r.status(), 200, "{}", gw.log());
+    let s = served_until([1, 0]).await;
+    assert_eq!(
+        s["facilitators"][0]["url"],
+        remote.url("/facilitator"),
+        "{s}"
+    );
+    assert_eq!(s["facilitators"][0]["healthy"], true, "{s}");
+    assert_eq!(s["facilitators"][1]["url"], "embedded:base-sepolia", "{s}");
+
+    // The remote facilitator goes away: the next payment is verified and settled by the
+    // embedded one, and the remote one shows down.
+    assert!(remote.stop());
+    let r = pay(3).await.unwrap();
+    assert_eq!(r.status(), 200, "{}", gw.log());
+    let s = served_until([1, 1]).await;
+    assert_eq!(s["facilitators"][1]["settled"], 1, "{s}");
+    assert_eq!(s["facilitators"][0]["healthy"], false, "{s}");
+    assert_eq!(upstream.hits(), 2);
+    assert_eq!(chain.balance(seller).await, before + 2 * PRICE);
+    // The console's overview says the same.
+    let m = gw.org_metrics(&key, "24h").await;
+    assert_eq!(m["facilitator"]["facilitators"][1]["settled"], 1, "{m}");
 }

@@ -187,6 +187,10 @@ async function overview(params) {
     el('h2', { text: 'Facilitator' }),
     facts([['Status', badge(m.facilitator.status)], ['Latency', `${m.facilitator.latencyMs} ms`],
       ['Facilitator', m.facilitator.facilitatorUrl], ['Checked', m.facilitator.checkedAt]]),
+    // A network with several facilitators: which answers and which has been settling.
+    (m.facilitator.facilitators || []).length ? table(['Network', 'Facilitator', 'Fee (USD)', 'Answering', { label: 'Settled', num: 1 }],
+      m.facilitator.facilitators.map((f) => el('tr', { 'data-facilitator': f.url }, el('td', { text: f.network }), el('td', { class: 'mono', text: f.url }),
+        el('td', { text: f.fee || '—' }), el('td', {}, badge(f.healthy ? 'up' : 'down')), el('td', { class: 'num', text: f.settled })))) : null,
     el('h2', { text: 'Plan usage' }),
     el('p', {}, `${usage.plan} plan: ${usage.usedThisMonth} paid requests this month`,
       limit ? ` of ${limit} (${usage.remaining} left)` : ' (unlimited)', `; resets ${usage.resetsAt}.`),

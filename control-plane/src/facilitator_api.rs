@@ -206,5 +206,17 @@ pub async fn supported(State(state): State<AppState>) -> Result<Json<SupportedRe
                 network: k.network,
             })
             .collect(),
+        facilitators: state
+            .metrics
+            .health()
+            .members
+            .iter()
+            .map(|m| paygate_x402::facilitator::wire::SupportedMemberWire {
+                network: m.network.clone(),
+                url: m.url.clone(),
+                healthy: m.healthy,
+                settled: m.settled,
+            })
+            .collect(),
     }))
 }

@@ -89,6 +89,17 @@ pub async fn org_metrics(
             latency_ms: h.latency_ms,
             checked_at: h.checked_at.clone(),
             facilitator_url: h.url.clone(),
+            facilitators: h
+                .members
+                .iter()
+                .map(|m| crate::views::FacilitatorMemberView {
+                    network: m.network.clone(),
+                    url: m.url.clone(),
+                    fee: m.fee.clone(),
+                    healthy: m.healthy,
+                    settled: m.settled,
+                })
+                .collect(),
         },
     }))
 }
@@ -138,6 +149,7 @@ pub async fn probe_facilitator(state: AppState) {
                 latency_ms: 0,
                 checked_at: now_rfc3339(),
                 url: String::new(),
+                members: Vec::new(),
             },
             Some(f) => {
                 let t = Instant::now();
@@ -159,6 +171,7 @@ pub async fn probe_facilitator(state: AppState) {
                     latency_ms: took.as_millis() as u64,
                     checked_at: now_rfc3339(),
                     url: f.url(),
+                    members: f.members(),
                 }
             }
         };

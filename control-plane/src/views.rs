@@ -337,6 +337,23 @@ pub struct FacilitatorHealthView {
     pub latency_ms: u64,
     pub checked_at: String,
     pub facilitator_url: String,
+    /// When a network lists several facilitators (tried in order, failing over): each one,
+    /// whether it answers now and how many settlements it made since this node started.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub facilitators: Vec<FacilitatorMemberView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = FacilitatorMember)]
+#[serde(rename_all = "camelCase")]
+pub struct FacilitatorMemberView {
+    pub network: String,
+    /// `embedded:<network>` or the facilitator's URL (without credentials).
+    pub url: String,
+    /// Its fee per settlement in USD, as configured (empty: none given).
+    pub fee: String,
+    pub healthy: bool,
+    pub settled: u64,
 }
 
 /// What a provider webhook did.

@@ -61,6 +61,40 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// Each network's `facilitators`: `"embedded"` or an http(s) URL, each once, at most 8; a
+    /// fee in USD when given.
+    fn validate_facilitator_lists(&self) -> Result<(), ConfigError> {
+        for (name, n) in &self.networks {
+            let bad = |m: String| {
+                Err(ConfigError::Invalid(format!(
+                    "networks.{name}.facilitators: {m}"
+                )))
+            };
+            if n.facilitators.len() > 8 {
+                return bad("at most 8".into());
+            }
+            for (i, f) in n.facilitators.iter().enumerate() {
+                let url = f.url.trim();
+                if url != "embedded" && !url.starts_with("http://") && !url.starts_with("https://")
+                {
+                    return bad(format!(
+                        "url {url:?} is neither \"embedded\" nor an http(s) URL"
+                    ));
+                }
+                if n.facilitators[..i].iter().any(|g| g.url.trim() == url) {
+                    return bad(format!("{url:?} is listed twice"));
+                }
+                let fee_ok = f.fee.is_empty()
+                    || rust_decimal::Decimal::from_str_exact(&f.fee)
+                        .is_ok_and(|d| d >= rust_decimal::Decimal::ZERO);
+                if !fee_ok {
+                    return bad(format!("fee {:?} is not a USD amount", f.fee));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn validate_payout(&self) -> Result<(), ConfigError> {
         let p = &self.payout;
         let bad = |m: String| Err(ConfigError::Invalid(m));
@@ -175,6 +209,7 @@ impl Config {
                 "networks.base-sepolia is required (the sandbox route uses it)".into(),
             ));
         }
+        self.validate_facilitator_lists()?;
         if self.idempotency.ttl_hours < 24 {
             return Err(ConfigError::Invalid(
                 "idempotency.ttl_hours must be at least 24".into(),
@@ -281,6 +316,33 @@ mod tests {
         std::fs::write(&f, "[server]\nlisen = \"127.0.0.1:9000\"\n").unwrap();
         assert!(Config::load(Some(&f)).is_err());
         assert!(Config::load(Some(&dir.path().join("nope.toml"))).is_err());
+    }
+
+    #[test]
+    fn a_networks_facilitator_list_is_checked() {
+        use paygate_x402::network::FacilitatorEntry;
+        let entry = |url: &str, fee: &str| FacilitatorEntry {
+            url: url.into(),
+            auth_header_env: String::new(),
+            fee: fee.into(),
+        };
+        let mut c = Config::embedded();
+        let list = vec![
+            entry("https://x402.example/facilitator", "0.001"),
+            entry("embedded", ""),
+        ];
+        c.networks.get_mut("base-sepolia").unwrap().facilitators = list.clone();
+        c.validate().unwrap();
+        for bad in [
+            vec![entry("ftp://x", "")],
+            vec![entry("embedded", ""), entry("embedded", "")],
+            vec![entry("embedded", "-1")],
+            vec![entry("embedded", "abc")],
+            vec![entry("embedded", ""); 9],
+        ] {
+            c.networks.get_mut("base-sepolia").unwrap().facilitators = bad.clone();
+            assert!(c.validate().is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -216,6 +216,8 @@ pub struct FacilitatorHealth {
     /// RFC 3339 time of the probe.
     pub checked_at: String,
     pub url: String,
+    /// Each network's facilitators, when a network lists several (failover).
+    pub members: Vec<paygate_x402::facilitator::failover::MemberReport>,
 }
 
 /// The metrics hub shared by the proxy (records) and the control plane (reads).
@@ -374,6 +376,7 @@ impl Metrics {
                 latency_ms: 0,
                 checked_at: paygate_domain::now_rfc3339(),
                 url: String::new(),
+                members: Vec::new(),
             }),
             unflushed: Unflushed::default(),
             stop: tokio::sync::Notify::new(),

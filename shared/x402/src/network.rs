@@ -24,6 +24,25 @@ pub struct NetworkConfig {
     /// empty: the ledger shows no link.
     #[serde(default)]
     pub explorer_tx_url: String,
+    /// Facilitators for this network, in the order they are tried (`[[networks.<name>.facilitators]]`);
+    /// empty: the deployment's `[facilitator]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub facilitators: Vec<FacilitatorEntry>,
+}
+
+/// One facilitator of a network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FacilitatorEntry {
+    /// `"embedded"` (this deployment's own, with its relayer) or a facilitator's base URL.
+    pub url: String,
+    /// Environment variable holding the bearer token sent to it (`Authorization: Bearer ...`);
+    /// empty: none.
+    #[serde(default)]
+    pub auth_header_env: String,
+    /// What it charges per settlement, in USD (informational: shown beside it).
+    #[serde(default)]
+    pub fee: String,
 }
 
 /// A resolved network: both spellings plus its configuration.
@@ -98,6 +117,7 @@ pub fn builtin_networks() -> BTreeMap<String, NetworkConfig> {
             eip712_name: "USD Coin".into(),
             eip712_version: "2".into(),
             rpc_url: "https://mainnet.base.org".into(),
+            facilitators: Vec::new(),
             explorer_tx_url: "https://basescan.org/tx/".into(),
         },
     );
@@ -111,6 +131,7 @@ pub fn builtin_networks() -> BTreeMap<String, NetworkConfig> {
             eip712_name: "USDC".into(),
             eip712_version: "2".into(),
             rpc_url: "https://sepolia.base.org".into(),
+            facilitators: Vec::new(),
             explorer_tx_url: "https://sepolia.basescan.org/tx/".into(),
         },
     );

@@ -227,6 +227,27 @@ fn parse_bytes(s: &str) -> Option<Bytes> {
     Bytes::from_str(s).ok()
 }
 
+/// A v1 `exact` payload with empty fields, for tests that need one to exist.
+#[cfg(test)]
+pub(crate) fn empty_v1_payload() -> PaymentPayload {
+    PaymentPayload::V1(PaymentPayloadV1 {
+        x402_version: 1,
+        scheme: "exact".into(),
+        network: "base-sepolia".into(),
+        payload: ExactPayloadWire {
+            signature: String::new(),
+            authorization: AuthorizationWire {
+                from: String::new(),
+                to: String::new(),
+                value: String::new(),
+                valid_after: String::new(),
+                valid_before: String::new(),
+                nonce: String::new(),
+            },
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -252,23 +252,7 @@ mod tests {
     }
 
     fn v1_payload() -> PaymentPayload {
-        use crate::payment::*;
-        PaymentPayload::V1(PaymentPayloadV1 {
-            x402_version: 1,
-            scheme: "exact".into(),
-            network: "base-sepolia".into(),
-            payload: ExactPayloadWire {
-                signature: String::new(),
-                authorization: AuthorizationWire {
-                    from: String::new(),
-                    to: String::new(),
-                    value: String::new(),
-                    valid_after: String::new(),
-                    valid_before: String::new(),
-                    nonce: String::new(),
-                },
-            },
-        })
+        crate::payment::empty_v1_payload()
     }
 
     const NOW: u64 = 1_800_000_000;

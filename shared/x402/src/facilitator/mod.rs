@@ -4,6 +4,7 @@
 //! Wire types of that API live in [`wire`]; this module speaks domain types.
 
 pub mod embedded;
+pub mod failover;
 pub mod remote;
 pub mod wire;
 
@@ -159,6 +160,11 @@ pub trait Facilitator: Send + Sync + 'static {
             supported,
         })
     }
+    /// The facilitators behind it, when it tries several (`failover`): each with its health
+    /// and how many settlements it made. Empty for a single one.
+    fn members(&self) -> Vec<failover::MemberReport> {
+        Vec::new()
+    }
 }
 
 #[async_trait]
@@ -177,5 +183,8 @@ impl<T: Facilitator + ?Sized> Facilitator for Arc<T> {
     }
     async fn reach(&self) -> Result<Reach, FacilitatorError> {
         (**self).reach().await
+    }
+    fn members(&self) -> Vec<failover::MemberReport> {
+        (**self).members()
     }
 }

@@ -93,4 +93,18 @@ pub struct SupportedKindWire {
 #[cfg_attr(feature = "openapi", schema(as = Supported))]
 pub struct SupportedResponse {
     pub kinds: Vec<SupportedKindWire>,
+    /// paygate's extension: when a network lists several facilitators, each of them (tried in
+    /// order), whether it answers and how many settlements it made: which one is serving.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub facilitators: Vec<SupportedMemberWire>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = SupportedFacilitator))]
+pub struct SupportedMemberWire {
+    pub network: String,
+    pub url: String,
+    pub healthy: bool,
+    pub settled: u64,
 }
