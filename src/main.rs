@@ -60,22 +60,25 @@ enum Command {
     Routes {
         #[command(flatten)]
         args: org_cli::OrgArgs,
+        /// Without one: `list`.
         #[command(subcommand)]
-        command: org_cli::RoutesCommand,
+        command: Option<org_cli::RoutesCommand>,
     },
     /// An organisation's gateway payments (the ledger).
     Payments {
         #[command(flatten)]
         args: org_cli::OrgArgs,
+        /// Without one: `list`.
         #[command(subcommand)]
-        command: org_cli::PaymentsCommand,
+        command: Option<org_cli::PaymentsCommand>,
     },
     /// An organisation's payout corridors and quotes.
     Corridors {
         #[command(flatten)]
         args: org_cli::OrgArgs,
+        /// Without one: `list`.
         #[command(subcommand)]
-        command: org_cli::CorridorsCommand,
+        command: Option<org_cli::CorridorsCommand>,
     },
     /// An organisation's payouts to bank accounts.
     Payouts {
@@ -112,9 +115,21 @@ fn main() -> ExitCode {
             serve::migrate(config.as_deref())
         }
         Command::Admin(args) => admin_cli::run(args),
-        Command::Routes { args, command } => org_cli::routes(args, command),
-        Command::Payments { args, command } => org_cli::payments(args, command),
-        Command::Corridors { args, command } => org_cli::corridors(args, command),
+        Command::Routes { args, command } => {
+            org_cli::routes(args, command.unwrap_or(org_cli::RoutesCommand::List))
+        }
+        Command::Payments { args, command } => org_cli::payments(
+            args,
+            command.unwrap_or(org_cli::PaymentsCommand::List {
+                route: None,
+                status: None,
+                payer: None,
+                limit: None,
+            }),
+        ),
+        Command::Corridors { args, command } => {
+            org_cli::corridors(args, command.unwrap_or(org_cli::CorridorsCommand::List))
+        }
         Command::Payouts { args, command } => org_cli::payouts(args, command),
         Command::Pay(args) => pay_cli::run(args),
         Command::Devchain(DevchainCommand::Setup(args)) => devchain::run(args),

@@ -54,15 +54,24 @@ pub enum RoutesCommand {
         #[arg(long)]
         public_tool: bool,
     },
-    /// Change a route's price, activity or description.
+    /// Change a route's price, activity, description or listings (only what is given).
     Update {
+        /// The route's id (`rt_...`).
         id: String,
+        /// USD per request (a decimal, at most 6 places).
         #[arg(long)]
         price: Option<String>,
+        /// true or false.
         #[arg(long)]
         active: Option<bool>,
         #[arg(long)]
         description: Option<String>,
+        /// Listed in discovery: true or false.
+        #[arg(long)]
+        discoverable: Option<bool>,
+        /// Offered at /mcp/x402/{orgSlug}, paid by the calling agent: true or false.
+        #[arg(long)]
+        public_tool: Option<bool>,
     },
     /// Delete a route.
     Delete { id: String },
@@ -92,8 +101,13 @@ pub enum CorridorsCommand {
     List,
     /// Open a corridor to BRL, MXN, NGN, KES or ZAR (PENDING_KYC until the operator approves).
     Create { currency: String },
-    /// An FX quote for an amount of USDC, with every fee.
-    Quote { corridor: String, amount: String },
+    /// An FX quote for an amount of USDC, with every fee (valid for payout.quote_ttl_seconds).
+    Quote {
+        /// The corridor's id (`cor_...`, from `corridors list`).
+        corridor: String,
+        /// USDC to pay out, a decimal with at most 6 places (e.g. 100 or 12.5).
+        amount: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -109,14 +123,19 @@ pub enum PayoutsCommand {
 /// `payouts pay`: the corridor, the quote and the beneficiary.
 #[derive(Args)]
 pub struct PayArgs {
+    /// The corridor's id (`cor_...`).
     corridor: String,
+    /// The quote's id (`qt_...`, from `corridors quote`; single-use, it expires).
     #[arg(long)]
     quote: String,
+    /// The quoted amount of USDC, exactly as quoted.
     #[arg(long)]
     amount: String,
-    /// The wallet the payout is funded from.
+    /// The wallet the payout is funded from (the organisation's payout wallet when payouts
+    /// are funded on chain: GET /api/payout-wallet).
     #[arg(long)]
     from: String,
+    /// Any unique text: the same key never pays twice (repeat it to learn the outcome).
     #[arg(long)]
     idempotency_key: String,
     /// The beneficiary's name.
@@ -210,11 +229,15 @@ pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
             price,
             active,
             description,
+            discoverable,
+            public_tool,
         } => {
             let b = given([
                 ("priceUSD", price.map(Value::from)),
                 ("active", active.map(Value::from)),
                 ("description", description.map(Value::from)),
+                ("discoverable", discoverable.map(Value::from)),
+                ("publicTool", public_tool.map(Value::from)),
             ]);
             call(Method::PATCH, format!("/api/routes/{id}"), Some(b))
         }

@@ -282,6 +282,10 @@ async fn discovery_lists_only_active_discoverable_routes() {
     assert_eq!(elsewhere["pagination"]["total"], 0);
     let (status, code, _) = error_of(gw.get("/discovery/resources?limit=abc").await).await;
     assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"));
+    // A type that names nothing is refused like a bad limit, not answered with an empty page.
+    let (status, code, e) = error_of(gw.get("/discovery/resources?type=bogus").await).await;
+    assert_eq!((status, code.as_str()), (400, "VALIDATION_ERROR"));
+    assert_eq!(e["details"][0]["field"], "type", "{e}");
 
     // Deactivated and deleted routes vanish at once.
     let id0 = listed[0]["id"].as_str().unwrap();

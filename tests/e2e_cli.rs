@@ -75,6 +75,31 @@ async fn a_seller_manages_routes_and_payouts_from_the_command_line() {
         (updated["priceUSD"].as_f64(), updated["active"].as_bool()),
         (Some(0.5), Some(false))
     );
+    // The listings are set the same way.
+    let (ok, out, _) = cli(
+        &gw,
+        k,
+        &[
+            "routes",
+            "update",
+            id,
+            "--public-tool",
+            "true",
+            "--discoverable",
+            "true",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let updated: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (
+            updated["publicTool"].as_bool(),
+            updated["discoverable"].as_bool()
+        ),
+        (Some(true), Some(true)),
+        "{updated}"
+    );
 
     // Refusals: the error on stderr, a non-zero exit.
     let (ok, _, err) = cli(&gw, k, &["routes", "update", id, "--price", "0"]).await;
@@ -92,6 +117,12 @@ async fn a_seller_manages_routes_and_payouts_from_the_command_line() {
     let (ok, out, _) = cli(&gw, k, &["payments", "list", "--status", "SETTLED"]).await;
     assert!(ok);
     assert_eq!(out.lines().count(), 1, "only the header: {out}");
+    // A resource alone lists it.
+    for resource in ["payments", "routes", "corridors"] {
+        let (ok, out, err) = cli(&gw, k, &[resource]).await;
+        assert!(ok, "{resource}: {err}");
+        assert!(!out.is_empty(), "{resource}");
+    }
 
     // Corridors and payouts.
     let corridor = gw.active_corridor(&key, "NGN").await;

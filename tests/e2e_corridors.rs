@@ -234,7 +234,7 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
         (json!({"destCurrency": "brl"}), "INVALID_CURRENCY"),
         (json!({"destCurrency": 5}), "INVALID_CURRENCY"),
         (json!({}), "BAD_REQUEST"),
-        (json!({"destCurrency": "BRL", "x": 1}), "BAD_REQUEST"),
+        (json!({"destCurrency": "BRL", "x": 1}), "VALIDATION_ERROR"),
     ] {
         let r = e.call(Method::POST, "/corridors", Some(body.clone())).await;
         assert_eq!(error_of(r).await.1, code, "{body}");
@@ -288,7 +288,7 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
         ("amountUSDC", json!(50.5), "INVALID_AMOUNT"),
         ("amountUSDC", json!(true), "INVALID_AMOUNT"),
         ("quoteId", json!("qt_nope"), "INVALID_QUOTE"),
-        ("fromAddress", json!("0x12"), "BAD_REQUEST"),
+        ("fromAddress", json!("0x12"), "VALIDATION_ERROR"),
     ] {
         let mut b = good.clone();
         b[field] = value;
@@ -305,7 +305,7 @@ async fn bad_input_gets_the_spec_codes_and_changes_nothing() {
     cases.push((b, "INVALID_BENEFICIARY"));
     let mut b = good.clone();
     b["extra"] = json!(1);
-    cases.push((b, "BAD_REQUEST"));
+    cases.push((b, "VALIDATION_ERROR"));
     for (i, (body, code)) in cases.iter().enumerate() {
         let r = e.pay(&id, &format!("bad-{i}"), body).await;
         assert_eq!(error_of(r).await.1, *code, "{body}");

@@ -132,8 +132,14 @@ async fn a_flood_of_bogus_payments_is_refused_before_signature_work_and_starves_
         limited > verified,
         "flood {limited} limited, {verified} checked"
     );
-    let (retry_after, (status, code, _)) = sample.expect("a 429 sample");
+    let (retry_after, (status, code, body)) = sample.expect("a 429 sample");
     assert_eq!((status, code.as_str()), (429, "TOO_MANY_REQUESTS"));
+    // The answer names the limit that was hit, its rate and where it is set.
+    let words = body["message"].as_str().unwrap();
+    assert!(
+        words.contains("a second") && words.contains("limits."),
+        "{body}"
+    );
     assert!((1..=2).contains(&retry_after), "Retry-After {retry_after}");
 
     // The client limit covers every public path, the management API included: a burst of
@@ -236,8 +242,12 @@ async fn a_payer_limit_refuses_before_any_money_moves_and_ignores_forged_payment
         .unwrap()
         .parse()
         .unwrap();
-    let (status, code, _) = error_of(r).await;
+    let (status, code, body) = error_of(r).await;
     assert_eq!((status, code.as_str()), (429, "TOO_MANY_REQUESTS"));
+    assert!(
+        body["message"].as_str().unwrap().contains("limits.payer"),
+        "{body}"
+    );
     // Refused before anything was taken: two payments moved, and the refused one is still good.
     assert_eq!(chain.balance(address(1)).await, before - 2 * PRICE);
     tokio::time::sleep(Duration::from_secs(retry_after)).await;

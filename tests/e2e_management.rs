@@ -444,6 +444,10 @@ async fn invalid_input_is_refused_with_details_and_changes_nothing() {
             json!({"path": "a", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia", "id": "rt_x"}),
             "id",
         ),
+        (
+            json!({"path": "a", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia", "description": "nul\u{0}here"}),
+            "description",
+        ),
     ];
     for (body, field) in cases {
         let (status, code, err) = error_of(
@@ -459,6 +463,43 @@ async fn invalid_input_is_refused_with_details_and_changes_nothing() {
                 .unwrap()
                 .iter()
                 .any(|d| d["field"] == json!(field)),
+            "{err}"
+        );
+    }
+    // A price given as a string says what it must be (strings are accepted), and a negative
+    // one that it must be positive.
+    for (price, words) in [("abc", "decimal string"), ("-0.5", "greater than 0")] {
+        let body = json!({"path": "a", "priceUSD": price, "targetUrl": "https://x.io", "network": "base-sepolia"});
+        let (_, code, err) =
+            error_of(gw.api(&key, Method::POST, "/api/routes", Some(body)).await).await;
+        assert_eq!(code, "VALIDATION_ERROR");
+        assert!(
+            err["message"].as_str().unwrap().contains(words),
+            "{price}: {err}"
+        );
+    }
+    // A body declared as text or a form is not read as JSON: 415, nothing created.
+    for media in ["text/plain", "application/x-www-form-urlencoded"] {
+        let r = gw
+            .http
+            .post(gw.url("/api/routes"))
+            .bearer_auth(&key)
+            .header("content-type", media)
+            .body(r#"{"path": "/plain", "priceUSD": 0.01, "targetUrl": "https://x.io", "network": "base-sepolia"}"#)
+            .send()
+            .await
+            .unwrap();
+        let (status, code, err) = error_of(r).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (415, "UNSUPPORTED_MEDIA_TYPE"),
+            "{err}"
+        );
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("application/json"),
             "{err}"
         );
     }

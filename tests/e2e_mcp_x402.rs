@@ -197,8 +197,18 @@ async fn refused_payments_answer_requirements_and_nothing_else() {
         .as_str()
         .unwrap()
         .contains("unknown tool"));
-    let nobody = mcp_x402_rpc(&gw, "nobody", "tools/list", json!({})).await;
-    assert_eq!(nobody["tools"], json!([]));
+    // An organisation that does not exist: 404 with a JSON error, not an empty tool list.
+    let r = gw
+        .http
+        .post(gw.url("/mcp/x402/nobody"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    let (status, code, err) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (404, "NOT_FOUND"), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("nobody"), "{err}");
 
     let status = gw
         .admin(

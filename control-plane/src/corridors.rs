@@ -110,16 +110,24 @@ fn corridor_error(e: BodyError) -> ApiError {
         return err(ErrorCode::BadRequest, "invalid request body");
     };
     let field = p.detail.field.as_str();
+    // SPEC 7.2's code where it has one (BAD_REQUEST for a missing field); an unknown field or a
+    // bad value of a field SPEC names no code for is VALIDATION_ERROR, as the management API.
     let code = match (p.kind, field.split('.').next().unwrap_or_default()) {
-        (ProblemKind::Unknown, _) => ErrorCode::BadRequest,
+        (ProblemKind::Unknown, _) => ErrorCode::ValidationError,
         (_, "beneficiary") => ErrorCode::InvalidBeneficiary,
         (_, "amountUSDC") => ErrorCode::InvalidAmount,
         (ProblemKind::Invalid, "destCurrency") => ErrorCode::InvalidCurrency,
-        _ => ErrorCode::BadRequest,
+        (ProblemKind::Missing, _) => ErrorCode::BadRequest,
+        _ => ErrorCode::ValidationError,
     };
-    // SPEC's code for the problem that decides it, and every problem in `details`, as the
+    let message = if code == ErrorCode::ValidationError {
+        format!("{field}: {}", p.detail.problem)
+    } else {
+        format!("{field} {}", p.detail.problem)
+    };
+    // The code of the problem that decides it, and every problem in `details`, as the
     // management API reports them.
-    let mut e = err(code, format!("{field} {}", p.detail.problem));
+    let mut e = err(code, message);
     e.details = problems.into_iter().map(|p| p.detail).collect();
     e
 }

@@ -129,7 +129,7 @@ pub async fn well_known(State(state): State<AppState>) -> Json<WellKnown> {
     })
 }
 
-#[utoipa::path(get, path = "/discovery/resources", tag = "discovery", params(("limit" = Option<u32>, Query, minimum = 0, maximum = 100, description = "Default 20"), ("offset" = Option<u32>, Query, minimum = 0, maximum = 1000000000), ("type" = Option<String>, Query, description = "`http` (routes) or `mcp` (public MCP tools); both when absent"), ("org" = Option<String>, Query, description = "An organisation slug"), ("payTo" = Option<String>, Query, description = "A receiver address (any case)"), ("network" = Option<String>, Query, description = "A CAIP-2 network, e.g. eip155:84532"), ("scheme" = Option<String>, Query, description = "Only `exact` lists anything")), responses((status = 200, description = "x402 v2 bazaar discovery page", body = DiscoveryPage)))]
+#[utoipa::path(get, path = "/discovery/resources", tag = "discovery", params(("limit" = Option<u32>, Query, minimum = 0, maximum = 100, description = "Default 20"), ("offset" = Option<u32>, Query, minimum = 0, maximum = 1000000000), ("type" = Option<String>, Query, description = "`http` (routes) or `mcp` (public MCP tools); both when absent; anything else is 400"), ("org" = Option<String>, Query, description = "An organisation slug"), ("payTo" = Option<String>, Query, description = "A receiver address (any case)"), ("network" = Option<String>, Query, description = "A CAIP-2 network, e.g. eip155:84532"), ("scheme" = Option<String>, Query, description = "Only `exact` lists anything")), responses((status = 200, description = "x402 v2 bazaar discovery page", body = DiscoveryPage)))]
 pub async fn list(
     State(state): State<AppState>,
     TypedQuery(q): TypedQuery<ListQuery>,
@@ -137,6 +137,13 @@ pub async fn list(
     let limit = number(q.limit.as_ref(), "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = number(q.offset.as_ref(), "offset", 0, MAX_OFFSET)?;
     let kind = q.kind.as_deref();
+    if kind.is_some_and(|k| !matches!(k, "http" | "mcp")) {
+        // A filter that cannot match anything is a mistake to name, not an empty page.
+        return Err(ApiError::validation(vec![FieldProblem::new(
+            "type",
+            "must be http or mcp (or absent for both)",
+        )]));
+    }
     let org_filter = q.org.as_deref();
     let pay_to = q.pay_to.as_deref().map(str::to_ascii_lowercase);
     let wanted = |req: &PaymentRequirements| {

@@ -136,13 +136,43 @@ pub async fn read_body_first(max: usize, req: Request, next: Next) -> Response {
 }
 
 /// Outermost middleware: request id in, request id out, JSON error bodies.
+/// A body declared as another media type than JSON (`text/plain`, a form): its media type.
+/// Every body paygate reads is JSON; a body without a `Content-Type` is read as JSON.
+fn declared_not_json(req: &Request) -> Option<String> {
+    use axum::http::Method;
+    if !matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH) {
+        return None;
+    }
+    let declared = req.headers().get(header::CONTENT_TYPE)?.to_str().ok()?;
+    let has_body = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|n| n.trim() != "0");
+    let media = declared
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let json = media == "application/json" || media.ends_with("+json");
+    (has_body && !json && !media.is_empty()).then_some(media)
+}
+
 pub async fn request_context(req: Request, next: Next) -> Response {
     let rid = req
         .headers()
         .get("x-request-id")
         .and_then(valid_request_id)
         .unwrap_or_else(new_request_id);
-    let mut resp = next.run(req).await;
+    let mut resp = match declared_not_json(&req) {
+        Some(media) => ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!("the request body is {media}; send JSON with Content-Type: application/json"),
+        )
+        .into_response(),
+        None => next.run(req).await,
+    };
     let status = resp.status();
     let err = resp.extensions_mut().remove::<ApiError>();
     let is_json = resp

@@ -105,14 +105,7 @@ pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) 
         Answer::Error(code, message) => error(session, ctx, code, &message, None).await,
         Answer::Limited(r) => {
             let code = ErrorCode::TooManyRequests;
-            error(
-                session,
-                ctx,
-                code,
-                r.limit.message(),
-                Some(r.retry_after_secs),
-            )
-            .await
+            error(session, ctx, code, &r.message(), Some(r.retry_after_secs)).await
         }
     }
 }

@@ -29,27 +29,43 @@ pub enum Limited {
 }
 
 impl Limited {
-    pub fn message(self) -> &'static str {
+    /// What was counted, and the setting that bounds it.
+    fn words(self) -> (&'static str, &'static str) {
         match self {
-            Self::Client => {
-                "too many requests from this client address; retry after the delay given"
-            }
-            Self::Payer => "too many paid calls from this payer; retry after the delay given",
-            Self::Route => "too many paid calls to this route; retry after the delay given",
+            Self::Client => ("requests from this client address", "limits.client"),
+            Self::Payer => ("paid calls from this payer", "limits.payer"),
+            Self::Route => ("paid calls to this route", "limits.route"),
         }
     }
 }
 
-/// A refusal: which limit, and the whole seconds until a request would pass (`Retry-After`).
+/// A refusal: which limit, its rate, and the whole seconds until a request would pass
+/// (`Retry-After`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refused {
     pub limit: Limited,
+    pub rate: Rate,
     pub retry_after_secs: u64,
+}
+
+impl Refused {
+    /// The 429's words: which limit was hit, at what rate, set where (a first load test meets
+    /// the per-client limit before anything else).
+    pub fn message(&self) -> String {
+        let (what, setting) = self.limit.words();
+        format!(
+            "too many {what}: the limit is {} a second (bursts of {}, `{setting}` in the \
+             configuration); retry after the delay given",
+            self.rate.per_second,
+            self.rate.burst.max(self.rate.per_second)
+        )
+    }
 }
 
 struct Keyed<K: Hash + Eq + Clone> {
     limiter: DefaultKeyedRateLimiter<K>,
     clock: DefaultClock,
+    rate: Rate,
 }
 
 impl<K: Hash + Eq + Clone> Keyed<K> {
@@ -60,6 +76,7 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
         Some(Self {
             limiter: DefaultKeyedRateLimiter::dashmap(quota),
             clock: DefaultClock::default(),
+            rate,
         })
     }
 
@@ -68,6 +85,7 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
             let wait = not_until.wait_time_from(self.clock.now());
             Refused {
                 limit,
+                rate: self.rate,
                 retry_after_secs: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
             }
             .at_least_one()

@@ -111,6 +111,12 @@ macro_rules! string_field {
 fn at_most(s: String, max: usize) -> Result<String, String> {
     if s.chars().count() > max {
         Err(format!("must be at most {max} characters"))
+    } else if s
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        // NUL and the like break logs, terminals and other systems the text is shown in.
+        Err("must not contain control characters (tab and line breaks are fine)".into())
     } else {
         Ok(s)
     }
@@ -524,6 +530,16 @@ mod tests {
                 want,
                 "{v}"
             );
+        }
+    }
+
+    #[test]
+    fn text_refuses_control_characters_but_keeps_line_breaks() {
+        assert!(read::<Text<100>>(json!("line one\nline two\tend")).is_ok());
+        for bad in ["a\u{0}b", "bell\u{7}", "esc\u{1b}[31m", "del\u{7f}"] {
+            let e = read::<Text<100>>(json!(bad)).unwrap_err();
+            assert!(e.contains("control characters"), "{bad:?}: {e}");
+            assert!(read::<Word<100>>(json!(bad)).is_err());
         }
     }
 

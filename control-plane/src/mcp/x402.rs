@@ -141,5 +141,33 @@ pub(crate) fn service(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::routing::any_service(service)
+    axum::routing::any_service(service).layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        known_org,
+    ))
+}
+
+/// An organisation slug no organisation has is `404 NOT_FOUND`, not an empty tool list.
+async fn known_org(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let slug = req
+        .uri()
+        .path()
+        .strip_prefix(PREFIX)
+        .unwrap_or_default()
+        .trim_matches('/')
+        .to_string();
+    match state.store.get_org_by_slug(&slug).await {
+        Ok(Some(_)) => next.run(req).await,
+        Ok(None) => crate::error::ApiError::new(
+            paygate_domain::ErrorCode::NotFound,
+            format!("no organisation {slug:?}: the endpoint is /mcp/x402/{{orgSlug}}"),
+        )
+        .into_response(),
+        Err(e) => crate::error::ApiError::from(e).into_response(),
+    }
 }

@@ -16,6 +16,8 @@ pub enum ErrorCode {
     DuplicateRequest,
     AlreadyExists,
     PayloadTooLarge,
+    /// A request body declared as something other than JSON.
+    UnsupportedMediaType,
     OrgSuspended,
     Misconfigured,
     InvalidPayment,
@@ -60,6 +62,7 @@ impl ErrorCode {
             Self::DuplicateRequest => "DUPLICATE_REQUEST",
             Self::AlreadyExists => "ALREADY_EXISTS",
             Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            Self::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             Self::OrgSuspended => "ORG_SUSPENDED",
             Self::Misconfigured => "MISCONFIGURED",
             Self::InvalidPayment => "INVALID_PAYMENT",
@@ -117,6 +120,7 @@ impl ErrorCode {
             | Self::PaymentIdConflict
             | Self::RfiNotOpen => 409,
             Self::PayloadTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
             Self::TooManyRequests => 429,
             Self::HeadersTooLarge => 431,
             Self::InternalError => 500,
@@ -139,6 +143,7 @@ impl ErrorCode {
             405 => Self::MethodNotAllowed,
             409 => Self::DuplicateRequest,
             413 => Self::PayloadTooLarge,
+            415 => Self::UnsupportedMediaType,
             429 => Self::TooManyRequests,
             431 => Self::HeadersTooLarge,
             502 | 503 => Self::UpstreamUnavailable,

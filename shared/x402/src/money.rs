@@ -29,7 +29,7 @@ pub struct UsdcAmount(pub u64);
 /// Why a price was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PriceError {
-    #[error("must be a number")]
+    #[error("must be a USD amount: a JSON number or a decimal string such as \"0.01\"")]
     NotANumber,
     #[error("must be greater than 0")]
     NotPositive,
@@ -88,6 +88,12 @@ pub fn parse_usdc_units(s: &str) -> Result<u64, DecimalError> {
 impl UsdcAmount {
     /// Parses a USD price given as a decimal string (`"0.01"`) exactly ([`parse_usdc_units`]).
     pub fn from_usd_str(s: &str) -> Result<Self, PriceError> {
+        // A negative amount is an amount, just not a price: say so.
+        if let Some(rest) = s.strip_prefix('-') {
+            if parse_usdc_units(rest).is_ok() {
+                return Err(PriceError::NotPositive);
+            }
+        }
         let units = parse_usdc_units(s).map_err(|e| match e {
             DecimalError::Malformed => PriceError::NotANumber,
             DecimalError::TooPrecise => PriceError::TooPrecise,
@@ -245,7 +251,7 @@ mod tests {
         );
         assert_eq!(UsdcAmount::from_usd_str("NaN"), Err(PriceError::NotANumber));
         for bad in [
-            "", "-1", "+1", "1e3", " 1", "1.", ".5", "1_000", "0x10", "1,5",
+            "", "+1", "1e3", " 1", "1.", ".5", "1_000", "0x10", "1,5", "-1e3",
         ] {
             assert_eq!(
                 UsdcAmount::from_usd_str(bad),
@@ -262,6 +268,15 @@ mod tests {
             Err(PriceError::NotPositive)
         );
         assert_eq!(UsdcAmount::from_usd_str("abc"), Err(PriceError::NotANumber));
+        assert_eq!(
+            UsdcAmount::from_usd_str("-0.5"),
+            Err(PriceError::NotPositive)
+        );
+        assert_eq!(UsdcAmount::from_usd_str("-1"), Err(PriceError::NotPositive));
+        assert_eq!(UsdcAmount::from_usd_str("-"), Err(PriceError::NotANumber));
+        assert!(PriceError::NotANumber
+            .to_string()
+            .contains("decimal string"));
     }
 
     #[test]
