@@ -82,10 +82,11 @@ def stop_postgres(pg_dir=PG_DIR):
     pg("pg_ctl", "-D", os.path.join(pg_dir, "data"), "-m", "fast", "-w", "stop", check=False)
 
 
-def start_node(args, i, database_url):
+def start_node(args, i, database_url, fresh=True):
     data = os.path.join(CLUSTER, f"node{i + 1}")
-    shutil.rmtree(data, ignore_errors=True)
-    os.makedirs(data)
+    if fresh:
+        shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(data, exist_ok=True)
     env = dev_env.gateway_env()
     env.update(
         {
@@ -116,6 +117,14 @@ def start_node(args, i, database_url):
 
 
 def main():
+    started = dev_env.Started()
+    try:
+        run(started)
+    finally:
+        started.stop()
+
+
+def run(started):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--binary", default=os.path.join(dev_env.ROOT, "target/release/paygate"))
     ap.add_argument("--anvil", required=True, help="the anvil binary")
@@ -128,22 +137,17 @@ def main():
     anvil_pid_file = os.path.join(CLUSTER, "anvil.pid")
     dev_env.stop_leftover(anvil_pid_file)
 
+    dev_env.stop_on_signals()
+    started.add(stop_postgres)
     database_url = start_postgres()
-    anvil, contracts = dev_env.start_chain(args, anvil_pid_file)
+    _, contracts = dev_env.start_chain(args, anvil_pid_file, started)
     echo = http.server.ThreadingHTTPServer(ECHO_ADDR, dev_env.Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
+    started.add(echo.shutdown)
     # All three at once: they apply the migrations once between them.
-    nodes = [start_node(args, i, database_url) for i in range(len(NODES))]
-
-    def shutdown(*_):
-        print("\nstopping the cluster ...", flush=True)
-        dev_env.stop_all([proc for proc, _ in nodes] + [anvil])
-        echo.shutdown()
-        stop_postgres()
-        sys.exit(0)
-
-    signal.signal(signal.SIGINT, shutdown)
-    signal.signal(signal.SIGTERM, shutdown)
+    nodes = []
+    started.add(lambda: dev_env.stop_all([proc for proc, _ in nodes]))
+    nodes.extend(start_node(args, i, database_url) for i in range(len(NODES)))
     bases = [f"http://{n}" for n in NODES]
     for (proc, log_path), base in zip(nodes, bases):
         dev_env.wait_healthy(proc, log_path, base=base, seconds=60)
@@ -192,12 +196,35 @@ Try it:
   # which node does the cluster's reconciliation now
   for n in {' '.join(bases)}; do curl -s $n/healthz; echo; done
 
-Ctrl-C stops everything.""",
+Ctrl-C stops everything. A node that stops (try kill -9 on one) is reported and the
+others keep serving; kill -USR1 {os.getpid()} starts it again.""",
         flush=True,
     )
-    while all(proc.poll() is None for proc, _ in nodes):
+    # A node that exits (killed to watch failover, or failed) is reported; the others keep
+    # serving. SIGUSR1 starts every stopped node again, on its own data directory.
+    restart = threading.Event()
+    signal.signal(signal.SIGUSR1, lambda *_: restart.set())
+    reported = set()
+    while True:
+        for i, (proc, log_path) in enumerate(nodes):
+            code = proc.poll()
+            if code is not None and i not in reported:
+                reported.add(i)
+                alive = [f"{j + 1}" for j, (p, _) in enumerate(nodes) if p.poll() is None]
+                print(
+                    f"node {i + 1} ({bases[i]}) exited with status {code} (log: {log_path}); "
+                    f"node(s) {', '.join(alive) or 'none'} keep serving. "
+                    f"Start it again: kill -USR1 {os.getpid()}",
+                    flush=True,
+                )
+        if restart.is_set():
+            restart.clear()
+            for i in sorted(reported):
+                nodes[i] = start_node(args, i, database_url, fresh=False)
+                dev_env.wait_healthy(nodes[i][0], nodes[i][1], base=bases[i], seconds=60)
+                print(f"node {i + 1} ({bases[i]}) is serving again", flush=True)
+            reported.clear()
         time.sleep(0.5)
-    shutdown()
 
 
 if __name__ == "__main__":

@@ -111,6 +111,36 @@ def stop_leftover(pid_file):
         pass
 
 
+class Started:
+    """What a dev script started, stopped in reverse order on any exit: Ctrl-C, a failure
+    half-way (a node that never became healthy, a chain that did not deploy) or an error."""
+
+    def __init__(self):
+        self.steps = []
+
+    def add(self, stop):
+        self.steps.append(stop)
+
+    def stop(self):
+        while self.steps:
+            step = self.steps.pop()
+            try:
+                step()
+            except Exception as e:  # one failed stop must not keep the others running
+                print(f"stopping: {e}", file=sys.stderr, flush=True)
+
+
+def stop_on_signals():
+    """Ctrl-C and SIGTERM end the script through its `finally`, which stops what it started."""
+
+    def stop(*_):
+        print("\nstopping ...", flush=True)
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+
 def stop_all(procs):
     """SIGTERM to every process, then a wait (15 s each) and SIGKILL for any still running."""
     for p in procs:
@@ -120,6 +150,14 @@ def stop_all(procs):
             p.wait(timeout=15)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+def remove_files(*paths):
+    for f in paths:
+        try:
+            os.remove(f)
+        except OSError:
+            pass
 
 
 def wait_healthy(proc, log_path, base=None, seconds=30):
@@ -230,7 +268,7 @@ def ensure_corridor(api_key):
     return corridor["id"]
 
 
-def start_chain(args, pid_file):
+def start_chain(args, pid_file, started):
     """anvil on RPC_ADDR with Circle's USDC set up and minted to every development account, and the
     batch-settlement contract with its deposit collector at their canonical addresses. Returns
     the anvil process and the contracts placed (name -> address, for .run/dev.json)."""
@@ -242,6 +280,8 @@ def start_chain(args, pid_file):
         stdin=subprocess.DEVNULL,
     )
     open(pid_file, "w").write(str(anvil.pid))
+    started.add(lambda: stop_all([anvil]))
+    started.add(lambda: remove_files(pid_file))
     wait_rpc(anvil)
     setup = subprocess.run(
         [args.binary, "devchain", "setup", "--rpc", RPC_URL, "--artifacts", args.artifacts,
@@ -251,7 +291,6 @@ def start_chain(args, pid_file):
         text=True,
     )
     if setup.returncode != 0:
-        anvil.terminate()
         sys.exit("setting up USDC on anvil failed:\n" + setup.stderr)
     return anvil, json.loads(setup.stdout).get("contracts", {})
 
@@ -285,6 +324,14 @@ def gateway_env():
 
 
 def main():
+    started = Started()
+    try:
+        run(started)
+    finally:
+        started.stop()
+
+
+def run(started):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--binary", default=os.path.join(ROOT, "target/release/paygate"))
     ap.add_argument("--anvil", required=True, help="the anvil binary")
@@ -297,9 +344,11 @@ def main():
     stop_leftover(pid_file)
     stop_leftover(anvil_pid_file)
 
-    anvil, contracts = start_chain(args, anvil_pid_file)
+    stop_on_signals()
+    anvil, contracts = start_chain(args, anvil_pid_file, started)
     echo = http.server.ThreadingHTTPServer(ECHO_ADDR, Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
+    started.add(echo.shutdown)
 
     log_path = os.path.join(RUN, "paygate.log")
     env = gateway_env()
@@ -321,20 +370,8 @@ def main():
         stdin=subprocess.DEVNULL,
     )
     open(pid_file, "w").write(str(proc.pid))
-
-    def shutdown(*_):
-        print("\nstopping paygate ...", flush=True)
-        stop_all([proc, anvil])
-        echo.shutdown()
-        for f in (pid_file, anvil_pid_file):
-            try:
-                os.remove(f)
-            except OSError:
-                pass
-        sys.exit(0)
-
-    signal.signal(signal.SIGINT, shutdown)
-    signal.signal(signal.SIGTERM, shutdown)
+    started.add(lambda: stop_all([proc]))
+    started.add(lambda: remove_files(pid_file))
     wait_healthy(proc, log_path)
 
     dev_json = os.path.join(RUN, "dev.json")
