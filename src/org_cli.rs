@@ -125,10 +125,11 @@ pub enum PayoutsCommand {
 pub struct PayArgs {
     /// The corridor's id (`cor_...`).
     corridor: String,
-    /// The quote's id (`qt_...`, from `corridors quote`; single-use, it expires).
+    /// The quote's id (`qt_...`, from `corridors quote`; single-use, it expires). Without it,
+    /// the payout is quoted now for --amount, the quote shown, and paid at once.
     #[arg(long)]
-    quote: String,
-    /// The quoted amount of USDC, exactly as quoted.
+    quote: Option<String>,
+    /// The amount of USDC, exactly as quoted.
     #[arg(long)]
     amount: String,
     /// The wallet the payout is funded from (the organisation's payout wallet when payouts
@@ -341,6 +342,13 @@ pub fn payouts(args: OrgArgs, cmd: PayoutsCommand) -> anyhow::Result<ExitCode> {
                 branch_code,
                 mobile_number,
             } = *pay;
+            let quote = match quote {
+                Some(q) => q,
+                None => match quote_now(&args, &corridor, &amount)? {
+                    Ok(q) => q,
+                    Err(refused) => return Ok(refused),
+                },
+            };
             let mut beneficiary = json!({"name": name, "bankName": bank, "country": country,
                                          "currency": currency});
             for (field, v) in [
@@ -368,6 +376,41 @@ pub fn payouts(args: OrgArgs, cmd: PayoutsCommand) -> anyhow::Result<ExitCode> {
         }
     };
     run(args, c)
+}
+
+/// `payouts pay` without `--quote`: a quote for `amount` now, shown on stderr (every fee and
+/// what the beneficiary receives), and its id; or the refusal, already printed.
+fn quote_now(
+    args: &OrgArgs,
+    corridor: &str,
+    amount: &str,
+) -> anyhow::Result<Result<String, ExitCode>> {
+    let key = args
+        .key
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("set PAYGATE_API_KEY to the organisation's API key"))?;
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    q.append_pair("amount", amount);
+    let path = format!("/corridors/{corridor}/quote?{}", q.finish());
+    let (ok, answer) = crate::block_on(send(&args.url, &key, Method::GET, &path, None, &[]))??;
+    let quote = answer.json.clone().unwrap_or_default();
+    let id = quote["quoteId"].as_str().map(str::to_string);
+    let (true, Some(id)) = (ok, id) else {
+        return print_answer(false, &answer, !args.json).map(Err);
+    };
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    eprintln!(
+        "quote {id}: {} USDC -> {} {} at {} (fees {} USDC: platform {}, rail {}); expires {}",
+        text(&quote["amount"]),
+        text(&quote["destAmount"]),
+        text(&quote["destCurrency"]),
+        text(&quote["fxRate"]),
+        text(&quote["fees"]["total"]),
+        text(&quote["fees"]["platformFee"]),
+        text(&quote["fees"]["railFee"]),
+        text(&quote["expiresAt"]),
+    );
+    Ok(Ok(id))
 }
 
 fn run(args: OrgArgs, c: Call) -> anyhow::Result<ExitCode> {

@@ -168,9 +168,25 @@ async fn a_seller_manages_routes_and_payouts_from_the_command_line() {
     assert!(ok);
     let again: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(again["paymentId"], payout);
+    // Without --quote: quoted now, the quote shown first, then paid in the same step.
+    let mut one_step: Vec<&str> = pay.to_vec();
+    one_step.drain(3..5);
+    let key_pos = one_step.iter().position(|a| *a == "cli-payout-1").unwrap();
+    one_step[key_pos] = "cli-payout-2";
+    let (ok, out, err) = cli(&gw, k, &one_step).await;
+    assert!(ok, "{err}");
+    assert!(err.contains("quote qt_") && err.contains("NGN"), "{err}");
+    let second: Value = serde_json::from_str(&out).unwrap();
+    assert_ne!(second["paymentId"], payout);
+    // An amount the fees would eat is refused at the quote: nothing paid.
+    one_step[key_pos] = "cli-payout-3";
+    let amount_pos = one_step.iter().position(|a| *a == "50").unwrap();
+    one_step[amount_pos] = "0.000001";
+    let (ok, _, err) = cli(&gw, k, &one_step).await;
+    assert!(!ok && err.contains("INVALID_AMOUNT"), "{err}");
     let (ok, out, _) = cli(&gw, k, &["payouts", "list", &corridor]).await;
     assert!(ok);
-    assert_eq!(out.lines().count(), 2, "{out}");
+    assert_eq!(out.lines().count(), 3, "{out}");
     let (ok, out, _) = cli(&gw, k, &["payouts", "get", &corridor, payout]).await;
     assert!(ok);
     let got: Value = serde_json::from_str(&out).unwrap();
