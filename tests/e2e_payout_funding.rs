@@ -313,6 +313,35 @@ async fn through_cpn_a_payout_is_quoted_funded_once_and_completed() {
     );
 }
 
+/// A payment the provider says is delayed: kept in the timeline, the payout pending until it
+/// completes.
+#[tokio::test]
+async fn through_cpn_a_delayed_payment_completes_late() {
+    let (chain, gw, key) = setup_cpn().await;
+    let corridor = gw.active_corridor(&key, "BRL").await;
+    let (pid, _, _) = cpn_payout(&chain, &gw, &key, &corridor, "Sandbox Delay", "c-late").await;
+    let rec = payout_until(&gw, &key, &corridor, &pid, |r| {
+        !r["events"].as_array().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(rec["status"], "PENDING", "{rec}");
+    assert_eq!(
+        column(&rec["events"], "eventType"),
+        ["cpn.payment.delayed"],
+        "{rec}"
+    );
+    let rec = payout_until(&gw, &key, &corridor, &pid, |r| r["status"] == "SETTLED").await;
+    assert_eq!(
+        column(&rec["events"], "eventType"),
+        [
+            "cpn.payment.delayed",
+            "cpn.payment.fiatPaymentInitiated",
+            "cpn.payment.completed"
+        ],
+        "{rec}"
+    );
+}
+
 #[tokio::test]
 async fn through_cpn_an_rfi_holds_the_payout_until_the_seller_answers() {
     let (chain, gw, key) = setup_cpn().await;

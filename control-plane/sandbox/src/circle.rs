@@ -12,6 +12,9 @@ pub(super) fn notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8>
         EventType::PaymentCompleted => ("cpn.payment.completed", "COMPLETED"),
         EventType::PaymentFailed => ("cpn.payment.failed", "FAILED"),
         EventType::ComplianceHold => ("cpn.payment.inManualReview", "CREATED"),
+        EventType::Progress if o.status == "delayed" => {
+            ("cpn.payment.delayed", "FIAT_PAYMENT_INITIATED")
+        }
         EventType::Progress => ("cpn.payment.fiatPaymentInitiated", "FIAT_PAYMENT_INITIATED"),
     };
     let failed = o.event == EventType::PaymentFailed;

@@ -7,7 +7,8 @@
 //! - Payouts: idempotent on `Idempotency-Key` (paygate's payment id); the beneficiary's name
 //!   picks the outcome: `Sandbox Fail` -> failed, `Sandbox Hold` -> compliance hold then
 //!   completed, `Sandbox Hold Fail` -> hold then failed, `Sandbox Reorder` -> completed then a
-//!   late hold, `Sandbox Duplicate` -> completed, each event sent twice; anything else ->
+//!   late hold, `Sandbox Duplicate` -> completed, each event sent twice, `Sandbox Delay` ->
+//!   completed late (told as `cpn.payment.delayed` first when signing as CPN); anything else ->
 //!   completed.
 //! - Webhooks: signed (`t=...,v1=...`) with the first webhook secret, posted to paygate's
 //!   `/webhooks/provider` after `webhook_delay_ms`, retried with doubling backoff until a `2xx`;
@@ -240,6 +241,10 @@ fn script(cfg: &SandboxConfig, name: &str) -> Vec<(u64, EventType, &'static str)
             let at = events[i].0;
             events.insert(i, (at, EventType::Progress, "fiat_payment_initiated"));
         }
+        // `Sandbox Delay`: CPN says the settlement is delayed before it completes late.
+        if name.trim().eq_ignore_ascii_case("sandbox delay") {
+            events.insert(0, (first, EventType::Progress, "delayed"));
+        }
     }
     events
 }
@@ -263,6 +268,8 @@ fn scripted(first: u64, second: u64, name: &str) -> Vec<(u64, EventType, &'stati
             (first, EventType::PaymentCompleted, "complete"),
             (second, EventType::ComplianceHold, "compliance_hold"),
         ],
+        // Completes after the hold's time (through the CPN API, told as delayed first).
+        "sandbox delay" => vec![(second, EventType::PaymentCompleted, "complete")],
         _ => vec![(first, EventType::PaymentCompleted, "complete")],
     }
 }
