@@ -237,6 +237,17 @@ async fn a_payout_moves_the_quoted_usdc_from_the_payout_wallet_once() {
     );
 }
 
+/// The status of `POST /corridors/{its corridor}/payments/{pid}/{action}` sent by a new
+/// organisation (`other`) to payout `pid` of another.
+async fn from_another_org(gw: &Gateway, pid: &str, action: &str, body: Option<Value>) -> u16 {
+    let (_, other) = gw.create_org("other", None).await;
+    let corridor = gw.active_corridor(&other, "BRL").await;
+    let path = format!("/corridors/{corridor}/payments/{pid}/{action}");
+    error_of(gw.api(&other, Method::POST, &path, body).await)
+        .await
+        .0
+}
+
 /// A funded payout of `amount` through the CPN adapter: the wallet filled with `fill` USDC
 /// first; the accepted payout's id, the wallet and its address.
 async fn cpn_payout(
@@ -287,6 +298,8 @@ async fn through_cpn_a_payout_is_quoted_funded_once_and_completed() {
     assert_eq!(rec["status"], "SETTLED", "{rec}\n{}", gw.log());
     let cpn_id = rec["cpnPaymentId"].as_str().unwrap();
     assert!(paygate_payouts::cpn::is_uuid(cpn_id), "{rec}");
+    // Its notifications came to the webhook endpoint (the access log names the path).
+    assert!(gw.log().contains("/webhooks/provider"), "{}", gw.log());
     let events = column(&rec["events"], "eventType");
     assert_eq!(
         events,
@@ -342,6 +355,47 @@ async fn through_cpn_a_delayed_payment_completes_late() {
     );
 }
 
+/// Notifications lost (the simulator completes the payment without telling): the payout waits
+/// PENDING until paygate reads the payment's status from the provider, which then settles it
+/// exactly as the notification would have (once).
+#[tokio::test]
+async fn through_cpn_a_status_read_recovers_a_payout_whose_notifications_were_lost() {
+    let (chain, gw, key) = setup_cpn().await;
+    let corridor = gw.active_corridor(&key, "BRL").await;
+    let (pid, _, _) = cpn_payout(&chain, &gw, &key, &corridor, "Sandbox Silent", "c-silent").await;
+    let path = format!("/corridors/{corridor}/payments/{pid}/refresh");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let rec = loop {
+        let r = gw.api(&key, Method::POST, &path, None).await;
+        assert_eq!(r.status(), 200, "{}", gw.log());
+        let rec: Value = r.json().await.unwrap();
+        if rec["status"] == "SETTLED" || std::time::Instant::now() > deadline {
+            break rec;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(rec["status"], "SETTLED", "{rec}");
+    assert_eq!(
+        column(&rec["events"], "eventType").last(),
+        Some(&"cpn.payment.completed"),
+        "{rec}"
+    );
+    // No webhook came: what settled it was the read. Reading again changes nothing.
+    assert!(
+        !gw.log().contains("/webhooks/provider"),
+        "a webhook was delivered"
+    );
+    let again: Value = gw
+        .api(&key, Method::POST, &path, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["events"], rec["events"]);
+    // Another organisation cannot read it.
+    assert_eq!(from_another_org(&gw, &pid, "refresh", None).await, 404);
+}
+
 #[tokio::test]
 async fn through_cpn_an_rfi_holds_the_payout_until_the_seller_answers() {
     let (chain, gw, key) = setup_cpn().await;
@@ -391,17 +445,10 @@ async fn through_cpn_an_rfi_holds_the_payout_until_the_seller_answers() {
         assert_eq!(status, 400, "{body} {e}");
     }
     // Another organisation cannot see or answer it.
-    let (_, other) = gw.create_org("other", None).await;
-    let other_corridor = gw.active_corridor(&other, "BRL").await;
-    let r = gw
-        .api(
-            &other,
-            Method::POST,
-            &format!("/corridors/{other_corridor}/payments/{pid}/rfi"),
-            Some(json!({"answers": {}})),
-        )
-        .await;
-    assert_eq!(error_of(r).await.0, 404);
+    assert_eq!(
+        from_another_org(&gw, &pid, "rfi", Some(json!({"answers": {}}))).await,
+        404
+    );
     let rec = payout(&gw, &key, &corridor, &pid).await;
     assert_eq!(rec["rfi"]["status"], "INFORMATION_REQUIRED", "{rec}");
 

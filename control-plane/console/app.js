@@ -512,6 +512,12 @@ async function payoutDetail(cid, pid) {
       ...(p.funding && p.funding.returned ? [['USDC returned', p.funding.returnedTransaction || 'yes (transaction not known)']] : []),
       ...(p.failureCode ? [['Failure', `${p.failureCode}: ${p.failureMessage}`]] : [])]),
     p.rfi ? rfiSection(cid, p) : null,
+    // A payout still moving can be asked of the provider (its notifications may have been lost).
+    (p.status === 'PENDING' || p.status === 'COMPLIANCE_HOLD') && p.cpnPaymentId
+      ? form('inline', [], 'Ask the provider', async () => {
+        await api('POST', `/corridors/${encodeURIComponent(cid)}/payments/${encodeURIComponent(p.paymentId)}/refresh`);
+        route();
+      }) : null,
     el('h2', { text: 'Status timeline' }), el('ol', { class: 'timeline' }, steps),
     el('p', {}, el('a', { href: `#/corridors/${cid}`, text: 'Back to the corridor' })));
   // Refreshed while it moves, except while the seller is answering a request for information.

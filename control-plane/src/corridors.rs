@@ -390,6 +390,26 @@ pub async fn answer_rfi(
     }
 }
 
+/// `POST /corridors/{id}/payments/{paymentId}/refresh`: reads the payout's status from the
+/// provider and applies it as its webhook would (for a payout whose notifications were lost).
+#[utoipa::path(post, path = "/corridors/{id}/payments/{payment_id}/refresh", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), responses((status = 200, description = "The payout, with what the provider's status read changed", body = PayoutView), (status = 404, description = "No such payout in this corridor", body = paygate_domain::ErrorBody), (status = 502, description = "The provider refused or did not answer", body = paygate_domain::ErrorBody)))]
+pub async fn refresh(
+    State(state): State<AppState>,
+    auth: OrgAuth,
+    Path((id, payment_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let c = own_corridor(&state, &auth.org, &id).await?;
+    match state
+        .payouts
+        .refresh(&auth.org.id, &c.id, &payment_id)
+        .await
+    {
+        Ok(p) => Ok(Json(PayoutView::from(&p)).into_response()),
+        Err(RfiError::Store(e)) => Err(e.into()),
+        Err(e) => Err(err(e.code(), e.to_string())),
+    }
+}
+
 /// `POST /admin/corridors/{id}/approve-kyc`: `PENDING_KYC` -> `ACTIVE` (idempotent).
 #[utoipa::path(post, path = "/admin/corridors/{id}/approve-kyc", tag = "admin", security(("adminToken" = [])), params(("id" = String, Path)), responses((status = 200, description = "ACTIVE (idempotent)", body = CorridorView), (status = 404, description = "No such corridor", body = paygate_domain::ErrorBody)))]
 pub async fn approve_kyc(

@@ -110,6 +110,10 @@ pub fn app(state: AppState) -> Router {
             "/corridors/{id}/payments/{payment_id}/rfi",
             post(corridors::answer_rfi),
         )
+        .route(
+            "/corridors/{id}/payments/{payment_id}/refresh",
+            post(corridors::refresh),
+        )
         .route("/webhooks/provider", post(corridors::webhook))
         .route(
             "/admin/corridors/{id}/approve-kyc",

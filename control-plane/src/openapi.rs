@@ -65,6 +65,7 @@ use utoipa::{Modify, OpenApi};
         crate::corridors::pay,
         crate::corridors::get_payment,
         crate::corridors::answer_rfi,
+        crate::corridors::refresh,
         crate::corridors::webhook,
         crate::corridors::approve_kyc,
         crate::mcp::sse::open_stream,

@@ -8,8 +8,8 @@
 //!   picks the outcome: `Sandbox Fail` -> failed, `Sandbox Hold` -> compliance hold then
 //!   completed, `Sandbox Hold Fail` -> hold then failed, `Sandbox Reorder` -> completed then a
 //!   late hold, `Sandbox Duplicate` -> completed, each event sent twice, `Sandbox Delay` ->
-//!   completed late (told as `cpn.payment.delayed` first when signing as CPN); anything else ->
-//!   completed.
+//!   completed late (told as `cpn.payment.delayed` first when signing as CPN), `Sandbox Silent`
+//!   -> completed without any webhook (its status read tells it); anything else -> completed.
 //! - Webhooks: signed (`t=...,v1=...`) with the first webhook secret, posted to paygate's
 //!   `/webhooks/provider` after `webhook_delay_ms`, retried with doubling backoff until a `2xx`;
 //!   the outbox is durable, so deliveries resume after a restart. With `webhook_signing =
@@ -92,6 +92,10 @@ struct Outgoing {
     /// sent on cue), as CPN keeps it across retries.
     #[serde(default)]
     notification_id: String,
+    /// `Sandbox Silent`: the payout's status moves at the event's time, but no webhook is sent
+    /// (a provider whose notifications are lost; paygate learns it by reading the status).
+    #[serde(default)]
+    silent: bool,
 }
 
 impl Outgoing {
@@ -103,6 +107,7 @@ impl Outgoing {
             status: status.into(),
             attempts: 0,
             notification_id: paygate_domain::ids::uuid_v4(),
+            silent: false,
         }
     }
 }
@@ -371,8 +376,12 @@ fn record_payout(s: &Inner, p: &SbPayout, mut quote: SbQuote, name: &str) -> any
     } else {
         1
     };
+    let silent = name.trim().eq_ignore_ascii_case("sandbox silent");
     for (delay, event, status) in script(&s.cfg, name) {
-        let o = Outgoing::first(&p.reference, event, status);
+        let o = Outgoing {
+            silent,
+            ..Outgoing::first(&p.reference, event, status)
+        };
         for _ in 0..copies {
             events.push((s.outbox_key(now + delay)?, serde_json::to_vec(&o)?));
         }
@@ -487,6 +496,10 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
     let Some(mut payout) = payout else {
         return true; // Nothing to tell about.
     };
+    if o.silent {
+        set_status(s, &payout.reference, &o.status);
+        return true;
+    }
     let at = paygate_domain::now_rfc3339();
     let post = s
         .http
@@ -523,17 +536,7 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
     let sent = post.send().await;
     match sent {
         Ok(r) if r.status().is_success() => {
-            // The stored copy, as it is now (an RFI answer may have changed it meanwhile).
-            let _ = s
-                .payouts
-                .update_and_fetch(payout.reference.as_bytes(), |old| {
-                    let old = old?;
-                    let Ok(mut p) = serde_json::from_slice::<SbPayout>(old) else {
-                        return Some(old.to_vec()); // Never dropped for a parse.
-                    };
-                    p.status = o.status.clone();
-                    Some(serde_json::to_vec(&p).unwrap_or_else(|_| old.to_vec()))
-                });
+            set_status(s, &payout.reference, &o.status);
             tracing::info!(payout = %payout.id, event = o.event.as_str(), "sandbox webhook delivered");
             true
         }
@@ -546,6 +549,19 @@ async fn deliver(s: &Inner, o: &Outgoing) -> bool {
             false
         }
     }
+}
+
+/// Sets a payout's status on the stored copy as it is now (an RFI answer may have changed it
+/// meanwhile).
+fn set_status(s: &Inner, reference: &str, status: &str) {
+    let _ = s.payouts.update_and_fetch(reference.as_bytes(), |old| {
+        let old = old?;
+        let Ok(mut p) = serde_json::from_slice::<SbPayout>(old) else {
+            return Some(old.to_vec()); // Never dropped for a parse.
+        };
+        p.status = status.to_string();
+        Some(serde_json::to_vec(&p).unwrap_or_else(|_| old.to_vec()))
+    });
 }
 
 /// Runs the sandbox provider on `listener` until the task is dropped.

@@ -408,6 +408,21 @@ pub fn parse_any(body: &[u8]) -> Result<ProviderEvent, EventError> {
     }
 }
 
+/// A payment as a status read answers it, as the notification of that status (its id fixed by
+/// the payment and the status, so reading the same status again is a duplicate), or `None` for
+/// a status that moves nothing (`CREATED`).
+pub fn status_notification(payment: &PaymentWire, at: &str) -> Option<Vec<u8>> {
+    let kind = match payment.status.as_str() {
+        "COMPLETED" => "cpn.payment.completed",
+        "FAILED" => "cpn.payment.failed",
+        "FIAT_PAYMENT_INITIATED" => "cpn.payment.fiatPaymentInitiated",
+        "CRYPTO_FUNDS_PENDING" => "cpn.payment.cryptoFundsPending",
+        _ => return None,
+    };
+    let id = format!("status-read:{}:{}", payment.id, payment.status);
+    Some(payment_notification(kind, &id, payment, at))
+}
+
 /// Builds a payment notification (what the provider simulator sends).
 pub fn payment_notification(
     notification_type: &str,

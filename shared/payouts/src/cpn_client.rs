@@ -303,6 +303,30 @@ impl PayoutProvider for CpnProvider {
         })
     }
 
+    async fn payment_status(
+        &self,
+        payment_id: &str,
+    ) -> Result<Option<(crate::webhook::ProviderEvent, Vec<u8>)>, ProviderError> {
+        if !cpn::is_uuid(payment_id) {
+            return Err(ProviderError::Rejected("not a CPN payment id".into()));
+        }
+        let path = format!("{}/{payment_id}", cpn::PAYMENTS_PATH);
+        let rb = self.api.request(reqwest::Method::GET, &path);
+        let answer: cpn::PaymentAnswer = Api::parse(&Api::call(rb).await?)?;
+        if answer.data.id != payment_id {
+            return Err(ProviderError::Unavailable(
+                "provider answered for another payment".into(),
+            ));
+        }
+        let Some(raw) = cpn::status_notification(&answer.data, &paygate_domain::now_rfc3339())
+        else {
+            return Ok(None);
+        };
+        let event = cpn::parse_notification(&raw)
+            .map_err(|e| ProviderError::Unavailable(format!("unreadable payment: {e}")))?;
+        Ok(Some((event, raw)))
+    }
+
     async fn submit_rfi(&self, rfi: &RfiAnswer<'_>) -> Result<(), ProviderError> {
         let key = rfi.encryption_key.ok_or_else(|| {
             ProviderError::Rejected("the payout carries no key to encrypt the answer to".into())

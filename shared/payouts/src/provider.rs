@@ -141,6 +141,16 @@ pub trait PayoutProvider: Send + Sync + 'static {
     ) -> Result<ProviderQuote, ProviderError>;
     /// Creates the payout, or returns the one already created for `req.reference`.
     async fn create_payout(&self, req: &PayoutRequest) -> Result<ProviderPayout, ProviderError>;
+    /// Reads a payment's status from the provider, as an event paygate applies like a webhook
+    /// (with its raw form), or `None` when the status tells nothing new to apply (still being
+    /// created) or the provider has no such read.
+    async fn payment_status(
+        &self,
+        payment_id: &str,
+    ) -> Result<Option<(crate::webhook::ProviderEvent, Vec<u8>)>, ProviderError> {
+        let _ = payment_id;
+        Ok(None)
+    }
     /// Sends the answer to a request for information (idempotent on the RFI: a repeat is
     /// answered as the first). A provider without RFIs refuses.
     async fn submit_rfi(&self, rfi: &RfiAnswer<'_>) -> Result<(), ProviderError> {

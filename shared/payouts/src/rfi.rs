@@ -21,9 +21,9 @@ pub enum RfiError {
     NotOpen,
     #[error("the answer does not meet the request for information")]
     Invalid(Vec<FieldProblem>),
-    #[error("the payout provider refused the answer: {0}")]
+    #[error("the payout provider refused: {0}")]
     Refused(String),
-    #[error("the payout provider did not answer: {0}; send the answer again")]
+    #[error("the payout provider did not answer: {0}; try again")]
     Unanswered(String),
     #[error("no payout provider is configured on this server")]
     NoProvider,
@@ -134,6 +134,40 @@ impl PayoutEngine {
             }),
         };
         self.apply_event(&event, b"").await?;
+        Ok(self.store.get_payout(payout_id).await?.unwrap_or(payout))
+    }
+}
+
+impl PayoutEngine {
+    /// Reads payout `payout_id`'s status from the provider and applies it as a webhook would
+    /// be (the same lock, the same rules: never backwards, a repeat a duplicate): what recovers
+    /// a payout whose notifications were lost. A payout the provider has not accepted yet, or
+    /// one already final, is returned as it is.
+    pub async fn refresh(
+        &self,
+        org_id: &str,
+        corridor_id: &str,
+        payout_id: &str,
+    ) -> Result<Payout, RfiError> {
+        let payout = match self.store.get_payout(payout_id).await? {
+            Some(p) if p.org_id == org_id && p.corridor_id == corridor_id => p,
+            _ => return Err(RfiError::NotFound),
+        };
+        let Some(payment_id) = payout.cpn_payment_id.clone() else {
+            return Ok(payout);
+        };
+        if payout.status.is_terminal() {
+            return Ok(payout);
+        }
+        let provider = self.provider().map_err(|_| RfiError::NoProvider)?;
+        match provider.payment_status(&payment_id).await {
+            Ok(Some((event, raw))) => {
+                self.apply_event(&event, &raw).await?;
+            }
+            Ok(None) => {}
+            Err(ProviderError::Rejected(why)) => return Err(RfiError::Refused(why)),
+            Err(ProviderError::Unavailable(why)) => return Err(RfiError::Unanswered(why)),
+        }
         Ok(self.store.get_payout(payout_id).await?.unwrap_or(payout))
     }
 }
