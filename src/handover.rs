@@ -2,7 +2,7 @@
 //! ephemeral range), handed over to a new process (`serve --upgrade`, Pingora's graceful
 //! upgrade), and the draining flag once a hand-over or a shutdown begins.
 
-use crate::serve::{open_store, Opened};
+use crate::storage::{open_store, Opened};
 use anyhow::Context;
 use paygate_config::Config;
 use pingora::server::Server;

@@ -10,6 +10,7 @@ mod org_cli;
 mod pay_cli;
 mod serve;
 mod settlement;
+mod storage;
 mod tls;
 
 use clap::{Parser, Subcommand};

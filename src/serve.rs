@@ -2,6 +2,7 @@
 //! listener, and runs the Pingora server (proxy service + control plane as a background service)
 //! until SIGTERM/SIGINT; then flushes the store.
 
+use crate::storage::{open_store, Opened};
 use anyhow::Context;
 use async_trait::async_trait;
 use paygate_config::{Config, StorageBackend, StorageConfig};
@@ -10,8 +11,8 @@ use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::{RenderContext, RouteTable};
 use paygate_gateway::target_policy::TargetPolicy;
 use paygate_proxy::{Gateway, GatewayParts, ProxySettings};
-use paygate_store::postgres::{PgSettings, PgStore};
-use paygate_store::{SledStore, Store};
+use paygate_store::postgres::PgStore;
+use paygate_store::Store;
 use paygate_x402::facilitator::Facilitator;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownWatch};
@@ -530,23 +531,6 @@ fn hex_secret() -> Vec<u8> {
     hex::encode(rand::random::<[u8; 32]>()).into_bytes()
 }
 
-/// The PostgreSQL settings of `storage`, the URL read from its environment variable.
-pub fn pg_settings(storage: &StorageConfig) -> anyhow::Result<PgSettings> {
-    let env = &storage.database_url_env;
-    let url = std::env::var(env)
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .with_context(|| {
-            format!("storage.backend = \"postgres\" needs the database URL in {env}")
-        })?;
-    Ok(PgSettings {
-        url,
-        pool_size: storage.pool_size,
-        statement_timeout: Duration::from_millis(storage.statement_timeout_ms.max(1)),
-        acquire_timeout: Duration::from_secs(5),
-    })
-}
-
 /// Opens the store while the public listener answers `503` with the reason (its `/healthz`
 /// says why the node waits), then lets the listener go for the proxy to bind.
 fn open_waiting(
@@ -570,36 +554,4 @@ fn open_waiting(
     // The aborted task drops the listener, so the port is free for Pingora.
     let _ = rt.block_on(room);
     opened
-}
-
-pub(crate) type Opened = (Arc<dyn Store>, Option<PgStore>);
-
-/// Opens the configured store (and, on PostgreSQL, the handle the cluster follower listens
-/// with). PostgreSQL is migrated first; while it is unreachable the node waits (a warning per
-/// attempt, and `waiting` hears why) instead of exiting.
-pub(crate) async fn open_store(
-    storage: &StorageConfig,
-    mut waiting: impl FnMut(&paygate_store::postgres::StartError),
-) -> anyhow::Result<Opened> {
-    match storage.backend {
-        StorageBackend::Sled => {
-            let store = SledStore::open_with_cache(
-                &storage.path,
-                storage.cache_capacity_mb.saturating_mul(1 << 20),
-            )
-            .with_context(|| format!("opening store at {}", storage.path.display()))?;
-            Ok((Arc::new(store), None))
-        }
-        StorageBackend::Postgres => {
-            let settings = pg_settings(storage)?;
-            let store = PgStore::open(&settings, |e| {
-                tracing::warn!(error = %e, "waiting for the database");
-                waiting(e);
-            })
-            .await
-            .context("opening the PostgreSQL store")?;
-            tracing::info!("PostgreSQL store ready");
-            Ok((Arc::new(store.clone()), Some(store)))
-        }
-    }
 }

@@ -125,7 +125,7 @@ pub struct StorageConfig {
 }
 
 impl StorageConfig {
-    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = paygate_store::SledStore::DEFAULT_CACHE_CAPACITY_MB;
+    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = paygate_domain::SLED_CACHE_CAPACITY_MB;
 }
 
 impl Default for StorageConfig {

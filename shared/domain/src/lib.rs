@@ -3,6 +3,11 @@
 //! error vocabulary every part answers with (`ErrorCode`, the one JSON error body,
 //! `StoreError`). It knows nothing of HTTP servers or of how records are stored.
 
+/// sled's page cache by default, in MiB (`storage.cache_capacity_mb`, and the store's default;
+/// sled counts on-disk bytes, so it takes a few times that in memory). Here, below both the
+/// store and the configuration, so the configuration does not depend on the store for it.
+pub const SLED_CACHE_CAPACITY_MB: u64 = 16;
+
 pub mod apikey;
 pub mod channel;
 pub mod error;

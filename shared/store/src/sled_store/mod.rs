@@ -204,9 +204,8 @@ pub(super) fn prefix_end(mut prefix: Vec<u8>) -> Vec<u8> {
 }
 
 impl SledStore {
-    /// sled's page cache by default, in MiB (`storage.cache_capacity_mb`; sled counts on-disk
-    /// bytes, so it takes a few times that in memory).
-    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = 16;
+    /// sled's page cache by default, in MiB ([`paygate_domain::SLED_CACHE_CAPACITY_MB`]).
+    pub const DEFAULT_CACHE_CAPACITY_MB: u64 = paygate_domain::SLED_CACHE_CAPACITY_MB;
 
     /// Opens (or creates) the database in `dir` with the default page cache.
     pub fn open(dir: &Path) -> StoreResult<Self> {
