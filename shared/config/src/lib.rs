@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 mod edge;
+mod payout;
 mod sections;
 pub use edge::*;
+pub use payout::*;
 pub use sections::*;
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

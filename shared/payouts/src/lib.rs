@@ -326,7 +326,7 @@ impl PayoutRfi {
 impl Payout {
     /// Takes the RFI an event states: a new RFI replaces the last, the same one only moves
     /// forward. `true` if anything changed.
-    fn merge_rfi(&mut self, rfi: &cpn::RfiWire, received_at: &str) -> bool {
+    fn merge_rfi(&mut self, rfi: &webhook::EventRfi, received_at: &str) -> bool {
         match &mut self.rfi {
             Some(r) if r.id == rfi.id => {
                 if PayoutRfi::rank(&rfi.status) <= PayoutRfi::rank(&r.status) {
@@ -336,7 +336,7 @@ impl Payout {
                     r.answered_at = Some(received_at.to_string());
                 }
                 r.status = rfi.status.clone();
-                if let Some(schema) = &rfi.field_requirements {
+                if let Some(schema) = &rfi.schema {
                     r.schema = schema.clone();
                 }
                 true
@@ -347,10 +347,10 @@ impl Payout {
                     status: rfi.status.clone(),
                     level: rfi.level.clone(),
                     schema: rfi
-                        .field_requirements
+                        .schema
                         .clone()
                         .unwrap_or_else(|| serde_json::json!({"type": "object"})),
-                    expires_at: rfi.expire_date.clone(),
+                    expires_at: rfi.expires_at.clone(),
                     answered_at: None,
                 });
                 true

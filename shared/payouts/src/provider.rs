@@ -204,6 +204,12 @@ pub fn client(timeout: Duration) -> reqwest::Client {
         .unwrap_or_default()
 }
 
+/// An error body that says `message` (CPN's `{code, message}`, and many other APIs').
+#[derive(Deserialize)]
+struct MessageWire {
+    message: String,
+}
+
 /// A provider's words, as shown to a seller: at most 200 characters, no control characters.
 fn clip(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).take(200).collect()
@@ -259,7 +265,7 @@ impl Api {
     fn failure(status: u16, body: &[u8]) -> ProviderError {
         let reason = serde_json::from_slice::<ErrorWire>(body)
             .map(|e| e.error)
-            .or_else(|_| serde_json::from_slice::<crate::cpn::ErrorAnswer>(body).map(|e| e.message))
+            .or_else(|_| serde_json::from_slice::<MessageWire>(body).map(|e| e.message))
             .map(|r| clip(&r))
             .unwrap_or_else(|_| format!("HTTP {status}"));
         if (400..500).contains(&status) && status != 408 && status != 429 {

@@ -124,13 +124,12 @@ impl PayoutEngine {
             update_date: now.clone(),
             failure: None,
             returned: None,
-            rfi: Some(crate::cpn::RfiWire {
+            rfi: Some(crate::webhook::EventRfi {
                 id: rfi.id.clone(),
-                payment_id: payment_id.clone(),
                 status: "IN_REVIEW".into(),
                 level: rfi.level.clone(),
-                field_requirements: None,
-                expire_date: None,
+                schema: None,
+                expires_at: None,
             }),
         };
         self.apply_event(&event, b"").await?;

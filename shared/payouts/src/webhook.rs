@@ -135,7 +135,7 @@ pub fn parse_secrets(value: &str) -> Vec<Vec<u8>> {
 }
 
 /// The three events of SPEC.md 6.1, and progress (a provider's step that moves no payout
-/// state: kept in the payout's timeline; only a CPN notification says one, see [`crate::cpn`]).
+/// state: kept in the payout's timeline; only a CPN notification says one, see the `cpn` module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventType {
     #[serde(rename = "payments.payment_completed")]
@@ -221,7 +221,20 @@ pub struct ProviderEvent {
     /// The provider gave a failed payout's USDC back to the payout wallet.
     pub returned: Option<Returned>,
     /// A request for information (CPN's `cpn.rfi.*`), as the provider states it now.
-    pub rfi: Option<crate::cpn::RfiWire>,
+    pub rfi: Option<EventRfi>,
+}
+
+/// A request for information as an event states it (read from a provider's own shape, e.g.
+/// `cpn::RfiWire`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRfi {
+    pub id: String,
+    /// `INFORMATION_REQUIRED`, `IN_REVIEW`, `APPROVED` or `FAILED`.
+    pub status: String,
+    pub level: Option<String>,
+    /// The JSON Schema of the answer, when the event carries it.
+    pub schema: Option<serde_json::Value>,
+    pub expires_at: Option<String>,
 }
 
 /// USDC a provider gave back, and its transaction when the provider knows it.
