@@ -62,7 +62,7 @@ openapi-fuzz: deps
 ## fuzz: every cargo-fuzz target for FUZZ_SECONDS each (default 600; `make test` runs 15 s each).
 ## cargo fuzz needs nightly-only compiler flags: RUSTC_BOOTSTRAP=1 lets the one stable toolchain
 ## accept them. A crash stops the run and leaves its input under fuzz/artifacts/.
-FUZZ_TARGETS := payment_header webhook route_path amounts channel_payload
+FUZZ_TARGETS := payment_header webhook route_path amounts channel_payload sign_in
 FUZZ_SECONDS ?= 600
 FUZZ_SHORT_SECONDS := 15
 fuzz: fuzz-deps

@@ -228,17 +228,24 @@ def ensure_dev_org(previous):
     assert status == 200, body
     status, routes = call("GET", "/api/routes", api_key)
     assert status == 200, routes
-    if not any(r["path"] == "/echo" for r in routes):
+    dev_routes = [
+        {"path": "/echo", "description": "Echoes the request back (development upstream)"},
+        # An access window: one payment, then five more calls within the hour by signing in.
+        {"path": "/dataset", "description": "Echo sold by the hour: pay once, sign in for 5 more calls",
+         "accessWindowSeconds": 3600, "accessWindowCalls": 5},
+    ]
+    for extra in dev_routes:
+        if any(r["path"] == extra["path"] for r in routes):
+            continue
         status, route = call(
             "POST",
             "/api/routes",
             api_key,
             {
-                "path": "/echo",
                 "priceUSD": 0.01,
                 "targetUrl": f"http://{ECHO_ADDR[0]}:{ECHO_ADDR[1]}/echo",
                 "network": DEV_NETWORK,
-                "description": "Echoes the request back (development upstream)",
+                **extra,
             },
         )
         assert status == 201, route
@@ -426,6 +433,9 @@ Try it:
   export PAYGATE_PAYER_KEY=$(python3 -c 'import secrets;print("0x"+secrets.token_hex(32))')
   PAYGATE_DEVCHAIN_DEPLOYER_KEY={RELAYER_KEY} {args.binary} devchain fund
   {args.binary} pay {BASE}/gateway/acme/echo
+  # an access window with the official npm clients: pays once, signs in for 5 calls, pays again
+  NODE_PATH=.tools/node_modules node tests/interop/x402_window_pay.cjs {BASE}/gateway/acme/dataset {ACCOUNTS[3][1]} {RPC_URL} 7
+  curl -s {BASE}/api/access-windows -H 'Authorization: Bearer {api_key}'
   # MCP: the org's routes as paid tools (legacy SSE stream; Streamable HTTP is at {BASE}/mcp)
   curl -N {BASE}/mcp/sse -H 'Authorization: Bearer {api_key}'
   .venv/bin/python tests/interop/mcp_sse_client.py {BASE}/mcp/sse {api_key} --call echo --args '{{"query":{{"hi":"there"}}}}'

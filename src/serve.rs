@@ -300,11 +300,22 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         facilitator.clone(),
         chain_calls.clone(),
     )?;
-    if let Some(c) =
-        crate::settlement::build_channels(&cfg, dyn_store.clone(), chain_calls, metrics.clone())
-    {
+    if let Some(c) = crate::settlement::build_channels(
+        &cfg,
+        dyn_store.clone(),
+        chain_calls.clone(),
+        metrics.clone(),
+    ) {
         payments = payments.with_channels(c);
     }
+    let public_base_url = &table.render_context().public_base_url;
+    let origin = paygate_x402::siwx::Origin::of(public_base_url)
+        .with_context(|| format!("server.public_base_url {public_base_url:?} is not a URL"))?;
+    payments = payments.with_windows(Arc::new(paygate_gateway::windows::Windows::new(
+        dyn_store.clone(),
+        chain_calls.clone(),
+        origin,
+    )));
     let payments = Arc::new(payments);
     // What the facilitator settles, before the first probe: routes may be created at once.
     if let Some(f) = &facilitator {

@@ -81,8 +81,8 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
     println!("{seen}");
     assert_eq!(
         upstream.hits(),
-        3,
-        "the upstream served the paid call and the two channel calls"
+        4,
+        "the upstream served the paid call, the two channel calls and the windowed route's paid call"
     );
     for page in [
         "overview-empty",
@@ -95,6 +95,7 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
         "corridor-quote",
         "payout",
         "channels",
+        "windows",
         "keys",
     ] {
         let png = shots.join(format!("{page}.png"));

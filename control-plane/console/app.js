@@ -243,7 +243,9 @@ async function routeDetail(id) {
   const body = await challenge.text();
   show(el('h1', { text: `Route ${r.path}` }),
     facts([['Id', r.id], ['URL', url], ['Upstream', r.targetUrl], ['Network', r.network], ['Price', `$${r.priceUSD}`],
-      ['Active', r.active ? 'yes' : 'no'], ['Streaming', r.streaming ? 'yes' : 'no']]),
+      ['Active', r.active ? 'yes' : 'no'], ['Streaming', r.streaming ? 'yes' : 'no'],
+      ['Access window', r.accessWindowSeconds === null ? 'none: every call is paid'
+        : el('a', { href: '#/windows', text: `${r.accessWindowSeconds} s after a payment${r.accessWindowCalls === null ? '' : `, ${r.accessWindowCalls} calls`}, by signing in` })]]),
     el('h2', { text: 'Edit' }),
     form('stack', [
       field('Price (USD)', input('priceUSD', { required: true, value: r.priceUSD, inputmode: 'decimal' })),
@@ -389,6 +391,30 @@ async function channels() {
       say(`${r.claimedChannels} channel(s) claimed.`);
       await route();
     }));
+}
+
+async function windows(params) {
+  const routesList = await api('GET', '/api/routes');
+  const payer = params.get('payer') || '';
+  const list = (await api('GET', `/api/access-windows${payer ? `?payer=${encodeURIComponent(payer)}` : ''}`)).windows;
+  const paths = Object.fromEntries(routesList.map((r) => [r.id, r.path]));
+  const filters = form('inline', [
+    field('Payer', input('payer', { value: payer, placeholder: '0x…', size: 20 })),
+  ], 'Show', async (d) => {
+    location.hash = d.get('payer') ? `#/windows?payer=${encodeURIComponent(d.get('payer'))}` : '#/windows';
+  });
+  show(el('h1', { text: 'Access windows' }),
+    el('p', { class: 'hint', text: 'Payers who paid for a route with an access window and may call it again by signing in (x402 sign-in-with-x) until the window ends or its calls are used.' }),
+    filters,
+    table(['Payer', 'Route', 'Opened by', 'Ends', { label: 'Calls used', num: 1 }, { label: 'Calls left', num: 1 }],
+      list.map((w) => el('tr', { 'data-window': `${w.routeId}:${w.payer}` },
+        el('td', { class: 'mono', text: w.payer }),
+        el('td', { text: paths[w.routeId] || w.routeId }),
+        el('td', {}, el('a', { href: `#/payments/${w.paymentId}`, text: short(w.paymentId) })),
+        el('td', { text: w.expiresAt }),
+        el('td', { class: 'num', text: w.callsUsed }),
+        el('td', { class: 'num', text: w.callsLeft === null ? 'any' : w.callsLeft })))),
+    list.length ? null : el('p', { text: payer ? 'This payer has no active access window.' : 'No active access windows.' }));
 }
 
 async function paymentDetail(id) {
@@ -641,6 +667,7 @@ async function route() {
     if (page === 'payments' && id) return await paymentDetail(id);
     if (page === 'payments') return await payments(params);
     if (page === 'channels') return await channels();
+    if (page === 'windows') return await windows(params);
     if (page === 'corridors' && id && sub === 'payouts') return await payoutDetail(id, subId);
     if (page === 'corridors' && id) return await corridorDetail(id);
     if (page === 'corridors') return await corridors();

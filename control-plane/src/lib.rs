@@ -24,6 +24,7 @@ mod routes_api;
 mod state;
 mod views;
 mod waiting;
+mod windows_api;
 pub use waiting::{waiting_room, WaitReason};
 
 use axum::routing::{get, patch, post};
@@ -62,6 +63,7 @@ pub fn app(state: AppState) -> Router {
             axum::routing::delete(keys_api::delete),
         )
         .route("/api/channels", get(channels_api::list))
+        .route("/api/access-windows", get(windows_api::access_windows))
         .route("/api/payout-wallet", get(corridors::payout_wallet))
         .route("/api/channels/claim", post(channels_api::claim))
         .route("/api/channels/{id}", get(channels_api::get_one))
@@ -299,6 +301,14 @@ async fn maintenance(state: AppState) {
             Ok(n) if n > 0 => tracing::info!(removed = n, "expired MCP sessions purged"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "MCP session purge failed"),
+        }
+        match state.store.prune_windows(paygate_domain::unix_now()).await {
+            Ok(n) if n > 0 => tracing::info!(
+                removed = n,
+                "ended access windows and spent sign-in nonces purged"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "access window purge failed"),
         }
     }
 }

@@ -43,6 +43,7 @@ use utoipa::{Modify, OpenApi};
         crate::keys_api::create,
         crate::keys_api::delete,
         crate::channels_api::list,
+        crate::windows_api::access_windows,
         crate::corridors::payout_wallet,
         crate::channels_api::claim,
         crate::channels_api::get_one,

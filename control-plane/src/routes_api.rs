@@ -164,11 +164,17 @@ pub async fn create(
         public_tool: false,
         schemes: paygate_domain::model::exact_only(),
         pricing: paygate_domain::model::Pricing::Fixed,
+        access_window_seconds: None,
+        access_window_calls: None,
         created_at_ns: now.unix_timestamp_nanos(),
         created_at: stamp.clone(),
         updated_at: stamp,
     };
     input.apply(&mut route);
+    let problems = RouteInput::window_problems(&route);
+    if !problems.is_empty() {
+        return Err(ApiError::validation(problems));
+    }
     let out = RouteView::from(&route);
     let record = idem
         .as_ref()
@@ -245,6 +251,10 @@ pub async fn update(
             .ok_or_else(route_not_found)?;
         let mut new = old.clone();
         input.clone().apply(&mut new);
+        let problems = RouteInput::window_problems(&new);
+        if !problems.is_empty() {
+            return Err(ApiError::validation(problems));
+        }
         new.updated_at = now_rfc3339();
         let out = RouteView::from(&new);
         let record = idem

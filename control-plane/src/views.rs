@@ -50,6 +50,13 @@ pub struct RouteView {
     /// `fixed` (the price per request) or `usage` (the origin's `X-Paygate-Charge`, at most the
     /// price).
     pricing: paygate_domain::model::Pricing,
+    /// Seconds a payment grants its payer this route, signing in instead of paying (null: no
+    /// access window, every call paid).
+    #[schema(required)]
+    access_window_seconds: Option<u64>,
+    /// Calls a window serves beyond the paid one (null: any number within its period).
+    #[schema(required)]
+    access_window_calls: Option<u32>,
     created_at: String,
     updated_at: String,
 }
@@ -101,6 +108,8 @@ impl From<&Route> for RouteView {
             public_tool: r.public_tool,
             schemes: r.schemes.clone(),
             pricing: r.pricing,
+            access_window_seconds: r.access_window_seconds,
+            access_window_calls: r.access_window_calls,
             created_at: r.created_at.clone(),
             updated_at: r.updated_at.clone(),
         }

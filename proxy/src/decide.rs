@@ -9,11 +9,15 @@ use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::route_path::lookup_key;
 use paygate_domain::{unix_now, ErrorCode};
 use paygate_gateway::balancer::Picked;
-use paygate_gateway::payments::schemes::{Admission, Admitted, PaidRequest, Receipt, Upstream};
+use paygate_gateway::payments::schemes::{
+    Admission, Admitted, Gate, PaidRequest, Receipt, Upstream,
+};
 use paygate_gateway::payments::Refusal;
 use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
+use paygate_gateway::windows::Windows;
 use paygate_x402::facilitator::wire::{SandboxReceipt, SettleResponse};
 use paygate_x402::payment::ProtocolVersion;
+use paygate_x402::siwx;
 use paygate_x402::PaymentRequirements;
 use pingora::http::RequestHeader;
 use std::borrow::Cow;
@@ -323,7 +327,37 @@ impl Gateway {
                 "this organisation has no receiver wallet configured".into(),
             ));
         };
+        // A route with an access window declares a fresh sign-in (nonce, time) in every 402.
+        let windows = self.payments.windows().filter(|_| !entry.sandbox);
+        let fresh = windows.and_then(|w| w.challenge(&entry));
+        let challenge = fresh.as_ref().unwrap_or(challenge);
         let refused = |r: Refusal| Answer::refused(r, requirements, challenge, request_id);
+        let gate = ProxyGate {
+            gateway: self,
+            entry: &entry,
+            headers: &req.headers,
+        };
+        // A call that signs in instead of paying settles nothing: served whatever the network's
+        // facilitator is doing.
+        let sign_in = req.headers.get(siwx::EXTENSION);
+        if let (Some(windows), Some(proof), true, None) =
+            (windows, sign_in, fresh.is_some(), payment_header(req))
+        {
+            let signed_in = SignedIn {
+                org_id: &org_id,
+                entry: &entry,
+                proof: proof.as_bytes(),
+                challenge,
+                request_id,
+            };
+            let admission = self.signed_in(req, &gate, windows, signed_in).await?;
+            return Ok(Forwarding::new(
+                entry.clone(),
+                admission.upstream,
+                Some(admission),
+                origin,
+            ));
+        }
         // A network that cannot settle now (no facilitator for it, or it stopped answering the
         // health probe) is a 503 before any challenge: never invite a payment that cannot land.
         if !entry.sandbox && !self.payments.settleable().now(&requirements.network) {
@@ -335,11 +369,6 @@ impl Gateway {
                 )),
             ));
         }
-        let gate = ProxyGate {
-            gateway: self,
-            entry: &entry,
-            headers: &req.headers,
-        };
         #[cfg(feature = "bench-free-pass")]
         if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
             let to = self
@@ -392,6 +421,49 @@ impl Gateway {
         ))
     }
 
+    /// A call without payment that signs in (`SIGN-IN-WITH-X`) to a route with an access
+    /// window: the route's limits and body size first, the upstream found, then the window
+    /// serves it (the call counted, the nonce spent) or the sign-in is answered `402` with why.
+    async fn signed_in(
+        &self,
+        req: &RequestHeader,
+        gate: &ProxyGate<'_>,
+        windows: &Windows,
+        s: SignedIn<'_>,
+    ) -> Result<Admission, Answer> {
+        let (requirements, _) = s.entry.payment.as_ref().ok_or(Answer::Error(
+            ErrorCode::Misconfigured,
+            "this organisation has no receiver wallet configured".into(),
+        ))?;
+        self.limits
+            .check_route(&s.entry.id)
+            .map_err(Answer::Limited)?;
+        if let Some(too_large) = self.body_too_large(req) {
+            return Err(too_large);
+        }
+        let upstream = gate
+            .upstream(false)
+            .await
+            .map_err(|r| Answer::refused(r, requirements, s.challenge, s.request_id))?;
+        let window = windows
+            .sign_in(s.org_id, s.entry, s.proof)
+            .await
+            .map_err(|r| Answer::window_refused(r, requirements, s.challenge, s.request_id))?;
+        if let Some(payer) = paygate_x402::address::parse_address(&window.payer) {
+            gate.payer(&payer).map_err(Answer::Limited)?;
+        }
+        let network = requirements.network_name(ProtocolVersion::V2);
+        Ok(Admission {
+            upstream,
+            payment: Admitted::Window(Box::new(window.clone())),
+            receipt: Some(Receipt {
+                header: "payment-response",
+                value: paygate_gateway::windows::receipt(&window, &network),
+                charged: 0,
+            }),
+        })
+    }
+
     /// A declared body larger than the gateway forwards is refused before any payment.
     pub(crate) fn body_too_large(&self, req: &RequestHeader) -> Option<Answer> {
         let declared = req
@@ -408,6 +480,15 @@ impl Gateway {
                 )
             })
     }
+}
+
+/// A sign-in to a route with an access window, as the request brought it.
+struct SignedIn<'a> {
+    org_id: &'a Arc<str>,
+    entry: &'a Arc<RouteEntry>,
+    proof: &'a [u8],
+    challenge: &'a paygate_x402::Challenge,
+    request_id: &'a str,
 }
 
 fn error(code: ErrorCode, message: &'static str) -> Decision {

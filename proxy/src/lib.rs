@@ -18,7 +18,7 @@ use paygate_domain::ids::new_request_id;
 use paygate_domain::origin_proof::{PAYMENT_ID_HEADER, SIGNATURE_HEADER};
 use paygate_domain::ErrorCode;
 use paygate_gateway::metrics::{Metrics, Outcome, RequestEvent};
-use paygate_gateway::payments::schemes::{Answered, Receipt, CHARGE_HEADER};
+use paygate_gateway::payments::schemes::{Admitted, Answered, Receipt, CHARGE_HEADER};
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::RouteTable;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -180,6 +180,8 @@ impl ProxyHttp for Gateway {
             }
             Decision::Forward(f) => {
                 (ctx.outcome, ctx.kind) = match &f.payment {
+                    // A window's call was paid for by the payment that opened the window.
+                    Some(p @ Admitted::Window(_)) => (Some(p.label()), Outcome::Other),
                     Some(p) => (Some(p.label()), Outcome::Paid),
                     None => (Some("BENCH_FREE"), Outcome::Other),
                 };

@@ -12,6 +12,7 @@ use paygate_gateway::channels::{self, ChannelRefusal};
 use paygate_gateway::metrics::Outcome;
 use paygate_gateway::payments::schemes::Unadmitted;
 use paygate_gateway::payments::Refusal;
+use paygate_gateway::windows::WindowRefusal;
 use paygate_x402::facilitator::wire::RefusedPaymentBody;
 use paygate_x402::{Challenge, PaymentRequirements};
 use std::borrow::Cow;
@@ -56,17 +57,55 @@ impl Answer {
         let Some(rejection) = refusal.rejection() else {
             return Self::Error(refusal.code(), Cow::Owned(refusal.to_string()));
         };
-        let code = refusal.code();
-        let message = rejection.to_string();
+        let why = Why {
+            code: refusal.code(),
+            reason: rejection.reason(),
+            message: rejection.to_string(),
+        };
+        Self::with_reason(why, req, challenge, request_id)
+    }
+
+    /// The answer to a sign-in that opened no access window: `402` with the route's challenge
+    /// (a fresh sign-in declaration in it) and the reason, or `503` when the store could not
+    /// decide.
+    pub(crate) fn window_refused(
+        refusal: WindowRefusal,
+        req: &PaymentRequirements,
+        challenge: &Challenge,
+        request_id: &str,
+    ) -> Self {
+        if refusal == WindowRefusal::Unavailable {
+            return Self::Error(ErrorCode::StoreUnavailable, Cow::Owned(refusal.to_string()));
+        }
+        let why = Why {
+            code: ErrorCode::SignInRefused,
+            reason: refusal.reason(),
+            message: refusal.to_string(),
+        };
+        Self::with_reason(why, req, challenge, request_id)
+    }
+
+    /// `402`: `challenge` rendered again with `why`'s reason as its `error`.
+    fn with_reason(
+        why: Why,
+        req: &PaymentRequirements,
+        challenge: &Challenge,
+        request_id: &str,
+    ) -> Self {
+        let Why {
+            code,
+            reason,
+            message,
+        } = why;
         let body = RefusedPaymentBody {
             server: ErrorBody::new(code, &message, request_id),
             x402_version: 1,
-            error: rejection.reason(),
+            error: reason,
             accepts: [req.to_v1()],
         };
         let with_reason = Challenge::render_offered(
             req,
-            rejection.reason(),
+            reason,
             challenge.extensions.clone(),
             challenge.offer.clone(),
         );
@@ -105,6 +144,13 @@ impl Answer {
             ),
         }
     }
+}
+
+/// Why a request is answered `402` again: its code, the x402 reason, and the message.
+struct Why {
+    code: ErrorCode,
+    reason: &'static str,
+    message: String,
 }
 
 /// The body of the answer to a payer's channel refund (its receipt says the same).

@@ -8,6 +8,7 @@ pub mod channel;
 pub mod cluster;
 pub mod crash;
 pub mod upstream;
+pub mod windows;
 
 use reqwest::{Client, Response};
 use serde_json::{json, Value};

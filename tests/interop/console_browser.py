@@ -269,6 +269,31 @@ try:
     assert "null" not in d.find_element(By.CSS_SELECTOR, "main").text, "a placeholder leaked into the page"
     shot("channels")
 
+    # An access window: a route sold by the hour, paid once; the payer's window is listed.
+    req = urllib.request.Request(f"{BASE}/api/routes", method="POST", data=json.dumps({
+        "path": "/hourly", "priceUSD": "0.01", "targetUrl": f"{os.environ['UPSTREAM']}/hourly",
+        "network": "base-sepolia", "accessWindowSeconds": 3600, "accessWindowCalls": 5}).encode(),
+        headers={"Authorization": f"Bearer {os.environ['ORG_KEY']}", "Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+    paid = subprocess.run([sys.executable, os.environ["PAY_SCRIPT"], f"{BASE}/gateway/acme/hourly", os.environ["PAYER_KEY"]],
+                          capture_output=True, text=True, timeout=120)
+    assert paid.returncode == 0, paid.stdout + paid.stderr
+    payer = json.loads(paid.stdout.strip().splitlines()[-1])["paymentResponse"]["payer"].lower()
+    go("#/windows")
+    heading("Access windows")
+    assert unlabelled() == [], unlabelled()
+    row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-window]")))
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[0] == payer and cells[1] == "/hourly" and cells[4:6] == ["0", "5"], cells
+    fill("payer", "0x" + "ab" * 20)
+    submit("Show")
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "main"), "This payer has no active access window."))
+    fill("payer", payer.upper().replace("0X", "0x"))
+    submit("Show")
+    row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-window]")))
+    seen["window"] = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    shot("windows")
+
     # API keys: a new one is shown once.
     go("#/keys")
     heading("API keys")

@@ -100,6 +100,18 @@ pub struct RouteCreate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     pricing: Option<Pricing>,
+    /// An access window: a payment grants its payer this route for this many seconds (1 to
+    /// 31536000), within which the payer signs in (`SIGN-IN-WITH-X`, x402's sign-in-with-x)
+    /// instead of paying again. Needs `exact` among `schemes` and `fixed` pricing. `null`
+    /// clears it (every call paid).
+    #[serde(default)]
+    #[schema(schema_with = nullable::<u64>)]
+    access_window_seconds: Nullable<u64>,
+    /// With an access window: how many calls it serves beyond the paid one (1 to 1000000;
+    /// default or `null`: any number within its period).
+    #[serde(default)]
+    #[schema(schema_with = nullable::<u32>)]
+    access_window_calls: Nullable<u32>,
 }
 
 impl RequestBody for RouteCreate {
@@ -183,6 +195,18 @@ pub struct RouteUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     pricing: Option<Pricing>,
+    /// An access window: a payment grants its payer this route for this many seconds (1 to
+    /// 31536000), within which the payer signs in (`SIGN-IN-WITH-X`, x402's sign-in-with-x)
+    /// instead of paying again. Needs `exact` among `schemes` and `fixed` pricing. `null`
+    /// clears it (every call paid).
+    #[serde(default)]
+    #[schema(schema_with = nullable::<u64>)]
+    access_window_seconds: Nullable<u64>,
+    /// With an access window: how many calls it serves beyond the paid one (1 to 1000000;
+    /// default or `null`: any number within its period).
+    #[serde(default)]
+    #[schema(schema_with = nullable::<u32>)]
+    access_window_calls: Nullable<u32>,
 }
 
 impl RequestBody for RouteUpdate {
@@ -215,6 +239,8 @@ pub(super) struct RouteInput {
     pub(super) public_tool: Option<bool>,
     pub(super) schemes: Option<Vec<Scheme>>,
     pub(super) pricing: Option<Pricing>,
+    pub(super) access_window_seconds: Option<Option<u64>>,
+    pub(super) access_window_calls: Option<Option<u32>>,
 }
 
 impl From<RouteCreate> for RouteInput {
@@ -235,6 +261,8 @@ impl From<RouteCreate> for RouteInput {
             output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
             public_tool: b.public_tool,
             pricing: b.pricing,
+            access_window_seconds: b.access_window_seconds.patch(),
+            access_window_calls: b.access_window_calls.patch(),
             ..Self::default()
         };
         input.read_schemes(b.schemes);
@@ -262,6 +290,8 @@ impl From<RouteUpdate> for RouteInput {
             output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
             public_tool: b.public_tool,
             pricing: b.pricing,
+            access_window_seconds: b.access_window_seconds.patch(),
+            access_window_calls: b.access_window_calls.patch(),
             ..Self::default()
         };
         input.read_schemes(b.schemes);
@@ -331,6 +361,12 @@ impl RouteInput {
         if let Some(v) = self.pricing {
             r.pricing = v;
         }
+        if let Some(v) = self.access_window_seconds {
+            r.access_window_seconds = v;
+        }
+        if let Some(v) = self.access_window_calls {
+            r.access_window_calls = v;
+        }
     }
 
     /// `schemes`: at least one, each once.
@@ -349,4 +385,42 @@ impl RouteInput {
             self.schemes = Some(schemes);
         }
     }
+
+    /// What a route with the input applied may not be: an access window out of range, calls
+    /// without a window, a window on a route no `exact` payment opens (channels, usage pricing).
+    pub(super) fn window_problems(r: &Route) -> Vec<FieldProblem> {
+        let mut problems = Vec::new();
+        let mut problem = |field: &str, text: &str| problems.push(FieldProblem::new(field, text));
+        match r.access_window_seconds {
+            None if r.access_window_calls.is_some() => problem(
+                "accessWindowCalls",
+                "needs accessWindowSeconds: calls are counted within a window",
+            ),
+            None => {}
+            Some(s) if !(1..=MAX_WINDOW_SECONDS).contains(&s) => problem(
+                "accessWindowSeconds",
+                "must be 1 to 31536000 seconds (a year)",
+            ),
+            Some(_) if !r.schemes.contains(&Scheme::Exact) => problem(
+                "accessWindowSeconds",
+                "needs exact among schemes: an exact payment opens the window",
+            ),
+            Some(_) if r.pricing != Pricing::Fixed => problem(
+                "accessWindowSeconds",
+                "needs fixed pricing: a window is bought for the route's price",
+            ),
+            Some(_) => {}
+        }
+        if r.access_window_calls
+            .is_some_and(|c| !(1..=MAX_WINDOW_CALLS).contains(&c))
+        {
+            problem("accessWindowCalls", "must be 1 to 1000000 calls");
+        }
+        problems
+    }
 }
+
+/// The longest access window: a year.
+const MAX_WINDOW_SECONDS: u64 = 31_536_000;
+/// The most calls one window serves.
+const MAX_WINDOW_CALLS: u32 = 1_000_000;

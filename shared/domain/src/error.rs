@@ -43,6 +43,8 @@ pub enum ErrorCode {
     PaymentIdConflict,
     /// A payout's request for information is not waiting for an answer.
     RfiNotOpen,
+    /// A sign-in (`SIGN-IN-WITH-X`) that opens no access window: pay, or sign in again.
+    SignInRefused,
     UpstreamError,
     StoreUnavailable,
     InternalError,
@@ -87,6 +89,7 @@ impl ErrorCode {
             Self::LastActiveKey => "LAST_ACTIVE_KEY",
             Self::PaymentIdConflict => "PAYMENT_ID_CONFLICT",
             Self::RfiNotOpen => "RFI_NOT_OPEN",
+            Self::SignInRefused => "SIGN_IN_REFUSED",
             Self::UpstreamError => "UPSTREAM_ERROR",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
@@ -106,7 +109,10 @@ impl ErrorCode {
             | Self::QuoteExpired
             | Self::MissingIdempotencyKey => 400,
             Self::Unauthorized => 401,
-            Self::NonceReplay | Self::PaymentRejected | Self::PlanLimitExceeded => 402,
+            Self::NonceReplay
+            | Self::PaymentRejected
+            | Self::PlanLimitExceeded
+            | Self::SignInRefused => 402,
             Self::Forbidden | Self::OrgSuspended => 403,
             Self::NotFound | Self::RouteNotFound => 404,
             Self::MethodNotAllowed => 405,

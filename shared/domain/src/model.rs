@@ -105,6 +105,13 @@ pub struct Route {
     /// `X-Paygate-Charge`, at most the price (`usage`).
     #[serde(default)]
     pub pricing: Pricing,
+    /// A payment grants its payer this route for this many seconds: the payer comes back by
+    /// signing in (`SIGN-IN-WITH-X`) instead of paying again (`None`: every call is paid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_window_seconds: Option<u64>,
+    /// With a window: how many calls it allows beyond the paid one (`None`: any number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_window_calls: Option<u32>,
     /// Nanoseconds since the epoch; orders the list newest first.
     pub created_at_ns: i128,
     pub created_at: String,

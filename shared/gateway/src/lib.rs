@@ -20,3 +20,4 @@ pub mod settleable;
 pub mod target_policy;
 mod unflushed;
 pub mod usage;
+pub mod windows;

@@ -168,6 +168,8 @@ pub struct PaymentService {
     settleable: Settleable,
     /// Payment channels (`batch-settlement`), where this deployment offers them.
     channels: Option<Arc<crate::channels::Channels>>,
+    /// Access windows, where this deployment serves them (the proxy's service does).
+    windows: Option<Arc<crate::windows::Windows>>,
 }
 
 impl PaymentService {
@@ -188,7 +190,19 @@ impl PaymentService {
             usage,
             settleable,
             channels: None,
+            windows: None,
         }
+    }
+
+    /// With access windows served by `windows`.
+    pub fn with_windows(mut self, windows: Arc<crate::windows::Windows>) -> Self {
+        self.windows = Some(windows);
+        self
+    }
+
+    /// The access windows, where this deployment serves them.
+    pub fn windows(&self) -> Option<&Arc<crate::windows::Windows>> {
+        self.windows.as_ref()
     }
 
     /// With payment channels served by `channels`.

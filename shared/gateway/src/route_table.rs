@@ -381,6 +381,8 @@ impl RenderContext {
             public_tool: false,
             schemes: paygate_domain::model::exact_only(),
             pricing: paygate_domain::model::Pricing::Fixed,
+            access_window_seconds: None,
+            access_window_calls: None,
             created_at_ns: 0,
             created_at: now.clone(),
             updated_at: now,

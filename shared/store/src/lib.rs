@@ -18,7 +18,7 @@ pub use sled_store::SledStore;
 pub mod prelude {
     pub use super::{
         ChannelStore, ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore,
-        RouteStore, Store,
+        RouteStore, Store, WindowStore,
     };
 }
 
@@ -29,6 +29,7 @@ use paygate_domain::model::{
     PaymentStatus, Route,
 };
 use paygate_domain::rollup::{CountBatch, RollupRow, Tier};
+use paygate_domain::window::{AccessWindow, WindowUse};
 use paygate_domain::StoreResult;
 use paygate_payouts::store::PayoutStore;
 
@@ -277,6 +278,49 @@ pub trait ChannelStore: Send + Sync {
     async fn unclaimed_channels(&self) -> StoreResult<Vec<ChannelRecord>>;
 }
 
+/// Access windows (route `accessWindowSeconds`): one per (organisation, route, payer), and the
+/// nonces of the sign-ins served through them. A sign-in is decided in one step with its nonce
+/// (a transaction), so a nonce is spent once across every node and a window never serves more
+/// calls than it allows.
+#[async_trait]
+pub trait WindowStore: Send + Sync {
+    /// Opens `w` in place of the payer's window for the route. The same payment again (a
+    /// retried request) leaves the stored window as it is, its calls counted.
+    async fn open_window(&self, w: &AccessWindow) -> StoreResult<()>;
+    /// Serves one call through the payer's window at `now` if it still serves and `nonce` was
+    /// never spent; spends the nonce (kept until `nonce_until`, unix seconds) and counts the call
+    /// only then.
+    async fn use_window(
+        &self,
+        org_id: &str,
+        route_id: &str,
+        payer: &str,
+        nonce: &str,
+        nonce_until: u64,
+        now: u64,
+    ) -> StoreResult<WindowUse>;
+    /// Gives back one call of the payer's window opened by `payment_id` (a call the origin did
+    /// not serve); `false` when that window is gone, replaced, or has no call counted.
+    async fn return_window_call(
+        &self,
+        org_id: &str,
+        route_id: &str,
+        payer: &str,
+        payment_id: &str,
+    ) -> StoreResult<bool>;
+    /// The organisation's windows that still serve at `now` (of `payer` alone when given,
+    /// lower-case hex), soonest to end first.
+    async fn active_windows(
+        &self,
+        org_id: &str,
+        payer: Option<&str>,
+        now: u64,
+    ) -> StoreResult<Vec<AccessWindow>>;
+    /// Forgets spent nonces kept until before `now` (their sign-ins are refused as too old
+    /// anyway) and windows that ended before `now`; returns how many records went.
+    async fn prune_windows(&self, now: u64) -> StoreResult<usize>;
+}
+
 /// Every durable record, by aggregate. A backend implements each part; callers hold an
 /// `Arc<dyn Store>` (the parts' methods are callable on it without importing them).
 #[async_trait]
@@ -290,6 +334,7 @@ pub trait Store:
     + PayoutStore
     + ClusterStore
     + ChannelStore
+    + WindowStore
     + Send
     + Sync
     + 'static

@@ -12,6 +12,7 @@ pub mod money;
 pub mod network;
 pub mod payment;
 pub mod sign;
+pub mod siwx;
 pub mod v1;
 pub mod v2;
 pub mod verify;

@@ -15,6 +15,7 @@ use crate::route_table::RouteEntry;
 use alloy_primitives::Address;
 use http::HeaderValue;
 use paygate_domain::model::{PaidAnswer, Pricing};
+use paygate_domain::window::AccessWindow;
 use paygate_x402::batch::ChannelPayloadWire;
 use paygate_x402::payment::{DecodeError, ProtocolVersion};
 use paygate_x402::verify::Rejection;
@@ -109,6 +110,9 @@ pub enum Admitted {
     Exact(Box<ExactAdmitted>),
     /// A voucher admitted; the channel is locked until it is charged or dropped.
     Channel(Box<ChannelAdmitted>),
+    /// A call served through the payer's access window, counted at admission; given back if
+    /// the origin does not serve it (no answer, or 400 and above), as a voucher is not charged.
+    Window(Box<AccessWindow>),
 }
 
 /// An `exact` payment settled for a request, and the identifier its answer is kept under.
@@ -131,6 +135,7 @@ impl Admitted {
         match self {
             Self::Exact(_) => "PAID",
             Self::Channel(_) => "CHANNEL_VOUCHER",
+            Self::Window(_) => "ACCESS_WINDOW",
         }
     }
 
@@ -138,7 +143,7 @@ impl Admitted {
     pub fn payment_id(&self) -> Option<&str> {
         match self {
             Self::Exact(e) => Some(&e.paid.record.id),
-            Self::Channel(_) => None,
+            Self::Channel(_) | Self::Window(_) => None,
         }
     }
 
@@ -149,7 +154,7 @@ impl Admitted {
                 let r = &e.paid.record;
                 Some(r.settle_ms.unwrap_or(0) + r.verify_us / 1000)
             }
-            Self::Channel(_) => None,
+            Self::Channel(_) | Self::Window(_) => None,
         }
     }
 
@@ -243,6 +248,10 @@ impl Scheme for Exact<'_> {
             redeliver: req.entry.route.origin_deduplicates,
         };
         let paid = svc.take(verified, &charge).await?;
+        if let Some(windows) = svc.windows() {
+            // Before forwarding: a crash after this keeps the window the payment bought.
+            windows.open(req.entry, &paid.record).await;
+        }
         let receipt = Receipt {
             header: paid.receipt_header,
             value: paid.receipt.clone(),
@@ -433,6 +442,20 @@ impl PaymentService {
         match slot {
             Some(Admitted::Exact(_)) => Exact(self).finish(slot, answered).await,
             Some(Admitted::Channel(_)) => Batch(self).finish(slot, answered).await,
+            Some(Admitted::Window(_)) => {
+                let unserved = match answered {
+                    Answered::Head { status, .. } => status >= 400,
+                    Answered::End {
+                        upstream_status, ..
+                    } => upstream_status.is_none_or(|s| s >= 400),
+                };
+                if let (Some(Admitted::Window(w)), Some(windows)) = (slot.take(), &self.windows()) {
+                    if unserved {
+                        windows.give_back(&w).await;
+                    }
+                }
+                None
+            }
             None => None,
         }
     }

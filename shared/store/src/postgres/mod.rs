@@ -12,6 +12,7 @@ mod orgs;
 mod payments;
 mod payouts;
 mod routes;
+mod windows;
 
 use paygate_domain::{StoreError, StoreResult};
 use serde::de::DeserializeOwned;

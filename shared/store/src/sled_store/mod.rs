@@ -23,6 +23,7 @@ mod payouts;
 mod routes;
 #[cfg(test)]
 mod tests;
+mod windows;
 
 pub struct SledStore {
     pub(super) db: sled::Db,
@@ -59,6 +60,10 @@ pub struct SledStore {
     /// What served requests moved of each channel (`ChannelCharges`), kept apart from the
     /// record so the write committing a voucher is small; it wins over the record's copy.
     channel_charges: sled::Tree,
+    /// Access windows by `org \0 route \0 payer` (`AccessWindow`).
+    windows: sled::Tree,
+    /// Spent sign-in nonces, each with the unix second it is kept until.
+    sign_in_nonces: sled::Tree,
     /// The leases asked for (all held: one process opens a sled database).
     leases: std::sync::Mutex<std::collections::BTreeSet<String>>,
     commit: GroupCommit,
@@ -243,6 +248,8 @@ impl SledStore {
             channels_unclaimed: tree("channels_unclaimed")?,
             channels_by_org: tree("channels_by_org")?,
             channel_charges: tree("channel_charges")?,
+            windows: tree("access_windows")?,
+            sign_in_nonces: tree("sign_in_nonces")?,
             leases: Default::default(),
             commit: Default::default(),
             corridors: payouts::PayoutTrees::open(&db)?,

@@ -27,6 +27,8 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         public_tool: false,
         schemes: paygate_domain::model::exact_only(),
         pricing: paygate_domain::model::Pricing::Fixed,
+        access_window_seconds: None,
+        access_window_calls: None,
         created_at_ns: 1,
         created_at: "t".into(),
         updated_at: "t".into(),
