@@ -481,7 +481,9 @@ fn build_payouts(cfg: &Config) -> anyhow::Result<Payouts> {
             .filter(|k| !k.is_empty())
     };
     if p.builtin_sandbox() {
-        let listener = std::net::TcpListener::bind(p.sandbox.listen)
+        // Port 0 resolves below the ephemeral range, as the public listener's: a restart that
+        // asks for the port again finds it free (an outgoing connection never holds it).
+        let listener = crate::handover::bind_public(p.sandbox.listen)
             .with_context(|| format!("binding the sandbox provider on {}", p.sandbox.listen))?;
         let addr = listener.local_addr()?;
         if secrets.is_empty() {
