@@ -81,10 +81,9 @@ pub(crate) async fn open_after_upgrade(cfg: &Config) -> anyhow::Result<Opened> {
 }
 
 /// Binds the public address (and the sandbox provider's). The listener is let go before Pingora
-/// binds it again, so port 0
-/// is resolved to a free port *below* the kernel's ephemeral range: in between, an outgoing
-/// connection of any process could otherwise take the port as its source port and keep Pingora
-/// from binding it.
+/// binds it again, so port 0 is resolved to a free port *below* the kernel's ephemeral range: in
+/// between, an outgoing connection of any process could otherwise take the port as its source
+/// port and keep Pingora from binding it.
 pub(crate) fn bind_public(addr: std::net::SocketAddr) -> std::io::Result<std::net::TcpListener> {
     if addr.port() != 0 {
         return std::net::TcpListener::bind(addr);
