@@ -3,9 +3,10 @@
 //! deploys the SignatureChecker library, places the linked token code at the configured address
 //! (by default Base Sepolia's USDC, so the production network entry is exercised unchanged),
 //! initialises it and mints test USDC to the given accounts. With `--contracts`, it also places
-//! paygate's own build of the x402 batch-settlement contract and its ERC-3009 deposit collector
-//! (`shared/contracts`, compiled by `make`) at the canonical addresses the official clients use;
-//! production chains carry the deployed official contract there. `paygate devchain fund ADDRESS`
+//! paygate's own build of the x402 batch-settlement contract and its ERC-3009 deposit collector,
+//! of Permit2 and of the x402 Permit2 proxies (`shared/contracts`, compiled by `make`) at the
+//! canonical addresses the official clients use (production chains carry the deployed official
+//! contracts there), and a test token without EIP-3009 (`TestDollar`), minted like USDC. `paygate devchain fund ADDRESS`
 //! mints more to one address later (an agent developer's wallet).
 
 use alloy_network::TransactionBuilder;
@@ -53,8 +54,9 @@ pub struct SetupArgs {
     #[arg(long, default_value_t = 1000)]
     amount: u64,
     /// The folder of the compiled dev-chain contracts (`.tools/contracts`); when given, the
-    /// batch-settlement contract and its deposit collector are placed at their canonical
-    /// addresses.
+    /// batch-settlement contract and its deposit collector, Permit2 and the x402 Permit2 proxies
+    /// are placed at their canonical addresses, and the test token without EIP-3009 is placed and
+    /// minted.
     #[arg(long)]
     contracts: Option<PathBuf>,
 }
@@ -251,12 +253,28 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
     let mut contracts = serde_json::Map::new();
     if let Some(dir) = &args.contracts {
         use paygate_x402::batch::{ERC3009_COLLECTOR_ADDRESS, SETTLEMENT_ADDRESS};
+        use paygate_x402::permit2::{EXACT_PROXY_ADDRESS, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS};
         for (name, at) in [
             ("X402BatchSettlement", SETTLEMENT_ADDRESS),
             ("Erc3009DepositCollector", ERC3009_COLLECTOR_ADDRESS),
+            ("Permit2", PERMIT2_ADDRESS),
+            ("X402ExactPermit2Proxy", EXACT_PROXY_ADDRESS),
+            ("X402UptoPermit2Proxy", UPTO_PROXY_ADDRESS),
+            ("TestDollar", paygate_x402::permit2::DEV_TEST_TOKEN_ADDRESS),
         ] {
             place(&provider, dir, name, at).await?;
             contracts.insert(name.into(), at.to_checksum(None).into());
+        }
+        // The test token without EIP-3009 (paid through Permit2), minted like USDC.
+        let amount = U256::from(args.amount) * U256::from(1_000_000u64);
+        for to in &args.mint_to {
+            let data = mintCall { to: *to, amount }.abi_encode();
+            token_call(
+                &provider,
+                paygate_x402::permit2::DEV_TEST_TOKEN_ADDRESS,
+                data,
+            )
+            .await?;
         }
     }
     println!(

@@ -11,6 +11,7 @@ pub mod facilitator;
 pub mod money;
 pub mod network;
 pub mod payment;
+pub mod permit2;
 pub mod sign;
 pub mod siwx;
 pub mod v1;
