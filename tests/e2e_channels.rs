@@ -809,39 +809,12 @@ alloy_sol_types::sol! {
 #[tokio::test]
 async fn a_smart_wallet_pays_through_a_channel() {
     use alloy_primitives::{Address, U256};
-    use alloy_provider::Provider;
     let (chain, gw, upstream, key) = setup().await;
     // The wallet: its code at a fixed address, its owner (account 6) in slot 0, and USDC.
     let wallet: Address = "0x0000000000000000000000000000000000001271"
         .parse()
         .unwrap();
-    let artifact: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            std::path::Path::new(&std::env::var("PAYGATE_TEST_CONTRACTS").unwrap())
-                .join("Eip1271Wallet.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let p = chain.provider(0);
-    let _: Value = p
-        .raw_request(
-            "anvil_setCode".into(),
-            (wallet, artifact["deployedBytecode"].as_str().unwrap()),
-        )
-        .await
-        .unwrap();
-    let _: Value = p
-        .raw_request(
-            "anvil_setStorageAt".into(),
-            (
-                wallet,
-                B256::ZERO,
-                B256::left_padding_from(address(6).as_slice()),
-            ),
-        )
-        .await
-        .unwrap();
+    chain.place_eip1271_wallet(wallet, address(6)).await;
     let usdc: Address = common::chain::USDC.parse().unwrap();
     let fund = transferCall {
         to: wallet,

@@ -158,14 +158,23 @@ async fn the_exact_proxy_settles_what_the_official_client_signs_once() {
         .send(0, EXACT_PROXY_ADDRESS, exact_settle(&p, payee))
         .await
         .expect("settle");
-    assert_eq!(balance(&chain, payee).await, payee_before + U256::from(250_000));
-    assert_eq!(balance(&chain, address(1)).await, payer_before - U256::from(250_000));
+    assert_eq!(
+        balance(&chain, payee).await,
+        payee_before + U256::from(250_000)
+    );
+    assert_eq!(
+        balance(&chain, address(1)).await,
+        payer_before - U256::from(250_000)
+    );
     // The nonce is spent: the same payment again moves nothing.
     assert!(chain
         .send(0, EXACT_PROXY_ADDRESS, exact_settle(&p, payee))
         .await
         .is_err());
-    assert_eq!(balance(&chain, payee).await, payee_before + U256::from(250_000));
+    assert_eq!(
+        balance(&chain, payee).await,
+        payee_before + U256::from(250_000)
+    );
     // An upto payload is not the exact proxy's (other spender, other witness type).
     let u = signed(
         "upto",

@@ -362,3 +362,82 @@ async fn official_clients_pay_once_then_sign_in_until_the_window_is_used() {
     assert_eq!(s.chain.balance(address(6)).await, before - 2 * PRICE);
     assert_eq!(s.upstream.hits(), 7);
 }
+
+/// A smart wallet's sign-in: its owner's key signs, the wallet's EIP-1271 `isValidSignature`
+/// (asked of anvil through the embedded facilitator's chain calls) accepts it, and the window
+/// serves (a real sled store in a temp dir). Another key's signature for the wallet is refused.
+/// (paygate's `exact` takes EOA payments only, so the window is opened in the store here.)
+#[tokio::test]
+async fn a_smart_wallets_sign_in_is_asked_of_the_chain() {
+    use paygate_x402::network::{builtin_networks, Networks};
+    use paygate_x402::siwx::Origin;
+    use std::sync::Arc;
+    let chain = Chain::start();
+    let wallet: alloy_primitives::Address = "0x0000000000000000000000000000000000001271"
+        .parse()
+        .unwrap();
+    chain.place_eip1271_wallet(wallet, address(6)).await;
+    let mut configs = builtin_networks();
+    configs.get_mut("base-sepolia").unwrap().rpc_url = chain.rpc.clone();
+    let networks = Networks::from_config(&configs);
+    let facilitator = paygate_x402::facilitator::embedded::EmbeddedFacilitator::new(
+        &networks,
+        KEYS[0],
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn paygate_store::Store> =
+        Arc::new(paygate_store::SledStore::open(dir.path()).unwrap());
+    let origin = Origin::of("https://pay.example.com").unwrap();
+    let windows = paygate_gateway::windows::Windows::new(
+        store.clone(),
+        Some(Arc::new(facilitator)),
+        origin.clone(),
+    );
+    let uri = "https://pay.example.com/gateway/acme/data";
+    let req = paygate_x402::PaymentRequirements {
+        network: networks.resolve("base-sepolia").unwrap().clone(),
+        amount: paygate_x402::money::UsdcAmount(PRICE),
+        pay_to: address(9),
+        resource: uri.into(),
+        description: String::new(),
+        mime_type: String::new(),
+        max_timeout_seconds: 60,
+    };
+    let now = common::chain::now();
+    store
+        .open_window(&paygate_domain::window::AccessWindow {
+            org_id: "org_1".into(),
+            route_id: "rt_1".into(),
+            payer: format!("{wallet:#x}"),
+            payment_id: "pay_1".into(),
+            opened_at: now,
+            expires_at: now + 600,
+            calls_allowed: None,
+            calls_used: 0,
+        })
+        .await
+        .unwrap();
+    let doc = json!({"extensions": {"sign-in-with-x": paygate_x402::siwx::declaration(
+        &origin, uri, "eip155:84532", time::OffsetDateTime::now_utc())}});
+    let as_wallet = |f: &mut Value| f["address"] = wallet.to_checksum(None).into();
+    let by_owner = sign_in(&doc, 6, 6, as_wallet);
+    let w = windows
+        .sign_in("org_1", "rt_1", &req, by_owner.as_bytes())
+        .await
+        .expect("the wallet accepts its owner's signature");
+    assert_eq!(
+        (w.payer.as_str(), w.calls_used),
+        (format!("{wallet:#x}").as_str(), 1)
+    );
+    let doc = json!({"extensions": {"sign-in-with-x": paygate_x402::siwx::declaration(
+        &origin, uri, "eip155:84532", time::OffsetDateTime::now_utc())}});
+    let by_other = sign_in(&doc, 5, 5, as_wallet);
+    let refused = windows
+        .sign_in("org_1", "rt_1", &req, by_other.as_bytes())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.reason(), "invalid_siwx_signature");
+}

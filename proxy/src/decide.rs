@@ -446,7 +446,7 @@ impl Gateway {
             .await
             .map_err(|r| Answer::refused(r, requirements, s.challenge, s.request_id))?;
         let window = windows
-            .sign_in(s.org_id, s.entry, s.proof)
+            .sign_in(s.org_id, &s.entry.route.id, requirements, s.proof)
             .await
             .map_err(|r| Answer::window_refused(r, requirements, s.challenge, s.request_id))?;
         if let Some(payer) = paygate_x402::address::parse_address(&window.payer) {

@@ -171,6 +171,35 @@ impl Chain {
             .expect("evm_increaseTime");
     }
 
+    /// Places the test smart wallet (`Eip1271Wallet`: accepts what `owner`'s key signed) at
+    /// `at`; no tokens.
+    pub async fn place_eip1271_wallet(&self, at: Address, owner: Address) {
+        use alloy_provider::Provider;
+        let dir = std::env::var("PAYGATE_TEST_CONTRACTS").expect(
+            "PAYGATE_TEST_CONTRACTS must name the compiled contracts (run via `make test`)",
+        );
+        let artifact: Value = serde_json::from_str(
+            &std::fs::read_to_string(std::path::Path::new(&dir).join("Eip1271Wallet.json"))
+                .expect("Eip1271Wallet artifact"),
+        )
+        .expect("artifact JSON");
+        let p = self.provider(0);
+        let _: Value = p
+            .raw_request(
+                "anvil_setCode".into(),
+                (at, artifact["deployedBytecode"].as_str().unwrap()),
+            )
+            .await
+            .expect("anvil_setCode");
+        let _: Value = p
+            .raw_request(
+                "anvil_setStorageAt".into(),
+                (at, B256::ZERO, B256::left_padding_from(owner.as_slice())),
+            )
+            .await
+            .expect("anvil_setStorageAt");
+    }
+
     pub async fn balance(&self, who: Address) -> u64 {
         let b =
             paygate_x402::facilitator::embedded::balance_of(&self.rpc, USDC.parse().unwrap(), who)

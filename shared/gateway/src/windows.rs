@@ -16,7 +16,7 @@ use paygate_store::Store;
 use paygate_x402::batch;
 use paygate_x402::facilitator::{CallError, ChainCalls};
 use paygate_x402::siwx::{self, Origin, SignIn, SignInError, Signer};
-use paygate_x402::Challenge;
+use paygate_x402::{Challenge, PaymentRequirements};
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -90,15 +90,15 @@ impl Windows {
         ))
     }
 
-    /// Serves one call of `org_id`'s route through the window of the sign-in in `header`: the
-    /// window after the call was counted.
+    /// Serves one call of `org_id`'s route `route_id` (paid as `req` says) through the window of
+    /// the sign-in in `header`: the window after the call was counted.
     pub async fn sign_in(
         &self,
         org_id: &str,
-        entry: &RouteEntry,
+        route_id: &str,
+        req: &PaymentRequirements,
         header: &[u8],
     ) -> Result<AccessWindow, WindowRefusal> {
-        let (req, _) = entry.payment.as_ref().ok_or(WindowRefusal::NotPaid)?;
         let proof = SignIn::from_header(header)?;
         let checked = proof.check(
             &self.origin,
@@ -120,7 +120,7 @@ impl Windows {
             .store
             .use_window(
                 org_id,
-                &entry.route.id,
+                route_id,
                 &payer,
                 &proof.nonce,
                 checked.nonce_until,
