@@ -583,8 +583,10 @@ async function keys() {
   const list = await api('GET', '/api/keys');
   show(el('h1', { text: 'API keys' }),
     el('p', { class: 'hint', text: 'Rotate by creating a key, switching your clients to it, then revoking the old one. Both work in between.' }),
-    table(['Key id', 'Created', 'Revoked', ''],
-      list.map((k) => el('tr', {}, el('td', { class: 'mono', text: k.keyId }), el('td', { text: k.createdAt }), el('td', { text: k.revokedAt || '—' }),
+    el('p', { class: 'hint', text: 'A key\'s role is what it may do: read (reads only: the overview, the ledger), routes (and route changes), payouts (and corridors, payouts, channel claims and refunds), full (everything, keys included).' }),
+    table(['Key id', 'Role', 'Created', 'Expires', 'Revoked', ''],
+      list.map((k) => el('tr', { 'data-key': k.keyId }, el('td', { class: 'mono', text: k.keyId }), el('td', {}, badge(k.role)), el('td', { text: k.createdAt }),
+        el('td', { text: k.expiresAt || 'never' }), el('td', { text: k.revokedAt || '—' }),
         el('td', {}, k.revokedAt ? null : el('button', { type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.keyId}`, onclick: async (ev) => {
           try {
             await api('DELETE', `/api/keys/${encodeURIComponent(k.keyId)}`);
@@ -592,8 +594,13 @@ async function keys() {
             route();
           } catch (e) { ev.target.after(errorBox(e)); }
         } }))))),
-    form('inline', [], 'Create key', async () => {
-      const k = await api('POST', '/api/keys');
+    form('inline', [
+      field('Role', select('role', [['full', 'Full'], ['read', 'Read only'], ['routes', 'Routes'], ['payouts', 'Payouts']], 'full')),
+      field('Expires', input('expiresAt', { type: 'datetime-local' })),
+    ], 'Create key', async (d) => {
+      const body = { role: d.get('role') };
+      if (d.get('expiresAt')) body.expiresAt = new Date(d.get('expiresAt')).toISOString();
+      const k = await api('POST', '/api/keys', body);
       await route();
       say('Key created: copy it now, it is not shown again.');
       main().append(el('div', { class: 'tile' }, 'New key (shown once): ', el('code', { id: 'created-key', text: k.apiKey })));

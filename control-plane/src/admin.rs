@@ -138,7 +138,7 @@ pub async fn create_org(
         created_at: now.clone(),
         updated_at: now,
     };
-    let (key, rec) = crate::keys_api::new_key(&org.id);
+    let (key, rec) = crate::keys_api::new_key(&org.id, Default::default(), None);
     match state.store.create_org(&org, &rec).await {
         Ok(()) => {}
         Err(StoreError::DuplicateSlug) => {
@@ -267,14 +267,15 @@ pub async fn delete_payer_wallet(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[utoipa::path(post, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 201, description = "A new API key (shown once)", body = KeyCreated), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(post, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), request_body(content = Option<crate::keys_api::KeyCreate>, description = "Optional: the new key's role and expiry (default a full key that never expires)"), responses((status = 201, description = "A new API key (shown once)", body = KeyCreated), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
 pub async fn create_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(slug): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let org = org_by_slug(&state, &slug).await?;
-    crate::keys_api::issue(&state, &org).await
+    crate::keys_api::issue(&state, &org, &body).await
 }
 
 #[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<KeyView>), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]

@@ -6,10 +6,11 @@ use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use paygate_domain::apikey;
-use paygate_domain::model::Org;
+use paygate_domain::model::{KeyRole, Org};
 use paygate_domain::ErrorCode;
 
-/// The organisation an API key belongs to.
+/// The organisation an API key belongs to, for a key whose role allows the endpoint (what each
+/// endpoint needs: `scopes.rs`).
 pub struct OrgAuth {
     pub org: Org,
 }
@@ -40,6 +41,36 @@ impl FromRequestParts<AppState> for OrgAuth {
         let matches = apikey::secret_matches(secret, &rec.secret_sha256);
         if !matches || rec.revoked_at.is_some() {
             return Err(invalid());
+        }
+        if let Some(end) = &rec.expires_at {
+            let ends =
+                time::OffsetDateTime::parse(end, &time::format_description::well_known::Rfc3339);
+            // An end that does not read as a time (never written so) counts as passed.
+            if ends.map_or(true, |t| time::OffsetDateTime::now_utc() >= t) {
+                return Err(unauthorized(&format!("this API key expired at {end}")));
+            }
+        }
+        let path = parts
+            .extensions
+            .get::<axum::extract::MatchedPath>()
+            .map_or_else(|| parts.uri.path().to_string(), |m| m.as_str().to_string());
+        let need = crate::scopes::need(&parts.method, &path);
+        if !rec.role.allows(need) {
+            let or_full = if need == KeyRole::Full {
+                ""
+            } else {
+                " or full"
+            };
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "this API key's role is {}: {} {} needs a key with role {}{or_full}",
+                    rec.role.as_str(),
+                    parts.method,
+                    parts.uri.path(),
+                    need.as_str()
+                ),
+            ));
         }
         let org = state
             .store

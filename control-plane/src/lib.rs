@@ -21,6 +21,7 @@ mod origin_api;
 mod payments_api;
 mod revenue;
 mod routes_api;
+mod scopes;
 mod state;
 mod views;
 mod waiting;

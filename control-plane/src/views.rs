@@ -220,6 +220,9 @@ pub struct KeyCreated {
     /// The key itself: shown only in this answer, stored only as its SHA-256.
     pub api_key: String,
     pub created_at: String,
+    pub role: paygate_domain::model::KeyRole,
+    #[schema(required)]
+    pub expires_at: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -230,6 +233,11 @@ pub struct KeyView {
     created_at: String,
     #[schema(required)]
     revoked_at: Option<String>,
+    /// What the key may do: `read`, `routes`, `payouts` or `full`.
+    role: paygate_domain::model::KeyRole,
+    /// When it stops working (null: never).
+    #[schema(required)]
+    expires_at: Option<String>,
 }
 
 impl From<&ApiKeyRecord> for KeyView {
@@ -238,6 +246,8 @@ impl From<&ApiKeyRecord> for KeyView {
             key_id: k.key_id.clone(),
             created_at: k.created_at.clone(),
             revoked_at: k.revoked_at.clone(),
+            role: k.role,
+            expires_at: k.expires_at.clone(),
         }
     }
 }

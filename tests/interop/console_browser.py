@@ -301,6 +301,28 @@ try:
     created = text_of("#created-key")
     assert created.startswith("pgk_"), created
     shot("keys")
+
+    # A read-only key, made in the form: it drives the overview and the ledger, and a change
+    # (creating a key) is refused with the role it needs.
+    Select(wait.until(EC.visibility_of_element_located((By.NAME, "role")))).select_by_value("read")
+    submit("Create key")
+    wait.until(lambda _: text_of("#created-key") != created)
+    read_key = text_of("#created-key")
+    row = wait.until(EC.presence_of_element_located((By.XPATH, "//tr[td/span[normalize-space()='read']]")))
+    assert "never" in row.text, row.text
+    d.find_element(By.ID, "sign-out").click()
+    key_field = wait.until(EC.visibility_of_element_located((By.NAME, "apiKey")))
+    key_field.send_keys(read_key, Keys.ENTER)
+    heading("Overview")
+    go("#/payments")
+    heading("Payments")
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-payment]")))
+    go("#/keys")
+    heading("API keys")
+    submit("Create key")
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "main"), "role is read"))
+    seen["readKey"] = "refused"
+    shot("keys-read-only")
     print(json.dumps(seen))
 finally:
     d.quit()

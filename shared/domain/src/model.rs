@@ -48,6 +48,46 @@ pub struct ApiKeyRecord {
     pub secret_sha256: String,
     pub created_at: String,
     pub revoked_at: Option<String>,
+    /// What the key may do (keys written before issue 32 are `full`).
+    #[serde(default)]
+    pub role: KeyRole,
+    /// RFC 3339: refused from this moment on (`None`: never expires).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+/// An API key's role: what its holder may do. Every endpoint needs one [`KeyRole`] at least
+/// (`read` < `routes`, `payouts` < `full`; `routes` and `payouts` each add their own writes
+/// to `read`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyRole {
+    /// Reads everything an organisation's key reads; changes nothing.
+    Read,
+    /// `read`, and the routes' changes.
+    Routes,
+    /// `read`, and what moves the organisation's money: corridors, payouts, channel claims and
+    /// refunds.
+    Payouts,
+    /// Everything, keys and the origin secret included.
+    #[default]
+    Full,
+}
+
+impl KeyRole {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Routes => "routes",
+            Self::Payouts => "payouts",
+            Self::Full => "full",
+        }
+    }
+
+    /// Whether a key of this role may call an endpoint that needs `need`.
+    pub fn allows(self, need: KeyRole) -> bool {
+        self == Self::Full || need == Self::Read || self == need
+    }
 }
 
 /// A paid route: `/gateway/{org.slug}{path}` forwards to `target_url` for `price` per request.

@@ -43,6 +43,8 @@ fn key(id: &str, org: &str, at: &str) -> ApiKeyRecord {
         secret_sha256: "00".into(),
         created_at: at.into(),
         revoked_at: None,
+        role: Default::default(),
+        expires_at: None,
     }
 }
 
