@@ -98,6 +98,7 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
         "windows",
         "keys",
         "keys-read-only",
+        "audit",
     ] {
         let png = shots.join(format!("{page}.png"));
         let len = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);

@@ -417,6 +417,25 @@ async function windows(params) {
     list.length ? null : el('p', { text: payer ? 'This payer has no active access window.' : 'No active access windows.' }));
 }
 
+async function auditLog(params) {
+  const q = new URLSearchParams();
+  if (params.get('cursor')) q.set('cursor', params.get('cursor'));
+  const page = await api('GET', `/api/audit?${q}`);
+  const change = (e) => {
+    if (!e.before && !e.after) return '—';
+    return el('details', {}, el('summary', { text: e.before && e.after ? 'before / after' : (e.after ? 'after' : 'before') }),
+      el('pre', { text: JSON.stringify({ before: e.before, after: e.after }, null, 2) }));
+  };
+  show(el('h1', { text: 'Audit log' }),
+    el('p', { class: 'hint', text: 'Every change to this organisation: routes, keys, corridors, payouts and what the operator changed, with who made it and from where.' }),
+    table(['Time', 'Who', 'Action', 'Object', 'From', 'Change'],
+      page.entries.map((e) => el('tr', { 'data-audit': e.action },
+        el('td', { text: e.at }), el('td', { class: 'mono', text: e.actor }), el('td', { text: e.action }),
+        el('td', { class: 'mono', text: short(e.target) }), el('td', { text: e.from || '—' }), el('td', {}, change(e))))),
+    page.entries.length ? null : el('p', { text: 'No changes recorded yet.' }),
+    page.nextCursor ? el('a', { href: `#/audit?cursor=${encodeURIComponent(page.nextCursor)}`, text: 'Older' }) : null);
+}
+
 async function paymentDetail(id) {
   const p = await api('GET', `/api/payments/${encodeURIComponent(id)}`);
   show(el('h1', { text: 'Payment' }),
@@ -675,6 +694,7 @@ async function route() {
     if (page === 'payments') return await payments(params);
     if (page === 'channels') return await channels();
     if (page === 'windows') return await windows(params);
+    if (page === 'audit') return await auditLog(params);
     if (page === 'corridors' && id && sub === 'payouts') return await payoutDetail(id, subId);
     if (page === 'corridors' && id) return await corridorDetail(id);
     if (page === 'corridors') return await corridors();

@@ -1,6 +1,7 @@
 //! `/admin/*`: the operator's stand-in for the dashboard: organisations, API keys, suspension,
 //! receiver wallets and plans. Guarded by the admin token.
 
+use crate::audit::{self, json_of, Actor, Caller, Change};
 use crate::auth::AdminAuth;
 use crate::body::fields::{nullable, present, EvmAddress, FeeBps, Nullable, Slug, Text, UsdAmount};
 use crate::body::{JsonBody, RequestBody};
@@ -99,6 +100,24 @@ fn check_plan(state: &AppState, plan: &Option<Text<64>>) -> Result<(), ApiError>
     }
 }
 
+/// Records the operator's change `action` of `after` (its view: no secret), from `before`.
+async fn org_changed(
+    state: &AppState,
+    caller: &Caller,
+    action: &str,
+    before: Option<&Org>,
+    after: &Org,
+) {
+    let change = Change {
+        org_id: &after.id,
+        action,
+        target: &after.id,
+        before: before.map(OrgView::from).as_ref().and_then(json_of),
+        after: json_of(&OrgView::from(after)),
+    };
+    audit::record(state, Actor::Admin, caller, change).await;
+}
+
 fn org_not_found() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "no organisation with this slug")
 }
@@ -115,6 +134,7 @@ async fn org_by_slug(state: &AppState, slug: &str) -> Result<Org, ApiError> {
 pub async fn create_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
+    caller: Caller,
     JsonBody { value: body, .. }: JsonBody<OrgCreate>,
 ) -> Result<Response, ApiError> {
     check_plan(&state, &body.plan)?;
@@ -154,6 +174,7 @@ pub async fn create_org(
         .refresh_org(state.store.as_ref(), &org.id)
         .await?;
     tracing::info!(org = %org.slug, "organisation created");
+    org_changed(&state, &caller, "org.created", None, &org).await;
     let out = OrgCreated {
         org: OrgView::from(&org),
         api_key: key.plain,
@@ -186,10 +207,12 @@ pub async fn update_org(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(slug): Path<String>,
+    caller: Caller,
     JsonBody { value: body, .. }: JsonBody<OrgUpdate>,
 ) -> Result<Response, ApiError> {
     check_plan(&state, &body.plan)?;
     let mut org = org_by_slug(&state, &slug).await?;
+    let before = org.clone();
     if let Some(v) = body.name {
         org.name = v.0;
     }
@@ -211,6 +234,7 @@ pub async fn update_org(
     org.updated_at = now_rfc3339();
     state.save_org(&org).await?;
     tracing::info!(org = %org.slug, suspended = org.suspended, "organisation updated");
+    org_changed(&state, &caller, "org.updated", Some(&before), &org).await;
     Ok(Json(OrgView::from(&org)).into_response())
 }
 
@@ -221,6 +245,7 @@ pub async fn put_payer_wallet(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(slug): Path<String>,
+    caller: Caller,
     JsonBody { value: body, .. }: JsonBody<PayerWalletPut>,
 ) -> Result<Response, ApiError> {
     let key = body.private_key.0;
@@ -244,11 +269,13 @@ pub async fn put_payer_wallet(
             }
         };
     let mut org = org_by_slug(&state, &slug).await?;
+    let before = org.clone();
     org.payer_key = Some(master.seal(key.trim().as_bytes(), &org.id));
     org.payer_wallet = Some(address);
     org.updated_at = now_rfc3339();
     state.store.update_org(&org).await?;
     tracing::info!(org = %org.slug, payer = %address, "payer wallet stored");
+    org_changed(&state, &caller, "org.payer_wallet_set", Some(&before), &org).await;
     Ok(Json(OrgView::from(&org)).into_response())
 }
 
@@ -258,12 +285,22 @@ pub async fn delete_payer_wallet(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(slug): Path<String>,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
     let mut org = org_by_slug(&state, &slug).await?;
+    let before = org.clone();
     org.payer_key = None;
     org.payer_wallet = None;
     org.updated_at = now_rfc3339();
     state.store.update_org(&org).await?;
+    org_changed(
+        &state,
+        &caller,
+        "org.payer_wallet_deleted",
+        Some(&before),
+        &org,
+    )
+    .await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -272,10 +309,11 @@ pub async fn create_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(slug): Path<String>,
+    caller: Caller,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let org = org_by_slug(&state, &slug).await?;
-    crate::keys_api::issue(&state, &org, &body).await
+    crate::keys_api::issue(&state, &org, &body, (Actor::Admin, &caller)).await
 }
 
 #[utoipa::path(get, path = "/admin/orgs/{slug}/keys", tag = "admin", security(("adminToken" = [])), params(("slug" = String, Path)), responses((status = 200, description = "The organisation's keys (ids only)", body = Vec<KeyView>), (status = 404, description = "No such organisation", body = paygate_domain::ErrorBody)))]
@@ -293,7 +331,8 @@ pub async fn revoke_key(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path((slug, key_id)): Path<(String, String)>,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
     let org = org_by_slug(&state, &slug).await?;
-    crate::keys_api::revoke(&state, &org, &key_id, false).await
+    crate::keys_api::revoke(&state, &org, (&key_id, false), (Actor::Admin, &caller)).await
 }

@@ -13,6 +13,8 @@ use paygate_domain::ErrorCode;
 /// endpoint needs: `scopes.rs`).
 pub struct OrgAuth {
     pub org: Org,
+    /// The key's id (the audit log's actor).
+    pub key_id: String,
 }
 
 fn bearer(parts: &Parts) -> Option<&str> {
@@ -77,7 +79,10 @@ impl FromRequestParts<AppState> for OrgAuth {
             .get_org(&rec.org_id)
             .await?
             .ok_or_else(invalid)?;
-        Ok(Self { org })
+        Ok(Self {
+            org,
+            key_id: rec.key_id,
+        })
     }
 }
 
@@ -86,13 +91,19 @@ impl OrgAuth {
     /// sells on its behalf (corridor quotes and payouts, the facilitator API). Reading and fixing
     /// its configuration stay open to a suspended organisation.
     pub fn active(self) -> Result<Org, ApiError> {
+        self.ensure_active()?;
+        Ok(self.org)
+    }
+
+    /// [`Self::active`] without giving the organisation up.
+    pub fn ensure_active(&self) -> Result<(), ApiError> {
         if self.org.suspended {
             return Err(ApiError::new(
                 ErrorCode::OrgSuspended,
                 "this organisation is suspended",
             ));
         }
-        Ok(self.org)
+        Ok(())
     }
 }
 

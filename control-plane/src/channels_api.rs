@@ -128,7 +128,7 @@ fn refused(e: ChannelRefusal) -> ApiError {
 #[utoipa::path(get, path = "/api/channels", tag = "channels", security(("orgKey" = [])), responses((status = 200, description = "The organisation's payment channels", body = ChannelList)))]
 pub async fn list(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
 ) -> Result<Json<ChannelList>, ApiError> {
     let mut records = channels(&state)?.list(&org.id).await.map_err(refused)?;
     records.sort_by(|a, b| b.created_at.cmp(&a.created_at));
@@ -155,7 +155,7 @@ pub async fn claim(
 #[utoipa::path(get, path = "/api/channels/{id}", tag = "channels", security(("orgKey" = [])), params(("id" = String, Path, description = "The channel id (0x and 64 hex digits)")), responses((status = 200, description = "The channel", body = ChannelView), (status = 404, description = "No such channel in this organisation", body = paygate_domain::ErrorBody)))]
 pub async fn get_one(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
     Path(id): Path<String>,
 ) -> Result<Json<ChannelView>, ApiError> {
     let record = channels(&state)?.get(&org.id, &id).await.map_err(refused)?;

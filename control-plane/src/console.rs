@@ -61,6 +61,6 @@ pub async fn style() -> Response {
 }
 
 #[utoipa::path(get, path = "/api/org", tag = "management", security(("orgKey" = [])), responses((status = 200, description = "The calling key's organisation (never its sealed payer key)", body = OrgView)))]
-pub async fn org(OrgAuth { org }: OrgAuth) -> Json<OrgView> {
+pub async fn org(OrgAuth { org, .. }: OrgAuth) -> Json<OrgView> {
     Json(OrgView::from(&org))
 }

@@ -18,7 +18,7 @@ const DEFAULT_PAGE: u32 = 50;
 #[utoipa::path(get, path = "/corridors", tag = "corridors", security(("orgKey" = [])), responses((status = 200, description = "The organisation's corridors, oldest first", body = Vec<CorridorView>)))]
 pub async fn list(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
 ) -> Result<Json<Vec<CorridorView>>, ApiError> {
     let corridors = state.store.list_corridors(&org.id).await?;
     Ok(Json(corridors.iter().map(CorridorView::from).collect()))
@@ -48,7 +48,7 @@ pub struct PayoutPage {
 #[utoipa::path(get, path = "/corridors/{id}/payments", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), PayoutsQuery), responses((status = 200, description = "The corridor's payouts, newest first", body = PayoutPage), (status = 404, description = "No such corridor in this organisation", body = paygate_domain::ErrorBody)))]
 pub async fn payouts(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
     Path(id): Path<String>,
     TypedQuery(q): TypedQuery<PayoutsQuery>,
 ) -> Result<Json<PayoutPage>, ApiError> {

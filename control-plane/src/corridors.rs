@@ -2,6 +2,7 @@
 //! Handlers parse, call the payout engine (`paygate_payouts::engine`: exactly-once
 //! payouts, webhook events, reconciliation) and render.
 
+use crate::audit::{self, json_of, Actor, Caller, Change};
 use crate::auth::{AdminAuth, OrgAuth};
 use crate::body::fields::{EvmAddress, UsdcDecimal, Word};
 use crate::body::{BodyError, ProblemKind, RequestBody};
@@ -138,11 +139,10 @@ fn corridor_error(e: BodyError) -> ApiError {
 pub async fn create(
     State(state): State<AppState>,
     auth: OrgAuth,
+    caller: Caller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let auth = OrgAuth {
-        org: auth.active()?,
-    };
+    auth.ensure_active()?;
     let currency = crate::body::parse::<CorridorCreate>(&body)
         .map_err(corridor_error)?
         .dest_currency;
@@ -158,6 +158,9 @@ pub async fn create(
     let (c, created) = state.store.create_corridor(&fresh).await?;
     if created {
         tracing::info!(org = %auth.org.slug, corridor = %c.id, currency = %currency, "corridor created");
+        let after = json_of(&CorridorView::from(&c));
+        let change = Change::created(&c.org_id, "corridor.created", &c.id, after);
+        audit::record(&state, Actor::Key(&auth), &caller, change).await;
     }
     let status = if created {
         StatusCode::CREATED
@@ -192,9 +195,7 @@ pub async fn quote(
     TypedQuery(q): TypedQuery<QuoteQuery>,
 ) -> Result<Response, ApiError> {
     let c = own_corridor(&state, &auth.org, &id).await?;
-    let auth = OrgAuth {
-        org: auth.active()?,
-    };
+    auth.ensure_active()?;
     let amount = q
         .amount
         .ok_or_else(|| err(ErrorCode::InvalidAmount, "amount is required"))?;
@@ -307,16 +308,17 @@ pub async fn pay(
     auth: OrgAuth,
     Path(id): Path<String>,
     key: IdempotencyKey,
+    caller: Caller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let key = key.required()?;
-    let org = auth.org;
+    let org = auth.org.clone();
     let fp = fingerprint("POST", &format!("/corridors/{id}/pay"), &body);
     if let Some(a) = state.payouts.repeat(&org.id, &key, &fp).await? {
         return Ok(accepted(a));
     }
     // A replay answers as before; a suspended organisation starts no new payout.
-    let org = OrgAuth { org }.active()?;
+    auth.ensure_active()?;
     let c = own_corridor(&state, &org, &id).await?;
     require_active(&c)?;
     let input = pay_input(&body, c.dest_currency)?;
@@ -331,7 +333,18 @@ pub async fn pay(
         from_address: input.from_address,
         beneficiary: input.beneficiary,
     };
-    Ok(accepted(state.payouts.pay(order).await?))
+    let a = state.payouts.pay(order).await?;
+    if !a.replayed {
+        // What the answer says (ids and status); the beneficiary's details are not recorded.
+        let after: Option<serde_json::Value> = serde_json::from_str(&a.body).ok();
+        let target = after
+            .as_ref()
+            .and_then(|v| v["paymentId"].as_str())
+            .unwrap_or_default();
+        let change = Change::created(&org.id, "payout.created", target, after.clone());
+        audit::record(&state, Actor::Key(&auth), &caller, change).await;
+    }
+    Ok(accepted(a))
 }
 
 /// `GET /corridors/{id}/payments/{paymentId}`.
@@ -373,17 +386,25 @@ pub async fn answer_rfi(
     State(state): State<AppState>,
     auth: OrgAuth,
     Path((id, payment_id)): Path<(String, String)>,
+    caller: Caller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let c = own_corridor(&state, &auth.org, &id).await?;
     let b = crate::body::parse::<RfiAnswerRequest>(&body).map_err(corridor_error)?;
-    let answer = serde_json::Value::Object(b.answers);
+    // Which fields were answered, never their values (personal data).
+    let fields: Vec<&String> = b.answers.keys().collect();
+    let answered = Some(serde_json::json!({ "rfiFieldsAnswered": fields }));
+    let answer = serde_json::Value::Object(b.answers.clone());
     match state
         .payouts
         .answer_rfi(&auth.org.id, &c.id, &payment_id, &answer)
         .await
     {
-        Ok(p) => Ok(Json(PayoutView::from(&p)).into_response()),
+        Ok(p) => {
+            let change = Change::created(&auth.org.id, "payout.rfi_answered", &p.id, answered);
+            audit::record(&state, Actor::Key(&auth), &caller, change).await;
+            Ok(Json(PayoutView::from(&p)).into_response())
+        }
         Err(RfiError::Store(e)) => Err(e.into()),
         Err(RfiError::Invalid(problems)) => Err(ApiError::validation(problems)),
         Err(e) => Err(err(e.code(), e.to_string())),
@@ -416,6 +437,7 @@ pub async fn approve_kyc(
     State(state): State<AppState>,
     _admin: AdminAuth,
     Path(id): Path<String>,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
     let mut c = state
         .store
@@ -427,6 +449,13 @@ pub async fn approve_kyc(
         c.updated_at = now_rfc3339();
         state.store.update_corridor(&c).await?;
         tracing::info!(corridor = %c.id, "corridor KYC approved");
+        let change = Change::created(
+            &c.org_id,
+            "corridor.kyc_approved",
+            &c.id,
+            json_of(&CorridorView::from(&c)),
+        );
+        audit::record(&state, Actor::Admin, &caller, change).await;
     }
     Ok(Json(CorridorView::from(&c)).into_response())
 }
@@ -515,7 +544,7 @@ pub struct PayoutWalletView {
 #[utoipa::path(get, path = "/api/payout-wallet", tag = "corridors", security(("orgKey" = [])), responses((status = 200, description = "The payout wallet and its balance", body = PayoutWalletView), (status = 502, description = "The chain could not be read", body = paygate_domain::ErrorBody), (status = 404, description = "Payouts are not funded on chain on this server: no payout wallet", body = paygate_domain::ErrorBody)))]
 pub async fn payout_wallet(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
 ) -> Result<Json<PayoutWalletView>, ApiError> {
     let Some(funding) = state.payouts.funding() else {
         return Err(err(

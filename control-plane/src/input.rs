@@ -195,3 +195,23 @@ pub fn next_cursor<T>(page: &[T], limit: usize, id: impl Fn(&T) -> &str) -> Opti
         .then(|| page.last().map(|last| id(last).to_string()))
         .flatten()
 }
+
+/// A request's method and URI, for an `Idempotency-Key` fingerprint ([`Idem::from_request`]).
+pub struct RequestLine {
+    pub method: Method,
+    pub uri: Uri,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for RequestLine {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+        })
+    }
+}

@@ -4,6 +4,7 @@
 //! revoke: both keys work in between. An organisation cannot revoke its last active key (it
 //! would lock itself out); the operator can.
 
+use crate::audit::{self, json_of, Actor, Caller, Change};
 use crate::auth::OrgAuth;
 use crate::body::fields::present;
 use crate::body::RequestBody;
@@ -91,10 +92,23 @@ pub fn new_key(
 
 /// Creates and stores a key for `org` as `body` (raw JSON, may be empty) asks; `201` with the
 /// secret (shown this once).
-pub async fn issue(state: &AppState, org: &Org, body: &[u8]) -> Result<Response, ApiError> {
+pub async fn issue(
+    state: &AppState,
+    org: &Org,
+    body: &[u8],
+    (actor, caller): (Actor<'_>, &Caller),
+) -> Result<Response, ApiError> {
     let (role, expires_at) = KeyCreate::read(body)?;
     let (key, rec) = new_key(&org.id, role, expires_at);
     state.store.put_api_key(&rec).await?;
+    let change = Change {
+        org_id: &org.id,
+        action: "key.created",
+        target: &rec.key_id,
+        before: None,
+        after: json_of(&KeyView::from(&rec)),
+    };
+    audit::record(state, actor, caller, change).await;
     tracing::info!(org = %org.slug, key_id = %rec.key_id, role = rec.role.as_str(), "API key created");
     Ok((
         StatusCode::CREATED,
@@ -120,8 +134,8 @@ pub async fn keys_of(state: &AppState, org: &Org) -> Result<Response, ApiError> 
 pub async fn revoke(
     state: &AppState,
     org: &Org,
-    key_id: &str,
-    keep_one: bool,
+    (key_id, keep_one): (&str, bool),
+    (actor, caller): (Actor<'_>, &Caller),
 ) -> Result<Response, ApiError> {
     let keys = state.store.list_api_keys(&org.id).await?;
     let Some(rec) = keys.iter().find(|k| k.key_id == key_id) else {
@@ -140,9 +154,18 @@ pub async fn revoke(
             "this is the organisation's last active key: create another before revoking it",
         ));
     }
+    let before = json_of(&KeyView::from(rec));
     let mut rec = rec.clone();
     rec.revoked_at = Some(now_rfc3339());
     state.store.put_api_key(&rec).await?;
+    let change = Change {
+        org_id: &org.id,
+        action: "key.revoked",
+        target: &rec.key_id,
+        before,
+        after: json_of(&KeyView::from(&rec)),
+    };
+    audit::record(state, actor, caller, change).await;
     tracing::info!(org = %org.slug, key_id = %rec.key_id, "API key revoked");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -150,7 +173,7 @@ pub async fn revoke(
 #[utoipa::path(get, path = "/api/keys", tag = "keys", security(("orgKey" = [])), responses((status = 200, description = "The organisation's keys (ids and dates, never secrets)", body = Vec<KeyView>)))]
 pub async fn list(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
 ) -> Result<Response, ApiError> {
     keys_of(&state, &org).await
 }
@@ -158,17 +181,20 @@ pub async fn list(
 #[utoipa::path(post, path = "/api/keys", tag = "keys", security(("orgKey" = [])), request_body(content = Option<KeyCreate>, description = "Optional: the new key's role and expiry (default a full key that never expires)"), responses((status = 201, description = "A new API key (its secret shown once); the calling key keeps working", body = KeyCreated)))]
 pub async fn create(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    auth: OrgAuth,
+    caller: Caller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    issue(&state, &org, &body).await
+    issue(&state, &auth.org, &body, (Actor::Key(&auth), &caller)).await
 }
 
 #[utoipa::path(delete, path = "/api/keys/{key_id}", tag = "keys", security(("orgKey" = [])), params(("key_id" = String, Path)), responses((status = 204, description = "Revoked (also when it already was): refused from the next request on"), (status = 404, description = "No such key in this organisation", body = paygate_domain::ErrorBody), (status = 409, description = "The organisation's last active key", body = paygate_domain::ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    auth: OrgAuth,
     Path(key_id): Path<String>,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    revoke(&state, &org, &key_id, true).await
+    let actor = (Actor::Key(&auth), &caller);
+    revoke(&state, &auth.org, (&key_id, true), actor).await
 }

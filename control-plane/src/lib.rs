@@ -2,6 +2,7 @@
 //! `/gateway/*` (management, admin, discovery, health). Handlers parse, call a service, render.
 
 mod admin;
+mod audit;
 mod auth;
 mod body;
 mod channels_api;
@@ -65,6 +66,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/api/channels", get(channels_api::list))
         .route("/api/access-windows", get(windows_api::access_windows))
+        .route("/api/audit", get(audit::audit_log))
         .route("/api/payout-wallet", get(corridors::payout_wallet))
         .route("/api/channels/claim", post(channels_api::claim))
         .route("/api/channels/{id}", get(channels_api::get_one))

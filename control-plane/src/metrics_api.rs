@@ -49,7 +49,7 @@ fn mean_ms(sum: u64, count: u64, per_ms: f64) -> Option<f64> {
 #[utoipa::path(get, path = "/api/gateway/metrics", tag = "metrics", security(("orgKey" = [])), params(("window" = String, Query, description = "`24h`, `7d` or `30d`")), description = "`metrics`: the rolling window by the minute. `routes` and `series`: the hours (24h) or days (7d, 30d, UTC) the window touches. Requests made a moment ago are included (this node's not yet stored counts are added).", responses((status = 200, description = "The organisation's counters over the window, per route and over time, and facilitator health", body = OrgMetrics)))]
 pub async fn org_metrics(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
     TypedQuery(q): TypedQuery<MetricsQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (window, minutes) = window_minutes(q.window.as_deref())?;

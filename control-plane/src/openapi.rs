@@ -44,6 +44,7 @@ use utoipa::{Modify, OpenApi};
         crate::keys_api::delete,
         crate::channels_api::list,
         crate::windows_api::access_windows,
+        crate::audit::audit_log,
         crate::corridors::payout_wallet,
         crate::channels_api::claim,
         crate::channels_api::get_one,

@@ -3,6 +3,7 @@
 //! stored; rotating bumps the generation, and the previous secret keeps signing beside the new
 //! one for a grace period.
 
+use crate::audit::{self, Actor, Caller, Change};
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
 use crate::AppState;
@@ -83,13 +84,28 @@ pub async fn get(State(state): State<AppState>, auth: OrgAuth) -> Result<Respons
 }
 
 #[utoipa::path(post, path = "/api/origin-secret/rotate", tag = "origin", security(("orgKey" = [])), responses((status = 200, description = "A new secret; the previous one keeps signing beside it for 24 hours (one before it stops at once)", body = OriginSecretView), (status = 503, description = "No master key configured", body = paygate_domain::ErrorBody)))]
-pub async fn rotate(State(state): State<AppState>, auth: OrgAuth) -> Result<Response, ApiError> {
+pub async fn rotate(
+    State(state): State<AppState>,
+    auth: OrgAuth,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     let key = key(&state)?;
-    let mut org = auth.org;
+    let mut org = auth.org.clone();
+    let generation = |g: u32| Some(serde_json::json!({ "originSecretGeneration": g }));
+    let before = generation(org.origin_secret_generation);
     org.origin_secret_generation = org.origin_secret_generation.saturating_add(1);
     org.origin_secret_rotated_at = Some(unix_now());
     org.updated_at = now_rfc3339();
     state.save_org(&org).await?;
     tracing::info!(org = %org.slug, generation = org.origin_secret_generation, "origin secret rotated");
+    // The secret itself is never recorded: its generation is.
+    let change = Change {
+        org_id: &org.id,
+        action: "origin_secret.rotated",
+        target: &org.id,
+        before,
+        after: generation(org.origin_secret_generation),
+    };
+    audit::record(&state, Actor::Key(&auth), &caller, change).await;
     Ok(Json(view(&key, &org)).into_response())
 }

@@ -280,7 +280,7 @@ pub(crate) async fn route_paths(
 #[utoipa::path(get, path = "/api/payments", tag = "payments", security(("orgKey" = [])), params(LedgerQuery), description = "The organisation's payments, newest first. `format=csv` answers the same range as CSV (`text/csv`), with `X-Next-Cursor` when rows remain.", responses((status = 200, description = "A page of payments (or the CSV export)", content((PaymentPage = "application/json"), (String = "text/csv"))), (status = 400, description = "A bad filter (every problem in details)", body = paygate_domain::ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
     TypedQuery(q): TypedQuery<LedgerQuery>,
 ) -> Result<Response, ApiError> {
     let (query, csv) = store_query(&q)?;
@@ -364,7 +364,7 @@ fn internal<E: std::fmt::Display>(e: E) -> ApiError {
 #[utoipa::path(get, path = "/api/payments/{id}", tag = "payments", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The payment", body = PaymentView), (status = 404, description = "No such payment in this organisation", body = paygate_domain::ErrorBody)))]
 pub async fn get_one(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
     Path(id): Path<String>,
 ) -> Result<Json<PaymentView>, ApiError> {
     let p = match state.store.get_payment(&id).await? {

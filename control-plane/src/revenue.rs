@@ -170,7 +170,7 @@ pub struct Usage {
 #[utoipa::path(get, path = "/api/usage", tag = "metrics", security(("orgKey" = [])), responses((status = 200, description = "The plan, its monthly limit and this month's use", body = Usage)))]
 pub async fn usage(
     State(state): State<AppState>,
-    OrgAuth { org }: OrgAuth,
+    OrgAuth { org, .. }: OrgAuth,
 ) -> Result<Json<Usage>, ApiError> {
     let limit = state
         .config

@@ -1,10 +1,11 @@
 //! `/api/routes`: create, list, read, update and delete an organisation's routes. Every change is
 //! committed, made durable, and published to the proxy's route table before the answer is sent.
 
+use crate::audit::{self, json_of, Actor, Caller, Change};
 use crate::auth::OrgAuth;
 use crate::body::JsonBody;
 use crate::error::ApiError;
-use crate::input::{remembered, Idem, IdempotencyKey};
+use crate::input::{remembered, Idem, IdempotencyKey, RequestLine};
 use crate::state::AppState;
 use crate::views::RouteView;
 use axum::extract::{Path, State};
@@ -131,9 +132,10 @@ pub async fn create(
     method: Method,
     uri: Uri,
     key: IdempotencyKey,
+    caller: Caller,
     body: JsonBody<RouteCreate>,
 ) -> Result<Response, ApiError> {
-    let org = auth.org;
+    let org = &auth.org;
     let input = RouteInput::from(body.value);
     check_input(&state, &input).await?;
     let idem = Idem::from_request(key, &method, &uri, &body.raw);
@@ -192,6 +194,14 @@ pub async fn create(
         .refresh_route(state.store.as_ref(), &org.id, &route.id)
         .await?;
     tracing::info!(org = %org.slug, route = %route.id, path = %route.path, "route created");
+    let change = Change {
+        org_id: &org.id,
+        action: "route.created",
+        target: &route.id,
+        before: None,
+        after: json_of(&out),
+    };
+    audit::record(&state, Actor::Key(&auth), &caller, change).await;
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
@@ -230,15 +240,15 @@ pub async fn update(
     State(state): State<AppState>,
     auth: OrgAuth,
     Path(id): Path<String>,
-    method: Method,
-    uri: Uri,
+    line: RequestLine,
     key: IdempotencyKey,
+    caller: Caller,
     body: JsonBody<RouteUpdate>,
 ) -> Result<Response, ApiError> {
-    let org = auth.org;
+    let org = &auth.org;
     let input = RouteInput::from(body.value);
     check_input(&state, &input).await?;
-    let idem = Idem::from_request(key, &method, &uri, &body.raw);
+    let idem = Idem::from_request(key, &line.method, &line.uri, &body.raw);
     if let Some(r) = remembered(&state, &org.id, &idem).await? {
         return Ok(r);
     }
@@ -267,6 +277,14 @@ pub async fn update(
                     .refresh_route(state.store.as_ref(), &org.id, &id)
                     .await?;
                 tracing::info!(org = %org.slug, route = %id, "route updated");
+                let change = Change {
+                    org_id: &org.id,
+                    action: "route.updated",
+                    target: &id,
+                    before: json_of(&RouteView::from(&old)),
+                    after: json_of(&out),
+                };
+                audit::record(&state, Actor::Key(&auth), &caller, change).await;
                 return Ok(Json(out).into_response());
             }
             Err(StoreError::Conflict) => continue,
@@ -289,7 +307,9 @@ pub async fn delete(
     State(state): State<AppState>,
     auth: OrgAuth,
     Path(id): Path<String>,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
+    let before = state.store.get_route(&auth.org.id, &id).await?;
     match state.store.delete_route(&auth.org.id, &id).await {
         Ok(()) => {}
         Err(StoreError::NotFound) => return Err(route_not_found()),
@@ -300,5 +320,17 @@ pub async fn delete(
         .refresh_route(state.store.as_ref(), &auth.org.id, &id)
         .await?;
     tracing::info!(org = %auth.org.slug, route = %id, "route deleted");
+    let change = Change {
+        org_id: &auth.org.id,
+        action: "route.deleted",
+        target: &id,
+        before: before
+            .as_ref()
+            .map(RouteView::from)
+            .as_ref()
+            .and_then(json_of),
+        after: None,
+    };
+    audit::record(&state, Actor::Key(&auth), &caller, change).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

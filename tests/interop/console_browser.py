@@ -323,6 +323,16 @@ try:
     wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "main"), "role is read"))
     seen["readKey"] = "refused"
     shot("keys-read-only")
+
+    # The audit log lists the changes made above, the read-only key's refused one not among them.
+    go("#/audit")
+    heading("Audit log")
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-audit]")))
+    actions = [r.get_attribute("data-audit") for r in d.find_elements(By.CSS_SELECTOR, "tr[data-audit]")]
+    for expected in ["route.created", "key.created", "corridor.created", "payout.created", "org.created"]:
+        assert expected in actions, actions
+    assert actions[0] == "key.created", actions
+    shot("audit")
     print(json.dumps(seen))
 finally:
     d.quit()

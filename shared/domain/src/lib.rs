@@ -9,6 +9,7 @@
 pub const SLED_CACHE_CAPACITY_MB: u64 = 16;
 
 pub mod apikey;
+pub mod audit;
 pub mod channel;
 pub mod error;
 pub mod ids;

@@ -17,12 +17,13 @@ pub use sled_store::SledStore;
 /// `paygate_payouts::store::PayoutStore` for the payout aggregate).
 pub mod prelude {
     pub use super::{
-        ChannelStore, ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore, PaymentStore,
-        RouteStore, Store, WindowStore,
+        AuditStore, ChannelStore, ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore,
+        PaymentStore, RouteStore, Store, WindowStore,
     };
 }
 
 use async_trait::async_trait;
+use paygate_domain::audit::AuditEntry;
 use paygate_domain::channel::ChannelRecord;
 use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, PaymentIdRecord,
@@ -321,6 +322,21 @@ pub trait WindowStore: Send + Sync {
     async fn prune_windows(&self, now: u64) -> StoreResult<usize>;
 }
 
+/// The audit log: entries appended, listed per organisation newest first.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Appends `e` durably.
+    async fn append_audit(&self, e: &AuditEntry) -> StoreResult<()>;
+    /// `org_id`'s entries with ids below `before_id` (all when `None`), newest first, at most
+    /// `limit`.
+    async fn list_audit(
+        &self,
+        org_id: &str,
+        before_id: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<AuditEntry>>;
+}
+
 /// Every durable record, by aggregate. A backend implements each part; callers hold an
 /// `Arc<dyn Store>` (the parts' methods are callable on it without importing them).
 #[async_trait]
@@ -335,6 +351,7 @@ pub trait Store:
     + ClusterStore
     + ChannelStore
     + WindowStore
+    + AuditStore
     + Send
     + Sync
     + 'static

@@ -5,6 +5,7 @@
 //! as JSON text in the serde form the sled store writes; the columns beside them carry the
 //! constraints (unique slug, unique path per organisation) and what queries filter on.
 
+mod audit;
 mod channels;
 mod cluster;
 mod counters;

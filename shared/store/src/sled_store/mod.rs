@@ -14,6 +14,7 @@ use sled::transaction::{
 };
 use std::path::Path;
 
+mod audit;
 mod channels;
 mod cluster;
 mod counters;
@@ -60,6 +61,8 @@ pub struct SledStore {
     /// What served requests moved of each channel (`ChannelCharges`), kept apart from the
     /// record so the write committing a voucher is small; it wins over the record's copy.
     channel_charges: sled::Tree,
+    /// The audit log by `org \0 id` (`AuditEntry`).
+    audit: sled::Tree,
     /// Access windows by `org \0 route \0 payer` (`AccessWindow`).
     windows: sled::Tree,
     /// Spent sign-in nonces, each with the unix second it is kept until.
@@ -248,6 +251,7 @@ impl SledStore {
             channels_unclaimed: tree("channels_unclaimed")?,
             channels_by_org: tree("channels_by_org")?,
             channel_charges: tree("channel_charges")?,
+            audit: tree("audit_log")?,
             windows: tree("access_windows")?,
             sign_in_nonces: tree("sign_in_nonces")?,
             leases: Default::default(),
