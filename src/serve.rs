@@ -169,9 +169,88 @@ pub fn migrate(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
 
 pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode> {
     let mut cfg = Config::load(config_path)?;
-    // Fail early and clearly if the public address is taken (Pingora would panic). Port 0 picks
-    // a free port here; the chosen address is used everywhere and written to `paygate.addr`.
-    // An upgrade binds nothing: the running process hands its sockets over.
+    let listeners = bind_listeners(&mut cfg, upgrade)?;
+    let cfg = Arc::new(cfg);
+    warn_about(&cfg);
+    // The startup runtime lives as long as the process and keeps a worker thread driving its
+    // I/O: the PostgreSQL pool's first connections are opened here and stay registered with
+    // this runtime's reactor when the proxy and control plane use them later (a current-thread
+    // runtime, driven only inside `block_on`, would leave them hanging).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("paygate-startup")
+        .enable_all()
+        .build()?;
+    std::fs::create_dir_all(&cfg.storage.path)
+        .with_context(|| format!("creating {}", cfg.storage.path.display()))?;
+    let mut server = pingora_server(&cfg, upgrade);
+    let (dyn_store, pg) = match listeners.public {
+        Some(public) => open_waiting(&rt, &cfg.storage, public)?,
+        None => {
+            // The running process hands its listening sockets over once told to (it keeps
+            // serving meanwhile); then it drains and exits, letting go of a sled store.
+            crate::handover::signal_running(&cfg)?;
+            server.bootstrap();
+            rt.block_on(crate::handover::open_after_upgrade(&cfg))?
+        }
+    };
+    let table = Arc::new(rt.block_on(RouteTable::load(
+        RenderContext::from_config(&cfg),
+        dyn_store.as_ref(),
+    ))?);
+    let cp_listener = std::net::TcpListener::bind(cfg.server.control_plane_listen)
+        .with_context(|| format!("binding {}", cfg.server.control_plane_listen))?;
+    cp_listener.set_nonblocking(true)?;
+    let cp_addr = cp_listener.local_addr()?;
+    server.bootstrap();
+    std::fs::write(
+        crate::handover::pid_file(&cfg),
+        std::process::id().to_string(),
+    )
+    .with_context(|| format!("writing {}", crate::handover::pid_file(&cfg).display()))?;
+
+    let paid = paid_path(&cfg, &rt, &dyn_store, &table, pg.is_some())?;
+    add_proxy(&mut server, &cfg, &paid, &table, cp_addr, &listeners.tls)?;
+    let final_metrics = paid.metrics.clone();
+    let started = Started {
+        store: dyn_store.clone(),
+        table,
+        pg,
+        cp_listener,
+    };
+    add_services(&mut server, &cfg, started, paid)?;
+    tracing::info!(
+        listen = %cfg.server.listen,
+        public_base_url = %cfg.server.public_base_url(),
+        control_plane = %cp_addr,
+        storage = %cfg.storage.path.display(),
+        admin_api = cfg.admin.token().is_some(),
+        "paygate starting"
+    );
+    // Pingora binds the TLS address itself (the plain one was let go after the waiting room).
+    drop(listeners.tls);
+    server.run(RunArgs::default());
+    // Pingora has stopped its runtimes (after the grace period), which may have cut the
+    // aggregator's own last flush: what it counted and did not store is stored here.
+    rt.block_on(final_metrics.flush_now(dyn_store.as_ref()));
+    rt.block_on(dyn_store.flush())?;
+    tracing::info!("paygate stopped; store flushed");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The public listeners, bound before anything else.
+struct Listeners {
+    /// The plain listener (`None` on an upgrade: the running process hands it over).
+    public: Option<std::net::TcpListener>,
+    /// The TLS listener (its socket `None` on an upgrade) and its certificates.
+    tls: Option<(Option<std::net::TcpListener>, Arc<crate::tls::CertResolver>)>,
+}
+
+/// Start-up step 1: binds the public addresses (Pingora would panic on a taken one: this fails
+/// early and clearly instead). Port 0 picks a free port here; the chosen address is written back
+/// into `cfg`, used everywhere and written to `paygate.addr`. An upgrade binds nothing. The TLS
+/// certificates are loaded now (a missing or unreadable one ends the start here, one line).
+fn bind_listeners(cfg: &mut Config, upgrade: bool) -> anyhow::Result<Listeners> {
     let public = if upgrade {
         if cfg.server.listen.port() == 0 {
             anyhow::bail!(
@@ -185,8 +264,6 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         cfg.server.listen = public.local_addr()?;
         Some(public)
     };
-    // The TLS listener: its address now (port 0 resolved like the plain one's), its
-    // certificates loaded now (a missing or unreadable one ends the start here, one line).
     let tls = match cfg.server.tls.enabled() {
         false => None,
         true => {
@@ -207,7 +284,11 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
             Some((listener, resolver))
         }
     };
-    let cfg = Arc::new(cfg);
+    Ok(Listeners { public, tls })
+}
+
+/// Start-up step 2: what the operator must know about this configuration before anything runs.
+fn warn_about(cfg: &Config) {
     if cfg!(feature = "bench") {
         tracing::warn!(
             "BENCHMARK BUILD: requests with x-paygate-bench-free skip payment; never deploy this binary"
@@ -219,24 +300,17 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
             "no master key: paid requests are forwarded without X-Paygate-Signature (origin proof)"
         );
     }
-    // The startup runtime lives as long as the process and keeps a worker thread driving its
-    // I/O: the PostgreSQL pool's first connections are opened here and stay registered with
-    // this runtime's reactor when the proxy and control plane use them later (a current-thread
-    // runtime, driven only inside `block_on`, would leave them hanging).
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("paygate-startup")
-        .enable_all()
-        .build()?;
-    std::fs::create_dir_all(&cfg.storage.path)
-        .with_context(|| format!("creating {}", cfg.storage.path.display()))?;
+}
+
+/// Start-up step 3: the Pingora server (threads, grace periods, pid file, upgrade socket).
+fn pingora_server(cfg: &Config, upgrade: bool) -> Server {
     let conf = ServerConf {
         threads: cfg.server.threads,
         work_stealing: cfg.server.work_stealing,
         upstream_keepalive_pool_size: cfg.server.upstream_keepalive_pool_size,
         grace_period_seconds: Some(cfg.server.grace_period_seconds),
         graceful_shutdown_timeout_seconds: Some(cfg.server.graceful_shutdown_timeout_seconds),
-        pid_file: crate::handover::pid_file(&cfg).display().to_string(),
+        pid_file: crate::handover::pid_file(cfg).display().to_string(),
         upgrade_sock: cfg
             .storage
             .path
@@ -249,71 +323,61 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         upgrade,
         ..Default::default()
     };
-    let mut server = Server::new_with_opt_and_conf(opt, conf);
-    let (dyn_store, pg) = match public {
-        Some(public) => open_waiting(&rt, &cfg.storage, public)?,
-        None => {
-            // The running process hands its listening sockets over once told to (it keeps
-            // serving meanwhile); then it drains and exits, letting go of a sled store.
-            crate::handover::signal_running(&cfg)?;
-            server.bootstrap();
-            rt.block_on(crate::handover::open_after_upgrade(&cfg))?
-        }
-    };
-    let table = Arc::new(rt.block_on(RouteTable::load(
-        RenderContext::from_config(&cfg),
-        dyn_store.as_ref(),
-    ))?);
+    Server::new_with_opt_and_conf(opt, conf)
+}
 
-    let cp_listener = std::net::TcpListener::bind(cfg.server.control_plane_listen)
-        .with_context(|| format!("binding {}", cfg.server.control_plane_listen))?;
-    cp_listener.set_nonblocking(true)?;
-    let cp_addr = cp_listener.local_addr()?;
+/// What the paid path is built of, shared by the proxy and the control plane.
+struct PaidPath {
+    payments: Arc<PaymentService>,
+    metrics: Arc<paygate_gateway::metrics::Metrics>,
+    policy: Arc<TargetPolicy>,
+    /// This node's relayer account, on a cluster leased to it alone.
+    relayer: Option<String>,
+    payout_funding: Option<(
+        Arc<dyn paygate_payouts::funding::PayoutFunding>,
+        paygate_sandbox::FundingChain,
+    )>,
+}
 
-    server.bootstrap();
-    std::fs::write(
-        crate::handover::pid_file(&cfg),
-        std::process::id().to_string(),
-    )
-    .with_context(|| format!("writing {}", crate::handover::pid_file(&cfg).display()))?;
-
-    let (facilitator, relayer, chain_calls) =
-        crate::settlement::build_facilitator(&cfg, &table.render_context().networks)?;
-    if let (Some(_), Some(relayer)) = (&pg, &relayer) {
-        rt.block_on(claim_relayer(dyn_store.as_ref(), relayer))?;
+/// Start-up step 4: the facilitator(s), the relayer's lease on a cluster, plan usage, payment
+/// channels, access windows and payout funding: the payment service.
+fn paid_path(
+    cfg: &Config,
+    rt: &tokio::runtime::Runtime,
+    store: &Arc<dyn Store>,
+    table: &RouteTable,
+    cluster: bool,
+) -> anyhow::Result<PaidPath> {
+    let networks = &table.render_context().networks;
+    let (facilitator, relayer, chain_calls) = crate::settlement::build_facilitator(cfg, networks)?;
+    if let (true, Some(relayer)) = (cluster, &relayer) {
+        rt.block_on(claim_relayer(store.as_ref(), relayer))?;
     }
-    let policy = Arc::new(TargetPolicy::new(
-        cfg.upstream.allow_private_networks.clone(),
-    ));
     let metrics = paygate_gateway::metrics::Metrics::new();
-    let final_metrics = metrics.clone();
     // One node counts plan slots in memory; nodes sharing a database take them in it.
     let usage = Arc::new(match cfg.storage.backend {
-        StorageBackend::Sled => paygate_gateway::usage::PlanUsage::new(dyn_store.clone()),
-        StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(dyn_store.clone()),
+        StorageBackend::Sled => paygate_gateway::usage::PlanUsage::new(store.clone()),
+        StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(store.clone()),
     });
-    let networks = table.render_context().networks.clone();
-    let mut payments = PaymentService::new(dyn_store.clone(), facilitator.clone(), usage, networks);
+    let mut payments =
+        PaymentService::new(store.clone(), facilitator.clone(), usage, networks.clone());
     let payout_funding = crate::settlement::build_payout_funding(
-        &cfg,
-        &table.render_context().networks,
+        cfg,
+        networks,
         facilitator.clone(),
         chain_calls.clone(),
     )?;
-    if let Some(c) = crate::settlement::build_channels(
-        &cfg,
-        dyn_store.clone(),
-        chain_calls.clone(),
-        metrics.clone(),
-    ) {
+    if let Some(c) =
+        crate::settlement::build_channels(cfg, store.clone(), chain_calls.clone(), metrics.clone())
+    {
         payments = payments.with_channels(c);
     }
     let public_base_url = &table.render_context().public_base_url;
     let origin = paygate_x402::siwx::Origin::of(public_base_url)
         .with_context(|| format!("server.public_base_url {public_base_url:?} is not a URL"))?;
     payments = payments.with_windows(Arc::new(paygate_gateway::windows::Windows::new(
-        dyn_store.clone(),
-        chain_calls.clone(),
+        store.clone(),
+        chain_calls,
         origin,
     )));
     let payments = Arc::new(payments);
@@ -325,7 +389,28 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
             payments.settleable().learn_supported(&kinds);
         }
     }
-    let draining = crate::handover::watch_draining(&server);
+    Ok(PaidPath {
+        payments,
+        metrics,
+        policy: Arc::new(TargetPolicy::new(
+            cfg.upstream.allow_private_networks.clone(),
+        )),
+        relayer,
+        payout_funding,
+    })
+}
+
+/// Start-up step 5: the Pingora proxy service on the public listeners (plain, TLS, h2c), with
+/// its rate limits' housekeeping and the certificate reloader.
+fn add_proxy(
+    server: &mut Server,
+    cfg: &Arc<Config>,
+    paid: &PaidPath,
+    table: &Arc<RouteTable>,
+    cp_addr: std::net::SocketAddr,
+    tls: &Option<(Option<std::net::TcpListener>, Arc<crate::tls::CertResolver>)>,
+) -> anyhow::Result<()> {
+    let draining = crate::handover::watch_draining(server);
     let limits = Arc::new(paygate_proxy::limits::Limits::from_config(&cfg.limits));
     server.add_service(background_service(
         "rate limit housekeeping",
@@ -336,11 +421,11 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         Gateway::new(GatewayParts {
             table: table.clone(),
             control_plane: cp_addr,
-            payments: payments.clone(),
-            settings: ProxySettings::from_config(&cfg.upstream, policy.clone()),
-            metrics: metrics.clone(),
+            payments: paid.payments.clone(),
+            settings: ProxySettings::from_config(&cfg.upstream, paid.policy.clone()),
+            metrics: paid.metrics.clone(),
             limits,
-            draining: draining.clone(),
+            draining,
         }),
         "paygate proxy",
     );
@@ -350,7 +435,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     proxy.add_listener(
         pingora::listeners::ListenerConfig::tcp(cfg.server.listen.to_string()).l4_buffer(l4_buffer),
     );
-    if let Some((_, resolver)) = &tls {
+    if let Some((_, resolver)) = tls {
         let mut settings = pingora::listeners::tls::TlsSettings::intermediate("", "")?;
         settings.set_cert_resolver(resolver.clone());
         if cfg.server.tls.h2 {
@@ -377,19 +462,44 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
         }
     }
     server.add_service(proxy);
+    Ok(())
+}
 
-    let (provider, secrets, sandbox_listener) = build_payouts(&cfg)?;
+/// What the start-up opened that the remaining services take.
+struct Started {
+    store: Arc<dyn Store>,
+    table: Arc<RouteTable>,
+    pg: Option<PgStore>,
+    cp_listener: std::net::TcpListener,
+}
+
+/// Start-up step 6: the payout provider (and the built-in sandbox's own listener), the
+/// addresses file, the cluster follower on PostgreSQL, and the control plane.
+fn add_services(
+    server: &mut Server,
+    cfg: &Arc<Config>,
+    started: Started,
+    paid: PaidPath,
+) -> anyhow::Result<()> {
+    let Started {
+        store,
+        table,
+        pg,
+        cp_listener,
+    } = started;
+    let cp_addr = cp_listener.local_addr()?;
+    let (provider, secrets, sandbox_listener) = build_payouts(cfg)?;
     let sandbox_addr = sandbox_listener
         .as_ref()
         .map(|l| l.local_addr())
         .transpose()?;
-    write_addresses(&cfg, cp_addr, sandbox_addr)?;
+    write_addresses(cfg, cp_addr, sandbox_addr)?;
     if let Some(listener) = sandbox_listener {
         let sandbox = Sandbox {
             listener: Mutex::new(Some(listener)),
             config: cfg.clone(),
             secret: secrets.first().cloned().unwrap_or_default(),
-            chain: payout_funding.as_ref().map(|(_, chain)| chain.clone()),
+            chain: paid.payout_funding.as_ref().map(|(_, chain)| chain.clone()),
         };
         server.add_service(background_service("sandbox payout provider", sandbox));
     }
@@ -398,19 +508,19 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
             "cluster follower",
             Follower {
                 table: table.clone(),
-                store: dyn_store.clone(),
+                store: store.clone(),
                 pg,
                 every: Duration::from_secs(cfg.storage.resync_interval_seconds),
-                relayer,
+                relayer: paid.relayer,
             },
         ));
     }
-    let notification_keys = notification_keys(&cfg, sandbox_addr);
-    let state = AppState::new(dyn_store.clone(), table, cfg.clone(), policy)
-        .with_payments(payments)
-        .with_metrics(metrics)
+    let notification_keys = notification_keys(cfg, sandbox_addr);
+    let state = AppState::new(store, table, cfg.clone(), paid.policy)
+        .with_payments(paid.payments)
+        .with_metrics(paid.metrics)
         .with_payouts(provider, secrets)
-        .with_payout_funding(payout_funding.map(|(f, _)| f))
+        .with_payout_funding(paid.payout_funding.map(|(f, _)| f))
         .with_notification_keys(notification_keys);
     server.add_service(background_service(
         "control plane",
@@ -419,24 +529,7 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
             state,
         },
     ));
-
-    tracing::info!(
-        listen = %cfg.server.listen,
-        public_base_url = %cfg.server.public_base_url(),
-        control_plane = %cp_addr,
-        storage = %cfg.storage.path.display(),
-        admin_api = cfg.admin.token().is_some(),
-        "paygate starting"
-    );
-    // Pingora binds the TLS address itself (the plain one was let go after the waiting room).
-    drop(tls);
-    server.run(RunArgs::default());
-    // Pingora has stopped its runtimes (after the grace period), which may have cut the
-    // aggregator's own last flush: what it counted and did not store is stored here.
-    rt.block_on(final_metrics.flush_now(dyn_store.as_ref()));
-    rt.block_on(dyn_store.flush())?;
-    tracing::info!("paygate stopped; store flushed");
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Writes `{storage}/paygate.addr`: the addresses this process listens on, so whoever started

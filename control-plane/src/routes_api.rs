@@ -77,7 +77,7 @@ async fn check_input(state: &AppState, input: &RouteInput) -> Result<(), ApiErro
         Err(e) => Some(e),
     };
     for (i, t) in input.targets.iter().flatten().enumerate() {
-        let Some(target) = paygate_gateway::route_table::UpstreamTarget::parse(&t.url) else {
+        let Some(target) = paygate_gateway::upstream_target::UpstreamTarget::parse(&t.url) else {
             continue;
         };
         if let Err(problem) = state

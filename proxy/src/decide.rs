@@ -13,7 +13,8 @@ use paygate_gateway::payments::schemes::{
     Admission, Admitted, Gate, PaidRequest, Receipt, Upstream,
 };
 use paygate_gateway::payments::Refusal;
-use paygate_gateway::route_table::{RouteEntry, UpstreamTarget};
+use paygate_gateway::route_table::RouteEntry;
+use paygate_gateway::upstream_target::UpstreamTarget;
 use paygate_gateway::windows::Windows;
 use paygate_x402::facilitator::wire::{SandboxReceipt, SettleResponse};
 use paygate_x402::payment::ProtocolVersion;

@@ -1,7 +1,7 @@
 //! The route bodies: `RouteCreate` (`POST /api/routes`) and `RouteUpdate` (`PATCH`), and
 //! `RouteInput`, the fields either sets, applied to a stored route.
 
-use super::targets::{BalancingSpec, HealthCheckSpec, TargetSpec};
+use super::targets::{self, BalancingSpec, HealthCheckSpec, TargetSpec};
 use crate::body::fields::{
     nullable, present, JsonSchemaDoc, MimeType, Nullable, PriceUsd, RoutePath, TargetUrl, Text,
     Word,
@@ -366,6 +366,29 @@ impl RouteInput {
         }
         if let Some(v) = self.access_window_calls {
             r.access_window_calls = v;
+        }
+    }
+
+    /// Reads `targetUrl` / `targets` (at most one of them; `required` on create).
+    fn read_targets(
+        &mut self,
+        target_url: Option<TargetUrl>,
+        targets: Option<Vec<TargetSpec>>,
+        required: bool,
+    ) {
+        let read = targets::read_targets(target_url, targets, required);
+        if let Some(field) = read.field {
+            self.targets_field = field;
+        }
+        self.targets = read.targets;
+        self.problems.extend(read.problems);
+    }
+
+    fn read_balancing(&mut self, spec: Option<BalancingSpec>) {
+        match targets::read_balancing(spec) {
+            Ok(Some(b)) => self.balancing = Some(b),
+            Ok(None) => {}
+            Err(p) => self.problems.push(p),
         }
     }
 

@@ -1,7 +1,6 @@
 //! The upstream fields of a route body (issue 18): `targets`, `loadBalancing`, `healthCheck`,
-//! and how `targetUrl` / `targets` are read into a [`RouteInput`].
+//! and how `targetUrl` / `targets` are read (`read_targets`, which the route input applies).
 
-use super::input::RouteInput;
 use crate::body::fields::{present, Bounded, HeaderField, ProbePath, TargetUrl};
 use paygate_domain::model::{Balancing, HealthCheck, RouteTarget};
 use paygate_domain::FieldProblem;
@@ -98,61 +97,68 @@ impl From<HealthCheckSpec> for HealthCheck {
     }
 }
 
-impl RouteInput {
-    /// Reads `targetUrl` / `targets` (at most one of them; `required` on create).
-    pub(super) fn read_targets(
-        &mut self,
-        target_url: Option<TargetUrl>,
-        targets: Option<Vec<TargetSpec>>,
-        required: bool,
-    ) {
-        match (target_url, targets) {
-            (Some(_), Some(_)) => self.problems.push(FieldProblem::new(
-                "targets",
-                "give targetUrl or targets, not both",
-            )),
-            (Some(u), None) => {
-                self.targets_field = "targetUrl";
-                self.targets = Some(vec![RouteTarget {
-                    url: u.0,
-                    weight: 1,
-                }]);
+/// What a body's `targetUrl` / `targets` came to: the targets, which field gave them (for the
+/// field names in problems), and the problems found.
+#[derive(Default)]
+pub(super) struct TargetsRead {
+    pub(super) targets: Option<Vec<RouteTarget>>,
+    pub(super) field: Option<&'static str>,
+    pub(super) problems: Vec<FieldProblem>,
+}
+
+/// Reads `targetUrl` / `targets` (at most one of them; `required` on create).
+pub(super) fn read_targets(
+    target_url: Option<TargetUrl>,
+    targets: Option<Vec<TargetSpec>>,
+    required: bool,
+) -> TargetsRead {
+    let mut out = TargetsRead::default();
+    match (target_url, targets) {
+        (Some(_), Some(_)) => out.problems.push(FieldProblem::new(
+            "targets",
+            "give targetUrl or targets, not both",
+        )),
+        (Some(u), None) => {
+            out.field = Some("targetUrl");
+            out.targets = Some(vec![RouteTarget {
+                url: u.0,
+                weight: 1,
+            }]);
+        }
+        (None, Some(list)) => {
+            out.field = Some("targets");
+            if list.is_empty() || list.len() > MAX_TARGETS {
+                out.problems.push(FieldProblem::new(
+                    "targets",
+                    format!("must list 1 to {MAX_TARGETS} targets"),
+                ));
             }
-            (None, Some(list)) => {
-                self.targets_field = "targets";
-                if list.is_empty() || list.len() > MAX_TARGETS {
-                    self.problems.push(FieldProblem::new(
-                        "targets",
-                        format!("must list 1 to {MAX_TARGETS} targets"),
+            let list = targets_of(list);
+            let mut origins = std::collections::HashSet::new();
+            for (i, t) in list.iter().enumerate() {
+                let origin = paygate_gateway::upstream_target::UpstreamTarget::parse(&t.url)
+                    .map(|u| (u.host, u.port));
+                if !origins.insert(origin) {
+                    out.problems.push(FieldProblem::new(
+                        format!("targets[{i}].url"),
+                        "names the same host and port as an earlier target",
                     ));
                 }
-                let list = targets_of(list);
-                let mut origins = std::collections::HashSet::new();
-                for (i, t) in list.iter().enumerate() {
-                    let origin = paygate_gateway::route_table::UpstreamTarget::parse(&t.url)
-                        .map(|u| (u.host, u.port));
-                    if !origins.insert(origin) {
-                        self.problems.push(FieldProblem::new(
-                            format!("targets[{i}].url"),
-                            "names the same host and port as an earlier target",
-                        ));
-                    }
-                }
-                self.targets = Some(list);
             }
-            (None, None) if required => self.problems.push(FieldProblem::new(
-                "targetUrl",
-                "is required (or give targets)",
-            )),
-            (None, None) => {}
+            out.targets = Some(list);
         }
+        (None, None) if required => out.problems.push(FieldProblem::new(
+            "targetUrl",
+            "is required (or give targets)",
+        )),
+        (None, None) => {}
     }
+    out
+}
 
-    pub(super) fn read_balancing(&mut self, spec: Option<BalancingSpec>) {
-        match spec.map(BalancingSpec::into_balancing) {
-            Some(Ok(b)) => self.balancing = Some(b),
-            Some(Err(p)) => self.problems.push(p),
-            None => {}
-        }
-    }
+/// Reads `loadBalancing`: the strategy given (`None`: not given), or its problem.
+pub(super) fn read_balancing(
+    spec: Option<BalancingSpec>,
+) -> Result<Option<Balancing>, FieldProblem> {
+    spec.map(BalancingSpec::into_balancing).transpose()
 }

@@ -7,8 +7,8 @@
 //! the real address is resolved and checked against the SSRF policy on every request, exactly
 //! as for a route with one target, and by each health check.
 
-use crate::route_table::UpstreamTarget;
 use crate::target_policy::TargetPolicy;
+use crate::upstream_target::UpstreamTarget;
 use async_trait::async_trait;
 use paygate_domain::model::{Balancing, HealthCheck as HealthSpec, RouteTarget};
 use pingora_core::protocols::l4::socket::SocketAddr as PingoraAddr;

@@ -19,5 +19,6 @@ pub mod route_table;
 pub mod settleable;
 pub mod target_policy;
 mod unflushed;
+pub mod upstream_target;
 pub mod usage;
 pub mod windows;
