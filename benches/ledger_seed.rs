@@ -94,6 +94,7 @@ async fn main() -> anyhow::Result<()> {
             valid_before: 0,
             settled_by_reconciliation: false,
             redeemed_at: None,
+            plan_slot: None,
             created_at: rfc3339(at),
             updated_at: rfc3339(at),
         };

@@ -132,10 +132,51 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
     // (every second here) closes what never reached the chain.
     let wait = last_valid_before.saturating_sub(now()) + 3;
     tokio::time::sleep(Duration::from_secs(wait)).await;
+    // Plan slots: on a cluster taken in the store with each reservation, so once every payment
+    // is decided the month's count is the settled payments (a killed node's slot came back).
+    let used = plan_used(&gw, &key).await;
+    let settled = settled_count(&gw, &key).await;
     assert!(gw.stop(), "paygate did not stop:\n{}", gw.log());
     tally.close(gw.store().await.as_ref()).await;
-    println!("crash tally (kill window {window_ms} ms): {tally:?}");
+    println!("crash tally (kill window {window_ms} ms): {tally:?}, plan slots {used} for {settled} settled");
     tally.assert_clean();
+    if on_postgres() {
+        assert_eq!(used, settled, "plan slots counted = payments settled");
+    }
+}
+
+/// The organisation's paid requests this month, as its plan counts them.
+async fn plan_used(gw: &Gateway, key: &str) -> u64 {
+    let v: serde_json::Value = gw
+        .api(key, reqwest::Method::GET, "/api/usage", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    v["usedThisMonth"].as_u64().expect("usedThisMonth")
+}
+
+/// The organisation's settled payments (every page of the ledger).
+async fn settled_count(gw: &Gateway, key: &str) -> u64 {
+    let mut count = 0;
+    let mut cursor = String::new();
+    loop {
+        let mut path = "/api/payments?status=SETTLED&limit=500".to_string();
+        if !cursor.is_empty() {
+            path += &format!("&cursor={cursor}");
+        }
+        let v: serde_json::Value = gw
+            .api(key, reqwest::Method::GET, &path, None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        count += v["payments"].as_array().map_or(0, Vec::len) as u64;
+        match v["nextCursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => return count,
+        }
+    }
 }
 
 #[derive(Default, Debug)]

@@ -38,6 +38,15 @@ pub struct Org {
     pub updated_at: String,
 }
 
+/// A plan slot a payment takes in the store: the month it counts in and the organisation's
+/// limit when it was taken (0: unlimited).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSlot {
+    pub month: String,
+    pub limit: u64,
+}
+
 /// A stored API key: only the SHA-256 of its secret part is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -370,6 +379,11 @@ pub struct GatewayPayment {
     /// When a retry claimed the payment above (at most one does).
     #[serde(default)]
     pub redeemed_at: Option<String>,
+    /// On a cluster: the plan slot this payment takes in the store, taken in the transaction
+    /// that reserves it. Reconciliation gives it back if the payment closes `Failed`, so a node
+    /// killed before the outcome leaks no slot (`None` on one node: slots counted in memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_slot: Option<PlanSlot>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -403,6 +417,7 @@ impl GatewayPayment {
             valid_before: u64::try_from(auth.valid_before).unwrap_or(u64::MAX),
             settled_by_reconciliation: false,
             redeemed_at: None,
+            plan_slot: None,
             created_at: now.clone(),
             updated_at: now,
         }

@@ -331,15 +331,20 @@ impl PaymentService {
         if v.expiring {
             return self.expiring_retry(v, charge).await;
         }
-        let slot = match charge.plan_limit {
-            Some(limit) => Some(self.plan_slot(charge.org_id, limit).await?),
-            None => None,
+        // On a cluster the slot is taken with the reservation, in its transaction; on one node
+        // in memory, first.
+        let in_store = charge.plan_limit.and_then(|l| self.usage.store_slot(l));
+        let slot = match (charge.plan_limit, &in_store) {
+            (Some(limit), None) => Some(self.plan_slot(charge.org_id, limit).await?),
+            _ => None,
         };
         let req = charge.requirements;
         let mut record =
             GatewayPayment::reserved(charge.org_id, charge.route_id, req, &v.auth, v.verify_us);
+        record.plan_slot = in_store.clone();
         match self.store.reserve_payment(&record).await {
             Ok(PaymentReservation::Reserved) => {}
+            Ok(PaymentReservation::OverPlan) => return Err(Refusal::PlanLimit),
             Ok(PaymentReservation::Held(held)) => {
                 let redeemed = self.retried(&record, *held, charge.redeliver).await?;
                 return Ok(paid(v.payment.version(), req, redeemed, slot));
@@ -347,13 +352,26 @@ impl PaymentService {
             // The slot, dropped, is given back.
             Err(e) => return Err(Refusal::store(&e, "could not reserve payment nonce")),
         }
+        let slot = slot.or_else(|| {
+            in_store
+                .as_ref()
+                .map(|s| self.usage.adopt(charge.org_id, s))
+        });
         let preq = PaymentRequest {
             payment: &v.payment,
             auth: &v.auth,
             requirements: req,
         };
-        self.settle_reserved(facilitator.as_ref(), &mut record, &preq)
-            .await?;
+        if let Err(e) = self
+            .settle_reserved(facilitator.as_ref(), &mut record, &preq)
+            .await
+        {
+            if let (FacilitatorError::Ambiguous(_), Some(s)) = (&e, slot) {
+                // Sent, outcome unknown: reconciliation decides the payment and its slot.
+                s.leave_to_reconciliation();
+            }
+            return Err(e.into());
+        }
         tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
         Ok(paid(v.payment.version(), req, record, slot))
     }

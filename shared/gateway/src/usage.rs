@@ -3,10 +3,12 @@
 //! back if the payment does not go through. One node (sled) counts in a sharded map, reads the
 //! store once per org and month and stores the count after each settled request, so it survives
 //! restarts. A cluster (PostgreSQL) takes every slot in the store itself, so the limit holds
-//! across nodes exactly; a node killed between taking a slot and its outcome leaves that slot
-//! counted (the organisation may be refused one request early that month).
+//! across nodes exactly: in the transaction that reserves the payment, whose record names the
+//! slot, so a node killed before the outcome leaves a record reconciliation decides; a payment
+//! it closes `Failed` gives its slot back.
 
 use dashmap::DashMap;
+use paygate_domain::model::PlanSlot;
 use paygate_domain::StoreResult;
 use paygate_store::Store;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,6 +105,27 @@ impl PlanUsage {
         }))
     }
 
+    /// On a cluster, the slot a paid request takes in the store with its payment's reservation
+    /// (one transaction, so a node killed in between leaks nothing); `None` on one node, whose
+    /// slots are taken in memory ([`Self::try_take`]).
+    pub fn store_slot(&self, limit: u64) -> Option<PlanSlot> {
+        self.counters.is_none().then(|| PlanSlot {
+            month: current_month(),
+            limit,
+        })
+    }
+
+    /// The slot a reservation took in the store, held by its request until the outcome (given
+    /// back when dropped uncommitted, as any slot).
+    pub fn adopt(&self, org_id: &Arc<str>, slot: &PlanSlot) -> Slot {
+        Slot {
+            taken: Taken::Store(self.store.clone()),
+            org_id: org_id.clone(),
+            month: slot.month.clone(),
+            committed: false,
+        }
+    }
+
     /// Used this month, as the counters (or the store) see it.
     pub async fn used(&self, org_id: &Arc<str>) -> StoreResult<u64> {
         let month = current_month();
@@ -128,6 +151,17 @@ impl PlanUsage {
             .await
         {
             tracing::warn!(error = %e, org = %slot.org_id, "could not store plan usage");
+        }
+    }
+}
+
+impl Slot {
+    /// A slot whose payment's outcome is not known (sent, no receipt): kept taken in the store,
+    /// where reconciliation gives it back if the payment closes `Failed`. A slot counted in
+    /// memory is given back as before (its payment's record names no slot).
+    pub fn leave_to_reconciliation(mut self) {
+        if matches!(self.taken, Taken::Store(_)) {
+            self.committed = true;
         }
     }
 }

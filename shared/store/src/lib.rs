@@ -42,6 +42,9 @@ pub enum PaymentReservation {
     /// Another payment held the nonce key already (read in the same transaction): the same
     /// signed authorization was presented before.
     Held(Box<GatewayPayment>),
+    /// The payment's `plan_slot` could not be taken (the organisation used its plan's requests
+    /// this month): nothing was written.
+    OverPlan,
 }
 
 /// Which of an organisation's payments a ledger page holds ([`PaymentStore::list_payments`]).

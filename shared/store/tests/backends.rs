@@ -504,6 +504,7 @@ async fn one_nonce_reserved_concurrently_is_held_by_one_payment() {
                 PaymentReservation::Held(p) => {
                     holders.insert(p.id);
                 }
+                PaymentReservation::OverPlan => panic!("{name}: no plan slot was asked for"),
             }
         }
         assert_eq!(reserved, 1, "{name}");

@@ -2,7 +2,9 @@
 //! was sent, the receipt never came) and `Reserved` left behind by a crash. The chain decides:
 //! `authorizationState(from, nonce)` true means the money moved (`Settled`); false after the
 //! authorization's `validBefore` means it never can (`Failed`, the nonce stays reserved); false
-//! before it means a transaction may still land, so the payment waits for the next pass.
+//! before it means a transaction may still land, so the payment waits for the next pass. A
+//! payment closed `Failed` gives back the plan slot its record names (taken in the store on a
+//! cluster, with the reservation).
 
 use paygate_domain::model::{GatewayPayment, PaymentStatus};
 use paygate_domain::StoreError;
@@ -91,6 +93,12 @@ pub async fn reconcile_once(
         // have recorded its outcome meanwhile, with more than the chain tells (the transaction).
         if store.decide_open_payment(&p).await? {
             tracing::info!(payment = %p.id, status = ?p.status, "payment reconciled from chain state");
+            // A payment that never landed gives back the plan slot it took in the store.
+            if let (PaymentStatus::Failed, Some(slot)) = (p.status, &p.plan_slot) {
+                if let Err(e) = store.release_plan_slot(&p.org_id, &slot.month).await {
+                    tracing::warn!(payment = %p.id, error = %e, "plan slot not given back");
+                }
+            }
         }
     }
     Ok(report)

@@ -39,20 +39,8 @@ impl CounterStore for PgStore {
     }
 
     async fn take_plan_slot(&self, org_id: &str, month: &str, limit: u64) -> StoreResult<bool> {
-        // One statement, so the row lock orders every node's takes; 0 = unlimited.
-        let taken = sqlx::query(
-            "INSERT INTO plan_usage AS u (org_id, month, count) \
-             SELECT $1, $2, 1 WHERE $3 = 0 OR $3 >= 1 \
-             ON CONFLICT (org_id, month) DO UPDATE SET count = u.count + 1 \
-             WHERE $3 = 0 OR u.count < $3",
-        )
-        .bind(org_id)
-        .bind(month)
-        .bind(to_i64(limit)?)
-        .execute(&self.pool)
-        .await
-        .map_err(backend)?;
-        Ok(taken.rows_affected() == 1)
+        let mut conn = self.pool.acquire().await.map_err(backend)?;
+        take_slot(&mut conn, org_id, month, limit).await
     }
 
     async fn release_plan_slot(&self, org_id: &str, month: &str) -> StoreResult<()> {
@@ -308,4 +296,28 @@ async fn merge_rollup(
     .await
     .map_err(backend)?;
     Ok(())
+}
+
+/// Takes one of `org_id`'s plan slots for `month` on `conn` (a transaction's, to take it with
+/// what it belongs to), unless `limit` are taken (0 = unlimited). One statement, so the row lock
+/// orders every node's takes.
+pub(super) async fn take_slot(
+    conn: &mut sqlx::PgConnection,
+    org_id: &str,
+    month: &str,
+    limit: u64,
+) -> StoreResult<bool> {
+    let taken = sqlx::query(
+        "INSERT INTO plan_usage AS u (org_id, month, count) \
+         SELECT $1, $2, 1 WHERE $3 = 0 OR $3 >= 1 \
+         ON CONFLICT (org_id, month) DO UPDATE SET count = u.count + 1 \
+         WHERE $3 = 0 OR u.count < $3",
+    )
+    .bind(org_id)
+    .bind(month)
+    .bind(to_i64(limit)?)
+    .execute(conn)
+    .await
+    .map_err(backend)?;
+    Ok(taken.rows_affected() == 1)
 }

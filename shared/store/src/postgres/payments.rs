@@ -52,6 +52,16 @@ impl PaymentStore for PgStore {
         .await
         .map_err(backend)?;
         if taken.rows_affected() == 1 {
+            if let Some(slot) = &payment.plan_slot {
+                // The plan slot in the same transaction: reserved with its slot, or not at all.
+                let counted =
+                    super::counters::take_slot(&mut tx, &payment.org_id, &slot.month, slot.limit)
+                        .await?;
+                if !counted {
+                    tx.rollback().await.map_err(backend)?;
+                    return Ok(PaymentReservation::OverPlan);
+                }
+            }
             tx.commit().await.map_err(backend)?;
             return Ok(PaymentReservation::Reserved);
         }

@@ -65,9 +65,10 @@ impl PaymentStore for SledStore {
             &self.payments,
             &self.payments_open,
             &self.payments_ledger,
+            &self.plan_usage,
         );
         let outcome = trees
-            .transaction(|(nonces, payments, open, ledger)| {
+            .transaction(|(nonces, payments, open, ledger, usage)| {
                 if let Some(holder) = nonces.get(payment.nonce_key.as_bytes())? {
                     let Some(held) = payments.get(&holder)? else {
                         return abort(StoreError::Backend(format!(
@@ -77,6 +78,21 @@ impl PaymentStore for SledStore {
                     };
                     let held = dec(&held).map_err(ConflictableTransactionError::Abort)?;
                     return Ok(PaymentReservation::Held(Box::new(held)));
+                }
+                if let Some(slot) = &payment.plan_slot {
+                    // The plan slot the record names, in the same transaction.
+                    let key = key2(&payment.org_id, &slot.month);
+                    let used: u64 = match usage.get(&key)? {
+                        Some(b) => dec(&b).map_err(ConflictableTransactionError::Abort)?,
+                        None => 0,
+                    };
+                    if slot.limit > 0 && used >= slot.limit {
+                        return Ok(PaymentReservation::OverPlan);
+                    }
+                    usage.insert(
+                        key,
+                        enc(&(used + 1)).map_err(ConflictableTransactionError::Abort)?,
+                    )?;
                 }
                 nonces.insert(payment.nonce_key.as_bytes(), id)?;
                 put_payment((payments, open, ledger), payment, &bytes)?;

@@ -102,6 +102,7 @@ fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         valid_before: 0,
         settled_by_reconciliation: false,
         redeemed_at: None,
+        plan_slot: None,
         created_at: "t".into(),
         updated_at: "t".into(),
     }

@@ -64,6 +64,7 @@ pub fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         valid_before: 0,
         settled_by_reconciliation: false,
         redeemed_at: None,
+        plan_slot: None,
         created_at: "t".into(),
         updated_at: "t".into(),
     }
