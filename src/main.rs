@@ -8,6 +8,7 @@ mod devchain;
 mod handover;
 mod org_cli;
 mod pay_cli;
+mod payout_setup;
 mod serve;
 mod settlement;
 mod storage;
