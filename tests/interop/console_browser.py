@@ -25,6 +25,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -61,6 +62,17 @@ def go(hash_):
 
 def text_of(css):
     return wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, css))).text
+
+
+def new_text_of(css, old):
+    """The text of `css` once it is not `old`, read again when the page re-renders it."""
+    def changed(_):
+        try:
+            t = d.find_element(By.CSS_SELECTOR, css).text
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False
+        return t if t and t != old else False
+    return wait.until(changed)
 
 
 def fill(name, value):
@@ -306,8 +318,7 @@ try:
     # (creating a key) is refused with the role it needs.
     Select(wait.until(EC.visibility_of_element_located((By.NAME, "role")))).select_by_value("read")
     submit("Create key")
-    wait.until(lambda _: text_of("#created-key") != created)
-    read_key = text_of("#created-key")
+    read_key = new_text_of("#created-key", created)
     row = wait.until(EC.presence_of_element_located((By.XPATH, "//tr[td/span[normalize-space()='read']]")))
     assert "never" in row.text, row.text
     d.find_element(By.ID, "sign-out").click()
