@@ -59,6 +59,9 @@ struct Follower {
     pg: PgStore,
     every: Duration,
     relayer: Option<String>,
+    /// The rate limits, shared among the live nodes ([`share_limits`]).
+    limits: Arc<paygate_proxy::limits::Limits>,
+    metrics: Arc<paygate_gateway::metrics::Metrics>,
 }
 
 #[async_trait]
@@ -71,10 +74,40 @@ impl BackgroundService for Follower {
             self.every,
         );
         let keep = keep_relayer_lease(self.store.clone(), self.relayer.clone(), self.every);
+        let share = share_limits(self);
         tokio::select! {
             _ = follow => {}
             _ = keep => {}
+            _ = share => {}
             _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// How often a node says it is alive and learns how many share the rate limits.
+const BEAT_EVERY: Duration = Duration::from_secs(5);
+
+/// The rate limits hold across the cluster: every beat (at most [`BEAT_EVERY`], sooner with a
+/// shorter resync interval), this node says it is alive and each limit becomes its share among
+/// the nodes alive in the last three beats. No request waits for the database.
+async fn share_limits(f: &Follower) {
+    let every = f.every.min(BEAT_EVERY).max(Duration::from_millis(100));
+    let stale = i64::try_from((every * 3).as_secs()).unwrap_or(15).max(1);
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let now = i64::try_from(paygate_domain::unix_now()).unwrap_or(i64::MAX);
+        match f.store.beat(now, stale).await {
+            Ok(n) => {
+                if n != f.metrics.limit_nodes() {
+                    tracing::info!(nodes = n, "rate limits shared among the live nodes");
+                }
+                f.limits.set_nodes(n);
+                f.metrics.set_limit_nodes(n);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster heartbeat failed; rate limit shares kept")
+            }
         }
     }
 }
@@ -177,13 +210,22 @@ pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode
     .with_context(|| format!("writing {}", crate::handover::pid_file(&cfg).display()))?;
 
     let paid = paid_path(&cfg, &rt, &dyn_store, &table, pg.is_some())?;
-    add_proxy(&mut server, &cfg, &paid, &table, cp_addr, &listeners.tls)?;
+    let limits = Arc::new(paygate_proxy::limits::Limits::from_config(&cfg.limits));
+    add_proxy(
+        &mut server,
+        &cfg,
+        (&paid, &limits),
+        &table,
+        cp_addr,
+        &listeners.tls,
+    )?;
     let final_metrics = paid.metrics.clone();
     let started = Started {
         store: dyn_store.clone(),
         table,
         pg,
         cp_listener,
+        limits,
     };
     add_services(&mut server, &cfg, started, paid)?;
     tracing::info!(
@@ -372,13 +414,12 @@ fn paid_path(
 fn add_proxy(
     server: &mut Server,
     cfg: &Arc<Config>,
-    paid: &PaidPath,
+    (paid, limits): (&PaidPath, &Arc<paygate_proxy::limits::Limits>),
     table: &Arc<RouteTable>,
     cp_addr: std::net::SocketAddr,
     tls: &Option<(Option<std::net::TcpListener>, Arc<crate::tls::CertResolver>)>,
 ) -> anyhow::Result<()> {
     let draining = crate::handover::watch_draining(server);
-    let limits = Arc::new(paygate_proxy::limits::Limits::from_config(&cfg.limits));
     server.add_service(background_service(
         "rate limit housekeeping",
         paygate_proxy::limits::LimitsHousekeeping(limits.clone()),
@@ -391,7 +432,7 @@ fn add_proxy(
             payments: paid.payments.clone(),
             settings: ProxySettings::from_config(&cfg.upstream, paid.policy.clone()),
             metrics: paid.metrics.clone(),
-            limits,
+            limits: limits.clone(),
             draining,
         }),
         "paygate proxy",
@@ -438,6 +479,7 @@ struct Started {
     table: Arc<RouteTable>,
     pg: Option<PgStore>,
     cp_listener: std::net::TcpListener,
+    limits: Arc<paygate_proxy::limits::Limits>,
 }
 
 /// Start-up step 6: the payout provider (and the built-in sandbox's own listener), the
@@ -453,6 +495,7 @@ fn add_services(
         table,
         pg,
         cp_listener,
+        limits,
     } = started;
     let cp_addr = cp_listener.local_addr()?;
     let (provider, secrets, sandbox_listener) = build_payouts(cfg)?;
@@ -479,6 +522,8 @@ fn add_services(
                 pg,
                 every: Duration::from_secs(cfg.storage.resync_interval_seconds),
                 relayer: paid.relayer,
+                limits,
+                metrics: paid.metrics.clone(),
             },
         ));
     }

@@ -11,5 +11,6 @@ pub async fn health(
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
         duties: state.store.leases_held(),
+        limit_nodes: state.metrics.limit_nodes(),
     })
 }

@@ -253,12 +253,16 @@ impl From<&ApiKeyRecord> for KeyView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Health {
     pub status: &'static str,
     pub version: &'static str,
     /// The cluster duties this node does now (the leases it holds, such as
     /// `payment-reconciliation`); on a single node, every duty once it has run.
     pub duties: Vec<String>,
+    /// The live nodes sharing the rate limits (this one included; 1 on a single node): each
+    /// enforces its share of every limit.
+    pub limit_nodes: usize,
 }
 
 /// A page of the x402 bazaar discovery list.

@@ -3,6 +3,7 @@
 //! payment's signature is checked. Each is a keyed GCRA limiter (`governor`): one key's flood
 //! spends only that key's allowance, so a flooding client never starves another.
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
@@ -13,6 +14,7 @@ use pingora::services::background::BackgroundService;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr};
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,25 +65,48 @@ impl Refused {
 }
 
 struct Keyed<K: Hash + Eq + Clone> {
-    limiter: DefaultKeyedRateLimiter<K>,
+    /// This node's share of the limit (swapped when the number of nodes changes).
+    limiter: ArcSwap<DefaultKeyedRateLimiter<K>>,
     clock: DefaultClock,
+    /// The limit as configured: the whole cluster's.
     rate: Rate,
+    /// The nodes the limit is shared by now.
+    nodes: AtomicU32,
+}
+
+/// The quota of one node of `nodes` sharing `rate` (each share rounded up, at least 1).
+fn share(rate: Rate, nodes: u32) -> Option<Quota> {
+    let nodes = nodes.max(1);
+    let per_second = NonZeroU32::new(rate.per_second.div_ceil(nodes))?;
+    let burst = NonZeroU32::new(rate.burst.div_ceil(nodes)).unwrap_or(per_second);
+    Some(Quota::per_second(per_second).allow_burst(burst))
 }
 
 impl<K: Hash + Eq + Clone> Keyed<K> {
     fn new(rate: Rate) -> Option<Self> {
-        let per_second = NonZeroU32::new(rate.per_second)?;
-        let burst = NonZeroU32::new(rate.burst).unwrap_or(per_second);
-        let quota = Quota::per_second(per_second).allow_burst(burst);
+        let quota = share(rate, 1)?;
         Some(Self {
-            limiter: DefaultKeyedRateLimiter::dashmap(quota),
+            limiter: ArcSwap::from_pointee(DefaultKeyedRateLimiter::dashmap(quota)),
             clock: DefaultClock::default(),
             rate,
+            nodes: AtomicU32::new(1),
         })
     }
 
+    /// Shares the limit among `nodes` from now on (the allowances counted so far restart).
+    fn set_nodes(&self, nodes: u32) {
+        let nodes = nodes.max(1);
+        if self.nodes.swap(nodes, Ordering::SeqCst) == nodes {
+            return;
+        }
+        if let Some(quota) = share(self.rate, nodes) {
+            self.limiter
+                .store(Arc::new(DefaultKeyedRateLimiter::dashmap(quota)));
+        }
+    }
+
     fn check(&self, key: &K, limit: Limited) -> Result<(), Refused> {
-        self.limiter.check_key(key).map_err(|not_until| {
+        self.limiter.load().check_key(key).map_err(|not_until| {
             let wait = not_until.wait_time_from(self.clock.now());
             Refused {
                 limit,
@@ -93,8 +118,9 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
     }
 
     fn housekeeping(&self) {
-        self.limiter.retain_recent();
-        self.limiter.shrink_to_fit();
+        let limiter = self.limiter.load();
+        limiter.retain_recent();
+        limiter.shrink_to_fit();
     }
 }
 
@@ -175,6 +201,21 @@ impl Limits {
             .map_or(Ok(()), |l| l.check(payer, Limited::Payer))
     }
 
+    /// On a cluster: the limits are the cluster's, each of `nodes` live nodes enforcing its
+    /// share (a rate divided by the nodes, rounded up).
+    pub fn set_nodes(&self, nodes: usize) {
+        let nodes = u32::try_from(nodes).unwrap_or(u32::MAX);
+        if let Some(l) = &self.client {
+            l.set_nodes(nodes);
+        }
+        if let Some(l) = &self.payer {
+            l.set_nodes(nodes);
+        }
+        if let Some(l) = &self.route {
+            l.set_nodes(nodes);
+        }
+    }
+
     fn housekeeping(&self) {
         if let Some(l) = &self.client {
             l.housekeeping();
@@ -223,6 +264,39 @@ impl BackgroundService for LimitsHousekeeping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_shared_by_nodes_gives_each_its_rounded_up_share() {
+        let rate = Rate {
+            per_second: 30,
+            burst: 31,
+        };
+        let l = limits(rate, &[]);
+        let client: IpAddr = "10.0.0.1".parse().unwrap();
+        let admitted = |l: &Limits| (0..100).filter(|_| l.check_client(client).is_ok()).count();
+        assert_eq!(admitted(&l), 31, "one node: the whole burst");
+        l.set_nodes(3);
+        assert_eq!(admitted(&l), 11, "three nodes: 31 / 3 rounded up");
+        l.set_nodes(3);
+        assert_eq!(
+            admitted(&l),
+            0,
+            "the same count again keeps the allowance spent"
+        );
+        l.set_nodes(0);
+        assert_eq!(admitted(&l), 31, "no node known: the whole limit");
+        assert_eq!(
+            share(
+                Rate {
+                    per_second: 2,
+                    burst: 0
+                },
+                5
+            )
+            .map(|q| q.burst_size().get()),
+            Some(1)
+        );
+    }
 
     fn limits(client: Rate, trusted: &[&str]) -> Limits {
         Limits::from_config(&LimitsConfig {

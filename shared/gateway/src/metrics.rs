@@ -229,6 +229,8 @@ pub struct Metrics {
     unflushed: Unflushed,
     /// Asks the aggregator to count what is queued, store everything and return.
     stop: tokio::sync::Notify,
+    /// The live nodes this node shares the rate limits with, itself included (1 on one node).
+    limit_nodes: std::sync::atomic::AtomicUsize,
 }
 
 fn bucket_of(e: &RequestEvent) -> MetricBucket {
@@ -365,6 +367,17 @@ impl Batch {
 }
 
 impl Metrics {
+    /// The live nodes sharing the rate limits, as this node last applied them.
+    pub fn limit_nodes(&self) -> usize {
+        self.limit_nodes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records the live nodes the rate limits are now shared by.
+    pub fn set_limit_nodes(&self, n: usize) {
+        self.limit_nodes
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub fn new() -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         Arc::new(Self {
@@ -380,6 +393,7 @@ impl Metrics {
             }),
             unflushed: Unflushed::default(),
             stop: tokio::sync::Notify::new(),
+            limit_nodes: std::sync::atomic::AtomicUsize::new(1),
         })
     }
 

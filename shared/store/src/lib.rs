@@ -248,6 +248,10 @@ pub trait ClusterStore: Send + Sync {
     async fn hold_lease(&self, name: &str) -> StoreResult<bool>;
     /// The leases this process held when last asked, by name.
     fn leases_held(&self) -> Vec<String>;
+    /// Says this process is alive at `now_unix` and answers how many processes (this one
+    /// included) said so within the last `stale_secs`: the nodes sharing the cluster-wide rate
+    /// limits. A store only one process opens answers 1.
+    async fn beat(&self, now_unix: i64, stale_secs: i64) -> StoreResult<usize>;
     /// Keeps an MCP session's state (JSON) under its id.
     async fn put_mcp_session(&self, id: &str, state: &str, created_unix: i64) -> StoreResult<()>;
     async fn get_mcp_session(&self, id: &str) -> StoreResult<Option<String>>;

@@ -77,6 +77,33 @@ impl ClusterStore for PgStore {
         result
     }
 
+    async fn beat(&self, now_unix: i64, stale_secs: i64) -> StoreResult<usize> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        sqlx::query(
+            "INSERT INTO cluster_nodes (node, seen_unix) VALUES ($1, $2) \
+             ON CONFLICT (node) DO UPDATE SET seen_unix = EXCLUDED.seen_unix",
+        )
+        .bind(&self.node)
+        .bind(now_unix)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        // Nodes gone for ten windows are forgotten.
+        sqlx::query("DELETE FROM cluster_nodes WHERE seen_unix < $1")
+            .bind(now_unix - 10 * stale_secs)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        let live: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM cluster_nodes WHERE seen_unix >= $1")
+                .bind(now_unix - stale_secs)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(usize::try_from(live).unwrap_or(1).max(1))
+    }
+
     fn leases_held(&self) -> Vec<String> {
         self.leases
             .held

@@ -19,6 +19,10 @@ impl ClusterStore for SledStore {
         Ok(true)
     }
 
+    async fn beat(&self, _now_unix: i64, _stale_secs: i64) -> StoreResult<usize> {
+        Ok(1)
+    }
+
     fn leases_held(&self) -> Vec<String> {
         self.leases
             .lock()
