@@ -789,7 +789,16 @@ async fn a_streamed_answer_is_charged_what_its_trailer_states() {
     let report = channel_pay_at(&gw, &chain, 3, "/gateway/acme/tokens", 3, None).await;
     assert_eq!(report["statuses"]["200"], 3, "{report}");
     assert_eq!(report["chargeHeaderSeen"], false, "{report}");
-    let c = channel_of(&gw, &key, 3).await;
+    // The last answer's charge is written once its stream has passed the gateway, which may be
+    // just after the client read its end: polled for, up to a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let c = loop {
+        let c = channel_of(&gw, &key, 3).await;
+        if c["requests"].as_u64() == Some(3) || std::time::Instant::now() > deadline {
+            break c;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(
         (c["charged"].as_str(), c["requests"].as_u64()),
         (Some("900"), Some(3)),
