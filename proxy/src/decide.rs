@@ -328,11 +328,23 @@ impl Gateway {
                 "this organisation has no receiver wallet configured".into(),
             ));
         };
-        // A route with an access window declares a fresh sign-in (nonce, time) in every 402.
-        let windows = self.payments.windows().filter(|_| !entry.sandbox);
-        let fresh = windows.and_then(|w| w.challenge(&entry));
-        let challenge = fresh.as_ref().unwrap_or(challenge);
-        let refused = |r: Refusal| Answer::refused(r, requirements, challenge, request_id);
+        // A route with an access window declares a fresh sign-in (nonce, time) in every 402:
+        // rendered when a 402 is answered, never for a request that is served.
+        let windows = self
+            .payments
+            .windows()
+            .filter(|_| !entry.sandbox && entry.route.access_window_seconds.is_some());
+        let fresh = || windows.and_then(|w| w.challenge(&entry));
+        let refused = |r: Refusal| {
+            let fresh = fresh();
+            Answer::refused(
+                r,
+                requirements,
+                fresh.as_ref().unwrap_or(challenge),
+                request_id,
+            )
+        };
+        let payment = payment_header(req);
         let gate = ProxyGate {
             gateway: self,
             entry: &entry,
@@ -341,9 +353,7 @@ impl Gateway {
         // A call that signs in instead of paying settles nothing: served whatever the network's
         // facilitator is doing.
         let sign_in = req.headers.get(siwx::EXTENSION);
-        if let (Some(windows), Some(proof), true, None) =
-            (windows, sign_in, fresh.is_some(), payment_header(req))
-        {
+        if let (Some(windows), Some(proof), None) = (windows, sign_in, payment) {
             let signed_in = SignedIn {
                 org_id: &org_id,
                 entry: &entry,
@@ -378,9 +388,9 @@ impl Gateway {
                 .map_err(refused)?;
             return Ok(Forwarding::new(entry, to, None, origin));
         }
-        let Some((version, raw)) = payment_header(req) else {
+        let Some((version, raw)) = payment else {
             return Err(Answer::Challenge {
-                challenge: challenge.clone(),
+                challenge: fresh().unwrap_or_else(|| challenge.clone()),
                 refused: None,
             });
         };
@@ -406,9 +416,10 @@ impl Gateway {
         let admission = match self.payments.admit(&paid, &gate).await {
             Ok(a) => a,
             Err(unadmitted) => {
+                let fresh = fresh();
                 let paying = Paying {
                     requirements,
-                    challenge,
+                    challenge: fresh.as_ref().unwrap_or(challenge),
                     request_id,
                 };
                 return Err(paying.unadmitted(unadmitted));
@@ -442,14 +453,29 @@ impl Gateway {
         if let Some(too_large) = self.body_too_large(req) {
             return Err(too_large);
         }
-        let upstream = gate
-            .upstream(false)
-            .await
-            .map_err(|r| Answer::refused(r, requirements, s.challenge, s.request_id))?;
+        // A refusal's 402 carries a fresh sign-in declaration.
+        let fresh = || windows.challenge(s.entry);
+        let upstream = gate.upstream(false).await.map_err(|r| {
+            let c = fresh();
+            Answer::refused(
+                r,
+                requirements,
+                c.as_ref().unwrap_or(s.challenge),
+                s.request_id,
+            )
+        })?;
         let window = windows
             .sign_in(s.org_id, &s.entry.route.id, requirements, s.proof)
             .await
-            .map_err(|r| Answer::window_refused(r, requirements, s.challenge, s.request_id))?;
+            .map_err(|r| {
+                let c = fresh();
+                Answer::window_refused(
+                    r,
+                    requirements,
+                    c.as_ref().unwrap_or(s.challenge),
+                    s.request_id,
+                )
+            })?;
         if let Some(payer) = paygate_x402::address::parse_address(&window.payer) {
             gate.payer(&payer).map_err(Answer::Limited)?;
         }

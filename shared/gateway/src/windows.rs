@@ -164,6 +164,18 @@ impl Windows {
         }
     }
 
+    /// Gives back the call counted for a request the origin did not serve (the nonce stays
+    /// spent). A failure is logged: the payer lost one call of its window.
+    pub async fn give_back(&self, w: &AccessWindow) {
+        let given = self
+            .store
+            .return_window_call(&w.org_id, &w.route_id, &w.payer, &w.payment_id)
+            .await;
+        if let Err(e) = given {
+            tracing::warn!(error = %e, payment = %w.payment_id, "access window call not given back");
+        }
+    }
+
     /// Opens the payer's window for the route `record` was settled for. Called once the
     /// payment is recorded settled, before its request is forwarded; a failure is logged (the
     /// payer paid for this request, which is served; it pays again for the next).
@@ -184,20 +196,6 @@ impl Windows {
         };
         if let Err(e) = self.store.open_window(&window).await {
             tracing::error!(error = %e, payment = %record.id, "access window not opened");
-        }
-    }
-}
-
-impl Windows {
-    /// Gives back the call counted for a request the origin did not serve (the nonce stays
-    /// spent). A failure is logged: the payer lost one call of its window.
-    pub async fn give_back(&self, w: &AccessWindow) {
-        let given = self
-            .store
-            .return_window_call(&w.org_id, &w.route_id, &w.payer, &w.payment_id)
-            .await;
-        if let Err(e) = given {
-            tracing::warn!(error = %e, payment = %w.payment_id, "access window call not given back");
         }
     }
 }
