@@ -441,3 +441,75 @@ async fn a_smart_wallets_sign_in_is_asked_of_the_chain() {
         .unwrap_err();
     assert_eq!(refused.reason(), "invalid_siwx_signature");
 }
+
+/// A call that signs in settles nothing, so it is served while the network's only facilitator
+/// (a remote one, here a second paygate) is down and payments answer `503`.
+#[tokio::test]
+async fn a_window_serves_while_the_facilitator_is_down() {
+    let chain = Chain::start();
+    let mut facilitator = Gateway::start_with_owned(chain.gateway_env()).await;
+    let (_, fkey) = facilitator.create_org("relay-customer", None).await;
+    let gw = Gateway::start_with_owned(vec![
+        ("PAYGATE__FACILITATOR__KIND".into(), "remote".into()),
+        (
+            "PAYGATE__FACILITATOR__URL".into(),
+            facilitator.url("/facilitator"),
+        ),
+        (
+            "PAYGATE__FACILITATOR__BEARER_TOKEN_ENV".into(),
+            "FACILITATOR_TOKEN".into(),
+        ),
+        ("FACILITATOR_TOKEN".into(), fkey),
+        (
+            "PAYGATE__METRICS__PROBE_INTERVAL_SECONDS".into(),
+            "1".into(),
+        ),
+    ])
+    .await;
+    let upstream = Upstream::start().await;
+    let receiver = address(9);
+    let (_, key) = gw
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    gw.create_route(
+        &key,
+        json!({"path": "data", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia", "accessWindowSeconds": 3600}),
+    )
+    .await;
+    let spec = PaymentSpec::new(5, receiver, PRICE);
+    let paid = gw
+        .http
+        .get(gw.url("/gateway/acme/data"))
+        .header("X-PAYMENT", spec.v1_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paid.status(), 200, "{}", gw.log());
+    // A challenge signed while the facilitator answers; then it stops.
+    let doc = challenge(&gw).await;
+    assert!(facilitator.stop());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let r = gw.get("/gateway/acme/data").await;
+        if r.status() == 503 {
+            let (_, code, _) = error_of(r).await;
+            assert_eq!(code, "FACILITATOR_UNAVAILABLE");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {}", r.status());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let r = call_signed_in(&gw, &sign_in(&doc, 5, 5, |_| {})).await;
+    assert_eq!(r.status(), 200, "the window serves: nothing to settle");
+    let again = PaymentSpec::new(5, receiver, PRICE);
+    let r = gw
+        .http
+        .get(gw.url("/gateway/acme/data"))
+        .header("X-PAYMENT", again.v1_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503, "a payment cannot be settled now");
+    assert_eq!(upstream.hits(), 2);
+}
