@@ -79,12 +79,12 @@ fuzz: fuzz-deps
 fuzz-deps: sys-deps
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 
-## crash: the randomised SIGKILL harnesses (paid requests, payouts, access-window sign-ins, and
-## three nodes on one PostgreSQL with the elected node killed), 120 trials each (`make test` runs
+## crash: the randomised SIGKILL harnesses (paid requests, payouts, access-window sign-ins,
+## `upto` payments, and three nodes on one PostgreSQL with the elected node killed), 120 trials each (`make test` runs
 ## 20, 8 for the cluster); prints the tallies RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
 crash: deps pg-deps
-	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e_crash) | binary(e2e_crash_windows) | test(cluster_sigkill)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
+	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e_crash) | binary(e2e_crash_windows) | binary(e2e_crash_upto) | test(cluster_sigkill)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps pg-deps

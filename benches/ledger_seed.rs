@@ -81,6 +81,7 @@ async fn main() -> anyhow::Result<()> {
             payer: format!("0x{:040x}", 0xA000 + i % 16),
             pay_to: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720".into(),
             amount: UsdcAmount(10_000),
+            transfer: Default::default(),
             status: if i % 50 == 0 {
                 PaymentStatus::Failed
             } else {

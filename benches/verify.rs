@@ -28,6 +28,7 @@ fn requirements() -> PaymentRequirements {
         description: "echo".into(),
         mime_type: String::new(),
         max_timeout_seconds: 60,
+        token: Default::default(),
     }
 }
 

@@ -168,6 +168,7 @@ fn local_requirements(chain: &Chain, pay_to: Address) -> PaymentRequirements {
         description: String::new(),
         mime_type: String::new(),
         max_timeout_seconds: 60,
+        token: Default::default(),
     }
 }
 

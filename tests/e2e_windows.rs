@@ -405,6 +405,7 @@ async fn a_smart_wallets_sign_in_is_asked_of_the_chain() {
         description: String::new(),
         mime_type: String::new(),
         max_timeout_seconds: 60,
+        token: Default::default(),
     };
     let now = common::chain::now();
     store

@@ -168,12 +168,14 @@ pub async fn create(
         pricing: paygate_domain::model::Pricing::Fixed,
         access_window_seconds: None,
         access_window_calls: None,
+        token: paygate_domain::model::usdc(),
         created_at_ns: now.unix_timestamp_nanos(),
         created_at: stamp.clone(),
         updated_at: stamp,
     };
     input.apply(&mut route);
-    let problems = RouteInput::window_problems(&route);
+    let mut problems = RouteInput::window_problems(&route);
+    problems.extend(RouteInput::token_problems(&route, state.networks()));
     if !problems.is_empty() {
         return Err(ApiError::validation(problems));
     }
@@ -261,7 +263,8 @@ pub async fn update(
             .ok_or_else(route_not_found)?;
         let mut new = old.clone();
         input.clone().apply(&mut new);
-        let problems = RouteInput::window_problems(&new);
+        let mut problems = RouteInput::window_problems(&new);
+        problems.extend(RouteInput::token_problems(&new, state.networks()));
         if !problems.is_empty() {
             return Err(ApiError::validation(problems));
         }

@@ -57,6 +57,8 @@ pub struct RouteView {
     /// Calls a window serves beyond the paid one (null: any number within its period).
     #[schema(required)]
     access_window_calls: Option<u32>,
+    /// The token the route is paid in.
+    token: String,
     created_at: String,
     updated_at: String,
 }
@@ -110,6 +112,7 @@ impl From<&Route> for RouteView {
             pricing: r.pricing,
             access_window_seconds: r.access_window_seconds,
             access_window_calls: r.access_window_calls,
+            token: r.token.clone(),
             created_at: r.created_at.clone(),
             updated_at: r.updated_at.clone(),
         }

@@ -84,6 +84,7 @@ impl Own {
 /// Writes `answer` and names its outcome on `ctx`.
 pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) -> Result<()> {
     let (outcome, kind) = answer.outcome();
+    let status = answer.status();
     ctx.outcome = Some(outcome);
     // A forwarded request failing upstream keeps its kind (a paid request stays paid in the
     // counters); only the gateway's own answers decide it.
@@ -100,7 +101,10 @@ pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) 
         Answer::Refunded { receipt, body } => {
             receipted(session, ctx, "PAYMENT-RESPONSE", &receipt, body, false).await
         }
-        Answer::Challenge { challenge, .. } => payment_required(session, ctx, challenge).await,
+        // `412` when the payer must first approve Permit2 (x402's answer), else `402`.
+        Answer::Challenge { challenge, .. } => {
+            payment_required(session, ctx, challenge, status).await
+        }
         Answer::Kept(kept) => kept_answer(session, ctx, kept).await,
         Answer::Error(code, message) => error(session, ctx, code, &message, None).await,
         Answer::Limited(r) => {
@@ -134,8 +138,13 @@ async fn error(
     session.write_response_body(Some(body), true).await
 }
 
-async fn payment_required(session: &mut Session, ctx: &Ctx, challenge: Challenge) -> Result<()> {
-    let mut resp = Own::new(402, 5, Some(challenge.body.len()), ctx)?;
+async fn payment_required(
+    session: &mut Session,
+    ctx: &Ctx,
+    challenge: Challenge,
+    status: u16,
+) -> Result<()> {
+    let mut resp = Own::new(status, 5, Some(challenge.body.len()), ctx)?;
     resp.put(header::CONTENT_TYPE, JSON);
     resp.put(X_PAYMENT_REQUIREMENTS, challenge.requirements_header);
     resp.put(PAYMENT_REQUIRED, challenge.payment_required_header);

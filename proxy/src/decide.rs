@@ -68,6 +68,9 @@ pub struct Forwarding {
     pub content_type: Option<String>,
     /// The charge the origin stated in a trailer (`X-Paygate-Charge`), for the answer's end.
     pub stated_trailer: Option<http::HeaderValue>,
+    /// The payment's settlement at the answer's head was refused (`upto`): the answer is
+    /// replaced by this refusal.
+    pub refused: Option<paygate_gateway::payments::Refusal>,
 }
 
 /// The largest answer kept under a payment identifier; a larger one is not kept (a retry is
@@ -101,6 +104,7 @@ impl Forwarding {
             captured,
             content_type: None,
             stated_trailer: None,
+            refused: None,
         })
     }
 }

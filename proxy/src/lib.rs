@@ -339,8 +339,16 @@ impl ProxyHttp for Gateway {
                 status: resp.status.as_u16(),
                 stated: stated.as_ref(),
             };
-            if let Some(r) = self.payments.finish(&mut f.payment, head).await {
-                f.receipt = Some(r);
+            match self.payments.finish(&mut f.payment, head).await {
+                Ok(r) => f.receipt = r.or(f.receipt.take()),
+                Err(refused) => {
+                    // `fail_to_proxy` answers the refusal instead of the origin's answer.
+                    f.refused = Some(refused);
+                    return Error::e_explain(
+                        ErrorType::Custom("payment refused at settlement"),
+                        "the charge could not be settled",
+                    );
+                }
             }
         }
         Ok(())
@@ -459,6 +467,21 @@ impl ProxyHttp for Gateway {
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+        let request_id = ctx.request_id.clone();
+        let refused = ctx
+            .forwarding()
+            .and_then(|f| reply::settlement_refused(f, &request_id));
+        if let Some(a) = refused {
+            let status = a.status();
+            session.set_keepalive(None);
+            if let Err(err) = answer::write(session, ctx, a).await {
+                tracing::debug!(error = %err, "could not send the refusal");
+            }
+            return FailToProxy {
+                error_code: status,
+                can_reuse_downstream: false,
+            };
+        }
         let forwarding = matches!(ctx.stage, Stage::Forwarding(_));
         let status = match e.etype() {
             ErrorType::HTTPStatus(code) => *code,
@@ -518,7 +541,7 @@ impl ProxyHttp for Gateway {
                 content_type: f.content_type.take(),
                 stated: f.stated_trailer.take(),
             };
-            if let Some(r) = self.payments.finish(&mut f.payment, end).await {
+            if let Ok(Some(r)) = self.payments.finish(&mut f.payment, end).await {
                 f.receipt = Some(r);
             }
             revenue = f.receipt.as_ref().map_or(0, |r| r.charged);

@@ -121,6 +121,22 @@ impl Answer {
         }
     }
 
+    /// The status it is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::Preflight => 204,
+            Self::Challenge {
+                refused: Some(c @ ErrorCode::Permit2ApprovalRequired),
+                ..
+            } => c.status(),
+            Self::Challenge { .. } => 402,
+            Self::Error(code, _) => code.status(),
+            Self::Limited(_) => ErrorCode::TooManyRequests.status(),
+            Self::Kept(k) => k.status,
+            Self::Sandbox { .. } | Self::Refunded { .. } => 200,
+        }
+    }
+
     /// The outcome's name for the access log and its kind for the counters.
     pub fn outcome(&self) -> (&'static str, Outcome) {
         match self {
@@ -192,6 +208,22 @@ impl Paying<'_> {
             }
         }
     }
+}
+
+/// The answer replacing an origin's answer whose charge could not be settled at its head
+/// (`upto`): the refusal, rendered as any refused payment is.
+pub(crate) fn settlement_refused(
+    f: &mut crate::decide::Forwarding,
+    request_id: &str,
+) -> Option<Answer> {
+    let refusal = f.refused.take()?;
+    let (requirements, challenge) = f.route.payment.as_ref()?;
+    Some(Answer::refused(
+        refusal,
+        requirements,
+        challenge,
+        request_id,
+    ))
 }
 
 /// The answer to a refused channel payment: `402` with the challenge rendered with the reason

@@ -230,6 +230,7 @@ pub fn usdc_domain() -> alloy_sol_types::Eip712Domain {
         description: String::new(),
         mime_type: String::new(),
         max_timeout_seconds: 60,
+        token: Default::default(),
     })
 }
 

@@ -7,6 +7,7 @@ pub mod chain;
 pub mod channel;
 pub mod cluster;
 pub mod crash;
+pub mod permit2;
 pub mod upstream;
 pub mod windows;
 

@@ -100,6 +100,12 @@ pub struct RouteCreate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     pricing: Option<Pricing>,
+    /// The token the route is paid in (default `USDC`): `USDC` or a token the route's network
+    /// lists (`[networks.<name>.tokens.<SYMBOL>]`; one without EIP-3009 is paid through
+    /// Permit2). The price stays in USD, one token to the dollar.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    token: Option<Text<16>>,
     /// An access window: a payment grants its payer this route for this many seconds (1 to
     /// 31536000), within which the payer signs in (`SIGN-IN-WITH-X`, x402's sign-in-with-x)
     /// instead of paying again. Needs `exact` among `schemes` and `fixed` pricing. `null`
@@ -195,6 +201,12 @@ pub struct RouteUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false)]
     pricing: Option<Pricing>,
+    /// The token the route is paid in (default `USDC`): `USDC` or a token the route's network
+    /// lists (`[networks.<name>.tokens.<SYMBOL>]`; one without EIP-3009 is paid through
+    /// Permit2). The price stays in USD, one token to the dollar.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, nullable = false)]
+    token: Option<Text<16>>,
     /// An access window: a payment grants its payer this route for this many seconds (1 to
     /// 31536000), within which the payer signs in (`SIGN-IN-WITH-X`, x402's sign-in-with-x)
     /// instead of paying again. Needs `exact` among `schemes` and `fixed` pricing. `null`
@@ -241,6 +253,7 @@ pub(super) struct RouteInput {
     pub(super) pricing: Option<Pricing>,
     pub(super) access_window_seconds: Option<Option<u64>>,
     pub(super) access_window_calls: Option<Option<u32>>,
+    pub(super) token: Option<String>,
 }
 
 impl From<RouteCreate> for RouteInput {
@@ -263,6 +276,7 @@ impl From<RouteCreate> for RouteInput {
             pricing: b.pricing,
             access_window_seconds: b.access_window_seconds.patch(),
             access_window_calls: b.access_window_calls.patch(),
+            token: b.token.map(|t| t.0.to_ascii_uppercase()),
             ..Self::default()
         };
         input.read_schemes(b.schemes);
@@ -292,6 +306,7 @@ impl From<RouteUpdate> for RouteInput {
             pricing: b.pricing,
             access_window_seconds: b.access_window_seconds.patch(),
             access_window_calls: b.access_window_calls.patch(),
+            token: b.token.map(|t| t.0.to_ascii_uppercase()),
             ..Self::default()
         };
         input.read_schemes(b.schemes);
@@ -367,6 +382,9 @@ impl RouteInput {
         if let Some(v) = self.access_window_calls {
             r.access_window_calls = v;
         }
+        if let Some(v) = self.token {
+            r.token = v;
+        }
     }
 
     /// Reads `targetUrl` / `targets` (at most one of them; `required` on create).
@@ -402,7 +420,7 @@ impl RouteInput {
         if schemes.is_empty() || repeated {
             self.problems.push(FieldProblem::new(
                 "schemes",
-                "must name at least one scheme, each once (exact, batch-settlement)",
+                "must name at least one scheme, each once (exact, batch-settlement, upto)",
             ));
         } else {
             self.schemes = Some(schemes);
@@ -438,6 +456,41 @@ impl RouteInput {
             .is_some_and(|c| !(1..=MAX_WINDOW_CALLS).contains(&c))
         {
             problem("accessWindowCalls", "must be 1 to 1000000 calls");
+        }
+        problems
+    }
+}
+
+impl RouteInput {
+    /// What a route with the input applied may not be, beyond its window: a token its network
+    /// does not list, `upto` without usage pricing, channels in another token than USDC.
+    pub(super) fn token_problems(
+        r: &Route,
+        networks: &paygate_x402::network::Networks,
+    ) -> Vec<FieldProblem> {
+        let mut problems = Vec::new();
+        if let Some(n) = networks.resolve(&r.network) {
+            if n.with_token(&r.token).is_none() {
+                let text = format!(
+                    "the network {} does not list the token {:?}; it lists {}",
+                    n.v1_name,
+                    r.token,
+                    n.token_symbols().join(", ")
+                );
+                problems.push(FieldProblem::new("token", text));
+            }
+        }
+        if r.accepts(Scheme::Upto) && r.pricing != Pricing::Usage {
+            problems.push(FieldProblem::new(
+                "schemes",
+                "upto needs usage pricing: the price is the ceiling of what the origin charges",
+            ));
+        }
+        if r.accepts(Scheme::BatchSettlement) && r.token != paygate_x402::network::USDC {
+            problems.push(FieldProblem::new(
+                "schemes",
+                "batch-settlement channels are deposited in USDC only",
+            ));
         }
         problems
     }

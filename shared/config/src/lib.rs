@@ -97,6 +97,42 @@ impl Config {
         Ok(())
     }
 
+    /// Each network's `tokens`: sane decimals and addresses, symbols other than USDC (the
+    /// network's own `asset`), no address twice.
+    fn validate_tokens(&self) -> Result<(), ConfigError> {
+        for (name, n) in &self.networks {
+            for (symbol, t) in &n.tokens {
+                let bad = |m: &str| {
+                    Err(ConfigError::Invalid(format!(
+                        "networks.{name}.tokens.{symbol}: {m}"
+                    )))
+                };
+                if symbol.eq_ignore_ascii_case(paygate_x402::network::USDC)
+                    || symbol.is_empty()
+                    || symbol.len() > 16
+                {
+                    return bad("the symbol must be 1 to 16 characters, once, not USDC (the network's asset)");
+                }
+                if let Some(m) = t.problem() {
+                    return bad(m);
+                }
+                let twice = t.address == n.asset
+                    || n.tokens
+                        .iter()
+                        .any(|(s, u)| !s.eq_ignore_ascii_case(symbol) && u.address == t.address)
+                    || n.tokens
+                        .keys()
+                        .filter(|s| s.eq_ignore_ascii_case(symbol))
+                        .count()
+                        > 1;
+                if twice {
+                    return bad("its address is another token's");
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn validate_payout(&self) -> Result<(), ConfigError> {
         let p = &self.payout;
         let bad = |m: String| Err(ConfigError::Invalid(m));
@@ -212,6 +248,7 @@ impl Config {
             ));
         }
         self.validate_facilitator_lists()?;
+        self.validate_tokens()?;
         if self.idempotency.ttl_hours < 24 {
             return Err(ConfigError::Invalid(
                 "idempotency.ttl_hours must be at least 24".into(),

@@ -45,6 +45,9 @@ pub enum ErrorCode {
     RfiNotOpen,
     /// A sign-in (`SIGN-IN-WITH-X`) that opens no access window: pay, or sign in again.
     SignInRefused,
+    /// A Permit2 payment whose payer has not approved Permit2 for the token: approve once,
+    /// then pay again (x402's `412` with `permit2_allowance_required`).
+    Permit2ApprovalRequired,
     UpstreamError,
     StoreUnavailable,
     InternalError,
@@ -90,6 +93,7 @@ impl ErrorCode {
             Self::PaymentIdConflict => "PAYMENT_ID_CONFLICT",
             Self::RfiNotOpen => "RFI_NOT_OPEN",
             Self::SignInRefused => "SIGN_IN_REFUSED",
+            Self::Permit2ApprovalRequired => "PERMIT2_APPROVAL_REQUIRED",
             Self::UpstreamError => "UPSTREAM_ERROR",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
@@ -125,6 +129,7 @@ impl ErrorCode {
             | Self::InsufficientFunds
             | Self::PaymentIdConflict
             | Self::RfiNotOpen => 409,
+            Self::Permit2ApprovalRequired => 412,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::TooManyRequests => 429,

@@ -161,6 +161,9 @@ pub struct Route {
     /// With a window: how many calls it allows beyond the paid one (`None`: any number).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_window_calls: Option<u32>,
+    /// The token the route is paid in: `USDC` or a token its network lists.
+    #[serde(default = "usdc")]
+    pub token: String,
     /// Nanoseconds since the epoch; orders the list newest first.
     pub created_at_ns: i128,
     pub created_at: String,
@@ -177,6 +180,10 @@ pub enum Scheme {
     /// batches (x402 `batch-settlement`).
     #[serde(rename = "batch-settlement")]
     BatchSettlement,
+    /// One Permit2 authorization for the price as a ceiling, settled for what the origin
+    /// states the call cost (x402 `upto`; `pricing: "usage"` routes).
+    #[serde(rename = "upto")]
+    Upto,
 }
 
 impl Scheme {
@@ -184,7 +191,32 @@ impl Scheme {
         match self {
             Self::Exact => "exact",
             Self::BatchSettlement => paygate_x402::batch::SCHEME,
+            Self::Upto => paygate_x402::UPTO_SCHEME,
         }
+    }
+}
+
+/// The token of a route that names none.
+pub fn usdc() -> String {
+    paygate_x402::network::USDC.to_string()
+}
+
+/// How a gateway payment moves its token (what reconciliation reads back on chain).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PaymentTransfer {
+    /// EIP-3009 on the token: `authorizationState` says whether it moved.
+    #[default]
+    Eip3009,
+    /// Permit2 through the exact proxy: Permit2's `nonceBitmap` says.
+    Permit2,
+    /// Permit2 through the upto proxy, for the charge (`amount`) the origin stated.
+    Upto,
+}
+
+impl PaymentTransfer {
+    pub fn is_eip3009(&self) -> bool {
+        *self == Self::Eip3009
     }
 }
 
@@ -361,6 +393,9 @@ pub struct GatewayPayment {
     pub payer: String,
     pub pay_to: String,
     pub amount: UsdcAmount,
+    /// How the token moves (EIP-3009 for records written before Permit2 payments).
+    #[serde(default, skip_serializing_if = "PaymentTransfer::is_eip3009")]
+    pub transfer: PaymentTransfer,
     pub status: PaymentStatus,
     pub transaction: Option<String>,
     pub failure: Option<String>,
@@ -408,6 +443,11 @@ impl GatewayPayment {
             payer: auth.from.to_checksum(None),
             pay_to: req.pay_to.to_checksum(None),
             amount: req.amount,
+            transfer: if req.permit2() {
+                PaymentTransfer::Permit2
+            } else {
+                PaymentTransfer::Eip3009
+            },
             status: PaymentStatus::Reserved,
             transaction: None,
             failure: None,

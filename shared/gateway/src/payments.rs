@@ -8,7 +8,7 @@ use crate::usage::{PlanUsage, Slot};
 use alloy_primitives::Address;
 use base64::Engine;
 use paygate_domain::error::ErrorCode;
-use paygate_domain::model::{GatewayPayment, PaymentStatus};
+use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer};
 use paygate_domain::StoreError;
 use paygate_store::{PaymentReservation, Store};
 use paygate_x402::facilitator::wire::SettleResponse;
@@ -82,6 +82,9 @@ impl Refusal {
             Self::Malformed(_) | Self::BadPaymentId => ErrorCode::InvalidPayment,
             Self::PaymentIdConflict => ErrorCode::PaymentIdConflict,
             Self::Rejected(Rejection::NonceReplay) => ErrorCode::NonceReplay,
+            Self::Rejected(Rejection::Permit2AllowanceRequired) => {
+                ErrorCode::Permit2ApprovalRequired
+            }
             Self::Rejected(_) => ErrorCode::PaymentRejected,
             Self::NoFacilitator | Self::FacilitatorDown => ErrorCode::FacilitatorUnavailable,
             Self::UpstreamUnavailable(_) => ErrorCode::UpstreamUnavailable,
@@ -158,6 +161,13 @@ pub struct Paid {
     pub receipt_header: &'static str,
     pub receipt: String,
     slot: Option<Slot>,
+}
+
+/// A nonce reservation's outcome: this payment's (with its plan slot), or the payment that
+/// holds the nonce already.
+enum Reserve {
+    Fresh(Option<Slot>),
+    Held(Box<GatewayPayment>, Option<Slot>),
 }
 
 /// The paid step's service: built once, shared by every caller.
@@ -259,6 +269,7 @@ impl PaymentService {
             requirements,
             now,
             true,
+            None,
         )
     }
 
@@ -270,21 +281,23 @@ impl PaymentService {
         requirements: &PaymentRequirements,
         now: u64,
     ) -> Result<Verified, Refusal> {
-        self.check(payment, requirements, now, false)
+        self.check(payment, requirements, now, false, None)
     }
 
+    /// Verifies `payment` for its scheme: `exact`, or `upto` for the facilitator at `upto`.
     fn check(
         &self,
         payment: PaymentPayload,
         requirements: &PaymentRequirements,
         now: u64,
         retry_may_expire: bool,
+        upto: Option<Address>,
     ) -> Result<Verified, Refusal> {
         let auth = payment.authorization()?;
         let t0 = Instant::now();
-        let expiring = match verify::verify(&payment, &auth, requirements, now) {
+        let expiring = match verify::verify_scheme(&payment, &auth, requirements, now, upto) {
             Ok(_) => false,
-            Err(Rejection::Expired) if retry_may_expire => true,
+            Err(r) if r.is_expiry() && retry_may_expire => true,
             Err(r) => return Err(Refusal::Rejected(r)),
         };
         let verify_us = t0.elapsed().as_micros() as u64;
@@ -327,43 +340,43 @@ impl PaymentService {
     /// charged), the nonce reserved durably with the `Reserved` record, then settlement. A
     /// nonce already held answers by the holder's state (see [`Self::retried`]).
     pub async fn take(&self, v: Verified, charge: &Charge<'_>) -> Result<Paid, Refusal> {
-        let facilitator = self.facilitator.as_ref().ok_or(Refusal::NoFacilitator)?;
+        if self.facilitator.is_none() {
+            return Err(Refusal::NoFacilitator);
+        }
         if v.expiring {
             return self.expiring_retry(v, charge).await;
         }
-        // On a cluster the slot is taken with the reservation, in its transaction; on one node
-        // in memory, first.
-        let in_store = charge.plan_limit.and_then(|l| self.usage.store_slot(l));
-        let slot = match (charge.plan_limit, &in_store) {
-            (Some(limit), None) => Some(self.plan_slot(charge.org_id, limit).await?),
-            _ => None,
-        };
         let req = charge.requirements;
         let mut record =
             GatewayPayment::reserved(charge.org_id, charge.route_id, req, &v.auth, v.verify_us);
-        record.plan_slot = in_store.clone();
-        match self.store.reserve_payment(&record).await {
-            Ok(PaymentReservation::Reserved) => {}
-            Ok(PaymentReservation::OverPlan) => return Err(Refusal::PlanLimit),
-            Ok(PaymentReservation::Held(held)) => {
+        let slot = match self.reserve(&mut record, charge).await? {
+            Reserve::Held(held, slot) => {
                 let redeemed = self.retried(&record, *held, charge.redeliver).await?;
                 return Ok(paid(v.payment.version(), req, redeemed, slot));
             }
-            // The slot, dropped, is given back.
-            Err(e) => return Err(Refusal::store(&e, "could not reserve payment nonce")),
-        }
-        let slot = slot.or_else(|| {
-            in_store
-                .as_ref()
-                .map(|s| self.usage.adopt(charge.org_id, s))
-        });
+            Reserve::Fresh(slot) => slot,
+        };
         let preq = PaymentRequest {
             payment: &v.payment,
             auth: &v.auth,
             requirements: req,
         };
+        let slot = self.settle_with_slot(&mut record, &preq, slot).await?;
+        tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
+        Ok(paid(v.payment.version(), req, record, slot))
+    }
+
+    /// [`Self::settle_reserved`] through the facilitator, for a payment holding `slot`: given
+    /// back when nothing moved; left to reconciliation when the outcome is unknown.
+    async fn settle_with_slot(
+        &self,
+        record: &mut GatewayPayment,
+        preq: &PaymentRequest<'_>,
+        slot: Option<Slot>,
+    ) -> Result<Option<Slot>, Refusal> {
+        let facilitator = self.facilitator.as_ref().ok_or(Refusal::NoFacilitator)?;
         if let Err(e) = self
-            .settle_reserved(facilitator.as_ref(), &mut record, &preq)
+            .settle_reserved(facilitator.as_ref(), record, preq)
             .await
         {
             if let (FacilitatorError::Ambiguous(_), Some(s)) = (&e, slot) {
@@ -372,8 +385,35 @@ impl PaymentService {
             }
             return Err(e.into());
         }
-        tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
-        Ok(paid(v.payment.version(), req, record, slot))
+        Ok(slot)
+    }
+
+    /// Takes a plan slot for `record` and reserves its nonce durably (on a cluster the slot is
+    /// taken with the reservation, in its transaction; on one node in memory, first). A nonce
+    /// another payment holds answers that payment, for the caller to judge.
+    async fn reserve(
+        &self,
+        record: &mut GatewayPayment,
+        charge: &Charge<'_>,
+    ) -> Result<Reserve, Refusal> {
+        let in_store = charge.plan_limit.and_then(|l| self.usage.store_slot(l));
+        let slot = match (charge.plan_limit, &in_store) {
+            (Some(limit), None) => Some(self.plan_slot(charge.org_id, limit).await?),
+            _ => None,
+        };
+        record.plan_slot = in_store.clone();
+        match self.store.reserve_payment(record).await {
+            Ok(PaymentReservation::Reserved) => {}
+            Ok(PaymentReservation::OverPlan) => return Err(Refusal::PlanLimit),
+            Ok(PaymentReservation::Held(held)) => return Ok(Reserve::Held(held, slot)),
+            // The slot, dropped, is given back.
+            Err(e) => return Err(Refusal::store(&e, "could not reserve payment nonce")),
+        }
+        Ok(Reserve::Fresh(slot.or_else(|| {
+            in_store
+                .as_ref()
+                .map(|s| self.usage.adopt(charge.org_id, s))
+        })))
     }
 
     /// A payment too close to its expiry to settle: a retry of one already taken is answered
@@ -521,7 +561,9 @@ fn paid(
         transaction: record.transaction.clone().unwrap_or_default(),
         network,
         payer: Some(record.payer.clone()),
-        amount: None,
+        // `upto` says what it settled (in the token's units).
+        amount: (record.transfer == PaymentTransfer::Upto)
+            .then(|| req.token_units(record.amount).to_string()),
         extra: None,
     };
     let receipt = base64::engine::general_purpose::STANDARD
@@ -539,3 +581,4 @@ pub mod reconcile;
 pub mod schemes;
 #[cfg(test)]
 mod tests;
+pub mod upto;

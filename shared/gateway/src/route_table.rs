@@ -98,6 +98,10 @@ pub struct RenderContext {
     /// The channel terms routes accepting `batch-settlement` offer; `None` when this deployment
     /// has no receiver authorizer (channels are then not offered).
     pub channel_terms: Option<paygate_x402::BatchTerms>,
+    /// The facilitator `upto` payments name in their Permit2 witness: the embedded one's
+    /// relayer (the only one that settles them here); `None` without a relayer key (`upto`
+    /// is then not offered).
+    pub upto_facilitator: Option<Address>,
     /// The balancers of routes with several targets or health checks, kept across rebuilds of
     /// their entries while their targets stay the same (so is their targets' health).
     balancers: Arc<std::sync::Mutex<KeptBalancers>>,
@@ -135,6 +139,9 @@ impl RenderContext {
                 receiver_authorizer: k.address(),
                 withdraw_delay: cfg.channels.withdraw_delay_seconds,
             }),
+            upto_facilitator: std::env::var(&cfg.facilitator.relayer_key_env)
+                .ok()
+                .and_then(|k| paygate_domain::secrets::address_of_key(&k)),
             balancers: Default::default(),
         }
     }
@@ -184,6 +191,10 @@ impl RenderContext {
             .flatten();
         paygate_x402::Offer {
             exact: route.accepts(Scheme::Exact),
+            upto: route
+                .accepts(Scheme::Upto)
+                .then_some(self.upto_facilitator)
+                .flatten(),
             batch_first: route.schemes.first() == Some(&Scheme::BatchSettlement),
             batch,
         }
@@ -202,14 +213,19 @@ impl RenderContext {
         route: &Route,
         pay_to: Option<Address>,
     ) -> Option<PaymentRequirements> {
+        let (network, token) = self
+            .networks
+            .resolve(&route.network)?
+            .with_token(&route.token)?;
         Some(PaymentRequirements {
-            network: self.networks.resolve(&route.network)?.clone(),
+            network,
             amount: route.price,
             pay_to: pay_to?,
             resource: self.resource_url(slug, &route.path),
             description: route.description.clone(),
             mime_type: route.mime_type.clone().unwrap_or_default(),
             max_timeout_seconds: self.max_timeout_seconds,
+            token,
         })
     }
 
@@ -327,6 +343,7 @@ impl RenderContext {
             pricing: paygate_domain::model::Pricing::Fixed,
             access_window_seconds: None,
             access_window_calls: None,
+            token: paygate_domain::model::usdc(),
             created_at_ns: 0,
             created_at: now.clone(),
             updated_at: now,

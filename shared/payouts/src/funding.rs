@@ -176,6 +176,7 @@ impl PayoutFunding for ChainFunding {
             description: "payout funding".into(),
             mime_type: "application/json".into(),
             max_timeout_seconds: VALID_FOR,
+            token: Default::default(),
         };
         let header = paygate_x402::sign::payment_header_with_nonce(
             &req,

@@ -31,6 +31,13 @@ use serde::Serialize;
 pub struct TokenExtra {
     pub name: String,
     pub version: String,
+    /// `"permit2"` for a token paid through Permit2 (and every `upto` requirement); absent for
+    /// EIP-3009.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asset_transfer_method: Option<String>,
+    /// `upto`: the one facilitator the payer's Permit2 witness lets settle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facilitator_address: Option<String>,
     /// `batch-settlement`'s terms and state (boxed: an `exact` requirement carries none).
     #[serde(
         flatten,
@@ -40,6 +47,26 @@ pub struct TokenExtra {
     )]
     pub channel: Option<Box<ChannelExtra>>,
 }
+
+impl TokenExtra {
+    /// Whether `other` states the same terms: an `assetTransferMethod` of `"eip3009"` (what
+    /// some servers write out) is the same as none.
+    pub fn same_terms(&self, other: &Self) -> bool {
+        fn method(e: &TokenExtra) -> Option<&str> {
+            e.asset_transfer_method
+                .as_deref()
+                .filter(|m| *m != EIP3009_METHOD)
+        }
+        self.name == other.name
+            && self.version == other.version
+            && method(self) == method(other)
+            && self.facilitator_address == other.facilitator_address
+            && self.channel == other.channel
+    }
+}
+
+/// The `assetTransferMethod` of EIP-3009 payments (the default, when none is named).
+pub const EIP3009_METHOD: &str = "eip3009";
 
 /// A flattened `ChannelExtra` with none of its fields is no channel extra at all (so an `exact`
 /// requirement read back equals the one rendered).
@@ -70,6 +97,8 @@ pub struct ChannelExtra {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Offer {
     pub exact: bool,
+    /// `upto`, with the address of the facilitator that settles it (the embedded one's relayer).
+    pub upto: Option<Address>,
     pub batch: Option<BatchTerms>,
     /// `batch-settlement` is listed first.
     pub batch_first: bool,
@@ -79,6 +108,7 @@ impl Default for Offer {
     fn default() -> Self {
         Self {
             exact: true,
+            upto: None,
             batch: None,
             batch_first: false,
         }
@@ -103,9 +133,47 @@ pub struct PaymentRequirements {
     pub description: String,
     pub mime_type: String,
     pub max_timeout_seconds: u64,
+    /// The token's decimals and transfer method (its address and EIP-712 domain are
+    /// `network.config`'s: see [`Network::with_token`]).
+    pub token: network::TokenTerms,
 }
 
+/// The `assetTransferMethod` of Permit2 payments.
+pub const PERMIT2_METHOD: &str = "permit2";
+
+/// The `upto` scheme's name.
+pub const UPTO_SCHEME: &str = "upto";
+
 impl PaymentRequirements {
+    /// `usd` (USDC base units, six decimals) in the requirement's token units.
+    pub fn token_units(&self, usd: UsdcAmount) -> alloy_primitives::U256 {
+        let scale = alloy_primitives::U256::from(10u64).pow(alloy_primitives::U256::from(
+            self.token.decimals.saturating_sub(6),
+        ));
+        alloy_primitives::U256::from(usd.0) * scale
+    }
+
+    /// The price in the token's units (what a payment's value must be).
+    pub fn token_amount(&self) -> alloy_primitives::U256 {
+        self.token_units(self.amount)
+    }
+
+    /// `units` of the token in USDC base units, when it is a whole number of them.
+    pub fn usd_of_units(&self, units: alloy_primitives::U256) -> Option<UsdcAmount> {
+        let scale = alloy_primitives::U256::from(10u64).pow(alloy_primitives::U256::from(
+            self.token.decimals.saturating_sub(6),
+        ));
+        let (q, r) = units.div_rem(scale);
+        (r.is_zero())
+            .then(|| u64::try_from(q).ok().map(UsdcAmount))
+            .flatten()
+    }
+
+    /// Whether payments of this requirement move the token through Permit2.
+    pub fn permit2(&self) -> bool {
+        self.token.transfer == network::AssetTransfer::Permit2
+    }
+
     /// The network as `version` spells it (v1 name or CAIP-2 id), in receipts and payloads.
     pub fn network_name(&self, version: payment::ProtocolVersion) -> String {
         match version {
@@ -118,8 +186,19 @@ impl PaymentRequirements {
         TokenExtra {
             name: self.network.config.eip712_name.clone(),
             version: self.network.config.eip712_version.clone(),
+            asset_transfer_method: self.permit2().then(|| PERMIT2_METHOD.to_string()),
             ..TokenExtra::default()
         }
+    }
+
+    /// The v2 `upto` requirement: the price as the ceiling, paid through Permit2 for the
+    /// facilitator at `facilitator`.
+    pub fn to_v2_upto(&self, facilitator: Address) -> v2::PaymentRequirementsV2 {
+        let mut r = self.to_v2();
+        r.scheme = UPTO_SCHEME.into();
+        r.extra.asset_transfer_method = Some(PERMIT2_METHOD.into());
+        r.extra.facilitator_address = Some(facilitator.to_checksum(None));
+        r
     }
 
     /// The v2 `batch-settlement` requirement for these requirements and channel `terms`.
@@ -137,11 +216,12 @@ impl PaymentRequirements {
     /// The v2 `accepts` list of `offer`.
     pub fn accepts_v2(&self, offer: &Offer) -> Vec<v2::PaymentRequirementsV2> {
         let exact = offer.exact.then(|| self.to_v2());
+        let upto = offer.upto.map(|f| self.to_v2_upto(f));
         let batch = offer.batch.as_ref().map(|t| self.to_v2_batch(t));
         if offer.batch_first {
-            batch.into_iter().chain(exact).collect()
+            batch.into_iter().chain(exact).chain(upto).collect()
         } else {
-            exact.into_iter().chain(batch).collect()
+            exact.into_iter().chain(upto).chain(batch).collect()
         }
     }
 
@@ -149,7 +229,7 @@ impl PaymentRequirements {
         v1::PaymentRequirementsV1 {
             scheme: "exact".into(),
             network: self.network.v1_name.clone(),
-            max_amount_required: self.amount.to_string(),
+            max_amount_required: self.token_amount().to_string(),
             resource: self.resource.clone(),
             description: self.description.clone(),
             mime_type: self.mime_type.clone(),
@@ -164,7 +244,7 @@ impl PaymentRequirements {
         v2::PaymentRequirementsV2 {
             scheme: "exact".into(),
             network: self.network.caip2.clone(),
-            amount: self.amount.to_string(),
+            amount: self.token_amount().to_string(),
             asset: self.network.config.asset.to_checksum(None),
             pay_to: self.pay_to.to_checksum(None),
             max_timeout_seconds: self.max_timeout_seconds,
@@ -245,16 +325,19 @@ impl PaymentRequirements {
             .resolve(network_name)
             .ok_or_else(|| RequirementsError::UnsupportedNetwork(network_name.to_string()))?;
         let asset = text("asset")?;
-        if crate::address::parse_address(asset) != Some(network.config.asset) {
-            return Err(RequirementsError::UnsupportedAsset(asset.to_string()));
-        }
+        let (network, token) = crate::address::parse_address(asset)
+            .and_then(|a| network.token_symbol(a))
+            .filter(|symbol| scheme != batch::SCHEME || symbol == network::USDC)
+            .and_then(|symbol| network.with_token(&symbol))
+            .ok_or_else(|| RequirementsError::UnsupportedAsset(asset.to_string()))?;
         let amount_field = match version {
             ProtocolVersion::V1 => "maxAmountRequired",
             ProtocolVersion::V2 => "amount",
         };
-        let amount = text(amount_field)?
-            .parse::<u64>()
-            .map_err(|_| RequirementsError::Field(amount_field))?;
+        let units = Some(text(amount_field)?)
+            .filter(|t| !t.is_empty() && t.len() <= 78 && t.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|t| alloy_primitives::U256::from_str_radix(t, 10).ok())
+            .ok_or(RequirementsError::Field(amount_field))?;
         let pay_to = crate::address::parse_address(text("payTo")?)
             .ok_or(RequirementsError::Field("payTo"))?;
         if let Some(extra) = v.get("extra").filter(|e| !e.is_null()) {
@@ -278,15 +361,20 @@ impl PaymentRequirements {
                 .unwrap_or_default()
                 .to_string()
         };
-        Ok(Self {
-            network: network.clone(),
-            amount: UsdcAmount(amount),
+        let mut req = Self {
+            network,
+            amount: UsdcAmount(0),
             pay_to,
             resource: opt("resource"),
             description: opt("description"),
             mime_type: opt("mimeType"),
             max_timeout_seconds,
-        })
+            token,
+        };
+        req.amount = req
+            .usd_of_units(units)
+            .ok_or(RequirementsError::Field(amount_field))?;
+        Ok(req)
     }
 }
 
@@ -423,6 +511,7 @@ mod tests {
             description: "Echo".into(),
             mime_type: String::new(),
             max_timeout_seconds: 60,
+            token: Default::default(),
         }
     }
 

@@ -28,6 +28,72 @@ pub struct NetworkConfig {
     /// empty: the deployment's `[facilitator]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub facilitators: Vec<FacilitatorEntry>,
+    /// ERC-20 tokens routes may price in besides the network's USDC
+    /// (`[networks.<name>.tokens.<SYMBOL>]`), by symbol.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tokens: BTreeMap<String, TokenConfig>,
+}
+
+/// One ERC-20 token of a network. Prices stay in USD: a route priced in a token asks the USD
+/// price in the token's units, one token to the dollar (listed tokens are dollar stablecoins).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub address: Address,
+    /// The token's decimals: 6 to 18 (a USD price has six decimal places).
+    pub decimals: u8,
+    /// EIP-712 domain name and version of the token (what an EIP-3009 authorization is signed
+    /// for; informational for Permit2 tokens, whose payers sign for Permit2's domain).
+    pub eip712_name: String,
+    pub eip712_version: String,
+    /// The token implements EIP-3009 `transferWithAuthorization`: paid that way; otherwise
+    /// through Permit2 (`assetTransferMethod: "permit2"`).
+    #[serde(default)]
+    pub eip3009: bool,
+}
+
+/// The symbol of the token every network has: its USDC (`asset`).
+pub const USDC: &str = "USDC";
+
+/// How a payment moves its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AssetTransfer {
+    /// EIP-3009 `transferWithAuthorization` on the token.
+    #[default]
+    Eip3009,
+    /// A Permit2 `permitWitnessTransferFrom` through x402's Permit2 proxies.
+    Permit2,
+}
+
+/// The token a requirement asks for, beyond the address and EIP-712 domain that the
+/// requirement's network carries: its decimals and how it is moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenTerms {
+    pub decimals: u8,
+    pub transfer: AssetTransfer,
+}
+
+impl Default for TokenTerms {
+    /// USDC's: six decimals, EIP-3009.
+    fn default() -> Self {
+        Self {
+            decimals: 6,
+            transfer: AssetTransfer::Eip3009,
+        }
+    }
+}
+
+impl TokenConfig {
+    /// What is wrong with this token's configuration, if anything.
+    pub fn problem(&self) -> Option<&'static str> {
+        if !(6..=18).contains(&self.decimals) {
+            return Some("decimals must be between 6 and 18");
+        }
+        if self.address.is_zero() {
+            return Some("address must not be zero");
+        }
+        None
+    }
 }
 
 /// One facilitator of a network.
@@ -57,6 +123,59 @@ impl Network {
     /// Whether `spelling` names this network (its v1 name or its CAIP-2 id).
     pub fn spelled(&self, spelling: &str) -> bool {
         self.v1_name == spelling || self.caip2 == spelling
+    }
+}
+
+impl Network {
+    /// This network as seen by a route priced in `symbol` (`USDC`, or a listed token's symbol):
+    /// its `asset` and EIP-712 domain are the token's, with the token's decimals and transfer
+    /// method. `None` when the network does not list the token.
+    pub fn with_token(&self, symbol: &str) -> Option<(Network, TokenTerms)> {
+        if symbol.eq_ignore_ascii_case(USDC) {
+            return Some((self.clone(), TokenTerms::default()));
+        }
+        // Symbols match whatever their case (environment variables arrive lower-cased).
+        let (_, t) = self
+            .config
+            .tokens
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(symbol))?;
+        let mut n = self.clone();
+        n.config.asset = t.address;
+        n.config.eip712_name = t.eip712_name.clone();
+        n.config.eip712_version = t.eip712_version.clone();
+        let transfer = if t.eip3009 {
+            AssetTransfer::Eip3009
+        } else {
+            AssetTransfer::Permit2
+        };
+        Some((
+            n,
+            TokenTerms {
+                decimals: t.decimals,
+                transfer,
+            },
+        ))
+    }
+
+    /// The symbol of the token at `address` on this network (USDC or a listed one), in
+    /// capitals.
+    pub fn token_symbol(&self, address: Address) -> Option<String> {
+        if address == self.config.asset {
+            return Some(USDC.to_string());
+        }
+        self.config
+            .tokens
+            .iter()
+            .find(|(_, t)| t.address == address)
+            .map(|(s, _)| s.to_ascii_uppercase())
+    }
+
+    /// Every token symbol a route on this network may name, in capitals.
+    pub fn token_symbols(&self) -> Vec<String> {
+        std::iter::once(USDC.to_string())
+            .chain(self.config.tokens.keys().map(|k| k.to_ascii_uppercase()))
+            .collect()
     }
 }
 
@@ -118,6 +237,7 @@ pub fn builtin_networks() -> BTreeMap<String, NetworkConfig> {
             eip712_version: "2".into(),
             rpc_url: "https://mainnet.base.org".into(),
             facilitators: Vec::new(),
+            tokens: BTreeMap::new(),
             explorer_tx_url: "https://basescan.org/tx/".into(),
         },
     );
@@ -132,6 +252,7 @@ pub fn builtin_networks() -> BTreeMap<String, NetworkConfig> {
             eip712_version: "2".into(),
             rpc_url: "https://sepolia.base.org".into(),
             facilitators: Vec::new(),
+            tokens: BTreeMap::new(),
             explorer_tx_url: "https://sepolia.basescan.org/tx/".into(),
         },
     );

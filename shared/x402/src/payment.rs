@@ -26,11 +26,57 @@ pub struct AuthorizationWire {
     pub nonce: String,
 }
 
-/// The `exact` scheme's payload: signature and authorization.
+/// The `exact` (and `upto`) scheme's payload: a signature and either an EIP-3009
+/// `authorization` or a Permit2 `permit2Authorization`, never both.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ExactPayloadWire {
     pub signature: String,
-    pub authorization: AuthorizationWire,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<AuthorizationWire>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permit2_authorization: Option<Permit2AuthorizationWire>,
+}
+
+/// A Permit2 `PermitWitnessTransferFrom` as it travels (x402's `exact` with
+/// `assetTransferMethod: "permit2"`, and `upto`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Permit2AuthorizationWire {
+    pub from: String,
+    pub permitted: Permit2PermittedWire,
+    pub spender: String,
+    pub nonce: String,
+    pub deadline: String,
+    pub witness: Permit2WitnessWire,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Permit2PermittedWire {
+    pub token: String,
+    pub amount: String,
+}
+
+/// The witness: the receiver, when the transfer may happen, and for `upto` the facilitator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Permit2WitnessWire {
+    pub to: String,
+    pub valid_after: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facilitator: Option<String>,
+}
+
+/// What a Permit2 payment says beyond the fields it shares with an EIP-3009 authorization
+/// (which [`PaymentPayload::authorization`] maps: `to` the witness's receiver, `value` the
+/// permitted amount, `validAfter`, `validBefore` the deadline, `nonce` Permit2's nonce).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permit2Terms {
+    pub token: Address,
+    pub spender: Address,
+    /// The witness's facilitator: set for `upto` only.
+    pub facilitator: Option<Address>,
 }
 
 /// x402 v1 payment payload (`X-PAYMENT`).
@@ -71,8 +117,8 @@ pub struct SignedAuthorization {
 /// A decoded payment header of either version.
 #[derive(Debug, Clone)]
 pub enum PaymentPayload {
-    V1(PaymentPayloadV1),
-    V2(PaymentPayloadV2),
+    V1(Box<PaymentPayloadV1>),
+    V2(Box<PaymentPayloadV2>),
 }
 
 /// Which header carried the payment; decides the receipt header's name.
@@ -147,16 +193,19 @@ impl PaymentPayload {
         let v = version.number();
         let p = match version {
             ProtocolVersion::V1 => serde_json::from_slice::<PaymentPayloadV1>(json)
-                .map(Self::V1)
+                .map(|p| Self::V1(Box::new(p)))
                 .map_err(|e| DecodeError::Json(v, e.to_string()))?,
             ProtocolVersion::V2 => serde_json::from_slice::<PaymentPayloadV2>(json)
-                .map(Self::V2)
+                .map(|p| Self::V2(Box::new(p)))
                 .map_err(|e| DecodeError::Json(v, e.to_string()))?,
         };
         if p.x402_version() != v {
             return Err(DecodeError::Version(p.x402_version(), v));
         }
         p.authorization()?;
+        if p.exact().permit2_authorization.is_some() && p.permit2().is_none() {
+            return Err(DecodeError::Field("permit2Authorization"));
+        }
         Ok(p)
     }
 
@@ -181,19 +230,58 @@ impl PaymentPayload {
         }
     }
 
-    /// The authorization in domain types.
+    /// The authorization in domain types (a Permit2 one mapped onto the same fields).
     pub fn authorization(&self) -> Result<SignedAuthorization, DecodeError> {
         let e = self.exact();
-        let a = &e.authorization;
-        Ok(SignedAuthorization {
-            from: parse_address(&a.from).ok_or(DecodeError::Field("from"))?,
-            to: parse_address(&a.to).ok_or(DecodeError::Field("to"))?,
-            value: parse_uint(&a.value).ok_or(DecodeError::Field("value"))?,
-            valid_after: parse_uint(&a.valid_after).ok_or(DecodeError::Field("validAfter"))?,
-            valid_before: parse_uint(&a.valid_before).ok_or(DecodeError::Field("validBefore"))?,
-            nonce: parse_b256(&a.nonce).ok_or(DecodeError::Field("nonce"))?,
-            signature: parse_bytes(&e.signature).ok_or(DecodeError::Field("signature"))?,
+        let signature = parse_bytes(&e.signature).ok_or(DecodeError::Field("signature"))?;
+        match (&e.authorization, &e.permit2_authorization) {
+            (Some(a), None) => Ok(SignedAuthorization {
+                from: parse_address(&a.from).ok_or(DecodeError::Field("from"))?,
+                to: parse_address(&a.to).ok_or(DecodeError::Field("to"))?,
+                value: parse_uint(&a.value).ok_or(DecodeError::Field("value"))?,
+                valid_after: parse_uint(&a.valid_after).ok_or(DecodeError::Field("validAfter"))?,
+                valid_before: parse_uint(&a.valid_before)
+                    .ok_or(DecodeError::Field("validBefore"))?,
+                nonce: parse_b256(&a.nonce).ok_or(DecodeError::Field("nonce"))?,
+                signature,
+            }),
+            (None, Some(p)) => Ok(SignedAuthorization {
+                from: parse_address(&p.from).ok_or(DecodeError::Field("from"))?,
+                to: parse_address(&p.witness.to).ok_or(DecodeError::Field("witness.to"))?,
+                value: parse_uint(&p.permitted.amount)
+                    .ok_or(DecodeError::Field("permitted.amount"))?,
+                valid_after: parse_uint(&p.witness.valid_after)
+                    .ok_or(DecodeError::Field("witness.validAfter"))?,
+                valid_before: parse_uint(&p.deadline).ok_or(DecodeError::Field("deadline"))?,
+                nonce: parse_uint(&p.nonce)
+                    .map(B256::from)
+                    .ok_or(DecodeError::Field("nonce"))?,
+                signature,
+            }),
+            _ => Err(DecodeError::Field("authorization")),
+        }
+    }
+
+    /// The Permit2 fields of a Permit2 payment (`None` for EIP-3009).
+    pub fn permit2(&self) -> Option<Permit2Terms> {
+        let p = self.exact().permit2_authorization.as_ref()?;
+        let facilitator = match &p.witness.facilitator {
+            None => None,
+            Some(f) => Some(parse_address(f)?),
+        };
+        Some(Permit2Terms {
+            token: parse_address(&p.permitted.token)?,
+            spender: parse_address(&p.spender)?,
+            facilitator,
         })
+    }
+
+    /// The scheme the payment names (`accepted.scheme` in v2).
+    pub fn scheme(&self) -> &str {
+        match self {
+            Self::V1(p) => &p.scheme,
+            Self::V2(p) => &p.accepted.scheme,
+        }
     }
 
     /// The payload as JSON (what a remote facilitator is sent).
@@ -230,22 +318,23 @@ fn parse_bytes(s: &str) -> Option<Bytes> {
 /// A v1 `exact` payload with empty fields, for tests that need one to exist.
 #[cfg(test)]
 pub(crate) fn empty_v1_payload() -> PaymentPayload {
-    PaymentPayload::V1(PaymentPayloadV1 {
+    PaymentPayload::V1(Box::new(PaymentPayloadV1 {
         x402_version: 1,
         scheme: "exact".into(),
         network: "base-sepolia".into(),
         payload: ExactPayloadWire {
             signature: String::new(),
-            authorization: AuthorizationWire {
+            authorization: Some(AuthorizationWire {
                 from: String::new(),
                 to: String::new(),
                 value: String::new(),
                 valid_after: String::new(),
                 valid_before: String::new(),
                 nonce: String::new(),
-            },
+            }),
+            permit2_authorization: None,
         },
-    })
+    }))
 }
 
 #[cfg(test)]

@@ -82,6 +82,98 @@ pub mod upto {
     }
 }
 
+/// The EIP-712 digest a Permit2 payment's payer signed: `exact`'s witness, or `upto`'s when
+/// the witness names a facilitator. (`auth` carries the fields shared with EIP-3009, see
+/// [`crate::payment::Permit2Terms`].)
+pub fn signing_hash(
+    auth: &crate::payment::SignedAuthorization,
+    p: &crate::payment::Permit2Terms,
+    chain_id: u64,
+) -> alloy_primitives::B256 {
+    use alloy_sol_types::SolStruct;
+    let nonce = alloy_primitives::U256::from_be_bytes(auth.nonce.0);
+    let domain = domain(chain_id);
+    match p.facilitator {
+        None => exact::PermitWitnessTransferFrom {
+            permitted: exact::TokenPermissions {
+                token: p.token,
+                amount: auth.value,
+            },
+            spender: p.spender,
+            nonce,
+            deadline: auth.valid_before,
+            witness: exact::Witness {
+                to: auth.to,
+                validAfter: auth.valid_after,
+            },
+        }
+        .eip712_signing_hash(&domain),
+        Some(facilitator) => upto::PermitWitnessTransferFrom {
+            permitted: upto::TokenPermissions {
+                token: p.token,
+                amount: auth.value,
+            },
+            spender: p.spender,
+            nonce,
+            deadline: auth.valid_before,
+            witness: upto::Witness {
+                to: auth.to,
+                facilitator,
+                validAfter: auth.valid_after,
+            },
+        }
+        .eip712_signing_hash(&domain),
+    }
+}
+
+/// The proxy call that settles a Permit2 payment: the exact proxy's `settle` for the whole
+/// permitted amount, or the upto proxy's for `amount` (at most the permitted one).
+pub fn settle_call(
+    auth: &crate::payment::SignedAuthorization,
+    p: &crate::payment::Permit2Terms,
+    amount: alloy_primitives::U256,
+) -> (Address, Vec<u8>) {
+    use alloy_sol_types::SolCall;
+    let permit = PermitTransferFrom {
+        permitted: TokenAmount {
+            token: p.token,
+            amount: auth.value,
+        },
+        nonce: alloy_primitives::U256::from_be_bytes(auth.nonce.0),
+        deadline: auth.valid_before,
+    };
+    match p.facilitator {
+        None => (
+            EXACT_PROXY_ADDRESS,
+            IExactPermit2Proxy::settleCall {
+                permit,
+                owner: auth.from,
+                witness: ExactWitness {
+                    to: auth.to,
+                    validAfter: auth.valid_after,
+                },
+                signature: auth.signature.clone(),
+            }
+            .abi_encode(),
+        ),
+        Some(facilitator) => (
+            UPTO_PROXY_ADDRESS,
+            IUptoPermit2Proxy::settleCall {
+                permit,
+                amount,
+                owner: auth.from,
+                witness: UptoWitness {
+                    to: auth.to,
+                    facilitator,
+                    validAfter: auth.valid_after,
+                },
+                signature: auth.signature.clone(),
+            }
+            .abi_encode(),
+        ),
+    }
+}
+
 alloy_sol_types::sol! {
     /// Permit2's transfer as the proxies take it.
     #[derive(Debug)]
@@ -121,6 +213,11 @@ alloy_sol_types::sol! {
     }
 
     /// The ERC-20 calls around Permit2: the payer's one approval, and its check.
+    /// Permit2's unordered nonces: bit `nonce & 255` of word `nonce >> 8` is set once used.
+    interface IPermit2Nonces {
+        function nonceBitmap(address owner, uint256 word) external view returns (uint256);
+    }
+
     interface IErc20Permit2 {
         function approve(address spender, uint256 amount) external returns (bool);
         function allowance(address owner, address spender) external view returns (uint256);

@@ -71,14 +71,15 @@ fn signed_header(
     auth.signature = sig.as_bytes().to_vec().into();
     let exact = ExactPayloadWire {
         signature: format!("0x{}", hex::encode(&auth.signature)),
-        authorization: AuthorizationWire {
+        authorization: Some(AuthorizationWire {
             from: auth.from.to_checksum(None),
             to: auth.to.to_checksum(None),
             value: auth.value.to_string(),
             valid_after: auth.valid_after.to_string(),
             valid_before: auth.valid_before.to_string(),
             nonce: auth.nonce.to_string(),
-        },
+        }),
+        permit2_authorization: None,
     };
     // The `PaymentPayloadV2` wire shape, with `accepted` as offered rather than re-rendered.
     let payload = serde_json::json!({
@@ -109,6 +110,7 @@ mod tests {
             description: String::new(),
             mime_type: String::new(),
             max_timeout_seconds: 60,
+            token: Default::default(),
         };
         let signer = PrivateKeySigner::random();
         let header = payment_header(&req, &signer, 1_000_000).unwrap();

@@ -48,11 +48,29 @@ pub enum Rejection {
     InsufficientFunds,
     #[error("settlement was rejected")]
     SettlementFailed,
+    #[error("the Permit2 authorization is for another spender")]
+    Permit2InvalidSpender,
+    #[error("the Permit2 witness pays another wallet")]
+    Permit2RecipientMismatch,
+    #[error("the Permit2 amount is not the route's price")]
+    Permit2AmountMismatch,
+    #[error("the Permit2 authorization is for another token")]
+    Permit2TokenMismatch,
+    #[error("the Permit2 deadline has passed or is too close")]
+    Permit2DeadlineExpired,
+    #[error("the Permit2 authorization is not valid yet")]
+    Permit2NotYetValid,
+    #[error("the Permit2 signature does not recover to the payer")]
+    Permit2InvalidSignature,
+    #[error("the payer has not approved Permit2 for the token")]
+    Permit2AllowanceRequired,
+    #[error("the upto authorization names another facilitator")]
+    UptoFacilitatorMismatch,
 }
 
 impl Rejection {
     /// Every rejection, for reading reason words back.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 20] = [
         Self::UnsupportedScheme,
         Self::NetworkMismatch,
         Self::RequirementsMismatch,
@@ -64,6 +82,15 @@ impl Rejection {
         Self::NonceReplay,
         Self::InsufficientFunds,
         Self::SettlementFailed,
+        Self::Permit2InvalidSpender,
+        Self::Permit2RecipientMismatch,
+        Self::Permit2AmountMismatch,
+        Self::Permit2TokenMismatch,
+        Self::Permit2DeadlineExpired,
+        Self::Permit2NotYetValid,
+        Self::Permit2InvalidSignature,
+        Self::Permit2AllowanceRequired,
+        Self::UptoFacilitatorMismatch,
     ];
 
     /// The rejection whose [`Self::reason`] is exactly `word` (the inverse of the wire
@@ -89,7 +116,21 @@ impl Rejection {
             Self::NonceReplay => "nonce_already_used",
             Self::InsufficientFunds => "insufficient_funds",
             Self::SettlementFailed => "settlement_failed",
+            Self::Permit2InvalidSpender => "invalid_permit2_spender",
+            Self::Permit2RecipientMismatch => "invalid_permit2_recipient_mismatch",
+            Self::Permit2AmountMismatch => "permit2_amount_mismatch",
+            Self::Permit2TokenMismatch => "permit2_token_mismatch",
+            Self::Permit2DeadlineExpired => "permit2_deadline_expired",
+            Self::Permit2NotYetValid => "permit2_not_yet_valid",
+            Self::Permit2InvalidSignature => "invalid_permit2_signature",
+            Self::Permit2AllowanceRequired => "permit2_allowance_required",
+            Self::UptoFacilitatorMismatch => "upto_facilitator_mismatch",
         }
+    }
+
+    /// Well signed, but too close to its expiry to settle now (either transfer method).
+    pub const fn is_expiry(self) -> bool {
+        matches!(self, Self::Expired | Self::Permit2DeadlineExpired)
     }
 }
 
@@ -170,9 +211,26 @@ pub fn verify(
     req: &PaymentRequirements,
     now: u64,
 ) -> Result<bool, Rejection> {
+    verify_scheme(payment, auth, req, now, None)
+}
+
+/// [`verify`] for the scheme the payment should be in: `exact` (`upto: None`), or `upto`
+/// settled by the facilitator at `upto` (whose Permit2 witness must name it).
+pub fn verify_scheme(
+    payment: &PaymentPayload,
+    auth: &SignedAuthorization,
+    req: &PaymentRequirements,
+    now: u64,
+    upto: Option<Address>,
+) -> Result<bool, Rejection> {
+    let permit2 = payment.permit2();
+    // A requirement's transfer method decides the payload's (`upto` is always Permit2).
+    if permit2.is_some() != (req.permit2() || upto.is_some()) {
+        return Err(Rejection::UnsupportedScheme);
+    }
     match payment {
         PaymentPayload::V1(p) => {
-            if p.scheme != "exact" {
+            if p.scheme != "exact" || permit2.is_some() {
                 return Err(Rejection::UnsupportedScheme);
             }
             if p.network != req.network.v1_name && p.network != req.network.caip2 {
@@ -181,8 +239,11 @@ pub fn verify(
         }
         PaymentPayload::V2(p) => {
             let a = &p.accepted;
-            let want = req.to_v2();
-            if a.scheme != "exact" {
+            let want = match upto {
+                Some(f) => req.to_v2_upto(f),
+                None => req.to_v2(),
+            };
+            if a.scheme != want.scheme {
                 return Err(Rejection::UnsupportedScheme);
             }
             if a.network != want.network {
@@ -192,16 +253,27 @@ pub fn verify(
                 && a.asset.eq_ignore_ascii_case(&want.asset)
                 && a.pay_to.eq_ignore_ascii_case(&want.pay_to)
                 && a.max_timeout_seconds == want.max_timeout_seconds
-                && a.extra == want.extra;
+                && a.extra.same_terms(&want.extra);
             if !same {
                 return Err(Rejection::RequirementsMismatch);
             }
         }
     }
+    match permit2 {
+        None => verify_eip3009(auth, req, now),
+        Some(p) => verify_permit2(auth, &p, req, now, upto),
+    }
+}
+
+fn verify_eip3009(
+    auth: &SignedAuthorization,
+    req: &PaymentRequirements,
+    now: u64,
+) -> Result<bool, Rejection> {
     if auth.to != req.pay_to {
         return Err(Rejection::WrongPayee);
     }
-    if auth.value != U256::from(req.amount.0) {
+    if auth.value != req.token_amount() {
         return Err(Rejection::WrongAmount);
     }
     if auth.valid_after > U256::from(now) {
@@ -212,6 +284,51 @@ pub fn verify(
     let signed = check_signature(auth, &token_domain(req))?;
     if auth.valid_before < U256::from(now.saturating_add(MIN_VALIDITY_SECONDS)) {
         return Err(Rejection::Expired);
+    }
+    Ok(signed)
+}
+
+/// A Permit2 payment, checked as x402's facilitators check it: spender the scheme's proxy,
+/// witness receiver the payee, the requirement's token and amount (the ceiling for `upto`),
+/// its time window, for `upto` the witness's facilitator; then the Permit2 EIP-712 signature.
+fn verify_permit2(
+    auth: &SignedAuthorization,
+    p: &crate::payment::Permit2Terms,
+    req: &PaymentRequirements,
+    now: u64,
+    upto: Option<Address>,
+) -> Result<bool, Rejection> {
+    use crate::permit2;
+    let spender = match upto {
+        Some(_) => permit2::UPTO_PROXY_ADDRESS,
+        None => permit2::EXACT_PROXY_ADDRESS,
+    };
+    if p.spender != spender {
+        return Err(Rejection::Permit2InvalidSpender);
+    }
+    if auth.to != req.pay_to {
+        return Err(Rejection::Permit2RecipientMismatch);
+    }
+    if p.token != req.network.config.asset {
+        return Err(Rejection::Permit2TokenMismatch);
+    }
+    if auth.value != req.token_amount() {
+        return Err(Rejection::Permit2AmountMismatch);
+    }
+    if p.facilitator != upto {
+        return Err(Rejection::UptoFacilitatorMismatch);
+    }
+    if auth.valid_after > U256::from(now) {
+        return Err(Rejection::Permit2NotYetValid);
+    }
+    let digest = permit2::signing_hash(auth, p, req.network.config.chain_id);
+    let signed = match check_eoa_signature(&digest, &auth.signature, auth.from) {
+        Ok(()) => true,
+        Err(SignatureError::NotEoa) => false,
+        Err(SignatureError::Mismatch) => return Err(Rejection::Permit2InvalidSignature),
+    };
+    if auth.valid_before < U256::from(now.saturating_add(MIN_VALIDITY_SECONDS)) {
+        return Err(Rejection::Permit2DeadlineExpired);
     }
     Ok(signed)
 }
@@ -247,6 +364,7 @@ mod tests {
             description: String::new(),
             mime_type: String::new(),
             max_timeout_seconds: 60,
+            token: Default::default(),
         };
         (auth, req)
     }
@@ -358,7 +476,7 @@ mod tests {
         use crate::payment::*;
         let (auth, req) = vector();
         let mk = |accepted| {
-            PaymentPayload::V2(PaymentPayloadV2 {
+            PaymentPayload::V2(Box::new(PaymentPayloadV2 {
                 x402_version: 2,
                 resource: None,
                 accepted,
@@ -367,7 +485,7 @@ mod tests {
                     PaymentPayload::V2(p) => p.payload,
                 },
                 extensions: None,
-            })
+            }))
         };
         assert_eq!(verify(&mk(req.to_v2()), &auth, &req, NOW), Ok(true));
         let mut lower = req.to_v2();

@@ -1,12 +1,13 @@
 //! Reconciliation of payments whose settlement outcome is not recorded: `Unknown` (the transfer
 //! was sent, the receipt never came) and `Reserved` left behind by a crash. The chain decides:
-//! `authorizationState(from, nonce)` true means the money moved (`Settled`); false after the
+//! `authorizationState(from, nonce)` on the token (Permit2's `nonceBitmap` bit for a Permit2 or
+//! `upto` payment) true means the money moved (`Settled`); false after the
 //! authorization's `validBefore` means it never can (`Failed`, the nonce stays reserved); false
 //! before it means a transaction may still land, so the payment waits for the next pass. A
 //! payment closed `Failed` gives back the plan slot its record names (taken in the store on a
 //! cluster, with the reservation).
 
-use paygate_domain::model::{GatewayPayment, PaymentStatus};
+use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer};
 use paygate_domain::StoreError;
 use paygate_store::Store;
 use paygate_x402::network::Networks;
@@ -26,6 +27,26 @@ fn created(p: &GatewayPayment) -> OffsetDateTime {
         &time::format_description::well_known::Rfc3339,
     )
     .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// Whether the payment's authorization was used on chain: `authorizationState` on its token
+/// (EIP-3009), or its Permit2 nonce's bit (Permit2, `upto`).
+async fn used_on_chain(
+    p: &GatewayPayment,
+    rpc_url: &str,
+    from: alloy_primitives::Address,
+    nonce: alloy_primitives::B256,
+) -> Result<bool, paygate_x402::facilitator::embedded::ChainReadError> {
+    use paygate_x402::facilitator::embedded;
+    match p.transfer {
+        PaymentTransfer::Eip3009 => {
+            let token = paygate_x402::address::parse_address(&p.asset).unwrap_or_default();
+            embedded::authorization_state(rpc_url, token, from, nonce).await
+        }
+        PaymentTransfer::Permit2 | PaymentTransfer::Upto => {
+            embedded::permit2_nonce_used(rpc_url, from, nonce).await
+        }
+    }
 }
 
 /// One pass over unfinished payments. Payments created less than `in_flight_secs` ago by this
@@ -60,14 +81,7 @@ pub async fn reconcile_once(
             report.waiting += 1;
             continue;
         }
-        let used = match paygate_x402::facilitator::embedded::authorization_state(
-            &network.config.rpc_url,
-            network.config.asset,
-            from,
-            nonce,
-        )
-        .await
-        {
+        let used = match used_on_chain(&p, &network.config.rpc_url, from, nonce).await {
             Ok(used) => used,
             Err(e) => {
                 tracing::warn!(payment = %p.id, error = %e, "reconciliation: chain unreachable");

@@ -113,6 +113,8 @@ pub enum Admitted {
     /// A call served through the payer's access window, counted at admission; given back if
     /// the origin does not serve it (no answer, or 400 and above), as a voucher is not charged.
     Window(Box<AccessWindow>),
+    /// An `upto` authorization: reserved, settled for the origin's charge at the answer.
+    Upto(Box<super::upto::UptoAdmitted>),
 }
 
 /// An `exact` payment settled for a request, and the identifier its answer is kept under.
@@ -136,6 +138,7 @@ impl Admitted {
             Self::Exact(_) => "PAID",
             Self::Channel(_) => "CHANNEL_VOUCHER",
             Self::Window(_) => "ACCESS_WINDOW",
+            Self::Upto(_) => "UPTO",
         }
     }
 
@@ -143,6 +146,7 @@ impl Admitted {
     pub fn payment_id(&self) -> Option<&str> {
         match self {
             Self::Exact(e) => Some(&e.paid.record.id),
+            Self::Upto(u) => Some(&u.record().id),
             Self::Channel(_) | Self::Window(_) => None,
         }
     }
@@ -154,6 +158,7 @@ impl Admitted {
                 let r = &e.paid.record;
                 Some(r.settle_ms.unwrap_or(0) + r.verify_us / 1000)
             }
+            Self::Upto(u) => u.record().settle_ms,
             Self::Channel(_) | Self::Window(_) => None,
         }
     }
@@ -197,11 +202,13 @@ pub(crate) trait Scheme: Sync {
         gate: &G,
     ) -> impl Future<Output = Result<Admission, Unadmitted<G::Stop>>> + Send;
     /// What the answer commits: `slot` holds this scheme's payment, taken when done with.
+    /// An `Err` at the answer's head replaces the answer with that refusal (`upto`'s refused
+    /// settlement); the other schemes never refuse there.
     fn finish(
         &self,
         slot: &mut Option<Admitted>,
         answered: Answered<'_>,
-    ) -> impl Future<Output = Option<Receipt>> + Send;
+    ) -> impl Future<Output = Result<Option<Receipt>, Refusal>> + Send;
 }
 
 /// `exact`: verified locally, its identifier claimed, the upstream reached once, then settled.
@@ -264,7 +271,11 @@ impl Scheme for Exact<'_> {
         })
     }
 
-    async fn finish(&self, slot: &mut Option<Admitted>, answered: Answered<'_>) -> Option<Receipt> {
+    async fn finish(
+        &self,
+        slot: &mut Option<Admitted>,
+        answered: Answered<'_>,
+    ) -> Result<Option<Receipt>, Refusal> {
         let Answered::End {
             completed,
             upstream_status,
@@ -274,10 +285,10 @@ impl Scheme for Exact<'_> {
         } = answered
         else {
             // Settled before forwarding: the head changes nothing.
-            return None;
+            return Ok(None);
         };
         let Some(Admitted::Exact(e)) = slot.take() else {
-            return None;
+            return Ok(None);
         };
         let ExactAdmitted { paid, key } = *e;
         if let (Some(key), Some(body), Some(status), true) = (key, body, upstream_status, completed)
@@ -296,7 +307,7 @@ impl Scheme for Exact<'_> {
             );
         }
         self.0.delivered(paid, upstream_status);
-        None
+        Ok(None)
     }
 }
 
@@ -349,7 +360,21 @@ impl Scheme for Batch<'_> {
         })
     }
 
-    async fn finish(&self, slot: &mut Option<Admitted>, answered: Answered<'_>) -> Option<Receipt> {
+    async fn finish(
+        &self,
+        slot: &mut Option<Admitted>,
+        answered: Answered<'_>,
+    ) -> Result<Option<Receipt>, Refusal> {
+        Ok(self.finish_channel(slot, answered).await)
+    }
+}
+
+impl Batch<'_> {
+    async fn finish_channel(
+        &self,
+        slot: &mut Option<Admitted>,
+        answered: Answered<'_>,
+    ) -> Option<Receipt> {
         let stated = match answered {
             Answered::Head { status, stated } => {
                 let Some(Admitted::Channel(c)) = slot.as_mut() else {
@@ -386,9 +411,7 @@ impl Scheme for Batch<'_> {
         };
         self.charge(*c, stated.as_ref()).await
     }
-}
 
-impl Batch<'_> {
     /// Commits the voucher's charge: the price, or for a usage-priced route what the origin
     /// `stated`, at most the price.
     async fn charge(&self, c: ChannelAdmitted, stated: Option<&HeaderValue>) -> Option<Receipt> {
@@ -426,6 +449,10 @@ impl PaymentService {
         if let Some(payload) = batch.payload(req) {
             return batch.admit(req, payload, gate).await;
         }
+        let upto = super::upto::Upto(self);
+        if let Some(payload) = upto.payload(req) {
+            return upto.admit(req, payload, gate).await;
+        }
         // Every other payment is `exact`'s: its decoder says what is wrong with it.
         Exact(self).admit(req, (), gate).await
     }
@@ -438,10 +465,11 @@ impl PaymentService {
         &self,
         slot: &mut Option<Admitted>,
         answered: Answered<'_>,
-    ) -> Option<Receipt> {
+    ) -> Result<Option<Receipt>, Refusal> {
         match slot {
             Some(Admitted::Exact(_)) => Exact(self).finish(slot, answered).await,
             Some(Admitted::Channel(_)) => Batch(self).finish(slot, answered).await,
+            Some(Admitted::Upto(_)) => super::upto::Upto(self).finish(slot, answered).await,
             Some(Admitted::Window(_)) => {
                 let unserved = match answered {
                     Answered::Head { status, .. } => status >= 400,
@@ -454,9 +482,9 @@ impl PaymentService {
                         windows.give_back(&w).await;
                     }
                 }
-                None
+                Ok(None)
             }
-            None => None,
+            None => Ok(None),
         }
     }
 }
@@ -464,7 +492,7 @@ impl PaymentService {
 /// What a usage-priced request is charged: the origin's stated charge in decimal USD, at most
 /// the `price` (an amount too large for any price is above it); the price when the origin says
 /// nothing; nothing (and a warning for the operator) when what it says is not an amount.
-fn usage_charge(stated: Option<&HeaderValue>, price: u128, route: &str) -> u128 {
+pub(super) fn usage_charge(stated: Option<&HeaderValue>, price: u128, route: &str) -> u128 {
     let Some(v) = stated else { return price };
     let text = v.to_str().unwrap_or("").trim();
     match paygate_x402::money::parse_usdc_units(text) {

@@ -107,6 +107,7 @@ impl Fixture {
             description: String::new(),
             mime_type: String::new(),
             max_timeout_seconds: 60,
+            token: Default::default(),
         };
         Self {
             _dir: dir,

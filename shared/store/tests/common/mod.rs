@@ -55,6 +55,7 @@ pub fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         payer: "0xp".into(),
         pay_to: "0xt".into(),
         amount: UsdcAmount(10_000),
+        transfer: Default::default(),
         status: PaymentStatus::Reserved,
         transaction: None,
         failure: None,

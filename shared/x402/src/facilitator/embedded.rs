@@ -14,7 +14,7 @@ use alloy_primitives::{Address, B256, U256};
 use alloy_provider::{DynProvider, PendingTransactionBuilder, Provider, ProviderBuilder};
 use alloy_rpc_types_eth::{TransactionReceipt, TransactionRequest};
 use alloy_signer_local::PrivateKeySigner;
-use alloy_sol_types::{sol, SolCall};
+use alloy_sol_types::{sol, SolCall, SolValue};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -157,12 +157,70 @@ impl EmbeddedFacilitator {
             .ok_or(FacilitatorError::Rejected(Rejection::NetworkMismatch))
     }
 
+    /// The settling transaction: the token's `transferWithAuthorization`, or for a Permit2
+    /// payment the proxy's `settle` (an `upto` one for the requirement's amount, the charge).
     fn call_tx(&self, req: &PaymentRequest<'_>) -> TransactionRequest {
-        let data = transfer_call_data(req.auth);
+        let (to, data) = match req.payment.permit2() {
+            None => (
+                req.requirements.network.config.asset,
+                transfer_call_data(req.auth),
+            ),
+            Some(p) => crate::permit2::settle_call(req.auth, &p, req.requirements.token_amount()),
+        };
         TransactionRequest::default()
             .with_from(self.relayer)
-            .with_to(req.requirements.network.config.asset)
+            .with_to(to)
             .with_input(data)
+    }
+
+    /// A Permit2 payment's preconditions, read before simulating so the payer learns what to
+    /// do: the token approved to Permit2 (`permit2_allowance_required`, answered `412`), and
+    /// a balance that covers it.
+    async fn permit2_preconditions(
+        &self,
+        chain: &Chain,
+        req: &PaymentRequest<'_>,
+    ) -> Result<(), FacilitatorError> {
+        use crate::permit2::IErc20Permit2;
+        if req.payment.permit2().is_none() {
+            return Ok(());
+        }
+        let token = req.requirements.network.config.asset;
+        let read = |data: Vec<u8>| {
+            let tx = TransactionRequest::default()
+                .with_to(token)
+                .with_input(data);
+            let provider = &chain.provider;
+            async move {
+                let out = provider.call(tx).await.map_err(unavailable)?;
+                U256::abi_decode(&out).map_err(unavailable)
+            }
+        };
+        let allowance = read(
+            IErc20Permit2::allowanceCall {
+                owner: req.auth.from,
+                spender: crate::permit2::PERMIT2_ADDRESS,
+            }
+            .abi_encode(),
+        )
+        .await?;
+        let needed = req.requirements.token_amount();
+        if allowance < needed {
+            return Err(FacilitatorError::Rejected(
+                Rejection::Permit2AllowanceRequired,
+            ));
+        }
+        let balance = read(
+            IErc20Permit2::balanceOfCall {
+                owner: req.auth.from,
+            }
+            .abi_encode(),
+        )
+        .await?;
+        if balance < needed {
+            return Err(FacilitatorError::Rejected(Rejection::InsufficientFunds));
+        }
+        Ok(())
     }
 
     /// Simulates the transfer; a revert is mapped to its rejection.
@@ -291,12 +349,14 @@ impl EmbeddedFacilitator {
 impl Facilitator for EmbeddedFacilitator {
     async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError> {
         let chain = self.chain(req)?;
+        self.permit2_preconditions(chain, req).await?;
         self.simulate(chain, &self.call_tx(req)).await?;
         Ok(req.auth.from)
     }
 
     async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
         let chain = self.chain(req)?;
+        self.permit2_preconditions(chain, req).await?;
         let tx = self.call_tx(req);
         self.simulate(chain, &tx).await?;
         let transaction = self
@@ -526,4 +586,24 @@ pub async fn authorization_state(
     .abi_encode();
     let out = call_view(rpc_url, token, data).await?;
     Ok(authorizationStateCall::abi_decode_returns(&out)?)
+}
+
+/// Whether Permit2 `nonce` of `owner` was used (its bit in `nonceBitmap` set): a Permit2
+/// payment's settlement, read back.
+pub async fn permit2_nonce_used(
+    rpc_url: &str,
+    owner: Address,
+    nonce: alloy_primitives::B256,
+) -> Result<bool, ChainReadError> {
+    use crate::permit2::IPermit2Nonces::nonceBitmapCall;
+    let n = U256::from_be_bytes(nonce.0);
+    let data = nonceBitmapCall {
+        owner,
+        word: n >> 8,
+    }
+    .abi_encode();
+    let out = call_view(rpc_url, crate::permit2::PERMIT2_ADDRESS, data).await?;
+    let bitmap = nonceBitmapCall::abi_decode_returns(&out)?;
+    let bit = U256::from(1u8) << (n & U256::from(255u8)).to::<usize>();
+    Ok(bitmap & bit != U256::ZERO)
 }

@@ -383,6 +383,7 @@ mod tests {
             description: String::new(),
             mime_type: String::new(),
             max_timeout_seconds: 60,
+            token: Default::default(),
         };
         (payload, auth, req)
     }
