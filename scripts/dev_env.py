@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,12 +50,16 @@ DEV_NETWORK = "base-sepolia"
 # holds the key, so a payout whose fiat leg fails gets its USDC back).
 PROVIDER_FUNDING = ACCOUNTS[8]
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+# The dev chain's test token without EIP-3009 (paid through Permit2), placed by `devchain setup`.
+TDOL = "0x7E57D011A0000000000000000000000000000D01"
 RPC_ADDR = "127.0.0.1:8545"
 RPC_URL = f"http://{RPC_ADDR}"
 
 
 class Echo(http.server.BaseHTTPRequestHandler):
-    """Answers every request with what it received, as JSON."""
+    """Answers every request with what it received, as JSON. Like an LLM API sold by usage, it
+    states what a call cost (`X-Paygate-Charge`, decimal USD) when asked in the query: `cost=X`,
+    or by the request's size for `/llm` paths ($0.00001 per byte of path and body)."""
 
     def _answer(self):
         n = int(self.headers.get("content-length") or 0)
@@ -70,6 +75,11 @@ class Echo(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(out)))
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+        if "cost" in query:
+            self.send_header("x-paygate-charge", query["cost"][0])
+        elif "/llm" in self.path:
+            self.send_header("x-paygate-charge", f"{(len(self.path) + len(body)) / 100000:.5f}")
         self.end_headers()
         self.wfile.write(out)
 
@@ -233,6 +243,11 @@ def ensure_dev_org(previous):
         # An access window: one payment, then five more calls within the hour by signing in.
         {"path": "/dataset", "description": "Echo sold by the hour: pay once, sign in for 5 more calls",
          "accessWindowSeconds": 3600, "accessWindowCalls": 5},
+        # Priced in the test token without EIP-3009: paid through Permit2.
+        {"path": "/report", "description": "Echo paid in TDOL through Permit2", "token": "TDOL"},
+        # Sold by usage: the payer authorizes $0.01 at most, the origin states what a call cost.
+        {"path": "/llm", "description": "LLM-like echo charging by request size, at most $0.01",
+         "schemes": ["upto"], "pricing": "usage", "targetUrl": f"http://{ECHO_ADDR[0]}:{ECHO_ADDR[1]}/llm"},
     ]
     for extra in dev_routes:
         if any(r["path"] == extra["path"] for r in routes):
@@ -325,6 +340,12 @@ def gateway_env():
             "PAYGATE__PAYOUT__FUNDING_NETWORK": DEV_NETWORK,
             "PAYGATE__PAYOUT__SANDBOX__FUNDING_ADDRESS": PROVIDER_FUNDING[0],
             "PAYGATE_SANDBOX_FUNDING_KEY": PROVIDER_FUNDING[1],
+            # The test token routes may price in besides USDC ([networks.<name>.tokens.TDOL]).
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__ADDRESS": TDOL,
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__DECIMALS": "6",
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__EIP712_NAME": '"Test Dollar"',
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__EIP712_VERSION": '"1"',
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__EIP3009": "false",
         }
     )
     return env
@@ -436,6 +457,12 @@ Try it:
   # an access window with the official npm clients: pays once, signs in for 5 calls, pays again
   NODE_PATH=.tools/node_modules node tests/interop/x402_window_pay.cjs {BASE}/gateway/acme/dataset {ACCOUNTS[3][1]} {RPC_URL} 7
   curl -s {BASE}/api/access-windows -H 'Authorization: Bearer {api_key}'
+  # a token without EIP-3009, paid through Permit2 by the official npm clients: the first try
+  # answers 412 permit2_allowance_required; with "approve" the payer approves Permit2 once
+  NODE_PATH=.tools/node_modules node tests/interop/x402_permit2_pay.cjs '{{"url":"{BASE}/gateway/acme/report","key":"{ACCOUNTS[4][1]}","rpc":"{RPC_URL}","allow":["{TDOL}"]}}'
+  NODE_PATH=.tools/node_modules node tests/interop/x402_permit2_pay.cjs '{{"url":"{BASE}/gateway/acme/report","key":"{ACCOUNTS[4][1]}","rpc":"{RPC_URL}","allow":["{TDOL}"],"approve":"{TDOL}"}}'
+  # upto: authorizes $0.01, settles what the LLM-like origin states (receipt "amount")
+  NODE_PATH=.tools/node_modules node tests/interop/x402_permit2_pay.cjs '{{"url":"{BASE}/gateway/acme/llm?prompt=hello","key":"{ACCOUNTS[5][1]}","rpc":"{RPC_URL}","approve":"{USDC}"}}'
   # MCP: the org's routes as paid tools (legacy SSE stream; Streamable HTTP is at {BASE}/mcp)
   curl -N {BASE}/mcp/sse -H 'Authorization: Bearer {api_key}'
   .venv/bin/python tests/interop/mcp_sse_client.py {BASE}/mcp/sse {api_key} --call echo --args '{{"query":{{"hi":"there"}}}}'

@@ -53,7 +53,13 @@ struct UptoTally {
 async fn retry(gw: &Gateway, header: &str, patience: Duration) -> String {
     let deadline = Instant::now() + patience;
     loop {
-        let answer = match gw.http.get(gw.url(PATH)).header("PAYMENT-SIGNATURE", header).send().await {
+        let answer = match gw
+            .http
+            .get(gw.url(PATH))
+            .header("PAYMENT-SIGNATURE", header)
+            .send()
+            .await
+        {
             Ok(r) if r.status() == 200 => "200".to_string(),
             Ok(r) => {
                 let (status, code, _) = error_of(r).await;
@@ -112,7 +118,12 @@ async fn sigkill_at_random_points_of_upto_payments_charges_each_at_most_once() {
     for _ in 0..3 {
         let header = UptoSpec::new(1, receiver, 10_000, facilitator).header(&accepted);
         let t0 = Instant::now();
-        assert_eq!(retry(&gw, &header, Duration::ZERO).await, "200", "{}", gw.log());
+        assert_eq!(
+            retry(&gw, &header, Duration::ZERO).await,
+            "200",
+            "{}",
+            gw.log()
+        );
         quickest = quickest.min(t0.elapsed());
     }
     let window_ms = (quickest.as_millis() as u64 * 3 / 2).max(10);
@@ -153,9 +164,7 @@ async fn sigkill_at_random_points_of_upto_payments_charges_each_at_most_once() {
     for ((spec, _), served) in seen.iter().zip(hits_after) {
         let auth = spec.authorization();
         let moved = paygate_x402::facilitator::embedded::permit2_nonce_used(
-            &chain.rpc,
-            auth.from,
-            auth.nonce,
+            &chain.rpc, auth.from, auth.nonce,
         )
         .await
         .expect("nonceBitmap");

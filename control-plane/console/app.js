@@ -242,7 +242,9 @@ async function routeDetail(id) {
   try { decoded = header ? JSON.parse(atob(header)) : null; } catch (_) { decoded = null; }
   const body = await challenge.text();
   show(el('h1', { text: `Route ${r.path}` }),
-    facts([['Id', r.id], ['URL', url], ['Upstream', r.targetUrl], ['Network', r.network], ['Price', `$${r.priceUSD}`],
+    facts([['Id', r.id], ['URL', url], ['Upstream', r.targetUrl], ['Network', r.network],
+      ['Price', `$${r.priceUSD}${r.pricing === 'usage' ? ' at most (the origin states each charge)' : ''}`],
+      ['Paid in', r.token], ['Schemes', (r.schemes || []).join(', ')],
       ['Active', r.active ? 'yes' : 'no'], ['Streaming', r.streaming ? 'yes' : 'no'],
       ['Access window', r.accessWindowSeconds === null ? 'none: every call is paid'
         : el('a', { href: '#/windows', text: `${r.accessWindowSeconds} s after a payment${r.accessWindowCalls === null ? '' : `, ${r.accessWindowCalls} calls`}, by signing in` })]]),

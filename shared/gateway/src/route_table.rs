@@ -107,6 +107,20 @@ pub struct RenderContext {
     balancers: Arc<std::sync::Mutex<KeptBalancers>>,
 }
 
+/// The embedded facilitator's relayer, where this deployment settles with one (its own
+/// `[facilitator]`, or a network listing `"embedded"`) and its key is in the environment.
+fn upto_facilitator(cfg: &Config) -> Option<Address> {
+    let embedded = cfg.facilitator.kind == paygate_config::FacilitatorKind::Embedded
+        || cfg
+            .networks
+            .values()
+            .any(|n| n.facilitators.iter().any(|f| f.url.trim() == "embedded"));
+    let key = std::env::var(&cfg.facilitator.relayer_key_env).ok()?;
+    embedded
+        .then(|| paygate_domain::secrets::address_of_key(&key))
+        .flatten()
+}
+
 impl RenderContext {
     pub fn from_config(cfg: &Config) -> Self {
         Self {
@@ -139,9 +153,7 @@ impl RenderContext {
                 receiver_authorizer: k.address(),
                 withdraw_delay: cfg.channels.withdraw_delay_seconds,
             }),
-            upto_facilitator: std::env::var(&cfg.facilitator.relayer_key_env)
-                .ok()
-                .and_then(|k| paygate_domain::secrets::address_of_key(&k)),
+            upto_facilitator: upto_facilitator(cfg),
             balancers: Default::default(),
         }
     }

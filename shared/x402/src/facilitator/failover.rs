@@ -65,11 +65,14 @@ impl Failover {
     }
 
     /// Healthy members in order, then the others (a last resort): decided once per call, so a
-    /// member marked down during it is not asked twice.
-    fn order(&self) -> Vec<&Member> {
+    /// member marked down during it is not asked twice. An `upto` payment goes only to the
+    /// embedded facilitator: its Permit2 witness names that relayer, no other can settle it.
+    fn order(&self, req: &PaymentRequest<'_>) -> Vec<&Member> {
+        let upto = req.payment.scheme() == crate::UPTO_SCHEME;
         let (mut up, down): (Vec<&Member>, Vec<&Member>) = self
             .members
             .iter()
+            .filter(|m| !upto || m.facilitator.url().starts_with("embedded"))
             .partition(|m| m.healthy.load(Ordering::Relaxed));
         up.extend(down);
         up
@@ -92,6 +95,7 @@ impl Failover {
     /// `Unavailable` (that member marked up), or the last `Unavailable`.
     async fn first_answer<'m, T, F, Fut>(
         &'m self,
+        req: &PaymentRequest<'_>,
         call: F,
     ) -> Result<(T, &'m Member), FacilitatorError>
     where
@@ -99,7 +103,7 @@ impl Failover {
         Fut: std::future::Future<Output = Result<T, FacilitatorError>>,
     {
         let mut last = FacilitatorError::Unavailable("no facilitator configured".into());
-        for m in self.order() {
+        for m in self.order(req) {
             match call(m).await {
                 Err(FacilitatorError::Unavailable(why)) => {
                     if m.healthy.swap(false, Ordering::Relaxed) {
@@ -128,13 +132,15 @@ fn union(into: &mut Vec<SupportedKind>, more: Vec<SupportedKind>) {
 #[async_trait]
 impl Facilitator for Failover {
     async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError> {
-        self.first_answer(|m| m.facilitator.verify(req))
+        self.first_answer(req, |m| m.facilitator.verify(req))
             .await
             .map(|(payer, _)| payer)
     }
 
     async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
-        let (settlement, m) = self.first_answer(|m| m.facilitator.settle(req)).await?;
+        let (settlement, m) = self
+            .first_answer(req, |m| m.facilitator.settle(req))
+            .await?;
         m.settled.fetch_add(1, Ordering::Relaxed);
         Ok(settlement)
     }
