@@ -12,6 +12,7 @@ mod payout_setup;
 mod serve;
 mod settlement;
 mod storage;
+mod telemetry;
 mod tls;
 
 use clap::{Parser, Subcommand};
@@ -108,13 +109,10 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { config, upgrade } => {
-            init_tracing();
-            serve::run(config.as_deref(), upgrade)
-        }
+        // `serve` starts logging (and traces) once its configuration is read.
+        Command::Serve { config, upgrade } => serve::run(config.as_deref(), upgrade),
         Command::Migrate { config } => {
-            init_tracing();
-            serve::migrate(config.as_deref())
+            telemetry::init(None).and_then(|_logs| serve::migrate(config.as_deref()))
         }
         Command::Admin(args) => admin_cli::run(args),
         Command::Routes { args, command } => {
@@ -152,26 +150,4 @@ fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
         .enable_all()
         .build()?
         .block_on(f))
-}
-
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    // Pingora's fd hand-over logs its own expected first poll of an upgrade as an ERROR ("No
-    // incoming socket transfer, sleep 1s"): not something an operator acts on. A failed
-    // hand-over is still reported by the bootstrap and the server modules. Its connection pool
-    // logs an ERROR when two requests race for one idle connection ("failed to acquire reusable
-    // stream"; the loser opens a new connection): silenced, its submodules (connect, TLS) kept.
-    let filter = EnvFilter::try_from_env("PAYGATE_LOG").unwrap_or_else(|_| {
-        EnvFilter::new(concat!(
-            "info,pingora_core=warn,pingora_proxy=warn,pingora_core::server::transfer_fd=off,",
-            "pingora_core::connectors=off,pingora_core::connectors::l4=warn,",
-            "pingora_core::connectors::tls=warn,pingora_core::connectors::http=warn"
-        ))
-    });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if std::env::var("PAYGATE_LOG_FORMAT").as_deref() == Ok("json") {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
 }

@@ -169,6 +169,8 @@ pub fn migrate(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
 
 pub fn run(config_path: Option<&Path>, upgrade: bool) -> anyhow::Result<ExitCode> {
     let mut cfg = Config::load(config_path)?;
+    // Dropped at exit (after the server stopped): exports the last batch of spans.
+    let _traces = crate::telemetry::init(Some(&cfg.telemetry))?;
     let listeners = bind_listeners(&mut cfg, upgrade)?;
     let cfg = Arc::new(cfg);
     warn_about(&cfg);

@@ -71,6 +71,9 @@ pub struct Forwarding {
     /// The payment's settlement at the answer's head was refused (`upto`): the answer is
     /// replaced by this refusal.
     pub refused: Option<paygate_gateway::payments::Refusal>,
+    /// The paid request's span (none while traces are off), and its upstream call's.
+    pub trace: tracing::Span,
+    pub upstream_span: tracing::Span,
 }
 
 /// The largest answer kept under a payment identifier; a larger one is not kept (a retry is
@@ -105,6 +108,8 @@ impl Forwarding {
             content_type: None,
             stated_trailer: None,
             refused: None,
+            trace: tracing::Span::none(),
+            upstream_span: tracing::Span::none(),
         })
     }
 }
@@ -417,7 +422,9 @@ impl Gateway {
             version,
             json: &json,
         };
-        let admission = match self.payments.admit(&paid, &gate).await {
+        let trace = crate::traces::paid_request(req, &org_id, &entry.id);
+        let admit = self.payments.admit(&paid, &gate);
+        let admission = match tracing::Instrument::instrument(admit, trace.clone()).await {
             Ok(a) => a,
             Err(unadmitted) => {
                 let fresh = fresh();
@@ -429,12 +436,10 @@ impl Gateway {
                 return Err(paying.unadmitted(unadmitted));
             }
         };
-        Ok(Forwarding::new(
-            entry.clone(),
-            admission.upstream,
-            Some(admission),
-            origin,
-        ))
+        let mut forwarding =
+            Forwarding::new(entry.clone(), admission.upstream, Some(admission), origin);
+        forwarding.trace = trace;
+        Ok(forwarding)
     }
 
     /// A call without payment that signs in (`SIGN-IN-WITH-X`) to a route with an access

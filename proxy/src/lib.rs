@@ -3,10 +3,13 @@
 //! the request is forwarded to the route's upstream) and answered once (`answer.rs`). Every
 //! other path is passed to the control plane on its loopback address.
 
+use tracing::Instrument;
+
 mod answer;
 mod decide;
 pub mod limits;
 mod reply;
+mod traces;
 mod upstream;
 pub use upstream::ProxySettings;
 
@@ -310,6 +313,10 @@ impl ProxyHttp for Gateway {
         let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
         upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
         upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
+        if let Some(f) = ctx.forwarding() {
+            // The upstream call's span; the origin is sent its context (`traceparent`).
+            f.upstream_span = traces::upstream(&f.trace, upstream);
+        }
         Ok(())
     }
 
@@ -339,7 +346,10 @@ impl ProxyHttp for Gateway {
                 status: resp.status.as_u16(),
                 stated: stated.as_ref(),
             };
-            match self.payments.finish(&mut f.payment, head).await {
+            // The upstream answered: its span ends.
+            f.upstream_span = tracing::Span::none();
+            let finish = self.payments.finish(&mut f.payment, head);
+            match finish.instrument(f.trace.clone()).await {
                 Ok(r) => f.receipt = r.or(f.receipt.take()),
                 Err(refused) => {
                     // `fail_to_proxy` answers the refusal instead of the origin's answer.
@@ -529,7 +539,9 @@ impl ProxyHttp for Gateway {
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let (mut settle_ms, mut upstream_status, mut revenue) = (None, None, 0);
+        let mut trace_id = None;
         if let Some(f) = ctx.forwarding() {
+            trace_id = traces::trace_id(&f.trace);
             settle_ms = f.payment.as_ref().and_then(|p| p.settle_ms());
             upstream_status = f.upstream_status;
             // The answer is over: what it commits (a kept answer, a plan slot, the origin's
@@ -541,7 +553,8 @@ impl ProxyHttp for Gateway {
                 content_type: f.content_type.take(),
                 stated: f.stated_trailer.take(),
             };
-            if let Ok(Some(r)) = self.payments.finish(&mut f.payment, end).await {
+            let finish = self.payments.finish(&mut f.payment, end);
+            if let Ok(Some(r)) = finish.instrument(f.trace.clone()).await {
                 f.receipt = Some(r);
             }
             revenue = f.receipt.as_ref().map_or(0, |r| r.charged);
@@ -570,6 +583,7 @@ impl ProxyHttp for Gateway {
             outcome = ctx.outcome.unwrap_or("-"),
             elapsed_us = ctx.start.elapsed().as_micros() as u64,
             error = e.map(|e| e.to_string()),
+            trace_id,
         );
     }
 }

@@ -33,6 +33,7 @@ pub struct Config {
     pub mcp: McpConfig,
     pub payout: PayoutConfig,
     pub channels: ChannelsConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 fn builtin_plans() -> BTreeMap<String, PlanConfig> {
@@ -248,6 +249,21 @@ impl Config {
             ));
         }
         self.validate_facilitator_lists()?;
+        let t = &self.telemetry;
+        if !(0.0..=1.0).contains(&t.sample_ratio) {
+            return Err(ConfigError::Invalid(
+                "telemetry.sample_ratio must be between 0 and 1".into(),
+            ));
+        }
+        let endpoint = t.otlp_endpoint.trim();
+        if !endpoint.is_empty()
+            && !endpoint.starts_with("http://")
+            && !endpoint.starts_with("https://")
+        {
+            return Err(ConfigError::Invalid(
+                "telemetry.otlp_endpoint must be an http(s) URL (OTLP over HTTP) or empty".into(),
+            ));
+        }
         self.validate_tokens()?;
         if self.idempotency.ttl_hours < 24 {
             return Err(ConfigError::Invalid(

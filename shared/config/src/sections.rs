@@ -377,6 +377,30 @@ impl Default for MetricsConfig {
     }
 }
 
+/// Traces over OTLP (OpenTelemetry): one span per paid request with its verification,
+/// settlement, store writes and upstream call as children. Off while `otlp_endpoint` is empty.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`); spans go to
+    /// `{otlp_endpoint}/v1/traces`. Empty: no traces.
+    pub otlp_endpoint: String,
+    /// The share of traces kept (0 to 1) when the caller's `traceparent` does not decide.
+    pub sample_ratio: f64,
+    /// The `service.name` the spans carry.
+    pub service_name: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            otlp_endpoint: String::new(),
+            sample_ratio: 1.0,
+            service_name: "paygate".into(),
+        }
+    }
+}
+
 /// Payment channels (x402 `batch-settlement`): the channel terms routes offer and when the
 /// claimer claims what vouchers promised.
 #[derive(Debug, Clone, Serialize, Deserialize)]

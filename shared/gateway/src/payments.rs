@@ -19,6 +19,7 @@ use paygate_x402::verify::{self, Rejection};
 use paygate_x402::PaymentRequirements;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// Why a payment was not taken. Nothing was charged unless the variant says the outcome is not
 /// known ([`Refusal::Pending`], [`Refusal::StillSettling`]).
@@ -293,6 +294,7 @@ impl PaymentService {
         retry_may_expire: bool,
         upto: Option<Address>,
     ) -> Result<Verified, Refusal> {
+        let _verify = paygate_x402::span!("verify").entered();
         let auth = payment.authorization()?;
         let t0 = Instant::now();
         let expiring = match verify::verify_scheme(&payment, &auth, requirements, now, upto) {
@@ -325,7 +327,10 @@ impl PaymentService {
             auth: &v.auth,
             requirements,
         };
-        f.verify(&req).await.map_err(|e| match e {
+        let verified = f
+            .verify(&req)
+            .instrument(paygate_x402::span!("verify.chain"));
+        verified.await.map_err(|e| match e {
             FacilitatorError::Rejected(r) => Refusal::Rejected(r),
             // Verification sends nothing: a facilitator that did not answer clearly is down,
             // never "settlement pending".
@@ -402,7 +407,11 @@ impl PaymentService {
             _ => None,
         };
         record.plan_slot = in_store.clone();
-        match self.store.reserve_payment(record).await {
+        let reserving = self.store.reserve_payment(record);
+        match reserving
+            .instrument(paygate_x402::span!("store.reserve"))
+            .await
+        {
             Ok(PaymentReservation::Reserved) => {}
             Ok(PaymentReservation::OverPlan) => return Err(Refusal::PlanLimit),
             Ok(PaymentReservation::Held(held)) => return Ok(Reserve::Held(held, slot)),
@@ -506,38 +515,46 @@ impl PaymentService {
         req: &PaymentRequest<'_>,
     ) -> Result<(), FacilitatorError> {
         let t = Instant::now();
-        let result = facilitator.settle(req).await;
+        let result = facilitator
+            .settle(req)
+            .instrument(paygate_x402::span!("settle"))
+            .await;
         record.settle_ms = Some(t.elapsed().as_millis() as u64);
         record.updated_at = paygate_domain::now_rfc3339();
         let store = self.store.as_ref();
-        let saved = match &result {
-            Ok(s) => {
-                record.status = PaymentStatus::Settled;
-                record.transaction = Some(format!("{:#x}", s.transaction));
-                store.update_payment(record).await
-            }
-            Err(FacilitatorError::Rejected(r)) => {
-                record.status = PaymentStatus::Failed;
-                record.failure = Some(r.reason().to_string());
-                if *r == Rejection::NonceReplay {
+        let record_span = paygate_x402::span!("store.record");
+        let saved = async {
+            match &result {
+                Ok(s) => {
+                    record.status = PaymentStatus::Settled;
+                    record.transaction = Some(format!("{:#x}", s.transaction));
                     store.update_payment(record).await
-                } else {
+                }
+                Err(FacilitatorError::Rejected(r)) => {
+                    record.status = PaymentStatus::Failed;
+                    record.failure = Some(r.reason().to_string());
+                    if *r == Rejection::NonceReplay {
+                        store.update_payment(record).await
+                    } else {
+                        store.release_payment(record).await
+                    }
+                }
+                Err(FacilitatorError::Unavailable(m)) => {
+                    tracing::warn!(payment = %record.id, error = %m, "facilitator unavailable");
+                    record.status = PaymentStatus::Failed;
+                    record.failure = Some(format!("facilitator unavailable: {m}"));
                     store.release_payment(record).await
                 }
+                Err(FacilitatorError::Ambiguous(m)) => {
+                    tracing::warn!(payment = %record.id, error = %m, "settlement outcome unknown");
+                    record.status = PaymentStatus::Unknown;
+                    record.failure = Some(m.clone());
+                    store.update_payment(record).await
+                }
             }
-            Err(FacilitatorError::Unavailable(m)) => {
-                tracing::warn!(payment = %record.id, error = %m, "facilitator unavailable");
-                record.status = PaymentStatus::Failed;
-                record.failure = Some(format!("facilitator unavailable: {m}"));
-                store.release_payment(record).await
-            }
-            Err(FacilitatorError::Ambiguous(m)) => {
-                tracing::warn!(payment = %record.id, error = %m, "settlement outcome unknown");
-                record.status = PaymentStatus::Unknown;
-                record.failure = Some(m.clone());
-                store.update_payment(record).await
-            }
-        };
+        }
+        .instrument(record_span)
+        .await;
         if let Err(e) = saved {
             tracing::error!(error = %e, payment = %record.id, "could not record settlement outcome");
         }

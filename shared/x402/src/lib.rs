@@ -631,3 +631,32 @@ mod tests {
         }
     }
 }
+
+/// Whether traces are exported (`[telemetry]`): the paid path opens its spans only then, so a
+/// deployment without traces pays nothing for them.
+pub mod traces {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static ON: AtomicBool = AtomicBool::new(false);
+
+    /// Called once traces are exported.
+    pub fn enable() {
+        ON.store(true, Ordering::Relaxed);
+    }
+
+    pub fn on() -> bool {
+        ON.load(Ordering::Relaxed)
+    }
+
+    /// An INFO span named `$name` (a child of the current one) when traces are on, else none.
+    #[macro_export]
+    macro_rules! span {
+        ($name:literal $(, $($field:tt)*)?) => {
+            if $crate::traces::on() {
+                tracing::info_span!($name $(, $($field)*)?)
+            } else {
+                tracing::Span::none()
+            }
+        };
+    }
+}

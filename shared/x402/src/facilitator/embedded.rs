@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::Mutex;
+use tracing::Instrument;
 
 sol! {
     function transferWithAuthorization(
@@ -229,7 +230,8 @@ impl EmbeddedFacilitator {
         chain: &Chain,
         tx: &TransactionRequest,
     ) -> Result<(), FacilitatorError> {
-        match chain.provider.call(tx.clone()).await {
+        let call = std::future::IntoFuture::into_future(chain.provider.call(tx.clone()));
+        match call.instrument(crate::span!("rpc.eth_call")).await {
             Ok(_) => Ok(()),
             Err(e) if relayer_unfunded(&e.to_string()) => Err(self.unfunded()),
             Err(e) if is_revert(&e) => {
@@ -311,7 +313,11 @@ impl EmbeddedFacilitator {
             other => Broadcast::Refused(other.to_string()),
         })?;
         let tx = tx.with_nonce(nonce).with_gas_limit(gas_limit);
-        let pending = match chain.provider.send_transaction(tx).await {
+        let sending = chain.provider.send_transaction(tx);
+        let pending = match sending
+            .instrument(crate::span!("rpc.send_transaction"))
+            .await
+        {
             Ok(p) => p,
             Err(e) => {
                 // The nonce may not have been used; re-read it before the next transaction.
@@ -332,6 +338,7 @@ impl EmbeddedFacilitator {
         let hash = *pending.tx_hash();
         let receipt = self
             .await_receipt(chain, pending)
+            .instrument(crate::span!("rpc.wait_receipt"))
             .await
             .map_err(|e| Broadcast::Ambiguous(format!("transaction {hash}: {e}")))?;
         if !receipt.status() {
@@ -356,7 +363,9 @@ impl Facilitator for EmbeddedFacilitator {
 
     async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
         let chain = self.chain(req)?;
-        self.permit2_preconditions(chain, req).await?;
+        self.permit2_preconditions(chain, req)
+            .instrument(crate::span!("rpc.permit2_checks"))
+            .await?;
         let tx = self.call_tx(req);
         self.simulate(chain, &tx).await?;
         let transaction = self
