@@ -370,17 +370,24 @@ fn paid_path(
         StorageBackend::Sled => paygate_gateway::usage::PlanUsage::new(store.clone()),
         StorageBackend::Postgres => paygate_gateway::usage::PlanUsage::shared(store.clone()),
     });
+    // Seller webhook events, emitted where payments, channels, routes and payouts change.
+    let events = Arc::new(paygate_gateway::events::Events::new(store.clone()));
     let mut payments =
-        PaymentService::new(store.clone(), facilitator.clone(), usage, networks.clone());
+        PaymentService::new(store.clone(), facilitator.clone(), usage, networks.clone())
+            .with_events(events.clone());
     let payout_funding = crate::settlement::build_payout_funding(
         cfg,
         networks,
         facilitator.clone(),
         chain_calls.clone(),
     )?;
-    if let Some(c) =
-        crate::settlement::build_channels(cfg, store.clone(), chain_calls.clone(), metrics.clone())
-    {
+    if let Some(c) = crate::settlement::build_channels(
+        cfg,
+        store.clone(),
+        chain_calls.clone(),
+        metrics.clone(),
+        events,
+    ) {
         payments = payments.with_channels(c);
     }
     let public_base_url = &table.render_context().public_base_url;

@@ -115,6 +115,7 @@ pub(crate) fn build_channels(
     store: Arc<dyn Store>,
     chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
     metrics: Arc<paygate_gateway::metrics::Metrics>,
+    events: Arc<paygate_gateway::events::Events>,
 ) -> Option<Arc<paygate_gateway::channels::Channels>> {
     let authorizer = paygate_domain::secrets::receiver_authorizer(
         &cfg.channels.receiver_authorizer_key_env,
@@ -130,7 +131,8 @@ pub(crate) fn build_channels(
                     authorizer,
                     cfg.channels.clone(),
                 )
-                .with_metrics(metrics),
+                .with_metrics(metrics)
+                .with_events(events),
             ))
         }
         (None, _) => None,

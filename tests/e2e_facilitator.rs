@@ -206,7 +206,7 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
 
     // All three were created "before this process started".
     let started = time::OffsetDateTime::now_utc();
-    let report = reconcile_once(&store, &networks, started, 60)
+    let report = reconcile_once(&store, None, &networks, started, 60)
         .await
         .unwrap();
     assert_eq!((report.settled, report.failed, report.waiting), (1, 1, 1));
@@ -232,9 +232,15 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
         store.reserve_payment(&p).await.unwrap(),
         PaymentReservation::Reserved
     );
-    let report = reconcile_once(&store, &networks, time::OffsetDateTime::UNIX_EPOCH, 60)
-        .await
-        .unwrap();
+    let report = reconcile_once(
+        &store,
+        None,
+        &networks,
+        time::OffsetDateTime::UNIX_EPOCH,
+        60,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.settled + report.failed, 0);
     assert_eq!(
         store.get_payment(&p.id).await.unwrap().unwrap().status,

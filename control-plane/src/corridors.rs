@@ -343,8 +343,19 @@ pub async fn pay(
             .unwrap_or_default();
         let change = Change::created(&org.id, "payout.created", target, after.clone());
         audit::record(&state, Actor::Key(&auth), &caller, change).await;
+        if let Ok(Some(p)) = state.store.get_payout(target).await {
+            payout_updated(&state, &p).await;
+        }
     }
     Ok(accepted(a))
+}
+
+/// `payout.updated` for the seller's webhooks: the payout as its status endpoint shows it.
+async fn payout_updated(state: &AppState, p: &paygate_payouts::Payout) {
+    if let Some(events) = state.payments.events() {
+        let data = serde_json::to_value(PayoutView::from(p)).unwrap_or_default();
+        events.emit(&p.org_id, "payout.updated", &p.id, data).await;
+    }
 }
 
 /// `GET /corridors/{id}/payments/{paymentId}`.
@@ -519,7 +530,10 @@ pub async fn webhook(
     .map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
     let (status, ack) = match state.payouts.apply_event(&event, &body).await? {
         EventOutcome::Duplicate => (StatusCode::OK, ack("duplicate", None)),
-        EventOutcome::Applied(s) => (StatusCode::OK, ack("applied", Some(s))),
+        EventOutcome::Applied(s, payout) => {
+            payout_updated(&state, &payout).await;
+            (StatusCode::OK, ack("applied", Some(s)))
+        }
         EventOutcome::Ignored(s) => (StatusCode::OK, ack("ignored", Some(s))),
         EventOutcome::Orphaned => (StatusCode::ACCEPTED, ack("kept", None)),
     };

@@ -26,6 +26,8 @@ mod scopes;
 mod state;
 mod views;
 mod waiting;
+mod webhook_dispatch;
+mod webhooks_api;
 mod windows_api;
 pub use waiting::{waiting_room, WaitReason};
 
@@ -67,6 +69,26 @@ pub fn app(state: AppState) -> Router {
         .route("/api/channels", get(channels_api::list))
         .route("/api/access-windows", get(windows_api::access_windows))
         .route("/api/audit", get(audit::audit_log))
+        .route(
+            "/api/webhooks",
+            get(webhooks_api::list).post(webhooks_api::create),
+        )
+        .route(
+            "/api/webhooks/{id}",
+            axum::routing::delete(webhooks_api::delete),
+        )
+        .route(
+            "/api/webhooks/{id}/rotate-secret",
+            post(webhooks_api::rotate),
+        )
+        .route(
+            "/api/webhooks/{id}/deliveries",
+            get(webhooks_api::deliveries),
+        )
+        .route(
+            "/api/webhooks/{id}/deliveries/{delivery_id}/replay",
+            post(webhooks_api::replay),
+        )
         .route("/api/payout-wallet", get(corridors::payout_wallet))
         .route("/api/channels/claim", post(channels_api::claim))
         .route("/api/channels/{id}", get(channels_api::get_one))
@@ -165,6 +187,7 @@ pub async fn serve(
     let probe = tokio::spawn(metrics_api::probe_facilitator(state.clone()));
     let payouts = tokio::spawn(payout_reconciliation(state.clone()));
     let claims = tokio::spawn(channel_claims(state.clone()));
+    let webhooks = tokio::spawn(webhook_dispatch::run(state.clone()));
     let state_metrics = state.metrics.clone();
     let aggregator = tokio::spawn(state.metrics.clone().run_aggregator(
         state.store.clone(),
@@ -181,6 +204,7 @@ pub async fn serve(
     probe.abort();
     payouts.abort();
     claims.abort();
+    webhooks.abort();
     // The aggregator counts what is queued; the exit path stores it (`Metrics::flush_now`).
     state_metrics.stop();
     let _ = tokio::time::timeout(Duration::from_secs(5), aggregator).await;
@@ -261,6 +285,7 @@ async fn reconciliation(state: AppState) {
         }
         match paygate_gateway::payments::reconcile::reconcile_once(
             state.store.as_ref(),
+            state.payments.events(),
             state.networks(),
             started,
             in_flight,

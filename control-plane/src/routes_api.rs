@@ -24,6 +24,20 @@ mod targets;
 use input::RouteInput;
 pub use input::{RouteCreate, RouteUpdate};
 
+/// `route.changed` for the seller's webhooks: what changed (`created`, `updated`, `deleted`)
+/// and the route as it is now (as it was, when deleted).
+async fn route_changed(state: &AppState, change: &Change<'_>) {
+    let Some(events) = state.payments.events() else {
+        return;
+    };
+    let what = change.action.trim_start_matches("route.");
+    let route = change.after.clone().or_else(|| change.before.clone());
+    let data = serde_json::json!({"change": what, "routeId": change.target, "route": route});
+    events
+        .emit(change.org_id, "route.changed", change.target, data)
+        .await;
+}
+
 /// The deployment's rule on a well-formed body's network: one this deployment settles (a
 /// problem naming those otherwise); `Err` when it settles it but cannot now (its facilitator or
 /// RPC does not answer): `503`, try again.
@@ -203,6 +217,7 @@ pub async fn create(
         before: None,
         after: json_of(&out),
     };
+    route_changed(&state, &change).await;
     audit::record(&state, Actor::Key(&auth), &caller, change).await;
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
@@ -287,6 +302,7 @@ pub async fn update(
                     before: json_of(&RouteView::from(&old)),
                     after: json_of(&out),
                 };
+                route_changed(&state, &change).await;
                 audit::record(&state, Actor::Key(&auth), &caller, change).await;
                 return Ok(Json(out).into_response());
             }
@@ -334,6 +350,7 @@ pub async fn delete(
             .and_then(json_of),
         after: None,
     };
+    route_changed(&state, &change).await;
     audit::record(&state, Actor::Key(&auth), &caller, change).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -34,6 +34,7 @@ pub struct Config {
     pub payout: PayoutConfig,
     pub channels: ChannelsConfig,
     pub telemetry: TelemetryConfig,
+    pub webhooks: WebhooksConfig,
 }
 
 fn builtin_plans() -> BTreeMap<String, PlanConfig> {

@@ -377,6 +377,33 @@ impl Default for MetricsConfig {
     }
 }
 
+/// Seller webhooks: how deliveries are attempted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhooksConfig {
+    /// Seconds an endpoint has to answer one attempt.
+    pub timeout_seconds: u64,
+    /// Seconds before each retry after a failed attempt, in order; once they are used up the
+    /// delivery is `FAILED` (a replay sends it again).
+    pub retry_seconds: Vec<u64>,
+    /// Seconds a rotated secret keeps signing beside the new one.
+    pub secret_overlap_seconds: u64,
+    /// Milliseconds between the dispatcher's looks at the queue.
+    pub poll_interval_ms: u64,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        Self {
+            timeout_seconds: 10,
+            // About three days in all, as Standard Webhooks suggests.
+            retry_seconds: vec![5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000],
+            secret_overlap_seconds: 86400,
+            poll_interval_ms: 500,
+        }
+    }
+}
+
 /// Traces over OTLP (OpenTelemetry): one span per paid request with its verification,
 /// settlement, store writes and upstream call as children. Off while `otlp_endpoint` is empty.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ pub mod origin_proof;
 pub mod rollup;
 pub mod route_path;
 pub mod secrets;
+pub mod webhook;
 pub mod window;
 
 pub use error::{ErrorBody, ErrorCode, FieldProblem, StoreError, StoreResult};

@@ -149,6 +149,8 @@ pub struct Channels {
     /// The last block whose withdrawal events were read, per chain (`withdrawals`).
     watched: std::sync::Mutex<HashMap<u64, u64>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Seller webhook events (`channel.claimed`, `payment.refunded`).
+    events: Option<Arc<crate::events::Events>>,
 }
 
 fn now_ms() -> u64 {
@@ -177,10 +179,41 @@ impl Channels {
             slots: Default::default(),
             watched: Default::default(),
             metrics: None,
+            events: None,
         }
     }
 
     /// Counts what the channels do in `metrics` (Prometheus `paygate_channel_*`).
+    pub fn with_events(mut self, events: Arc<crate::events::Events>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// A channel event about `record` (its state after the change as the event's data).
+    fn channel_event(
+        &self,
+        event_type: &'static str,
+        record: &ChannelRecord,
+        extra: serde_json::Value,
+    ) {
+        if let Some(events) = &self.events {
+            let mut data = serde_json::json!({
+                "channelId": record.id,
+                "routeId": record.route_id,
+                "network": record.network,
+                "payer": record.config.payer,
+                "deposited": record.deposited.to_string(),
+                "charged": record.charged.to_string(),
+                "claimed": record.total_claimed.to_string(),
+                "refunded": record.refunded.to_string(),
+            });
+            if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
+                d.extend(e.clone());
+            }
+            events.emit_later(&record.org_id, event_type, &record.id, data);
+        }
+    }
+
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
         self.metrics = Some(metrics);
         self

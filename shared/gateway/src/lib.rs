@@ -12,6 +12,7 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 pub mod balancer;
 pub mod bazaar;
 pub mod channels;
+pub mod events;
 pub mod follow;
 pub mod metrics;
 pub mod payments;

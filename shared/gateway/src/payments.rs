@@ -181,6 +181,8 @@ pub struct PaymentService {
     channels: Option<Arc<crate::channels::Channels>>,
     /// Access windows, where this deployment serves them (the proxy's service does).
     windows: Option<Arc<crate::windows::Windows>>,
+    /// Seller webhook events (`payment.settled`).
+    events: Option<Arc<crate::events::Events>>,
 }
 
 impl PaymentService {
@@ -202,10 +204,21 @@ impl PaymentService {
             settleable,
             channels: None,
             windows: None,
+            events: None,
         }
     }
 
     /// With access windows served by `windows`.
+    pub fn with_events(mut self, events: Arc<crate::events::Events>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Where seller webhook events go, when this deployment emits them.
+    pub fn events(&self) -> Option<&Arc<crate::events::Events>> {
+        self.events.as_ref()
+    }
+
     pub fn with_windows(mut self, windows: Arc<crate::windows::Windows>) -> Self {
         self.windows = Some(windows);
         self
@@ -515,9 +528,9 @@ impl PaymentService {
         req: &PaymentRequest<'_>,
     ) -> Result<(), FacilitatorError> {
         let t = Instant::now();
-        let result = facilitator
-            .settle(req)
-            .instrument(paygate_x402::span!("settle"))
+        let settle_span = paygate_x402::span!("settle");
+        let result = async { facilitator.settle(req).await }
+            .instrument(settle_span)
             .await;
         record.settle_ms = Some(t.elapsed().as_millis() as u64);
         record.updated_at = paygate_domain::now_rfc3339();
@@ -528,7 +541,11 @@ impl PaymentService {
                 Ok(s) => {
                     record.status = PaymentStatus::Settled;
                     record.transaction = Some(format!("{:#x}", s.transaction));
-                    store.update_payment(record).await
+                    let saved = store.update_payment(record).await;
+                    if let (Ok(()), Some(events)) = (&saved, &self.events) {
+                        events.payment_settled(record);
+                    }
+                    saved
                 }
                 Err(FacilitatorError::Rejected(r)) => {
                     record.status = PaymentStatus::Failed;

@@ -22,8 +22,8 @@ pub enum BeginPayout {
 pub enum EventOutcome {
     /// The same event was processed before: nothing changed.
     Duplicate,
-    /// The payout moved to this status.
-    Applied(PayoutStatus),
+    /// The payout moved to this status (the payout as it is now).
+    Applied(PayoutStatus, Box<Payout>),
     /// The payout exists but the event changes nothing (terminal, or the same status).
     Ignored(PayoutStatus),
     /// No payout has this provider id (yet): the event is kept for reconciliation.

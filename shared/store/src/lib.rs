@@ -18,7 +18,7 @@ pub use sled_store::SledStore;
 pub mod prelude {
     pub use super::{
         AuditStore, ChannelStore, ClusterStore, CounterStore, KeyStore, MetricStore, OrgStore,
-        PaymentStore, RouteStore, Store, WindowStore,
+        PaymentStore, RouteStore, Store, WebhookStore, WindowStore,
     };
 }
 
@@ -30,6 +30,7 @@ use paygate_domain::model::{
     PaymentStatus, Route,
 };
 use paygate_domain::rollup::{CountBatch, RollupRow, Tier};
+use paygate_domain::webhook::{WebhookDelivery, WebhookEndpoint};
 use paygate_domain::window::{AccessWindow, WindowUse};
 use paygate_domain::StoreResult;
 use paygate_payouts::store::PayoutStore;
@@ -344,6 +345,35 @@ pub trait AuditStore: Send + Sync {
     ) -> StoreResult<Vec<AuditEntry>>;
 }
 
+/// Seller webhooks: endpoints, and the durable queue of their deliveries.
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
+    /// Creates or replaces an endpoint.
+    async fn put_webhook_endpoint(&self, e: &WebhookEndpoint) -> StoreResult<()>;
+    /// `org_id`'s endpoints, oldest first.
+    async fn webhook_endpoints(&self, org_id: &str) -> StoreResult<Vec<WebhookEndpoint>>;
+    /// Deletes `org_id`'s endpoint `id` (its deliveries stay, for the log); whether it existed.
+    async fn delete_webhook_endpoint(&self, org_id: &str, id: &str) -> StoreResult<bool>;
+    /// Adds deliveries to the queue, durably.
+    async fn enqueue_deliveries(&self, d: &[WebhookDelivery]) -> StoreResult<()>;
+    /// At most `limit` deliveries due at `now_ms`, in queue order: pending, their next attempt
+    /// come, not leased beyond now, and each the oldest pending one of its endpoint and object
+    /// (so one object's events reach an endpoint in order).
+    async fn due_deliveries(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<WebhookDelivery>>;
+    /// Leases delivery `id` until `until_ms` if its lease is still `seen_ms` (no other node took
+    /// it meanwhile): whether this caller holds it now.
+    async fn lease_delivery(&self, id: &str, seen_ms: i64, until_ms: i64) -> StoreResult<bool>;
+    /// Records a delivery's new state (after an attempt).
+    async fn update_delivery(&self, d: &WebhookDelivery) -> StoreResult<()>;
+    /// `endpoint_id`'s deliveries, newest first, at most `limit`.
+    async fn webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<WebhookDelivery>>;
+    async fn webhook_delivery(&self, id: &str) -> StoreResult<Option<WebhookDelivery>>;
+}
+
 /// Every durable record, by aggregate. A backend implements each part; callers hold an
 /// `Arc<dyn Store>` (the parts' methods are callable on it without importing them).
 #[async_trait]
@@ -359,6 +389,7 @@ pub trait Store:
     + ChannelStore
     + WindowStore
     + AuditStore
+    + WebhookStore
     + Send
     + Sync
     + 'static

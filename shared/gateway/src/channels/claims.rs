@@ -173,6 +173,8 @@ impl Channels {
                 let moved = total_claimed.saturating_sub(read.total_claimed);
                 if moved > 0 {
                     self.count(&read.org_id, "claimed", moved);
+                    let extra = serde_json::json!({"amount": moved.to_string(), "transaction": format!("{tx:#x}")});
+                    self.channel_event("channel.claimed", &next, extra);
                 }
                 self.forget(id);
                 return;

@@ -183,6 +183,8 @@ impl Channels {
         match sent {
             Ok(tx) => {
                 tracing::info!(channel = %record.id, transaction = %tx, amount, "channel refunded");
+                let extra = serde_json::json!({"amount": amount.to_string(), "transaction": format!("{tx:#x}")});
+                self.channel_event("payment.refunded", &record, extra);
                 self.count(&record.org_id, "refund", amount);
                 Ok(Refunded {
                     amount,

@@ -55,6 +55,7 @@ async fn used_on_chain(
 /// it crashed in must still treat the crashed process's reservations as left behind.
 pub async fn reconcile_once(
     store: &dyn Store,
+    events: Option<&std::sync::Arc<crate::events::Events>>,
     networks: &Networks,
     started: OffsetDateTime,
     in_flight_secs: i64,
@@ -107,6 +108,9 @@ pub async fn reconcile_once(
         // have recorded its outcome meanwhile, with more than the chain tells (the transaction).
         if store.decide_open_payment(&p).await? {
             tracing::info!(payment = %p.id, status = ?p.status, "payment reconciled from chain state");
+            if let (PaymentStatus::Settled, Some(events)) = (p.status, events) {
+                events.payment_settled(&p);
+            }
             // A payment that never landed gives back the plan slot it took in the store.
             if let (PaymentStatus::Failed, Some(slot)) = (p.status, &p.plan_slot) {
                 if let Err(e) = store.release_plan_slot(&p.org_id, &slot.month).await {

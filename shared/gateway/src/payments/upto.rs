@@ -250,6 +250,9 @@ impl PaymentService {
             slot = self.settle_with_slot(&mut record, &preq, slot).await?;
             tracing::info!(payment = %record.id, charge, "upto payment settled");
         }
+        if let Some(events) = &self.events {
+            events.payment_settled(&record);
+        }
         let paid = super::paid(version, &u.requirements, record, slot);
         let receipt = Receipt {
             header: paid.receipt_header,

@@ -13,6 +13,7 @@ mod orgs;
 mod payments;
 mod payouts;
 mod routes;
+mod webhooks;
 mod windows;
 
 use paygate_domain::{StoreError, StoreResult};

@@ -311,7 +311,7 @@ impl PayoutStore for PgStore {
         };
         put_payout(&mut tx, &p).await?;
         tx.commit().await.map_err(backend)?;
-        Ok(EventOutcome::Applied(next))
+        Ok(EventOutcome::Applied(next, Box::new(p)))
     }
 
     async fn adoptable_orphans(&self) -> StoreResult<Vec<(String, String, Vec<u8>)>> {

@@ -24,6 +24,7 @@ mod payouts;
 mod routes;
 #[cfg(test)]
 mod tests;
+mod webhooks;
 mod windows;
 
 pub struct SledStore {
@@ -67,6 +68,12 @@ pub struct SledStore {
     windows: sled::Tree,
     /// Spent sign-in nonces, each with the unix second it is kept until.
     sign_in_nonces: sled::Tree,
+    /// Webhook endpoints by `org \0 id`, deliveries by id, and the pending ones' ids.
+    webhook_endpoints: sled::Tree,
+    webhook_deliveries: sled::Tree,
+    webhook_pending: sled::Tree,
+    /// `endpoint \0 delivery id`: an endpoint's deliveries.
+    webhook_by_endpoint: sled::Tree,
     /// The leases asked for (all held: one process opens a sled database).
     leases: std::sync::Mutex<std::collections::BTreeSet<String>>,
     commit: GroupCommit,
@@ -254,6 +261,10 @@ impl SledStore {
             audit: tree("audit_log")?,
             windows: tree("access_windows")?,
             sign_in_nonces: tree("sign_in_nonces")?,
+            webhook_endpoints: tree("webhook_endpoints")?,
+            webhook_deliveries: tree("webhook_deliveries")?,
+            webhook_pending: tree("webhook_pending")?,
+            webhook_by_endpoint: tree("webhook_by_endpoint")?,
             leases: Default::default(),
             commit: Default::default(),
             corridors: payouts::PayoutTrees::open(&db)?,

@@ -334,7 +334,7 @@ impl PayoutStore for SledStore {
                 let bytes =
                     enc(&p).map_err(sled::transaction::ConflictableTransactionError::Abort)?;
                 put_payout(payouts, initiating, &p, &bytes)?;
-                Ok(EventOutcome::Applied(next))
+                Ok(EventOutcome::Applied(next, Box::new(p)))
             })
             .map_err(tx_err)?;
         if out != EventOutcome::Duplicate {
