@@ -81,13 +81,16 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
     println!("{seen}");
     assert_eq!(
         upstream.hits(),
-        4,
-        "the upstream served the paid call, the two channel calls and the windowed route's paid call"
+        6,
+        "the upstream served the paid call, the two channel calls and the windowed route's paid \
+         call, and received the webhook endpoint's route.changed delivery and its replay"
     );
+    assert_eq!(seen["webhook"], "DELIVERED");
     for page in [
         "overview-empty",
         "route",
         "payments",
+        "webhooks",
         "payment",
         "overview",
         "overview-narrow",

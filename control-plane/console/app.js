@@ -419,6 +419,62 @@ async function windows(params) {
     list.length ? null : el('p', { text: payer ? 'This payer has no active access window.' : 'No active access windows.' }));
 }
 
+async function webhooks() {
+  const list = await api('GET', '/api/webhooks');
+  const events = ['payment.settled', 'payment.refunded', 'channel.claimed', 'payout.updated', 'route.changed'];
+  const shown = el('div', { id: 'secret-shown' });
+  // The page shown now (it may have been drawn again since).
+  const reveal = (r, what) => document.getElementById('secret-shown').replaceChildren(el('p', { role: 'status' },
+    `${what} Its signing secret, shown this once: `, el('code', { class: 'mono', 'data-secret': r.secret, text: r.secret })));
+  show(el('h1', { text: 'Webhooks' }),
+    el('p', { class: 'hint', text: 'Endpoints that receive this organisation\'s events, signed as Standard Webhooks signs (webhook-id, webhook-timestamp, webhook-signature), retried for about three days, in order per object.' }),
+    shown,
+    table(['Endpoint', 'Events', { label: 'Signing secrets', num: 1 }, 'Created', ''],
+      list.map((e) => el('tr', { 'data-endpoint': e.id },
+        el('td', {}, el('a', { href: `#/webhooks/${e.id}`, text: e.url })),
+        el('td', { text: e.events.join(', ') }),
+        el('td', { class: 'num', text: e.signingSecrets }),
+        el('td', { text: e.createdAt }),
+        el('td', {},
+          el('button', { type: 'button', class: 'secondary', text: 'Rotate secret', 'aria-label': `Rotate the secret of ${e.url}`, onclick: async (ev) => {
+            try { reveal(await api('POST', `/api/webhooks/${encodeURIComponent(e.id)}/rotate-secret`), 'Rotated: the previous secret signs beside it for a day.'); } catch (err) { ev.target.after(errorBox(err)); }
+          } }),
+          el('button', { type: 'button', class: 'secondary', text: 'Delete', 'aria-label': `Delete ${e.url}`, onclick: async (ev) => {
+            try { await api('DELETE', `/api/webhooks/${encodeURIComponent(e.id)}`); say('Endpoint deleted.'); route(); } catch (err) { ev.target.after(errorBox(err)); }
+          } }))))),
+    list.length ? null : el('p', { text: 'No webhook endpoints yet.' }),
+    el('h2', { text: 'Add an endpoint' }),
+    form('stack', [
+      field('URL', input('url', { type: 'url', required: true, placeholder: 'https://seller.example/hooks/paygate' })),
+      el('fieldset', {}, el('legend', { text: 'Events' }),
+        events.map((t) => el('label', { class: 'check' }, el('input', { type: 'checkbox', name: 'events', value: t, checked: true }), t))),
+    ], 'Add endpoint', async (d) => {
+      const r = await api('POST', '/api/webhooks', { url: d.get('url'), events: d.getAll('events') });
+      await webhooks();
+      reveal(r, `Endpoint ${r.url} added.`);
+    }));
+}
+
+async function webhookDeliveries(id) {
+  const log = (await api('GET', `/api/webhooks/${encodeURIComponent(id)}/deliveries`)).deliveries;
+  const attempts = (d) => el('details', {}, el('summary', { text: `${d.attempts} attempt(s)` }),
+    el('ul', {}, d.history.map((a) => el('li', { text: `${a.at}: ${a.status === null ? 'no answer' : a.status}${a.error ? ` (${a.error})` : ''}, ${a.durationMs} ms` }))));
+  show(el('h1', { text: 'Webhook deliveries' }),
+    el('p', {}, el('a', { href: '#/webhooks', text: 'All endpoints' })),
+    table(['Event', 'Type', 'Object', 'Status', 'Attempts', 'Next attempt', ''],
+      log.map((d) => el('tr', { 'data-delivery': d.id },
+        el('td', { class: 'mono', text: short(d.eventId) }),
+        el('td', { text: d.eventType }),
+        el('td', { class: 'mono', text: short(d.objectId) }),
+        el('td', {}, badge(d.status)),
+        el('td', {}, attempts(d)),
+        el('td', { text: d.nextAttemptAt || '—' }),
+        el('td', {}, el('button', { type: 'button', class: 'secondary', text: 'Replay', 'aria-label': `Replay ${d.eventType} ${short(d.eventId)}`, onclick: async (ev) => {
+          try { await api('POST', `/api/webhooks/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(d.id)}/replay`); say('Queued again.'); route(); } catch (err) { ev.target.after(errorBox(err)); }
+        } }))))),
+    log.length ? null : el('p', { text: 'Nothing delivered to this endpoint yet.' }));
+}
+
 async function auditLog(params) {
   const q = new URLSearchParams();
   if (params.get('cursor')) q.set('cursor', params.get('cursor'));
@@ -697,6 +753,8 @@ async function route() {
     if (page === 'channels') return await channels();
     if (page === 'windows') return await windows(params);
     if (page === 'audit') return await auditLog(params);
+    if (page === 'webhooks' && id) return await webhookDeliveries(id);
+    if (page === 'webhooks') return await webhooks();
     if (page === 'corridors' && id && sub === 'payouts') return await payoutDetail(id, subId);
     if (page === 'corridors' && id) return await corridorDetail(id);
     if (page === 'corridors') return await corridors();

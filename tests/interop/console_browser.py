@@ -306,6 +306,39 @@ try:
     seen["window"] = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
     shot("windows")
 
+    # Webhooks: an endpoint added in the form (its secret shown once), a route created through
+    # the API reaches it as route.changed, its delivery log shows it delivered, and a replay queues it again.
+    go("#/webhooks")
+    heading("Webhooks")
+    fill("url", f"{os.environ['UPSTREAM']}/hooks")
+    for box in d.find_elements(By.CSS_SELECTOR, "input[name=events]"):
+        if box.get_attribute("value") != "route.changed" and box.is_selected():
+            box.click()
+    submit("Add endpoint")
+    secret = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "[data-secret]"))).get_attribute("data-secret")
+    assert secret.startswith("whsec_"), secret
+    req = urllib.request.Request(
+        f"{BASE}/api/routes", method="POST", data=json.dumps({
+            "path": "/hooked", "priceUSD": "0.01", "targetUrl": f"{os.environ['UPSTREAM']}/hooked",
+            "network": "base-sepolia"}).encode(),
+        headers={"Authorization": f"Bearer {os.environ['ORG_KEY']}", "Content-Type": "application/json"})
+    urllib.request.urlopen(req).read()
+    d.find_element(By.CSS_SELECTOR, "tr[data-endpoint] a").click()
+    heading("Webhook deliveries")
+    for _ in range(60):
+        rows = d.find_elements(By.XPATH, "//tr[@data-delivery][td/span[normalize-space()='DELIVERED']]")
+        if rows:
+            break
+        time.sleep(0.5)
+        d.refresh()
+        heading("Webhook deliveries")
+    assert rows, d.find_element(By.CSS_SELECTOR, "main").text
+    seen["webhook"] = "DELIVERED"
+    submit_replay = wait.until(EC.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Replay']")))
+    submit_replay.click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "status"), "Queued again."))
+    shot("webhooks")
+
     # API keys: a new one is shown once.
     go("#/keys")
     heading("API keys")
