@@ -12,7 +12,6 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use paygate_config::TelemetryConfig;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::Layer;
 
 /// Starts logging, and traces when `telemetry` says so (the other commands log only).
 pub fn init(telemetry: Option<&TelemetryConfig>) -> anyhow::Result<Traces> {
@@ -30,21 +29,18 @@ pub fn init(telemetry: Option<&TelemetryConfig>) -> anyhow::Result<Traces> {
         ))
     });
     let provider = telemetry.map(provider).transpose()?.flatten();
-    // Traces carry paygate's own spans (INFO and above), none of its libraries'.
-    let ours = tracing_subscriber::filter::filter_fn(|m| {
-        m.target().starts_with("paygate") && *m.level() <= tracing::Level::INFO
-    });
-    let otel = provider.as_ref().map(|p| {
-        tracing_opentelemetry::layer()
-            .with_tracer(p.tracer("paygate"))
-            .with_filter(ours)
-    });
-    let registry = tracing_subscriber::registry().with(otel);
+    // One filter for both layers (what is logged is what is traced: paygate's INFO spans, its
+    // libraries' warnings). Per-layer filters were tried first: with PostgreSQL's driver
+    // emitting events every layer filters out, a following span was lost to the traces.
+    let otel = provider
+        .as_ref()
+        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("paygate")));
+    let registry = tracing_subscriber::registry().with(filter).with(otel);
     let fmt = tracing_subscriber::fmt::layer();
     if std::env::var("PAYGATE_LOG_FORMAT").as_deref() == Ok("json") {
-        registry.with(fmt.json().with_filter(filter)).init();
+        registry.with(fmt.json()).init();
     } else {
-        registry.with(fmt.with_filter(filter)).init();
+        registry.with(fmt).init();
     }
     if let (Some(t), Some(_)) = (telemetry, &provider) {
         paygate_x402::traces::enable();

@@ -148,16 +148,9 @@ async fn a_paid_request_is_one_trace_continuing_the_callers() {
     };
     child_of("verify", root);
     child_of("store.reserve", root);
-    if on_postgres() {
-        // Known and open (noted in RELIABILITY.md): on PostgreSQL the settle span is not
-        // exported and the chain RPCs hang from the request's span instead; they are there.
-        child_of("rpc.send_transaction", root);
-        child_of("rpc.wait_receipt", root);
-    } else {
-        let settle = child_of("settle", root);
-        child_of("rpc.send_transaction", settle);
-        child_of("rpc.wait_receipt", settle);
-    }
+    let settle = child_of("settle", root);
+    child_of("rpc.send_transaction", settle);
+    child_of("rpc.wait_receipt", settle);
     child_of("store.record", root);
     let up = child_of("upstream", root);
     // The origin was sent the upstream call's context, in the caller's trace.

@@ -528,9 +528,9 @@ impl PaymentService {
         req: &PaymentRequest<'_>,
     ) -> Result<(), FacilitatorError> {
         let t = Instant::now();
-        let settle_span = paygate_x402::span!("settle");
-        let result = async { facilitator.settle(req).await }
-            .instrument(settle_span)
+        let result = facilitator
+            .settle(req)
+            .instrument(paygate_x402::span!("settle"))
             .await;
         record.settle_ms = Some(t.elapsed().as_millis() as u64);
         record.updated_at = paygate_domain::now_rfc3339();
