@@ -65,8 +65,9 @@ impl Receiver {
         Self { url, spans }
     }
 
-    /// The spans of `trace_id`, once `at_least` of them arrived (or 20 s passed).
-    async fn trace(&self, trace_id: &str, at_least: usize) -> Vec<Exported> {
+    /// The spans of `trace_id`, once its root (`root`, the last to end) and `at_least` spans
+    /// arrived (or 20 s passed).
+    async fn trace(&self, trace_id: &str, root: &str, at_least: usize) -> Vec<Exported> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let spans: Vec<Exported> = self
@@ -77,7 +78,8 @@ impl Receiver {
                 .filter(|s| s.trace_id == trace_id)
                 .cloned()
                 .collect();
-            if spans.len() >= at_least || Instant::now() > deadline {
+            let rooted = spans.iter().any(|s| s.name == root);
+            if (rooted && spans.len() >= at_least) || Instant::now() > deadline {
                 return spans;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -125,7 +127,7 @@ async fn a_paid_request_is_one_trace_continuing_the_callers() {
     .await;
     let echoed = pay_once(&gw, &format!("00-{TRACE_ID}-{CALLER_SPAN}-01")).await;
 
-    let spans = receiver.trace(TRACE_ID, 8).await;
+    let spans = receiver.trace(TRACE_ID, "paid_request", 9).await;
     let named = |n: &str| spans.iter().filter(|s| s.name == n).collect::<Vec<_>>();
     let root = named("paid_request");
     assert_eq!(root.len(), 1, "{spans:#?}\n{}", gw.log());

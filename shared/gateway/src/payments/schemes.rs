@@ -146,7 +146,7 @@ impl Admitted {
     pub fn payment_id(&self) -> Option<&str> {
         match self {
             Self::Exact(e) => Some(&e.paid.record.id),
-            Self::Upto(u) => Some(&u.record().id),
+            Self::Upto(u) => u.record().map(|r| r.id.as_str()),
             Self::Channel(_) | Self::Window(_) => None,
         }
     }
@@ -158,7 +158,7 @@ impl Admitted {
                 let r = &e.paid.record;
                 Some(r.settle_ms.unwrap_or(0) + r.verify_us / 1000)
             }
-            Self::Upto(u) => u.record().settle_ms,
+            Self::Upto(u) => u.record().and_then(|r| r.settle_ms),
             Self::Channel(_) | Self::Window(_) => None,
         }
     }

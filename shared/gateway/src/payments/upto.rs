@@ -46,12 +46,12 @@ struct Held {
 }
 
 impl UptoAdmitted {
-    pub(super) fn record(&self) -> &GatewayPayment {
+    /// The payment's record: reserved, or settled (none once a settlement failed).
+    pub(super) fn record(&self) -> Option<&GatewayPayment> {
         match (&self.paid, &self.held) {
-            (Some(p), _) => &p.record,
-            (None, Some(h)) => &h.record,
-            // Settling moves the reservation into `paid`; one of them is always here.
-            (None, None) => unreachable!("an upto admission holds its payment"),
+            (Some(p), _) => Some(&p.record),
+            (None, Some(h)) => Some(&h.record),
+            (None, None) => None,
         }
     }
 }
