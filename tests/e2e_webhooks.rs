@@ -146,14 +146,19 @@ fn signed_by(secret: &str, r: &Received) -> bool {
 const MASTER_KEY: &str = "5b1d5c8e9f0a1b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aab";
 
 async fn gateway() -> Gateway {
-    Gateway::start_with(&[
+    gateway_with(&[]).await
+}
+
+async fn gateway_with(extra: &[(&str, &str)]) -> Gateway {
+    let mut env = vec![
         ("PAYGATE_MASTER_KEY", MASTER_KEY),
         ("PAYGATE__WEBHOOKS__TIMEOUT_SECONDS", "1"),
         ("PAYGATE__WEBHOOKS__RETRY_SECONDS", "[1, 1, 1, 1, 1, 1]"),
         ("PAYGATE__WEBHOOKS__POLL_INTERVAL_MS", "100"),
         ("PAYGATE__WEBHOOKS__SECRET_OVERLAP_SECONDS", "3600"),
-    ])
-    .await
+    ];
+    env.extend_from_slice(extra);
+    Gateway::start_with(&env).await
 }
 
 async fn register(gw: &Gateway, key: &str, url: &str, events: Value) -> (String, String) {
@@ -430,4 +435,53 @@ async fn one_objects_events_arrive_in_order_and_bad_input_is_refused() {
         .await
         .unwrap();
     assert!(audit.to_string().contains("webhook.created"), "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_is_followed_from_creation_to_settlement() {
+    let gw = gateway_with(&[
+        ("PAYGATE_WEBHOOK_SECRETS", "whsec_provider_test_secret"),
+        ("PAYGATE__PAYOUT__SANDBOX__WEBHOOK_DELAY_MS", "100"),
+    ])
+    .await;
+    let (_, key) = gw.create_org("acme", Some(WALLET_A)).await;
+    let rx = Receiver::start(Vec::new()).await;
+    let (_, secret) = register(&gw, &key, &rx.url, json!(["payout.updated"])).await;
+    let corridor = gw.active_corridor(&key, "BRL").await;
+    let quote: Value = gw
+        .api(
+            &key,
+            Method::GET,
+            &format!("/corridors/{corridor}/quote?amount=100"),
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let body = json!({"quoteId": quote["quoteId"], "fromAddress": WALLET_B, "amountUSDC": quote["amount"],
+        "beneficiary": {"name": "Ana Souza", "bankName": "Banco Teste", "accountNumber": "0001-23456-7",
+            "country": "BR", "currency": "BRL"}});
+    let r = gw.pay_corridor(&key, &corridor, "wh-payout-1", &body).await;
+    assert_eq!(r.status(), 202);
+    let paid: Value = r.json().await.unwrap();
+    let id = paid["paymentId"].as_str().unwrap().to_string();
+    // Created, then each provider event that moves it, the last one SETTLED.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let statuses = loop {
+        let got = rx.accepted("payout.updated", 1).await;
+        let statuses: Vec<String> = got
+            .iter()
+            .map(|(_, v)| v["data"]["status"].as_str().unwrap_or_default().to_string())
+            .collect();
+        if statuses.last().map(String::as_str) == Some("SETTLED") || Instant::now() > deadline {
+            assert!(got
+                .iter()
+                .all(|(r, v)| signed_by(&secret, r) && v["data"]["paymentId"] == id.as_str()));
+            break statuses;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(statuses.len() >= 2, "{statuses:?}");
+    assert_eq!(statuses.last().unwrap(), "SETTLED", "{statuses:?}");
 }

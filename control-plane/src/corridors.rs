@@ -431,12 +431,18 @@ pub async fn refresh(
     Path((id, payment_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let c = own_corridor(&state, &auth.org, &id).await?;
+    let before = state.store.get_payout(&payment_id).await?.map(|p| p.status);
     match state
         .payouts
         .refresh(&auth.org.id, &c.id, &payment_id)
         .await
     {
-        Ok(p) => Ok(Json(PayoutView::from(&p)).into_response()),
+        Ok(p) => {
+            if before != Some(p.status) {
+                payout_updated(&state, &p).await;
+            }
+            Ok(Json(PayoutView::from(&p)).into_response())
+        }
         Err(RfiError::Store(e)) => Err(e.into()),
         Err(e) => Err(err(e.code(), e.to_string())),
     }
