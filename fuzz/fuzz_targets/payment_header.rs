@@ -1,5 +1,6 @@
 //! The payment header decoder (`X-PAYMENT` v1, `PAYMENT-SIGNATURE` v2), then what the proxy does
-//! next with a decoded payload: extract the authorization and check its signature.
+//! next with a decoded payload: extract the authorization and check its signature; for a
+//! Permit2 payload (`exact` through Permit2, `upto`) its digest and the proxy call settling it.
 #![no_main]
 
 use alloy_primitives::address;
@@ -24,6 +25,10 @@ fuzz_target!(|data: &[u8]| {
             let _ = p.to_json();
             if let Ok(auth) = p.authorization() {
                 let _ = check_signature(&auth, &domain);
+                if let Some(terms) = p.permit2() {
+                    let _ = paygate_x402::permit2::signing_hash(&auth, &terms, 84532);
+                    let _ = paygate_x402::permit2::settle_call(&auth, &terms, auth.value);
+                }
             }
         }
     }
