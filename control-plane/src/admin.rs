@@ -255,19 +255,7 @@ pub async fn put_payer_wallet(
             "must be a secp256k1 private key (64 hex characters)",
         )]));
     };
-    let master =
-        match paygate_domain::secrets::MasterKey::from_env(&state.config.orgs.master_key_env) {
-            Some(Ok(m)) => m,
-            Some(Err(_)) | None => {
-                return Err(ApiError::new(
-                    ErrorCode::Misconfigured,
-                    format!(
-                        "payer wallets need a master key: set {} to 64 hex characters",
-                        state.config.orgs.master_key_env
-                    ),
-                ))
-            }
-        };
+    let master = state.master_key("payer wallets")?;
     let mut org = org_by_slug(&state, &slug).await?;
     let before = org.clone();
     org.payer_key = Some(master.seal(key.trim().as_bytes(), &org.id));

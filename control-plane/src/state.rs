@@ -38,6 +38,22 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The master key, for `what` needs it (`payer wallets`, `webhooks`): a `503 MISCONFIGURED`
+    /// naming its variable when it is not set or not 64 hex characters.
+    pub fn master_key(
+        &self,
+        what: &str,
+    ) -> Result<paygate_domain::secrets::MasterKey, crate::error::ApiError> {
+        let env = &self.config.orgs.master_key_env;
+        match paygate_domain::secrets::MasterKey::from_env(env) {
+            Some(Ok(m)) => Ok(m),
+            Some(Err(_)) | None => Err(crate::error::ApiError::new(
+                paygate_domain::ErrorCode::Misconfigured,
+                format!("{what} need a master key: set {env} to 64 hex characters"),
+            )),
+        }
+    }
+
     /// Stores a changed organisation and puts it in this node's route table at once (other
     /// nodes hear of it through the store).
     pub async fn save_org(

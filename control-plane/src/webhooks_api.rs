@@ -140,19 +140,6 @@ pub fn live_secrets(e: &WebhookEndpoint, now_ms: i64) -> impl Iterator<Item = &E
         .filter(move |s| s.expires_at_ms.is_none_or(|t| t > now_ms))
 }
 
-fn master(state: &AppState) -> Result<MasterKey, ApiError> {
-    match MasterKey::from_env(&state.config.orgs.master_key_env) {
-        Some(Ok(m)) => Ok(m),
-        _ => Err(ApiError::new(
-            ErrorCode::Misconfigured,
-            format!(
-                "webhooks need a master key to keep their signing secrets: set {} to 64 hex characters",
-                state.config.orgs.master_key_env
-            ),
-        )),
-    }
-}
-
 /// A new secret: its text (`whsec_…`) and its sealed form for `endpoint_id`.
 fn new_secret(master: &MasterKey, endpoint_id: &str) -> (String, EndpointSecret) {
     let raw: [u8; 32] = rand::random();
@@ -239,7 +226,7 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let input: EndpointCreate = crate::body::parse(&body)?;
     check(&input)?;
-    let master = master(&state)?;
+    let master = state.master_key("webhooks (their signing secrets)")?;
     let id = paygate_domain::ids::new_id("whe");
     let (secret, sealed) = new_secret(&master, &id);
     let now = now_rfc3339();
@@ -308,7 +295,7 @@ pub async fn rotate(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let master = master(&state)?;
+    let master = state.master_key("webhooks (their signing secrets)")?;
     let mut e = own_endpoint(&state, &auth.org.id, &id).await?;
     let now = paygate_gateway::events::now_ms();
     let overlap = i64::try_from(state.config.webhooks.secret_overlap_seconds)

@@ -81,6 +81,19 @@ pub struct Forwarding {
 pub const MAX_KEPT_ANSWER_BYTES: usize = 256 * 1024;
 
 impl Forwarding {
+    /// The answer replacing an origin's answer whose charge could not be settled at its head
+    /// (`upto`): the refusal, rendered as any refused payment is.
+    pub(crate) fn settlement_refused(&mut self, request_id: &str) -> Option<Answer> {
+        let refusal = self.refused.take()?;
+        let (requirements, challenge) = self.route.payment.as_ref()?;
+        Some(Answer::refused(
+            refusal,
+            requirements,
+            challenge,
+            request_id,
+        ))
+    }
+
     pub(crate) fn new(
         route: Arc<RouteEntry>,
         (addr, picked): Upstream,

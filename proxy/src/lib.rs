@@ -7,6 +7,7 @@ use tracing::Instrument;
 
 mod answer;
 mod decide;
+mod headers;
 pub mod limits;
 mod reply;
 mod traces;
@@ -16,9 +17,9 @@ pub use upstream::ProxySettings;
 use async_trait::async_trait;
 use bytes::Bytes;
 use decide::{Decision, Stage};
-use http::header::{self, HeaderName};
+use headers::{carried, prove_payment, REQUEST_HOP_HEADERS, RESPONSE_HOP_HEADERS};
+use http::header;
 use paygate_domain::ids::new_request_id;
-use paygate_domain::origin_proof::{PAYMENT_ID_HEADER, SIGNATURE_HEADER};
 use paygate_domain::ErrorCode;
 use paygate_gateway::metrics::{Metrics, Outcome, RequestEvent};
 use paygate_gateway::payments::schemes::{Admitted, Answered, Receipt, CHARGE_HEADER};
@@ -32,42 +33,6 @@ use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Request headers never forwarded upstream: hop-by-hop ones (RFC 9110 7.6.1; Pingora frames
-/// bodies itself) and the payment, which is the gateway's business.
-const REQUEST_HOP_HEADERS: [HeaderName; 10] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    HeaderName::from_static("proxy-connection"),
-    header::TE,
-    header::TRAILER,
-    header::UPGRADE,
-    HeaderName::from_static("x-payment"),
-    HeaderName::from_static("payment-signature"),
-];
-/// Hop-by-hop headers of an upstream response, not passed to the client.
-const RESPONSE_HOP_HEADERS: [HeaderName; 7] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::PROXY_AUTHENTICATE,
-    HeaderName::from_static("proxy-connection"),
-    header::TE,
-    header::TRAILER,
-    header::UPGRADE,
-];
-
-/// Which of `names` a message carries: one pass over its few headers rather than a lookup per
-/// name (most messages carry none of them; a lookup parsed and hashed each name, a visible
-/// share of a proxied request's profile, issue 21).
-fn carried(headers: &http::HeaderMap, names: &[HeaderName]) -> Vec<HeaderName> {
-    headers
-        .keys()
-        .filter(|k| names.contains(k))
-        .cloned()
-        .collect()
-}
 
 /// The proxy service: the route table it reads, the payment service that takes payments, the
 /// metrics hub, and where the control plane listens.
@@ -480,7 +445,7 @@ impl ProxyHttp for Gateway {
         let request_id = ctx.request_id.clone();
         let refused = ctx
             .forwarding()
-            .and_then(|f| reply::settlement_refused(f, &request_id));
+            .and_then(|f| f.settlement_refused(&request_id));
         if let Some(a) = refused {
             let status = a.status();
             session.set_keepalive(None);
@@ -586,32 +551,4 @@ impl ProxyHttp for Gateway {
             trace_id,
         );
     }
-}
-
-/// Headers only paygate sets on a forwarded request: whatever a client sent under these names
-/// is dropped, so an origin can trust them.
-const PROOF_HEADERS: [HeaderName; 2] = [
-    HeaderName::from_static(PAYMENT_ID_HEADER),
-    HeaderName::from_static(SIGNATURE_HEADER),
-];
-
-/// The proof of payment for the origin: the payment id (the same on every forward of one
-/// payment, for deduplication) and the signature over method, path, payment id and time.
-fn prove_payment(upstream: &mut RequestHeader, ctx: &mut Ctx, path_and_query: &str) -> Result<()> {
-    for h in carried(&upstream.headers, &PROOF_HEADERS) {
-        upstream.remove_header(&h);
-    }
-    let Some(f) = ctx.forwarding() else {
-        return Ok(());
-    };
-    let Some(id) = f.payment.as_ref().and_then(|p| p.payment_id()) else {
-        return Ok(());
-    };
-    upstream.insert_header(PAYMENT_ID_HEADER, id)?;
-    if let Some(signer) = &f.origin {
-        let t = paygate_domain::unix_now();
-        let sig = signer.header(t, upstream.method.as_str(), path_and_query, id);
-        upstream.insert_header(SIGNATURE_HEADER, sig)?;
-    }
-    Ok(())
 }

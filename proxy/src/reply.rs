@@ -210,22 +210,6 @@ impl Paying<'_> {
     }
 }
 
-/// The answer replacing an origin's answer whose charge could not be settled at its head
-/// (`upto`): the refusal, rendered as any refused payment is.
-pub(crate) fn settlement_refused(
-    f: &mut crate::decide::Forwarding,
-    request_id: &str,
-) -> Option<Answer> {
-    let refusal = f.refused.take()?;
-    let (requirements, challenge) = f.route.payment.as_ref()?;
-    Some(Answer::refused(
-        refusal,
-        requirements,
-        challenge,
-        request_id,
-    ))
-}
-
 /// The answer to a refused channel payment: `402` with the challenge rendered with the reason
 /// (and, for a cumulative amount the gateway did not expect, the channel's state and highest
 /// voucher, so an honest client resyncs), or `503` when nothing could be decided.

@@ -7,124 +7,17 @@ use crate::settleable::Settleable;
 use crate::usage::{PlanUsage, Slot};
 use alloy_primitives::Address;
 use base64::Engine;
-use paygate_domain::error::ErrorCode;
 use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer};
-use paygate_domain::StoreError;
 use paygate_store::{PaymentReservation, Store};
 use paygate_x402::facilitator::wire::SettleResponse;
 use paygate_x402::facilitator::{Facilitator, FacilitatorError, PaymentRequest};
 use paygate_x402::network::Networks;
-use paygate_x402::payment::{DecodeError, PaymentPayload, ProtocolVersion, SignedAuthorization};
+use paygate_x402::payment::{PaymentPayload, ProtocolVersion, SignedAuthorization};
 use paygate_x402::verify::{self, Rejection};
 use paygate_x402::PaymentRequirements;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
-
-/// Why a payment was not taken. Nothing was charged unless the variant says the outcome is not
-/// known ([`Refusal::Pending`], [`Refusal::StillSettling`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    /// The payment could not be decoded.
-    #[error("{0}")]
-    Malformed(#[from] DecodeError),
-    /// A well-formed payment that is not acceptable: the payer must sign a new one.
-    #[error("{0}")]
-    Rejected(Rejection),
-    #[error("payments cannot be settled: no facilitator is configured")]
-    NoFacilitator,
-    /// The request could not be served, so no payment was taken (found by the caller before
-    /// [`PaymentService::take`]: the upstream's address is refused or unresolvable).
-    #[error("{0}")]
-    UpstreamUnavailable(String),
-    #[error("this organisation has used its plan's requests for this month; nothing was charged")]
-    PlanLimit,
-    /// The facilitator could not be reached; nothing was broadcast.
-    #[error("the payment could not be settled now; nothing was charged, retry later")]
-    FacilitatorDown,
-    /// The transfer was sent and its outcome is not known yet; reconciliation decides it.
-    #[error("settlement outcome is not known yet; do not pay again, it is being reconciled")]
-    Pending,
-    /// The same signed payment is already being settled (a concurrent duplicate, or one a crash
-    /// or a timeout left open).
-    #[error("this payment is still being settled; do not pay again, retry it later")]
-    StillSettling,
-    /// The store cannot be reached (a database restarting): nothing was reserved or charged.
-    #[error("payments cannot be taken now (the database is unreachable); nothing was charged, retry later")]
-    StoreDown,
-    /// The payment identifier names another payment (x402 `payment-identifier`).
-    #[error("this payment identifier was used with another payment; use a new identifier")]
-    PaymentIdConflict,
-    /// The payment identifier is not 16 to 128 of `[A-Za-z0-9_-]`.
-    #[error("extensions.payment-identifier.info.id must be 16 to 128 characters of A-Z, a-z, 0-9, - and _")]
-    BadPaymentId,
-    #[error("internal error")]
-    Internal,
-}
-
-impl Refusal {
-    /// A store failure: `StoreDown` (a warning: it heals by itself) when the store is
-    /// unreachable, else `Internal` (an error an operator must look at).
-    fn store(e: &StoreError, doing: &str) -> Self {
-        if matches!(e, StoreError::Unavailable(_)) {
-            tracing::warn!(error = %e, "{doing}: database unreachable");
-            Self::StoreDown
-        } else {
-            tracing::error!(error = %e, "{doing}");
-            Self::Internal
-        }
-    }
-}
-
-impl Refusal {
-    /// The error code (and so the HTTP status) of this refusal.
-    pub const fn code(&self) -> ErrorCode {
-        match self {
-            Self::Malformed(_) | Self::BadPaymentId => ErrorCode::InvalidPayment,
-            Self::PaymentIdConflict => ErrorCode::PaymentIdConflict,
-            Self::Rejected(Rejection::NonceReplay) => ErrorCode::NonceReplay,
-            Self::Rejected(Rejection::Permit2AllowanceRequired) => {
-                ErrorCode::Permit2ApprovalRequired
-            }
-            Self::Rejected(_) => ErrorCode::PaymentRejected,
-            Self::NoFacilitator | Self::FacilitatorDown => ErrorCode::FacilitatorUnavailable,
-            Self::UpstreamUnavailable(_) => ErrorCode::UpstreamUnavailable,
-            Self::PlanLimit => ErrorCode::PlanLimitExceeded,
-            Self::Pending | Self::StillSettling => ErrorCode::SettlementPending,
-            Self::StoreDown => ErrorCode::StoreUnavailable,
-            Self::Internal => ErrorCode::InternalError,
-        }
-    }
-
-    /// The rejection a `402` names when the payer must sign a new payment for this route;
-    /// `None` for every other refusal (a plan limit is a `402` too, but paying again cannot help).
-    pub const fn rejection(&self) -> Option<Rejection> {
-        match self {
-            Self::Rejected(r) => Some(*r),
-            _ => None,
-        }
-    }
-
-    /// The x402 `invalidReason` / `errorReason` word, for the refusals that are about the
-    /// payment itself (the facilitator API answers those with `200` and this word).
-    pub const fn x402_reason(&self) -> Option<&'static str> {
-        match self {
-            Self::Malformed(_) => Some("invalid_payload"),
-            Self::Rejected(r) => Some(r.reason()),
-            _ => None,
-        }
-    }
-}
-
-impl From<FacilitatorError> for Refusal {
-    fn from(e: FacilitatorError) -> Self {
-        match e {
-            FacilitatorError::Rejected(r) => Self::Rejected(r),
-            FacilitatorError::Unavailable(_) => Self::FacilitatorDown,
-            FacilitatorError::Ambiguous(_) => Self::Pending,
-        }
-    }
-}
 
 /// A payment decoded and verified locally; nothing is reserved yet.
 pub struct Verified {
@@ -610,7 +503,10 @@ fn paid(
     }
 }
 
+mod dispatch;
 pub mod ids;
+mod refusal;
+pub use refusal::Refusal;
 pub mod reconcile;
 pub mod schemes;
 #[cfg(test)]

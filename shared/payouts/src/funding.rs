@@ -11,7 +11,7 @@
 use alloy_primitives::{keccak256, Address, B256, U256};
 use alloy_sol_types::SolCall;
 use async_trait::async_trait;
-use paygate_x402::facilitator::embedded::{authorizationStateCall, balanceOfCall};
+use paygate_x402::facilitator::reads::{authorizationStateCall, balanceOfCall};
 use paygate_x402::facilitator::{
     CallError, ChainCalls, Facilitator, FacilitatorError, PaymentRequest,
 };

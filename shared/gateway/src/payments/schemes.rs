@@ -8,17 +8,20 @@
 //! accepts connections) it answers through a [`Gate`], asked where the scheme's rules put it.
 
 use super::ids::{IdClaim, PaymentKey};
-use super::{Charge, Paid, PaymentService, Refusal};
+use super::{Charge, Paid, PaymentService, Refusal, Verified};
 use crate::balancer::Picked;
 use crate::channels::{self, ChannelCharge, ChannelRefusal, Refunded};
 use crate::route_table::RouteEntry;
+use crate::usage::Slot;
 use alloy_primitives::Address;
 use http::HeaderValue;
+use paygate_domain::model::GatewayPayment;
 use paygate_domain::model::{PaidAnswer, Pricing};
 use paygate_domain::window::AccessWindow;
 use paygate_x402::batch::ChannelPayloadWire;
 use paygate_x402::payment::{DecodeError, ProtocolVersion};
 use paygate_x402::verify::Rejection;
+use paygate_x402::PaymentRequirements;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -114,7 +117,7 @@ pub enum Admitted {
     /// the origin does not serve it (no answer, or 400 and above), as a voucher is not charged.
     Window(Box<AccessWindow>),
     /// An `upto` authorization: reserved, settled for the origin's charge at the answer.
-    Upto(Box<super::upto::UptoAdmitted>),
+    Upto(Box<UptoAdmitted>),
 }
 
 /// An `exact` payment settled for a request, and the identifier its answer is kept under.
@@ -212,10 +215,10 @@ pub(crate) trait Scheme: Sync {
 }
 
 /// `exact`: verified locally, its identifier claimed, the upstream reached once, then settled.
-pub(crate) struct Exact<'a>(&'a PaymentService);
+pub(crate) struct Exact<'a>(pub(super) &'a PaymentService);
 
 /// `batch-settlement`: vouchers on payment channels ([`channels::Channels`]).
-pub(crate) struct Batch<'a>(&'a PaymentService);
+pub(crate) struct Batch<'a>(pub(super) &'a PaymentService);
 
 impl Scheme for Exact<'_> {
     type Payload = ();
@@ -435,56 +438,31 @@ impl Batch<'_> {
     }
 }
 
-impl PaymentService {
-    /// Admits a paid request (the payment header's JSON in `req`) by the scheme its payment is
-    /// in: checked, and taken (`exact`) or held (a channel voucher), with the caller's own
-    /// checks asked through `gate`. On success the request is to be forwarded to the admission's
-    /// upstream, then [`Self::finish`]ed.
-    pub async fn admit<G: Gate>(
-        &self,
-        req: &PaidRequest<'_>,
-        gate: &G,
-    ) -> Result<Admission, Unadmitted<G::Stop>> {
-        let batch = Batch(self);
-        if let Some(payload) = batch.payload(req) {
-            return batch.admit(req, payload, gate).await;
-        }
-        let upto = super::upto::Upto(self);
-        if let Some(payload) = upto.payload(req) {
-            return upto.admit(req, payload, gate).await;
-        }
-        // Every other payment is `exact`'s: its decoder says what is wrong with it.
-        Exact(self).admit(req, (), gate).await
-    }
+/// An `upto` authorization admitted for a request: reserved until its charge is settled, then
+/// settled until the answer is over.
+pub struct UptoAdmitted {
+    pub(super) held: Option<Held>,
+    pub(super) paid: Option<Paid>,
+    pub(super) requirements: PaymentRequirements,
+    pub(super) entry: Arc<RouteEntry>,
+    /// A streamed answer whose head stated no charge: settled at its end.
+    pub(super) at_end: bool,
+}
 
-    /// What the answer commits for the payment in `slot` (taken once its scheme is done with
-    /// it): called with the answer's head, then with its end. A channel voucher is charged here
-    /// (its receipt returned for the answer's head); an `exact` payment's plan slot, upstream
-    /// status and kept answer are recorded at the end.
-    pub async fn finish(
-        &self,
-        slot: &mut Option<Admitted>,
-        answered: Answered<'_>,
-    ) -> Result<Option<Receipt>, Refusal> {
-        match slot {
-            Some(Admitted::Exact(_)) => Exact(self).finish(slot, answered).await,
-            Some(Admitted::Channel(_)) => Batch(self).finish(slot, answered).await,
-            Some(Admitted::Upto(_)) => super::upto::Upto(self).finish(slot, answered).await,
-            Some(Admitted::Window(_)) => {
-                let unserved = match answered {
-                    Answered::Head { status, .. } => status >= 400,
-                    Answered::End {
-                        upstream_status, ..
-                    } => upstream_status.is_none_or(|s| s >= 400),
-                };
-                if let (Some(Admitted::Window(w)), Some(windows)) = (slot.take(), &self.windows()) {
-                    if unserved {
-                        windows.give_back(&w).await;
-                    }
-                }
-                Ok(None)
-            }
-            None => Ok(None),
+/// The reservation, until it is settled.
+pub(super) struct Held {
+    pub(super) v: Verified,
+    pub(super) record: GatewayPayment,
+    pub(super) slot: Option<Slot>,
+}
+
+impl UptoAdmitted {
+    /// The payment's record: reserved, or settled (none once a settlement failed).
+    pub(super) fn record(&self) -> Option<&GatewayPayment> {
+        match (&self.paid, &self.held) {
+            (Some(p), _) => Some(&p.record),
+            (None, Some(h)) => Some(&h.record),
+            (None, None) => None,
         }
     }
 }

@@ -14,47 +14,15 @@
 //! passed (only this deployment's relayer can settle it, so nothing else can land).
 
 use super::schemes::{
-    usage_charge, Admission, Admitted, Answered, Gate, PaidRequest, Receipt, Scheme, Unadmitted,
+    usage_charge, Admission, Admitted, Answered, Gate, Held, PaidRequest, Receipt, Scheme,
+    Unadmitted, UptoAdmitted,
 };
-use super::{Charge, Paid, PaymentService, Refusal, Reserve, Verified};
-use crate::route_table::RouteEntry;
-use crate::usage::Slot;
+use super::{Charge, PaymentService, Refusal, Reserve};
 use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer, Pricing};
 use paygate_x402::facilitator::PaymentRequest;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_x402::verify::Rejection;
-use paygate_x402::PaymentRequirements;
-use std::sync::Arc;
-
-/// An `upto` authorization admitted for a request: reserved until its charge is settled, then
-/// settled until the answer is over.
-pub struct UptoAdmitted {
-    held: Option<Held>,
-    paid: Option<Paid>,
-    requirements: PaymentRequirements,
-    entry: Arc<RouteEntry>,
-    /// A streamed answer whose head stated no charge: settled at its end.
-    at_end: bool,
-}
-
-/// The reservation, until it is settled.
-struct Held {
-    v: Verified,
-    record: GatewayPayment,
-    slot: Option<Slot>,
-}
-
-impl UptoAdmitted {
-    /// The payment's record: reserved, or settled (none once a settlement failed).
-    pub(super) fn record(&self) -> Option<&GatewayPayment> {
-        match (&self.paid, &self.held) {
-            (Some(p), _) => Some(&p.record),
-            (None, Some(h)) => Some(&h.record),
-            (None, None) => None,
-        }
-    }
-}
 
 /// `upto`: one Permit2 authorization per request, settled for the origin's stated charge.
 pub(crate) struct Upto<'a>(pub(crate) &'a PaymentService);

@@ -5,6 +5,7 @@
 
 pub mod embedded;
 pub mod failover;
+pub mod reads;
 pub mod remote;
 pub mod wire;
 
