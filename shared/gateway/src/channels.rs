@@ -18,7 +18,7 @@ use paygate_domain::channel::{ChannelOpening, ChannelRecord};
 use paygate_store::Store;
 use paygate_x402::batch::{
     ChannelAction, ChannelConfigWire, ChannelOffer, ChannelPayloadWire, ChannelPayment,
-    ChannelRejection,
+    ChannelRejection, KnownConfig,
 };
 use paygate_x402::facilitator::ChainCalls;
 use paygate_x402::{BatchTerms, PaymentRequirements};
@@ -112,6 +112,14 @@ pub struct ChannelCharge<'a> {
 /// The cached record of one channel on this node, behind the lock that serializes its requests.
 type Slot = Arc<Mutex<Option<ChannelRecord>>>;
 
+/// What this node keeps of a channel it served: the record's slot (locked while one of the
+/// channel's requests is served) and the channel's configuration, parsed once.
+#[derive(Default)]
+struct Kept {
+    slot: Slot,
+    known: Option<Arc<KnownConfig>>,
+}
+
 /// A channel payment admitted: the channel's lock is held until [`Channels::finish`] (or until
 /// this is dropped, which charges nothing).
 pub struct Admitted {
@@ -145,7 +153,7 @@ pub struct Channels {
     cfg: ChannelsConfig,
     /// This process's name in channel leases.
     node: String,
-    slots: std::sync::Mutex<HashMap<B256, Slot>>,
+    slots: std::sync::Mutex<HashMap<B256, Kept>>,
     /// The last block whose withdrawal events were read, per chain (`withdrawals`).
     watched: std::sync::Mutex<HashMap<u64, u64>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -233,9 +241,17 @@ impl Channels {
         &self.cfg
     }
 
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<B256, Kept>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn slot(&self, id: B256) -> Slot {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.entry(id).or_default().clone()
+        self.slots().entry(id).or_default().slot.clone()
+    }
+
+    /// Channel `id`'s configuration as a payment whose voucher was verified carried it.
+    fn known(&self, id: B256) -> Option<Arc<KnownConfig>> {
+        self.slots().get(&id).and_then(|kept| kept.known.clone())
     }
 
     /// Drops this node's cached record of channel `id` (another writer moved it), unless a
@@ -266,7 +282,10 @@ impl Channels {
     ) -> Result<ChannelPayment, ChannelRefusal> {
         let req = charge.requirements;
         let chain_id = req.network.config.chain_id;
-        let payment = ChannelPayment::parse(wire, chain_id).map_err(ChannelRefusal::rejected)?;
+        let id = wire.channel_id().map_err(ChannelRefusal::rejected)?;
+        let known = self.known(id);
+        let payment = ChannelPayment::parse_known(wire, chain_id, known.as_deref())
+            .map_err(ChannelRefusal::rejected)?;
         let offer = ChannelOffer {
             receiver: req.pay_to,
             receiver_authorizer: charge.terms.receiver_authorizer,
@@ -281,6 +300,10 @@ impl Channels {
             .map_err(ChannelRefusal::rejected)?;
         self.chain_checked(chain_id, check, ChannelRejection::VoucherSignature)
             .await?;
+        if known.is_none() {
+            let kept = Arc::new(payment.known(wire, chain_id));
+            self.slots().entry(id).or_default().known = Some(kept);
+        }
         Ok(payment)
     }
 
@@ -460,31 +483,29 @@ impl Channels {
         read: &ChannelRecord,
         next: ChannelRecord,
     ) -> Result<ChannelRecord, ChannelRefusal> {
-        self.write_as(guard, read, next, false).await
+        self.write_as(guard, read.version, next, false)
+            .await
+            .cloned()
     }
 
-    /// [`Self::write`]; `charges_only`: `next` moves only what a served request moves of
-    /// `read` (the store may write that part alone).
-    async fn write_as(
+    /// [`Self::write`] over the record of version `read_version`; `charges_only`: `next` moves
+    /// only what a served request moves of it (the store may write that part alone).
+    async fn write_as<'g>(
         &self,
-        guard: &mut OwnedMutexGuard<Option<ChannelRecord>>,
-        read: &ChannelRecord,
+        guard: &'g mut OwnedMutexGuard<Option<ChannelRecord>>,
+        read_version: u64,
         mut next: ChannelRecord,
         charges_only: bool,
-    ) -> Result<ChannelRecord, ChannelRefusal> {
-        next.version = read.version + 1;
+    ) -> Result<&'g ChannelRecord, ChannelRefusal> {
+        next.version = read_version + 1;
         next.updated_at = paygate_domain::now_rfc3339();
-        debug_assert!(!charges_only || next.only_charges_moved_from(read));
         let written = if charges_only {
-            self.store.put_channel_charges_if(read.version, &next).await
+            self.store.put_channel_charges_if(read_version, &next).await
         } else {
-            self.store.put_channel_if(read.version, &next).await
+            self.store.put_channel_if(read_version, &next).await
         };
         match written {
-            Ok(true) => {
-                **guard = Some(next.clone());
-                Ok(next)
-            }
+            Ok(true) => Ok(guard.insert(next)),
             Ok(false) => {
                 **guard = None;
                 Err(ChannelRefusal::Busy)
@@ -506,12 +527,15 @@ impl Channels {
         charged: u128,
     ) -> Result<ChannelReceipt, ChannelRefusal> {
         let charged = charged.min(a.price);
-        let Some(mut read) = a.slot.clone() else {
+        // Taken out of the slot (no copy): the write puts what it wrote back.
+        let Some(mut next) = a.slot.take() else {
             return Err(ChannelRefusal::Busy);
         };
         for _ in 0..4 {
-            let mut next = read.clone();
-            next.charged = read.charged + charged;
+            let (read_version, read_charged) = (next.version, next.charged);
+            #[cfg(debug_assertions)]
+            let read = next.clone();
+            next.charged = read_charged + charged;
             if a.payment.max_claimable >= next.voucher_max {
                 next.voucher_max = a.payment.max_claimable;
                 next.voucher_signature = a.payment.signature.to_string();
@@ -520,16 +544,16 @@ impl Channels {
             if charged > 0 && next.unclaimed_since.is_none() {
                 next.unclaimed_since = Some(paygate_domain::unix_now());
             }
-            next.owner = Some(self.node.clone());
+            if next.owner.as_deref() != Some(&self.node) {
+                next.owner = Some(self.node.clone());
+            }
             next.lease_until_ms = now_ms() + self.cfg.lease_ms;
-            match self.write_as(&mut a.slot, &read, next, true).await {
+            #[cfg(debug_assertions)]
+            debug_assert!(next.only_charges_moved_from(&read));
+            match self.write_as(&mut a.slot, read_version, next, true).await {
                 Ok(record) => {
                     self.count(&record.org_id, "voucher", charged);
-                    return Ok(ChannelReceipt {
-                        charged,
-                        record,
-                        deposit: a.deposit,
-                    });
+                    return Ok(ChannelReceipt::new(charged, record, a.deposit));
                 }
                 Err(ChannelRefusal::Busy) => {
                     let id = format!("{:#x}", a.payment.channel_id);
@@ -537,10 +561,10 @@ impl Channels {
                     else {
                         break;
                     };
-                    if fresh.owner.as_deref() != Some(&self.node) || fresh.charged != read.charged {
+                    if fresh.owner.as_deref() != Some(&self.node) || fresh.charged != read_charged {
                         break;
                     }
-                    read = fresh;
+                    next = fresh;
                 }
                 Err(e) => return Err(e),
             }

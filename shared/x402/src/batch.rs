@@ -14,7 +14,9 @@ use alloy_sol_types::{sol, Eip712Domain, SolStruct, SolValue};
 use std::borrow::Cow;
 
 pub mod client;
+mod known;
 mod wire;
+pub use known::KnownConfig;
 pub use wire::*;
 use wire::{b256_of, bytes_of, u128_of, uint_of};
 
@@ -374,26 +376,28 @@ impl ChannelPayment {
     /// Parses a payload for `chain_id`: every field well-formed and the voucher's channel id the
     /// hash of the configuration sent with it.
     pub fn parse(wire: &ChannelPayloadWire, chain_id: u64) -> Result<Self, ChannelRejection> {
-        let (config, voucher) = match wire {
-            ChannelPayloadWire::Deposit {
-                channel_config,
-                voucher,
-                ..
-            }
-            | ChannelPayloadWire::Voucher {
-                channel_config,
-                voucher,
-            }
-            | ChannelPayloadWire::Refund {
-                channel_config,
-                voucher,
-                ..
-            } => (channel_config.parse()?, voucher),
-        };
+        Self::parse_known(wire, chain_id, None)
+    }
+
+    /// [`Self::parse`], taking the configuration from `known` when the payload carries the
+    /// very strings it was parsed from ([`Self::known`] makes one).
+    pub fn parse_known(
+        wire: &ChannelPayloadWire,
+        chain_id: u64,
+        known: Option<&KnownConfig>,
+    ) -> Result<Self, ChannelRejection> {
+        let (config_wire, voucher) = wire.parts();
         let channel_id = b256_of(&voucher.channel_id)?;
-        if channel_id != config.channel_id(chain_id) {
-            return Err(ChannelRejection::ChannelIdMismatch);
-        }
+        let config = match known.and_then(|k| k.config_for(config_wire, chain_id, channel_id)) {
+            Some(config) => config.clone(),
+            None => {
+                let config = config_wire.parse()?;
+                if channel_id != config.channel_id(chain_id) {
+                    return Err(ChannelRejection::ChannelIdMismatch);
+                }
+                config
+            }
+        };
         let action = match wire {
             ChannelPayloadWire::Deposit { deposit, .. } => {
                 let auth = deposit
@@ -423,6 +427,12 @@ impl ChannelPayment {
             signature: bytes_of(&voucher.signature)?,
             action,
         })
+    }
+
+    /// What [`Self::parse_known`] takes to skip parsing `wire`'s configuration again: `wire`
+    /// must be the payload this payment was parsed from on `chain_id`.
+    pub fn known(&self, wire: &ChannelPayloadWire, chain_id: u64) -> KnownConfig {
+        KnownConfig::new(wire.parts().0, chain_id, self.channel_id, &self.config)
     }
 
     /// The channel must be one the route offers: its receiver, receiver authorizer, token and
@@ -622,7 +632,7 @@ mod tests {
         );
     }
 
-    fn wire(max: &str, key: &PrivateKeySigner, kind: &str) -> ChannelPayloadWire {
+    pub(super) fn wire(max: &str, key: &PrivateKeySigner, kind: &str) -> ChannelPayloadWire {
         let c = config();
         let id = c.channel_id(84532);
         let sig = key
@@ -649,7 +659,7 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
-    fn payer() -> PrivateKeySigner {
+    pub(super) fn payer() -> PrivateKeySigner {
         "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
             .parse()
             .unwrap()

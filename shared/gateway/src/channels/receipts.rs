@@ -5,29 +5,31 @@ use alloy_primitives::B256;
 use paygate_domain::channel::ChannelRecord;
 use paygate_x402::batch::{ChannelStateWire, VoucherStateWire};
 
-/// A committed charge: the payment response's content.
+/// A committed charge: what was charged and the payment response saying so.
 #[derive(Debug, Clone)]
 pub struct ChannelReceipt {
     pub charged: u128,
-    pub record: ChannelRecord,
-    /// The deposit's transaction and amount, when the request carried one.
-    pub deposit: Option<(B256, u128)>,
+    /// The `PAYMENT-RESPONSE` header's value.
+    pub header: String,
 }
 
 impl ChannelReceipt {
-    /// The `PAYMENT-RESPONSE` header's value (base64 JSON), as the scheme's payment response
-    /// contract says: `extra.chargedAmount` and `extra.channelState`, an empty `transaction`
-    /// for a voucher alone; with a deposit, its transaction and (`amount`) what it moved.
-    pub fn header(&self) -> String {
-        settle_header(
-            &self.record,
-            self.deposit.map(|(tx, _)| tx),
-            self.deposit.map(|(_, amount)| amount),
+    /// The charge of `charged` committed on `record`, with `deposit` (its transaction and
+    /// amount) when the request carried one. The header is the scheme's payment response
+    /// contract (base64 JSON): `extra.chargedAmount` and `extra.channelState`, an empty
+    /// `transaction` for a voucher alone; with a deposit, its transaction and (`amount`) what
+    /// it moved.
+    pub fn new(charged: u128, record: &ChannelRecord, deposit: Option<(B256, u128)>) -> Self {
+        let header = settle_header(
+            record,
+            deposit.map(|(tx, _)| tx),
+            deposit.map(|(_, amount)| amount),
             serde_json::json!({
-                "chargedAmount": self.charged.to_string(),
-                "channelState": state_wire(&self.record),
+                "chargedAmount": charged.to_string(),
+                "channelState": state_wire(record),
             }),
-        )
+        );
+        Self { charged, header }
     }
 }
 

@@ -427,7 +427,7 @@ impl Batch<'_> {
         match channels.finish(c.voucher, charge).await {
             Ok(receipt) => Some(Receipt {
                 header: "payment-response",
-                value: receipt.header(),
+                value: receipt.header,
                 charged: u64::try_from(receipt.charged).unwrap_or(u64::MAX),
             }),
             Err(e) => {

@@ -82,6 +82,33 @@ pub enum ChannelPayloadWire {
     },
 }
 
+impl ChannelPayloadWire {
+    /// The channel configuration and voucher every payload type carries.
+    pub fn parts(&self) -> (&ChannelConfigWire, &VoucherWire) {
+        match self {
+            Self::Deposit {
+                channel_config,
+                voucher,
+                ..
+            }
+            | Self::Voucher {
+                channel_config,
+                voucher,
+            }
+            | Self::Refund {
+                channel_config,
+                voucher,
+                ..
+            } => (channel_config, voucher),
+        }
+    }
+
+    /// The voucher's channel id.
+    pub fn channel_id(&self) -> Result<B256, ChannelRejection> {
+        b256_of(&self.parts().1.channel_id)
+    }
+}
+
 /// The payload's fields read in one pass (serde reads an internally tagged enum by buffering
 /// the whole payload first, on every voucher): `type` says which of them make the
 /// [`ChannelPayloadWire`]; fields its type does not use are ignored, as the enum ignores them.
