@@ -36,6 +36,11 @@ struct Args {
     /// counted from that time, so a late answer also counts against the requests behind it.
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
+    /// Once its payments are ready (channels opened, vouchers signed), print `ready` and wait
+    /// for a line on standard input before the clock starts: several loads started together
+    /// measure only their requests, not each other's preparation.
+    #[arg(long)]
+    wait_go: bool,
 }
 
 struct Outcome {
@@ -123,6 +128,14 @@ async fn main() {
         "payment-signature"
     };
 
+    if args.wait_go {
+        println!("ready");
+        let mut go = String::new();
+        if std::io::stdin().read_line(&mut go).is_err() {
+            fail("no go on standard input".into());
+        }
+    }
+    let started_unix = unix_seconds();
     let start = Instant::now();
     let conns = lists.len();
     // Request k of connection w is due at (k * conns + w) / rate seconds.
@@ -170,6 +183,7 @@ async fn main() {
         outcomes.extend(w.await.unwrap_or_default());
     }
     let elapsed = start.elapsed().as_secs_f64();
+    let ended_unix = unix_seconds();
 
     let mut statuses = BTreeMap::<String, usize>::new();
     for o in &outcomes {
@@ -193,6 +207,8 @@ async fn main() {
         "receipts": outcomes.iter().filter(|o| o.status == 200 && o.receipt).count(),
         "statuses": statuses,
         "seconds": elapsed,
+        "started_unix": started_unix,
+        "ended_unix": ended_unix,
         "rps": ok.len() as f64 / elapsed,
         "p50_ms": percentile(&ok, 0.50),
         "p99_ms": percentile(&ok, 0.99),
@@ -200,6 +216,13 @@ async fn main() {
         "first_refusal": outcomes.iter().find_map(|o| o.refusal.clone()),
     });
     println!("{report}");
+}
+
+/// Wall-clock seconds since the Unix epoch (loads in other processes compare theirs).
+fn unix_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// `--requests` EIP-3009 payments for the first `exact` requirement, dealt to the connections.
