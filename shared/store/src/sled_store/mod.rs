@@ -80,16 +80,38 @@ pub struct SledStore {
 }
 
 /// Group commit: one `flush` of sled's log makes every write made before it started durable,
-/// so callers waiting together share one flush instead of queueing one each.
-#[derive(Default)]
+/// so callers waiting together share one flush instead of queueing one each. Up to
+/// [`MAX_FLUSHES`] flushes run at once: a write made while a flush is running starts the next
+/// one instead of waiting for the running one to end first (a write waits about one flush, not
+/// two); sled makes a later flush wait for the earlier log anyway, so a flush that returned
+/// covers everything before its start.
 struct GroupCommit {
     /// Tickets handed out: a caller takes one after its write.
     announced: std::sync::atomic::AtomicU64,
+    /// The highest ticket a started flush covers.
+    started: std::sync::atomic::AtomicU64,
     /// Every ticket up to this one is on disk.
     flushed: std::sync::atomic::AtomicU64,
-    /// One flush at a time (waiters queue in order).
-    turn: tokio::sync::Mutex<()>,
+    /// One permit a running flush.
+    running: tokio::sync::Semaphore,
+    /// Told when a flush ended.
+    ended: tokio::sync::Notify,
 }
+
+impl Default for GroupCommit {
+    fn default() -> Self {
+        Self {
+            announced: Default::default(),
+            started: Default::default(),
+            flushed: Default::default(),
+            running: tokio::sync::Semaphore::new(MAX_FLUSHES),
+            ended: Default::default(),
+        }
+    }
+}
+
+/// How many flushes of sled's log may run at once.
+const MAX_FLUSHES: usize = 2;
 
 /// How many times a flush lets other ready writers join it before it starts.
 const GATHER_ROUNDS: usize = 4;
@@ -301,8 +323,8 @@ impl SledStore {
 
     /// Waits until every write so far is on disk. sled 0.34's `flush_async` deadlocks when
     /// called concurrently (sled issue 1308, fixed only in unreleased code), so the blocking
-    /// `flush` runs on the blocking pool, one at a time; a caller whose write an earlier flush
-    /// already covered (it started after the caller's ticket) returns without one.
+    /// `flush` runs on the blocking pool ([`GroupCommit`]); a caller whose write a running flush
+    /// already covers (it started after the caller's ticket) waits for that one.
     pub(super) async fn durable(&self) -> StoreResult<()> {
         use std::sync::atomic::Ordering::SeqCst;
         let c = &self.commit;
@@ -316,19 +338,38 @@ impl SledStore {
                 break;
             }
         }
-        let _turn = c.turn.lock().await;
-        if c.flushed.load(SeqCst) >= ticket {
-            return Ok(());
+        loop {
+            let ended = c.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if c.flushed.load(SeqCst) >= ticket {
+                return Ok(());
+            }
+            if c.started.load(SeqCst) < ticket {
+                if let Ok(permit) = c.running.try_acquire() {
+                    // Every ticket up to here was taken after its write: this flush covers
+                    // them all.
+                    let upto = c.announced.load(SeqCst);
+                    c.started.fetch_max(upto, SeqCst);
+                    let db = self.db.clone();
+                    let flushed = tokio::task::spawn_blocking(move || db.flush()).await;
+                    match flushed {
+                        Ok(Ok(_)) => {
+                            c.flushed.fetch_max(upto, SeqCst);
+                        }
+                        // The writes it was to cover are not known durable: their callers
+                        // (this one aside) start flushes of their own.
+                        _ => c.started.store(c.flushed.load(SeqCst), SeqCst),
+                    }
+                    // Free before telling: a caller told may start the next flush at once.
+                    drop(permit);
+                    c.ended.notify_waiters();
+                    flushed.map_err(backend)?.map_err(backend)?;
+                    return Ok(());
+                }
+            }
+            ended.await;
         }
-        // Every ticket up to here was taken after its write: this flush covers them all.
-        let upto = c.announced.load(SeqCst);
-        let db = self.db.clone();
-        tokio::task::spawn_blocking(move || db.flush())
-            .await
-            .map_err(backend)?
-            .map_err(backend)?;
-        c.flushed.fetch_max(upto, SeqCst);
-        Ok(())
     }
 
     pub(super) fn get<T: DeserializeOwned>(
