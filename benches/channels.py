@@ -237,7 +237,8 @@ def cluster_lines(r, rps):
         f"- Three nodes on one PostgreSQL (this machine's two cores shared by the nodes, the database and the "
         f"loads; {cl['conns_per_node']} connections per node, each its own channel on its node; the loads open "
         "their channels and sign their vouchers first, then start together, and the rate is their requests over "
-        "the first start to the last end): "
+        "the first start to the last end; until this session their preparation was inside the window, which "
+        "reported 0.54x): "
         f"**{' / '.join(f'{x:,.1f}' for x in total)} req/s** together, **{total[1] / rps['voucher'][1]:.2f}x** "
         "the single sled node's median (target: at least 0.6x); per voucher, PostgreSQL committed "
         f"{med(runs, 'commits_per_voucher')[1]:.2f} transactions and wrote {med(runs, 'channel_writes_per_voucher')[1]:.2f} "
@@ -308,19 +309,26 @@ def write_report(a, r):
         "before the answer: concurrent vouchers share one flush of sled's log (group commit, the flush first letting "
         "the writers the runtime can run now join it).",
         "- The store's share, measured alone (`cargo run --release -p paygate-store --example channel_writes`, "
-        "32 channels written by 32 tasks on one thread, sled in a temp dir): about 10-15 us of CPU per voucher "
-        "write with its share of the flush; one writer alone pays a whole flush, about 150 us (each sled flush "
-        "wakes all seven of sled 0.34's idle IO threads, its thread pool notifying every waiter); the former "
-        "transaction over record and index cost about 120 us a write. Before this change (BENCHMARKS of commit "
-        "10d7743) a voucher cost 307 us of gateway CPU and the rate was 3,118 req/s.",
+        "32 channels written by 32 tasks on one thread, sled in a temp dir): about 9-10 us of CPU per voucher "
+        "write with its share of the flush (11 before flushes could overlap, below); one writer alone pays a whole "
+        "flush, about 130-200 us (each sled flush wakes all seven of sled 0.34's idle IO threads, its thread pool "
+        "notifying every waiter); the former transaction over record and index cost about 120 us a write. Before "
+        "the charges-only write (BENCHMARKS of commit 10d7743) a voucher cost 307 us of gateway CPU and the rate "
+        "was 3,118 req/s.",
         "- On PostgreSQL a node's concurrent voucher writes share statements (one `UPDATE ... FROM UNNEST` over the waiting writers' rows, each conditional on its own version). Measured alone (`PAYGATE_DATABASE_URL=... cargo run --release -p paygate-store --example channel_writes`, one thread): 32 writers cost the node 6 us and PostgreSQL 16-23 us of CPU per voucher, against 40 and 110 us with a statement and commit each; 10 writers 12 and 38 against 36 and 90. In the three-node run above this took PostgreSQL from 173 to 69 us a voucher and the nodes from 250 to 188 us, and the commits per voucher from 0.96 to 0.19 (before: BENCHMARKS of commit 9ca38ae, 3,156 req/s, 0.49x). The cluster's rate varies most between repetitions here: three nodes, PostgreSQL and three load generators share two cores.",
-        "- What is left, by experiment in the same session: writing nothing to the store at all gives about 110 us "
-        "a voucher (75 over free: the recovery, which perf puts at 30-50 us, and the payload's JSON, the EIP-712 "
-        "hashes, the record and the receipt); the flushes are the rest (one per 7 to 14 vouchers at this load). "
-        "The 15 us target is not met, and cannot be with one durable sled commit per answer on this machine: "
-        "the flushes alone cost 10-20 us a voucher at this rate, more at lower ones. The exact path here "
-        "waits for anvil's one-second blocks (Base mines every two seconds, which would halve the exact rate and "
-        "double the first ratio).",
+        "- Where a voucher's gateway CPU goes (perf on the bench build at saturation, 32 connections): the "
+        "secp256k1 recovery about 27% (35-45 us); sled's durable write about 15% (the flush waking sled's IO "
+        "threads and writing its log about 10%, the compare-and-set and its JSON 3-4%); the socket reads and writes "
+        "of the larger request and answer (shared with the free path); the payload's JSON 2%; the receipt 1-2%; "
+        "the rest spread thin. Taken out in the session of this figure, each measured A/B against the build "
+        "before it (4 alternated repetitions, two gateways side by side on the same chain and cores): a channel's "
+        "configuration parsed once per node (five checksummed addresses and the channel id's hash a voucher) and "
+        "two copies of the channel's record per charge (105.8 to 97.8 us added over a free request); the "
+        "one-flush-at-a-time lock of sled's group commit (up to two flushes overlap now, waiters told when one "
+        "ends: 98.5 to 89.0 us, 6,709 to 7,243 req/s). The 15 us target is not met, and cannot be with one "
+        "durable sled commit per answer on this machine: sled's flush alone costs 15-20 us a voucher at this "
+        "rate, more at lower ones. The exact path here waits for anvil's one-second blocks (Base mines every two "
+        "seconds, which would halve the exact rate and double the first ratio).",
         END,
     ]
     write_section(a.out, "\n".join(lines) + "\n")
