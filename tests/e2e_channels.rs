@@ -10,6 +10,7 @@ use alloy_sol_types::SolCall;
 use common::chain::{address, Chain, KEYS};
 use common::channel::{self, HandPayer};
 use common::upstream::Upstream;
+use common::webhook_receiver::{register, signed_by, Receiver};
 use common::*;
 use paygate_x402::batch::{IBatchSettlement, SETTLEMENT_ADDRESS};
 use reqwest::Method;
@@ -302,7 +303,17 @@ async fn channel_of_payer(gw: &Gateway, key: &str, payer: alloy_primitives::Addr
 /// to the payer; a partial refund leaves the channel usable; repeated, nothing more moves.
 #[tokio::test]
 async fn the_payer_and_the_seller_refund_what_is_left() {
-    let (chain, gw, _upstream, key) = setup().await;
+    let (chain, gw, _upstream, key) =
+        setup_with(&[("PAYGATE__WEBHOOKS__POLL_INTERVAL_MS", "100")]).await;
+    // The seller listens for its channels' claims and refunds (issue 32's webhooks).
+    let hooks = Receiver::start(vec![]).await;
+    let (_, secret) = register(
+        &gw,
+        &key,
+        &hooks.url,
+        json!(["channel.claimed", "payment.refunded"]),
+    )
+    .await;
     let receiver_before = chain.balance(address(9)).await;
     let before = [
         chain.balance(address(5)).await,
@@ -424,6 +435,51 @@ async fn the_payer_and_the_seller_refund_what_is_left() {
     assert_eq!(series("refund", events), 3, "{text}");
     assert_eq!(series("refund", units), PRICE + half + left, "{text}");
     assert_eq!(series("claimed", units), 4 * PRICE, "{text}");
+    // Each refund reached the seller's endpoint signed, with its amount and transaction, after
+    // the claims of its channel (one channel's events arrive in order): what was claimed adds up.
+    let refunds = hooks.accepted("payment.refunded", 3).await;
+    let mut amounts: Vec<String> = refunds
+        .iter()
+        .map(|(_, v)| v["data"]["amount"].as_str().unwrap_or_default().to_string())
+        .collect();
+    amounts.sort();
+    let mut want = [PRICE, half, left].map(|a| a.to_string());
+    want.sort();
+    assert_eq!(amounts, want, "{refunds:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (claims, claimed) = loop {
+        let claims = hooks.accepted("channel.claimed", 1).await;
+        let claimed: u64 = claims
+            .iter()
+            .map(|(_, v)| {
+                v["data"]["amount"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum();
+        if claimed >= 4 * PRICE || std::time::Instant::now() > deadline {
+            break (claims, claimed);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(claimed, 4 * PRICE, "{claims:?}");
+    for (r, v) in refunds.iter().chain(&claims) {
+        assert!(signed_by(&secret, r), "{r:?}");
+        assert_eq!(
+            v["data"]["transaction"].as_str().map(str::len),
+            Some(66),
+            "{v}"
+        );
+        assert!(v["data"]["channelId"].is_string(), "{v}");
+    }
+    assert!(
+        refunds
+            .iter()
+            .any(|(_, v)| v["data"]["channelId"] == json!(id)),
+        "the seller's refund of {id}: {refunds:?}"
+    );
     // A channel the seller does not have.
     for bad in ["0x".to_string() + &"ab".repeat(32), "nope".into()] {
         let r = gw

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod crash;
 pub mod permit2;
 pub mod upstream;
+pub mod webhook_receiver;
 pub mod windows;
 
 use reqwest::{Client, Response};
@@ -288,6 +289,15 @@ impl Gateway {
         for (k, v) in self.chain_env.iter().chain(&self.extra_env) {
             cmd.env(k, v);
         }
+        // What this start logs comes after what earlier ones did.
+        let logged_before = self.log().len();
+        let bind_lost = |gw: &Self| {
+            first
+                && gw
+                    .log()
+                    .get(logged_before..)
+                    .is_some_and(|l| l.contains("Address already in use"))
+        };
         self.child = Some(cmd.spawn().expect("spawn paygate"));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -301,9 +311,19 @@ impl Gateway {
                     }
                 }
             }
+            // The port picked was taken before Pingora bound it: its listener thread panics,
+            // which may leave the process running without it.
+            if bind_lost(self) {
+                if let Some(mut child) = self.child.take() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                (self.port, self.base, self.sandbox) = (0, String::new(), None);
+                return Ok(false);
+            }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 self.child = None;
-                if first && self.log().contains("Address already in use") {
+                if bind_lost(self) {
                     (self.port, self.base, self.sandbox) = (0, String::new(), None);
                     return Ok(false);
                 }

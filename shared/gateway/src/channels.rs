@@ -204,22 +204,39 @@ impl Channels {
         record: &ChannelRecord,
         extra: serde_json::Value,
     ) {
-        if let Some(events) = &self.events {
-            let mut data = serde_json::json!({
-                "channelId": record.id,
-                "routeId": record.route_id,
-                "network": record.network,
-                "payer": record.config.payer,
-                "deposited": record.deposited.to_string(),
-                "charged": record.charged.to_string(),
-                "claimed": record.total_claimed.to_string(),
-                "refunded": record.refunded.to_string(),
-            });
-            if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
-                d.extend(e.clone());
-            }
-            events.emit_later(&record.org_id, event_type, &record.id, data);
-        }
+        self.channel_events(record, vec![(event_type, extra)]);
+    }
+
+    /// [`Self::channel_event`] for several events of one change, queued in this order.
+    fn channel_events(
+        &self,
+        record: &ChannelRecord,
+        changes: Vec<(&'static str, serde_json::Value)>,
+    ) {
+        let Some(events) = &self.events else {
+            return;
+        };
+        let state = serde_json::json!({
+            "channelId": record.id,
+            "routeId": record.route_id,
+            "network": record.network,
+            "payer": record.config.payer,
+            "deposited": record.deposited.to_string(),
+            "charged": record.charged.to_string(),
+            "claimed": record.total_claimed.to_string(),
+            "refunded": record.refunded.to_string(),
+        });
+        let queued = changes
+            .into_iter()
+            .map(|(event_type, extra)| {
+                let mut data = state.clone();
+                if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
+                    d.extend(e.clone());
+                }
+                (event_type, data)
+            })
+            .collect();
+        events.emit_in_order_later(&record.org_id, &record.id, queued);
     }
 
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {

@@ -77,8 +77,23 @@ impl Events {
         object_id: &str,
         data: serde_json::Value,
     ) {
+        self.emit_in_order_later(org_id, object_id, vec![(event_type, data)]);
+    }
+
+    /// Events about one object, queued in this order off the caller's path (one object's
+    /// events are delivered in the order they were queued).
+    pub fn emit_in_order_later(
+        self: &Arc<Self>,
+        org_id: &str,
+        object_id: &str,
+        events: Vec<(&'static str, serde_json::Value)>,
+    ) {
         let (me, org, object) = (self.clone(), org_id.to_string(), object_id.to_string());
-        tokio::spawn(async move { me.emit(&org, event_type, &object, data).await });
+        tokio::spawn(async move {
+            for (event_type, data) in events {
+                me.emit(&org, event_type, &object, data).await;
+            }
+        });
     }
 
     /// `payment.settled` for a payment recorded settled.

@@ -166,8 +166,9 @@ impl Channels {
         let mut next = record.clone();
         next.balance = balance;
         next.total_claimed = claimed;
-        if claimed > record.total_claimed {
-            self.count(&record.org_id, "claimed", claimed - record.total_claimed);
+        let claimed_now = claimed.saturating_sub(record.total_claimed);
+        if claimed_now > 0 {
+            self.count(&record.org_id, "claimed", claimed_now);
         }
         if let Ok(tx) = &sent {
             next.refunded = next.refunded.saturating_add(amount);
@@ -183,8 +184,17 @@ impl Channels {
         match sent {
             Ok(tx) => {
                 tracing::info!(channel = %record.id, transaction = %tx, amount, "channel refunded");
-                let extra = serde_json::json!({"amount": amount.to_string(), "transaction": format!("{tx:#x}")});
-                self.channel_event("payment.refunded", &record, extra);
+                // What the refund's transaction claimed first is a claim to the seller too.
+                let transaction = format!("{tx:#x}");
+                let mut changes = Vec::new();
+                if claimed_now > 0 {
+                    let claim = serde_json::json!({"amount": claimed_now.to_string(), "transaction": transaction});
+                    changes.push(("channel.claimed", claim));
+                }
+                let refund =
+                    serde_json::json!({"amount": amount.to_string(), "transaction": transaction});
+                changes.push(("payment.refunded", refund));
+                self.channel_events(&record, changes);
                 self.count(&record.org_id, "refund", amount);
                 Ok(Refunded {
                     amount,
