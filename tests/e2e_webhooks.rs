@@ -4,7 +4,7 @@
 //! apart from paygate's code), its `webhook-id` the same on every attempt; one object's events in
 //! order; a delivery pending across a SIGKILL is sent after the restart; the delivery log shows
 //! each attempt; a replay sends the same event again; a rotated secret and its predecessor both
-//! sign during the overlap; bad input and a read-only key are refused.
+//! sign during the overlap, the new one alone after it; bad input and a read-only key are refused.
 
 mod common;
 
@@ -341,4 +341,45 @@ async fn a_payout_is_followed_from_creation_to_settlement() {
     };
     assert!(statuses.len() >= 2, "{statuses:?}");
     assert_eq!(statuses.last().unwrap(), "SETTLED", "{statuses:?}");
+}
+
+/// A rotated secret stops signing once its overlap is over: the deliveries after it carry the
+/// new secret's signature alone, and the endpoint counts one signing secret again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_secret_ends_after_its_overlap() {
+    let gw = gateway_with(&[("PAYGATE__WEBHOOKS__SECRET_OVERLAP_SECONDS", "1")]).await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    let rx = Receiver::start(vec![]).await;
+    let (endpoint, secret) = register(&gw, &key, &rx.url, json!(["route.changed"])).await;
+    let rotate = format!("/api/webhooks/{endpoint}/rotate-secret");
+    let rotated: Value = gw
+        .api(&key, Method::POST, &rotate, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let new_secret = rotated["secret"].as_str().unwrap().to_string();
+    assert_eq!(rotated["signingSecrets"], 2, "{rotated}");
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    gw.create_paid_route(&key, "after", "http://127.0.0.1:9/a", false)
+        .await;
+    let got = rx.accepted("route.changed", 1).await;
+    let (delivered, _) = got.first().expect("the route change arrives");
+    assert!(signed_by(&new_secret, delivered), "{delivered:?}");
+    assert!(!signed_by(&secret, delivered), "{delivered:?}");
+    assert_eq!(delivered.signature.split(' ').count(), 1, "{delivered:?}");
+    let listed: Value = gw
+        .api(&key, Method::GET, "/api/webhooks", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let one = listed
+        .as_array()
+        .and_then(|w| w.iter().find(|e| e["id"] == json!(endpoint)))
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(one["signingSecrets"], 1, "{one}");
 }
