@@ -19,6 +19,15 @@ use std::time::{Duration, Instant};
 
 const MASTER_KEY: &str = "5b1d5c8e9f0a1b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aab";
 
+/// The organisation's endpoints as `GET /api/webhooks` lists them.
+async fn listed(gw: &Gateway, key: &str) -> Value {
+    gw.api(key, Method::GET, "/api/webhooks", None)
+        .await
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn gateway() -> Gateway {
     gateway_with(&[]).await
 }
@@ -249,12 +258,7 @@ async fn one_objects_events_arrive_in_order_and_bad_input_is_refused() {
         );
         assert!(v.to_string().contains(field), "{body}: {v}");
     }
-    let listed: Value = gw
-        .api(&key, Method::GET, "/api/webhooks", None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let listed = listed(&gw, &key).await;
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     assert!(
         !listed.to_string().contains("whsec_"),
@@ -370,12 +374,7 @@ async fn a_rotated_secret_ends_after_its_overlap() {
     assert!(signed_by(&new_secret, delivered), "{delivered:?}");
     assert!(!signed_by(&secret, delivered), "{delivered:?}");
     assert_eq!(delivered.signature.split(' ').count(), 1, "{delivered:?}");
-    let listed: Value = gw
-        .api(&key, Method::GET, "/api/webhooks", None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let listed = listed(&gw, &key).await;
     let one = listed
         .as_array()
         .and_then(|w| w.iter().find(|e| e["id"] == json!(endpoint)))
