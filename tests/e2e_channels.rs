@@ -804,28 +804,6 @@ async fn a_public_tool_call_is_paid_from_a_channel() {
     );
 }
 
-/// An origin speaking HTTP/2 in cleartext (h2c) that streams its answer in two chunks and
-/// states what the call cost in a trailer (`X-Paygate-Charge: 0.0003`); its address.
-async fn trailer_origin() -> String {
-    use axum::body::{Body, Bytes};
-    use http_body::Frame;
-    let app = axum::Router::new().route(
-        "/tokens",
-        axum::routing::get(|| async {
-            let mut trailers = axum::http::HeaderMap::new();
-            trailers.insert("x-paygate-charge", "0.0003".parse().unwrap());
-            let frames = futures_util::stream::iter(vec![
-                Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"tok "))),
-                Ok(Frame::data(Bytes::from_static(b"tok"))),
-                Ok(Frame::trailers(trailers)),
-            ]);
-            Body::new(http_body_util::StreamBody::new(frames))
-        }),
-    );
-    let (url, _) = common::upstream::serve(app).await;
-    url
-}
-
 /// A usage-priced streamed route whose origin states the charge in a trailer (reached over
 /// HTTP/2, `upstream.http2_hosts`): each request is charged the trailer's amount once the whole
 /// answer passed, the trailer never reaches the caller, and the client goes on (resyncing from
@@ -834,7 +812,7 @@ async fn trailer_origin() -> String {
 async fn a_streamed_answer_is_charged_what_its_trailer_states() {
     let (chain, gw, _upstream, key) =
         setup_with(&[("PAYGATE__UPSTREAM__HTTP2_HOSTS", r#"["127.0.0.1"]"#)]).await;
-    let origin = trailer_origin().await;
+    let origin = common::upstream::trailer_origin().await;
     gw.create_route(
         &key,
         json!({"path": "tokens", "priceUSD": "0.001", "network": "base-sepolia",

@@ -36,9 +36,15 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(&[]).await
+}
+
+/// [`setup`] with more of the gateway's environment.
+async fn setup_with(extra: &[(&str, &str)]) -> Setup {
     let chain = Chain::start();
     let mut env = chain.gateway_env();
     env.extend(token_env());
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
     let receiver = address(9);
@@ -212,6 +218,38 @@ async fn upto_settles_what_the_origin_states_at_most_the_ceiling() {
     );
     // The origin's charge header never reaches the caller.
     assert!(!r[0]["body"].as_str().unwrap().contains("x-paygate-charge"));
+}
+
+/// `upto` on a streamed answer whose origin states its cost in a trailer (reached over HTTP/2):
+/// nothing settles at the answer's head; once the whole answer passed the gateway, the trailer's
+/// amount settles on chain, and the trailer never reaches the caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upto_on_a_streamed_answer_settles_what_its_trailer_states() {
+    let s = setup_with(&[("PAYGATE__UPSTREAM__HTTP2_HOSTS", r#"["127.0.0.1"]"#)]).await;
+    let origin = common::upstream::trailer_origin().await;
+    s.gw.create_route(
+        &s.key,
+        json!({"path": "tokens", "priceUSD": 0.01, "schemes": ["upto"], "pricing": "usage",
+            "streaming": true, "targetUrl": format!("{origin}/tokens"), "network": "base-sepolia"}),
+    )
+    .await;
+    let payer = address(6);
+    let before = balance(&s, usdc(), payer).await;
+    let receiver_before = balance(&s, usdc(), s.receiver).await;
+    let r = official_pay(&s, "/gateway/acme/tokens", 6, Some(usdc()), 1);
+    assert_eq!(r[0]["status"], 200, "{r:?}\n{}", s.gw.log());
+    assert_eq!(r[0]["body"], "tok tok", "{r:?}");
+    // The trailer's $0.0003 settles once the stream has passed: polled for, up to a deadline.
+    let want = before - U256::from(300u64);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while balance(&s, usdc(), payer).await != want && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(balance(&s, usdc(), payer).await, want, "{}", s.gw.log());
+    assert_eq!(
+        balance(&s, usdc(), s.receiver).await,
+        receiver_before + U256::from(300u64)
+    );
 }
 
 /// The official client's signature over `requirements` (changed from the route's), sent with

@@ -82,3 +82,25 @@ pub async fn serve(app: axum::Router) -> (String, tokio::task::JoinHandle<()>) {
     });
     (url, task)
 }
+
+/// An origin speaking HTTP/2 in cleartext (h2c) that streams its answer in two chunks and
+/// states what the call cost in a trailer (`X-Paygate-Charge: 0.0003`); its address.
+pub async fn trailer_origin() -> String {
+    use axum::body::Body;
+    use http_body::Frame;
+    let app = axum::Router::new().route(
+        "/tokens",
+        axum::routing::get(|| async {
+            let mut trailers = axum::http::HeaderMap::new();
+            trailers.insert("x-paygate-charge", "0.0003".parse().unwrap());
+            let frames = futures_util::stream::iter(vec![
+                Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"tok "))),
+                Ok(Frame::data(Bytes::from_static(b"tok"))),
+                Ok(Frame::trailers(trailers)),
+            ]);
+            Body::new(http_body_util::StreamBody::new(frames))
+        }),
+    );
+    let (url, _) = serve(app).await;
+    url
+}
