@@ -29,6 +29,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 mod chain;
 mod claims;
+mod events;
 pub mod facilitated;
 mod receipts;
 mod refunds;
@@ -195,48 +196,6 @@ impl Channels {
     pub fn with_events(mut self, events: Arc<crate::events::Events>) -> Self {
         self.events = Some(events);
         self
-    }
-
-    /// A channel event about `record` (its state after the change as the event's data).
-    fn channel_event(
-        &self,
-        event_type: &'static str,
-        record: &ChannelRecord,
-        extra: serde_json::Value,
-    ) {
-        self.channel_events(record, vec![(event_type, extra)]);
-    }
-
-    /// [`Self::channel_event`] for several events of one change, queued in this order.
-    fn channel_events(
-        &self,
-        record: &ChannelRecord,
-        changes: Vec<(&'static str, serde_json::Value)>,
-    ) {
-        let Some(events) = &self.events else {
-            return;
-        };
-        let state = serde_json::json!({
-            "channelId": record.id,
-            "routeId": record.route_id,
-            "network": record.network,
-            "payer": record.config.payer,
-            "deposited": record.deposited.to_string(),
-            "charged": record.charged.to_string(),
-            "claimed": record.total_claimed.to_string(),
-            "refunded": record.refunded.to_string(),
-        });
-        let queued = changes
-            .into_iter()
-            .map(|(event_type, extra)| {
-                let mut data = state.clone();
-                if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
-                    d.extend(e.clone());
-                }
-                (event_type, data)
-            })
-            .collect();
-        events.emit_in_order_later(&record.org_id, &record.id, queued);
     }
 
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
