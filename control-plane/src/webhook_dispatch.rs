@@ -9,7 +9,6 @@
 //! secret, space-separated during a rotation's overlap).
 
 use crate::state::AppState;
-use crate::webhooks_api::live_secrets;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use paygate_domain::secrets::MasterKey;
@@ -69,7 +68,7 @@ pub async fn dispatch_once(state: &AppState, http: &reqwest::Client) {
     if due.is_empty() {
         return;
     }
-    let master = MasterKey::from_env(&state.config.orgs.master_key_env).and_then(Result::ok);
+    let master = state.master_key("webhooks").ok();
     let attempts = due
         .into_iter()
         .map(|d| attempt(state, http, master.as_ref(), d));
@@ -109,7 +108,8 @@ async fn attempt(
             Some("no master key: the signing secret cannot be opened".to_string()),
         ),
         (Some(e), Some(master)) => {
-            let secrets: Vec<String> = live_secrets(e, now)
+            let secrets: Vec<String> = e
+                .live_secrets(now)
                 .filter_map(|s| master.open(&s.sealed, &e.id).ok())
                 .filter_map(|b| String::from_utf8(b).ok())
                 .collect();

@@ -62,7 +62,7 @@ impl EndpointView {
             url: e.url.clone(),
             events: e.events.clone(),
             description: e.description.clone(),
-            signing_secrets: live_secrets(e, now_ms).count(),
+            signing_secrets: e.live_secrets(now_ms).count(),
             created_at: e.created_at.clone(),
             updated_at: e.updated_at.clone(),
         }
@@ -131,13 +131,6 @@ impl From<&WebhookDelivery> for DeliveryView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveryList {
     deliveries: Vec<DeliveryView>,
-}
-
-/// The secrets that sign at `now_ms`, newest first.
-pub fn live_secrets(e: &WebhookEndpoint, now_ms: i64) -> impl Iterator<Item = &EndpointSecret> {
-    e.secrets
-        .iter()
-        .filter(move |s| s.expires_at_ms.is_none_or(|t| t > now_ms))
 }
 
 /// A new secret: its text (`whsec_…`) and its sealed form for `endpoint_id`.

@@ -47,6 +47,14 @@ impl WebhookEndpoint {
     pub fn wants(&self, event_type: &str) -> bool {
         self.events.iter().any(|e| e == event_type)
     }
+
+    /// The secrets that sign at `now_ms` (Unix milliseconds): the current one, and its
+    /// predecessors while their overlap lasts.
+    pub fn live_secrets(&self, now_ms: i64) -> impl Iterator<Item = &EndpointSecret> {
+        self.secrets
+            .iter()
+            .filter(move |s| s.expires_at_ms.is_none_or(|t| t > now_ms))
+    }
 }
 
 /// Where a delivery stands.

@@ -260,7 +260,7 @@ impl Channels {
         let chain_id = req.network.config.chain_id;
         let id = wire.channel_id().map_err(ChannelRefusal::rejected)?;
         let known = self.known(id);
-        let payment = ChannelPayment::parse_known(wire, chain_id, known.as_deref())
+        let payment = ChannelPayment::parse_known(wire, chain_id, id, known.as_deref())
             .map_err(ChannelRefusal::rejected)?;
         let offer = ChannelOffer {
             receiver: req.pay_to,

@@ -376,18 +376,20 @@ impl ChannelPayment {
     /// Parses a payload for `chain_id`: every field well-formed and the voucher's channel id the
     /// hash of the configuration sent with it.
     pub fn parse(wire: &ChannelPayloadWire, chain_id: u64) -> Result<Self, ChannelRejection> {
-        Self::parse_known(wire, chain_id, None)
+        Self::parse_known(wire, chain_id, wire.channel_id()?, None)
     }
 
-    /// [`Self::parse`], taking the configuration from `known` when the payload carries the
-    /// very strings it was parsed from ([`Self::known`] makes one).
+    /// [`Self::parse`] of a payload whose voucher names `channel_id` (the caller read it, with
+    /// [`ChannelPayloadWire::channel_id`], to find `known`), taking the configuration from
+    /// `known` when the payload carries the very strings it was parsed from ([`Self::known`]
+    /// makes one).
     pub fn parse_known(
         wire: &ChannelPayloadWire,
         chain_id: u64,
+        channel_id: B256,
         known: Option<&KnownConfig>,
     ) -> Result<Self, ChannelRejection> {
         let (config_wire, voucher) = wire.parts();
-        let channel_id = b256_of(&voucher.channel_id)?;
         let config = match known.and_then(|k| k.config_for(config_wire, chain_id, channel_id)) {
             Some(config) => config.clone(),
             None => {

@@ -66,20 +66,20 @@ mod tests {
         let known = parsed.known(&first, 84532);
         let next = wire("200", &payer(), "voucher");
         assert_eq!(
-            ChannelPayment::parse_known(&next, 84532, Some(&known)),
+            ChannelPayment::parse_known(&next, 84532, next.channel_id().unwrap(), Some(&known)),
             ChannelPayment::parse(&next, 84532)
         );
         // Another spelling of the same addresses is parsed anew (and still valid).
         let lower = lower_cased(&next);
         assert_eq!(
-            ChannelPayment::parse_known(&lower, 84532, Some(&known))
+            ChannelPayment::parse_known(&lower, 84532, lower.channel_id().unwrap(), Some(&known))
                 .unwrap()
                 .config,
             parsed.config
         );
         // Another chain: the configuration hashes to another id, which the voucher does not name.
         assert_eq!(
-            ChannelPayment::parse_known(&next, 8453, Some(&known)),
+            ChannelPayment::parse_known(&next, 8453, next.channel_id().unwrap(), Some(&known)),
             Err(ChannelRejection::ChannelIdMismatch)
         );
         // A payload naming another channel with the known strings is hashed and refused.
@@ -88,7 +88,7 @@ mod tests {
             format!("{:#x}", alloy_primitives::B256::repeat_byte(3)).into();
         let other: ChannelPayloadWire = serde_json::from_value(json).unwrap();
         assert_eq!(
-            ChannelPayment::parse_known(&other, 84532, Some(&known)),
+            ChannelPayment::parse_known(&other, 84532, other.channel_id().unwrap(), Some(&known)),
             Err(ChannelRejection::ChannelIdMismatch)
         );
     }
