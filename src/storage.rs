@@ -4,7 +4,7 @@
 use anyhow::Context;
 use paygate_config::{StorageBackend, StorageConfig};
 use paygate_store::postgres::{PgSettings, PgStore};
-use paygate_store::{SledStore, Store};
+use paygate_store::{SledOptions, SledStore, Store};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,11 +36,13 @@ pub(crate) async fn open_store(
 ) -> anyhow::Result<Opened> {
     match storage.backend {
         StorageBackend::Sled => {
-            let store = SledStore::open_with_cache(
-                &storage.path,
-                storage.cache_capacity_mb.saturating_mul(1 << 20),
-            )
-            .with_context(|| format!("opening store at {}", storage.path.display()))?;
+            let options = SledOptions {
+                cache_bytes: storage.cache_capacity_mb.saturating_mul(1 << 20),
+                voucher_sync: (storage.voucher_sync_ms > 0)
+                    .then(|| Duration::from_millis(storage.voucher_sync_ms)),
+            };
+            let store = SledStore::open_with(&storage.path, &options)
+                .with_context(|| format!("opening store at {}", storage.path.display()))?;
             Ok((Arc::new(store), None))
         }
         StorageBackend::Postgres => {

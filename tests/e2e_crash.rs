@@ -466,6 +466,11 @@ struct ChannelTally {
     served_not_charged: usize,
     /// Charged without the origin having received the request. Must be 0.
     charged_not_served: usize,
+    /// Answered 200 (a success receipt) and not charged after the restart: the charge's write
+    /// did not outlive the process. Must be 0.
+    answered_not_charged: usize,
+    /// Charges the store held before a trial and not after it. Must be 0.
+    charges_lost: usize,
     /// A trial after which the payer could not go on with the channel. Must be 0.
     stuck: usize,
     first: BTreeMap<String, usize>,
@@ -556,22 +561,16 @@ async fn sigkill_at_random_points_of_voucher_requests_charges_nothing_twice() {
         }
         *tally.first.entry(outcome).or_default() += 1;
         gw.restart().await;
+        if stored_charge(&gw, &key).await < charged {
+            tally.answered_not_charged += 1;
+        }
         // The payer goes on; then the store says what was charged.
         if !next(&gw, &send, &payer, &mut charged).await {
             tally.stuck += 1;
         }
-        let stored = gw
-            .api(&key, reqwest::Method::GET, "/api/channels", None)
-            .await
-            .json::<serde_json::Value>()
-            .await
-            .unwrap();
-        let now_charged: u128 = stored["channels"][0]["charged"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let steps = (now_charged / CH_PRICE) as usize - charged_steps;
+        let now_steps = (stored_charge(&gw, &key).await / CH_PRICE) as usize;
+        tally.charges_lost += charged_steps.saturating_sub(now_steps);
+        let steps = now_steps.saturating_sub(charged_steps);
         let served = upstream.hits() - hits_before;
         tally.trials += 1;
         tally.served += served;
@@ -581,6 +580,7 @@ async fn sigkill_at_random_points_of_voucher_requests_charges_nothing_twice() {
         charged_steps += steps;
         served_total += served;
     }
+    println!("crash tally (channels, kill window {window_ms} ms): {tally:?}");
     // The claim moves exactly what the record says was charged.
     gw.claim_channels(&key).await;
     assert_eq!(
@@ -588,7 +588,23 @@ async fn sigkill_at_random_points_of_voucher_requests_charges_nothing_twice() {
         charged_steps as u128 * CH_PRICE
     );
     assert!(charged_steps <= served_total);
-    println!("crash tally (channels, kill window {window_ms} ms): {tally:?}");
     assert_eq!(tally.charged_not_served, 0, "{tally:?}");
+    assert_eq!(tally.answered_not_charged, 0, "{tally:?}");
+    assert_eq!(tally.charges_lost, 0, "{tally:?}");
     assert_eq!(tally.stuck, 0, "{tally:?}");
+}
+
+/// What the store says the organisation's one channel was charged.
+async fn stored_charge(gw: &Gateway, key: &str) -> u128 {
+    let stored = gw
+        .api(key, reqwest::Method::GET, "/api/channels", None)
+        .await
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    stored["channels"][0]["charged"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
 }

@@ -271,6 +271,11 @@ impl Config {
                 "idempotency.ttl_hours must be at least 24".into(),
             ));
         }
+        if self.storage.voucher_sync_ms > 10_000 {
+            return Err(ConfigError::Invalid(
+                "storage.voucher_sync_ms must be at most 10000 (0: a flush per voucher)".into(),
+            ));
+        }
         if self.server.threads == 0 {
             return Err(ConfigError::Invalid(
                 "server.threads must be at least 1".into(),

@@ -112,6 +112,11 @@ pub struct StorageConfig {
     /// so the memory it takes is a few times this; and sled keeps some memory per stored record
     /// beyond it (RELIABILITY.md, soak).
     pub cache_capacity_mb: u64,
+    /// sled: how often the voucher journal is synced to disk, in milliseconds. A voucher's
+    /// charge is in the journal (the kernel's page cache) before its answer, so a crash of the
+    /// process loses none; a power loss loses at most this long's charges. 0: no journal, each
+    /// voucher's answer waits for a flush of sled's log (far more CPU a voucher).
+    pub voucher_sync_ms: u64,
     /// Environment variable holding the PostgreSQL URL (a credential: never in the file).
     pub database_url_env: String,
     /// Connections in the node's PostgreSQL pool.
@@ -133,6 +138,7 @@ impl Default for StorageConfig {
             backend: StorageBackend::Sled,
             path: PathBuf::from("./data"),
             cache_capacity_mb: Self::DEFAULT_CACHE_CAPACITY_MB,
+            voucher_sync_ms: paygate_domain::VOUCHER_SYNC_MS,
             database_url_env: "PAYGATE_DATABASE_URL".into(),
             pool_size: 16,
             statement_timeout_ms: 5000,

@@ -8,6 +8,10 @@
 /// store and the configuration, so the configuration does not depend on the store for it.
 pub const SLED_CACHE_CAPACITY_MB: u64 = 16;
 
+/// How often sled's voucher journal is synced to disk by default, in milliseconds
+/// (`storage.voucher_sync_ms`; 0: no journal, each voucher's answer waits for a flush).
+pub const VOUCHER_SYNC_MS: u64 = 100;
+
 pub mod apikey;
 pub mod audit;
 pub mod channel;

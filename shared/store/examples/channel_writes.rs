@@ -2,13 +2,14 @@
 //! written by its own task on one thread (as that many connections, each its own channel, do on
 //! one proxy thread), one charges-only compare-and-set a voucher, each durable (concurrent
 //! writers share flushes, or PostgreSQL statements). `cargo run --release -p paygate-store
-//! --example channel_writes [writes per channel] [writers] [full]` (`full`: whole-record writes
-//! instead). On sled in a temp dir; on PostgreSQL when `PAYGATE_DATABASE_URL` names one (a
+//! --example channel_writes [writes per channel] [writers] [full] [flush]` (`full`: whole-record
+//! writes instead; `flush`: sled without its voucher journal, each write waiting for a flush of
+//! sled's log). On sled in a temp dir; on PostgreSQL when `PAYGATE_DATABASE_URL` names one (a
 //! scratch database: its channels table is emptied), the server's CPU reported beside.
 
 use paygate_domain::channel::{ChannelOpening, ChannelRecord};
 use paygate_store::postgres::{PgSettings, PgStore};
-use paygate_store::{ChannelStore, SledStore};
+use paygate_store::{ChannelStore, SledOptions, SledStore};
 use paygate_x402::batch::ChannelConfigWire;
 use std::sync::Arc;
 
@@ -43,9 +44,13 @@ fn postgres_cpu_seconds() -> f64 {
         / 100.0
 }
 
-async fn open_store(dir: &std::path::Path) -> Arc<dyn ChannelStore> {
+async fn open_store(dir: &std::path::Path, flush: bool) -> Arc<dyn ChannelStore> {
     let Ok(url) = std::env::var("PAYGATE_DATABASE_URL") else {
-        return Arc::new(SledStore::open(dir).expect("sled"));
+        let mut options = SledOptions::default();
+        if flush {
+            options.voucher_sync = None;
+        }
+        return Arc::new(SledStore::open_with(dir, &options).expect("sled"));
     };
     let settings = PgSettings {
         url,
@@ -90,13 +95,14 @@ fn main() {
     let n: usize = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(2000);
     let conc: usize = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(32);
     let full = args.iter().any(|a| a == "full");
+    let flush = args.iter().any(|a| a == "flush");
     let dir = tempfile::tempdir().expect("temp dir");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async move {
-        let store = open_store(dir.path()).await;
+        let store = open_store(dir.path(), flush).await;
         for i in 0..conc {
             store.put_channel_if(0, &channel(i)).await.expect("create");
         }

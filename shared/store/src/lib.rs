@@ -11,7 +11,7 @@ mod sled_store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use sled_store::SledStore;
+pub use sled_store::{SledOptions, SledStore};
 
 /// The store's parts, for code that calls them on a concrete backend (with
 /// `paygate_payouts::store::PayoutStore` for the payout aggregate).

@@ -15,7 +15,7 @@ use paygate_store::{ClusterStore, PaymentReservation, SpendReservation};
 use paygate_x402::money::UsdcAmount;
 
 mod common;
-use common::{payment, settings, Backend, Both};
+use common::{channel, payment, reopened, settings, Backend, Both};
 
 fn org(id: &str, slug: &str) -> Org {
     Org {
@@ -789,33 +789,6 @@ async fn payment_identifiers_are_claimed_once_kept_and_purged() {
     }
 }
 
-/// A channel of organisation `o1`, version 1, nothing charged.
-fn channel(id: &str) -> paygate_domain::channel::ChannelRecord {
-    let mut c =
-        paygate_domain::channel::ChannelRecord::opened(paygate_domain::channel::ChannelOpening {
-            id: id.to_string(),
-            org_id: "o1".into(),
-            route_id: "rt".into(),
-            network: "eip155:84532".into(),
-            config: paygate_x402::batch::ChannelConfigWire {
-                payer: "0x1".into(),
-                payer_authorizer: "0x1".into(),
-                receiver: "0x2".into(),
-                receiver_authorizer: "0x3".into(),
-                token: "0x4".into(),
-                withdraw_delay: 900,
-                salt: "0x00".into(),
-            },
-            balance: 5_000,
-            total_claimed: 0,
-            now: String::new(),
-        });
-    c.deposited = 5_000;
-    c.owner = Some("n1".into());
-    c.version = 1;
-    c
-}
-
 /// A channel is written only from the version read: of two writers that read the same version
 /// one wins, the other changes nothing; the unclaimed index follows every write; organisations
 /// see only their own channels.
@@ -1050,19 +1023,6 @@ async fn sled_lists_an_organisations_channels_from_its_index() {
     assert_eq!(ids(s.list_channels("o1").await.unwrap()), ["0x01", "0x03"]);
     assert_eq!(ids(s.list_channels("o2").await.unwrap()), ["0x02"]);
     assert!(s.list_channels("o").await.unwrap().is_empty());
-}
-
-/// `open()` once the previous holder of the sled directory has let go of its lock (sled's
-/// background flusher drops its handle a moment after the database it belongs to), within 5 s.
-async fn reopened<T, E: std::fmt::Debug>(open: impl Fn() -> Result<T, E>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        match open() {
-            Ok(v) => return v,
-            Err(e) if std::time::Instant::now() > deadline => panic!("reopening: {e:?}"),
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-        }
-    }
 }
 
 /// A sled store written before channels' charges were kept apart reads its channels as they

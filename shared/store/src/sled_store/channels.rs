@@ -21,6 +21,17 @@ struct Versioned {
     version: u64,
 }
 
+/// What a voucher's compare-and-set of the charges entry alone did.
+enum Swap {
+    /// Swapped in: the entry as written.
+    Written(Vec<u8>),
+    /// The entry moved since it was read: nothing written.
+    Moved,
+    /// Not tried: it takes a full write (no entry yet, or the channel's standing in the
+    /// unclaimed index changes).
+    NeedsFullWrite,
+}
+
 /// How often a read torn by concurrent full writes is taken again before giving up.
 const READ_TRIES: usize = 64;
 
@@ -119,29 +130,76 @@ impl SledStore {
             .map_err(tx_err)
     }
 
-    /// The compare-and-set of a channel's charges entry alone (not flushed); `None` when it
-    /// takes a full write (no entry yet, or the channel's standing in the unclaimed index
-    /// changes).
-    fn swap_charges(&self, expected: u64, next: &ChannelRecord) -> StoreResult<Option<bool>> {
+    /// The compare-and-set of a channel's charges entry alone (not flushed).
+    fn swap_charges(&self, expected: u64, next: &ChannelRecord) -> StoreResult<Swap> {
         let id = next.id.as_bytes();
         let open = next.unclaimed() > 0;
         if open != self.channels_unclaimed.contains_key(id).map_err(backend)? {
-            return Ok(None);
+            return Ok(Swap::NeedsFullWrite);
         }
         let Some(current) = self.channel_charges.get(id).map_err(backend)? else {
-            return Ok(None);
+            return Ok(Swap::NeedsFullWrite);
         };
         let (base, stored) = entry_versions(&current)?;
         if stored != expected {
-            return Ok(Some(false));
+            return Ok(Swap::Moved);
         }
         let entry = charges_entry(base, &next.charges())?;
-        Ok(Some(
-            self.channel_charges
-                .compare_and_swap(id, Some(current), Some(entry))
-                .map_err(backend)?
-                .is_ok(),
-        ))
+        let swapped = self
+            .channel_charges
+            .compare_and_swap(id, Some(current), Some(entry.as_slice()))
+            .map_err(backend)?;
+        Ok(match swapped {
+            Ok(()) => Swap::Written(entry),
+            Err(_) => Swap::Moved,
+        })
+    }
+
+    /// Replays the voucher journal's files in sled's directory `dir` (`journal.rs`), then
+    /// flushes and deletes them; the sequence number the next file takes.
+    pub(super) fn replay_journal(&self, dir: &std::path::Path) -> StoreResult<u64> {
+        let files = journal::files(dir)?;
+        let Some(&(last, _)) = files.last() else {
+            return Ok(0);
+        };
+        for (_, path) in &files {
+            for (id, entry) in journal::records(path)? {
+                self.replay_charges(&id, &entry)?;
+            }
+        }
+        self.db.flush().map_err(backend)?;
+        for (_, path) in files {
+            std::fs::remove_file(path).map_err(backend)?;
+        }
+        Ok(last + 1)
+    }
+
+    /// One journal record: channel `id`'s charges entry, put over the record sled holds when
+    /// it is newer. A full write (the record with the entry on it) even when the entry sits on
+    /// the record sled holds: a full write the voucher followed (a claim's, say) may not have
+    /// reached sled's disk, and the charges belong over what did.
+    fn replay_charges(&self, id: &[u8], entry: &[u8]) -> StoreResult<()> {
+        let (_, version) = entry_versions(entry)?;
+        let Some(mut record) = self.channel(id)? else {
+            // Never expected: a channel's first write is flushed before any voucher on it.
+            tracing::warn!(
+                channel = %String::from_utf8_lossy(id),
+                "the voucher journal holds a charge of a channel the store does not"
+            );
+            return Ok(());
+        };
+        if record.version >= version {
+            return Ok(());
+        }
+        let expected = record.version;
+        record.apply(entry_charges(entry)?);
+        if self.swap_channel(expected, &record)? {
+            Ok(())
+        } else {
+            Err(backend(
+                "a channel moved while the voucher journal was replayed",
+            ))
+        }
     }
 
     fn records_of(
@@ -177,14 +235,18 @@ impl ChannelStore for SledStore {
         expected: u64,
         next: &ChannelRecord,
     ) -> StoreResult<bool> {
-        let written = match self.swap_charges(expected, next)? {
-            Some(w) => w,
-            None => self.swap_channel(expected, next)?,
-        };
-        if written {
-            self.durable().await?;
+        match (self.swap_charges(expected, next)?, &self.journal) {
+            (Swap::Moved, _) => Ok(false),
+            (Swap::Written(entry), Some(journal)) => {
+                journal.append(next.id.as_bytes(), &entry)?;
+                Ok(true)
+            }
+            (Swap::Written(_), None) => {
+                self.durable().await?;
+                Ok(true)
+            }
+            (Swap::NeedsFullWrite, _) => self.put_channel_if(expected, next).await,
         }
-        Ok(written)
     }
 
     async fn list_channels(&self, org_id: &str) -> StoreResult<Vec<ChannelRecord>> {

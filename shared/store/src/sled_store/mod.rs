@@ -1,5 +1,6 @@
 //! The sled implementation of [`Store`]: one tree per entity, JSON values, multi-tree
-//! transactions where two trees change together, and a flush before a write is acknowledged.
+//! transactions where two trees change together, and a flush before a write is acknowledged
+//! (a voucher's charge: an append to the voucher journal instead, `journal.rs`).
 
 use super::prelude::*;
 use super::{PaymentReservation, SpendReservation};
@@ -18,6 +19,7 @@ mod audit;
 mod channels;
 mod cluster;
 mod counters;
+mod journal;
 mod orgs;
 mod payments;
 mod payouts;
@@ -77,6 +79,31 @@ pub struct SledStore {
     /// The leases asked for (all held: one process opens a sled database).
     leases: std::sync::Mutex<std::collections::BTreeSet<String>>,
     commit: GroupCommit,
+    /// Where a voucher's charge is made safe from the process's death; `None`: a voucher's
+    /// answer waits for a flush of sled's log like every other write.
+    journal: Option<std::sync::Arc<journal::Journal>>,
+}
+
+/// How a sled store is opened.
+#[derive(Debug, Clone)]
+pub struct SledOptions {
+    /// sled's page cache, in bytes.
+    pub cache_bytes: u64,
+    /// How often the voucher journal is synced to disk (a power loss loses at most this
+    /// interval's charges; a process's death loses none); `None`: no journal, each voucher's
+    /// answer waits for a flush of sled's log.
+    pub voucher_sync: Option<std::time::Duration>,
+}
+
+impl Default for SledOptions {
+    fn default() -> Self {
+        Self {
+            cache_bytes: paygate_domain::SLED_CACHE_CAPACITY_MB << 20,
+            voucher_sync: Some(std::time::Duration::from_millis(
+                paygate_domain::VOUCHER_SYNC_MS,
+            )),
+        }
+    }
 }
 
 /// Group commit: one `flush` of sled's log makes every write made before it started durable,
@@ -244,21 +271,22 @@ impl SledStore {
     /// sled's page cache by default, in MiB ([`paygate_domain::SLED_CACHE_CAPACITY_MB`]).
     pub const DEFAULT_CACHE_CAPACITY_MB: u64 = paygate_domain::SLED_CACHE_CAPACITY_MB;
 
-    /// Opens (or creates) the database in `dir` with the default page cache.
+    /// Opens (or creates) the database in `dir` with the default options.
     pub fn open(dir: &Path) -> StoreResult<Self> {
-        Self::open_with_cache(dir, Self::DEFAULT_CACHE_CAPACITY_MB << 20)
+        Self::open_with(dir, &SledOptions::default())
     }
 
-    /// Opens (or creates) the database in `dir`; sled's page cache holds at most `cache_bytes`.
-    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> StoreResult<Self> {
+    /// Opens (or creates) the database in `dir`, first replaying what the voucher journal
+    /// holds (whether or not `options` asks for one from now on).
+    pub fn open_with(dir: &Path, options: &SledOptions) -> StoreResult<Self> {
         let db = sled::Config::new()
             .path(dir)
-            .cache_capacity(cache_bytes)
+            .cache_capacity(options.cache_bytes)
             .mode(sled::Mode::HighThroughput)
             .open()
             .map_err(backend)?;
         let tree = |n: &str| db.open_tree(n).map_err(backend);
-        Self {
+        let mut store = Self {
             orgs: tree("orgs")?,
             org_slugs: tree("org_slugs")?,
             api_keys: tree("api_keys")?,
@@ -289,10 +317,21 @@ impl SledStore {
             webhook_by_endpoint: tree("webhook_by_endpoint")?,
             leases: Default::default(),
             commit: Default::default(),
+            journal: None,
             corridors: payouts::PayoutTrees::open(&db)?,
             db,
         }
-        .with_indexes()
+        .with_indexes()?;
+        let next = store.replay_journal(dir)?;
+        if let Some(interval) = options.voucher_sync {
+            store.journal = Some(journal::Journal::start(
+                dir,
+                next,
+                store.db.clone(),
+                interval,
+            )?);
+        }
+        Ok(store)
     }
 
     fn with_indexes(self) -> StoreResult<Self> {

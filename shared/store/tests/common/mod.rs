@@ -70,3 +70,43 @@ pub fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         updated_at: "t".into(),
     }
 }
+
+/// A channel of organisation `o1`, version 1, nothing charged.
+pub fn channel(id: &str) -> paygate_domain::channel::ChannelRecord {
+    let mut c =
+        paygate_domain::channel::ChannelRecord::opened(paygate_domain::channel::ChannelOpening {
+            id: id.to_string(),
+            org_id: "o1".into(),
+            route_id: "rt".into(),
+            network: "eip155:84532".into(),
+            config: paygate_x402::batch::ChannelConfigWire {
+                payer: "0x1".into(),
+                payer_authorizer: "0x1".into(),
+                receiver: "0x2".into(),
+                receiver_authorizer: "0x3".into(),
+                token: "0x4".into(),
+                withdraw_delay: 900,
+                salt: "0x00".into(),
+            },
+            balance: 5_000,
+            total_claimed: 0,
+            now: String::new(),
+        });
+    c.deposited = 5_000;
+    c.owner = Some("n1".into());
+    c.version = 1;
+    c
+}
+
+/// `open()` once the previous holder of the sled directory has let go of its lock (sled's
+/// background flusher drops its handle a moment after the database it belongs to), within 5 s.
+pub async fn reopened<T, E: std::fmt::Debug>(open: impl Fn() -> Result<T, E>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match open() {
+            Ok(v) => return v,
+            Err(e) if std::time::Instant::now() > deadline => panic!("reopening: {e:?}"),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    }
+}
