@@ -343,18 +343,19 @@ pub async fn pay(
             .unwrap_or_default();
         let change = Change::created(&org.id, "payout.created", target, after.clone());
         audit::record(&state, Actor::Key(&auth), &caller, change).await;
-        if let Ok(Some(p)) = state.store.get_payout(target).await {
-            payout_updated(&state, &p).await;
-        }
     }
     Ok(accepted(a))
 }
 
-/// `payout.updated` for the seller's webhooks: the payout as its status endpoint shows it.
-async fn payout_updated(state: &AppState, p: &paygate_payouts::Payout) {
-    if let Some(events) = state.payments.events() {
+/// `payout.updated` for the seller's webhooks, the payout as its status endpoint shows it: the
+/// payout engine tells it of every change it records, whatever made it.
+pub(crate) struct PayoutWebhooks(pub std::sync::Arc<paygate_gateway::events::Events>);
+
+#[async_trait::async_trait]
+impl paygate_payouts::engine::PayoutObserver for PayoutWebhooks {
+    async fn changed(&self, p: &paygate_payouts::Payout) {
         let data = serde_json::to_value(PayoutView::from(p)).unwrap_or_default();
-        events.emit(&p.org_id, "payout.updated", &p.id, data).await;
+        self.0.emit(&p.org_id, "payout.updated", &p.id, data).await;
     }
 }
 
@@ -431,18 +432,12 @@ pub async fn refresh(
     Path((id, payment_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let c = own_corridor(&state, &auth.org, &id).await?;
-    let before = state.store.get_payout(&payment_id).await?.map(|p| p.status);
     match state
         .payouts
         .refresh(&auth.org.id, &c.id, &payment_id)
         .await
     {
-        Ok(p) => {
-            if before != Some(p.status) {
-                payout_updated(&state, &p).await;
-            }
-            Ok(Json(PayoutView::from(&p)).into_response())
-        }
+        Ok(p) => Ok(Json(PayoutView::from(&p)).into_response()),
         Err(RfiError::Store(e)) => Err(e.into()),
         Err(e) => Err(err(e.code(), e.to_string())),
     }
@@ -536,10 +531,7 @@ pub async fn webhook(
     .map_err(|e| err(ErrorCode::BadRequest, e.to_string()))?;
     let (status, ack) = match state.payouts.apply_event(&event, &body).await? {
         EventOutcome::Duplicate => (StatusCode::OK, ack("duplicate", None)),
-        EventOutcome::Applied(s, payout) => {
-            payout_updated(&state, &payout).await;
-            (StatusCode::OK, ack("applied", Some(s)))
-        }
+        EventOutcome::Applied(s, _) => (StatusCode::OK, ack("applied", Some(s))),
         EventOutcome::Ignored(s) => (StatusCode::OK, ack("ignored", Some(s))),
         EventOutcome::Orphaned => (StatusCode::ACCEPTED, ack("kept", None)),
     };

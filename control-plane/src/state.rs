@@ -95,13 +95,19 @@ impl AppState {
         self
     }
 
-    /// The payout provider and the webhook secrets.
+    /// The payout provider and the webhook secrets; the payout engine tells the seller's
+    /// webhooks of its changes (so after [`Self::with_payments`]).
     pub fn with_payouts(
         mut self,
         provider: Arc<dyn paygate_payouts::provider::PayoutProvider>,
         webhook_secrets: Vec<Vec<u8>>,
     ) -> Self {
-        self.payouts = PayoutEngine::new(self.store.clone(), Some(provider));
+        let observer = self.payments.events().map(|e| {
+            Arc::new(crate::corridors::PayoutWebhooks(e.clone()))
+                as Arc<dyn paygate_payouts::engine::PayoutObserver>
+        });
+        self.payouts =
+            PayoutEngine::new(self.store.clone(), Some(provider)).with_observer(observer);
         self.webhook_secrets = Arc::new(webhook_secrets);
         self
     }

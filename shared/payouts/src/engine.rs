@@ -140,6 +140,14 @@ impl Drop for Claim {
     }
 }
 
+/// Told of every status change the engine records, once it is recorded, whatever made it (a
+/// request, the provider's webhook, a status read, reconciliation): the seller's
+/// `payout.updated` webhook. Awaited, so one payout's changes are told in their order.
+#[async_trait::async_trait]
+pub trait PayoutObserver: Send + Sync {
+    async fn changed(&self, payout: &Payout);
+}
+
 /// The engine: built once, shared by the corridor handlers and the reconciliation loop.
 #[derive(Clone)]
 pub struct PayoutEngine {
@@ -149,6 +157,7 @@ pub struct PayoutEngine {
     /// Payout wallets and their on-chain funding (`None`: no USDC moves, as with a provider
     /// that does not ask for it).
     funding: Option<Arc<dyn PayoutFunding>>,
+    observer: Option<Arc<dyn PayoutObserver>>,
 }
 
 impl PayoutEngine {
@@ -158,6 +167,19 @@ impl PayoutEngine {
             provider,
             claims: Arc::default(),
             funding: None,
+            observer: None,
+        }
+    }
+
+    /// Tells `observer` of every status change recorded from now on.
+    pub fn with_observer(mut self, observer: Option<Arc<dyn PayoutObserver>>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    async fn changed(&self, payout: &Payout) {
+        if let Some(o) = &self.observer {
+            o.changed(payout).await;
         }
     }
 
@@ -317,6 +339,7 @@ impl PayoutEngine {
                 ));
                 payout.updated_at = paygate_domain::now_rfc3339();
                 self.store.refuse_payout(payout).await?;
+                self.changed(payout).await;
                 tracing::warn!(payout = %payout.id, reason = %why, "payout funding refused");
                 Err(PayoutError::Refused(why))
             }
@@ -438,6 +461,7 @@ impl PayoutEngine {
                 let body = serde_json::to_string(&super::views::PayoutAccepted::from(&payout))
                     .map_err(|_| PayoutError::Inconsistent)?;
                 self.store.accept_payout(&payout, &body).await?;
+                self.changed(&payout).await;
                 tracing::info!(payout = %payout.id, cpn = %pp.id, "payout accepted by the provider");
                 self.adopt_orphans().await;
                 Ok(body)
@@ -448,6 +472,7 @@ impl PayoutEngine {
                 payout.failure_message = Some(format!("the payout provider refused it: {why}"));
                 payout.updated_at = paygate_domain::now_rfc3339();
                 self.store.refuse_payout(&payout).await?;
+                self.changed(&payout).await;
                 tracing::warn!(payout = %payout.id, reason = %why, "payout refused by the provider");
                 Err(PayoutError::Refused(why))
             }
@@ -474,6 +499,9 @@ impl PayoutEngine {
             .apply_payout_event(&key, event, raw, &paygate_domain::now_rfc3339())
             .await?;
         tracing::info!(cpn = %event.payment_id, event = event.event_type.as_str(), outcome = ?outcome, "webhook");
+        if let EventOutcome::Applied(_, payout) = &outcome {
+            self.changed(payout).await;
+        }
         Ok(outcome)
     }
 

@@ -7,7 +7,9 @@
 
 use async_trait::async_trait;
 use paygate_domain::ErrorCode;
-use paygate_payouts::engine::{Accepted, NewPayout, PayoutEngine, PayoutError, PayoutOrder};
+use paygate_payouts::engine::{
+    Accepted, NewPayout, PayoutEngine, PayoutError, PayoutObserver, PayoutOrder,
+};
 use paygate_payouts::money::QuoteBreakdown;
 use paygate_payouts::provider::{
     PayoutProvider, PayoutRequest, ProviderError, ProviderPayout, ProviderQuote,
@@ -108,11 +110,36 @@ async fn store(kind: Kind) -> (Arc<dyn PayoutStore>, Keep) {
     }
 }
 
+/// The status changes the engine told of, in order (what becomes `payout.updated`).
+#[derive(Default)]
+struct Told(Mutex<Vec<(String, PayoutStatus)>>);
+
+#[async_trait]
+impl PayoutObserver for Told {
+    async fn changed(&self, payout: &Payout) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((payout.id.clone(), payout.status));
+    }
+}
+
+impl Told {
+    fn of(&self, id: &str) -> Vec<PayoutStatus> {
+        let told = self.0.lock().unwrap();
+        told.iter()
+            .filter(|(p, _)| p == id)
+            .map(|(_, s)| *s)
+            .collect()
+    }
+}
+
 struct Fixture {
     _keep: Keep,
     store: Arc<dyn PayoutStore>,
     provider: Arc<Scripted>,
     engine: PayoutEngine,
+    told: Arc<Told>,
 }
 
 impl Fixture {
@@ -120,12 +147,14 @@ impl Fixture {
         let (store, keep) = store(kind).await;
         let provider = Arc::new(provider);
         let p: Arc<dyn PayoutProvider> = provider.clone();
-        let engine = PayoutEngine::new(store.clone(), Some(p));
+        let told = Arc::new(Told::default());
+        let engine = PayoutEngine::new(store.clone(), Some(p)).with_observer(Some(told.clone()));
         Self {
             _keep: keep,
             store,
             provider,
             engine,
+            told,
         }
     }
 
@@ -262,6 +291,11 @@ async fn a_payout_is_made_once_and_its_key_answers_with_the_same_body(kind: Kind
     assert_eq!(other.unwrap_err().code(), ErrorCode::DuplicateRequest);
     assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1);
     assert!(f.key_unused("k2").await);
+    assert_eq!(
+        f.told.of(&id),
+        [PayoutStatus::Pending],
+        "a repeat tells nothing"
+    );
 }
 
 async fn concurrent_requests_with_one_key_make_one_payout(kind: Kind) {
@@ -373,10 +407,13 @@ async fn a_crash_between_the_reservation_and_the_provider_is_finished_by_reconci
         BeginPayout::Started
     );
     assert_eq!(f.status(&id).await, PayoutStatus::Initiating);
-    // The restarted process (a new engine: no claims) finishes it.
-    let restarted = PayoutEngine::new(f.store.clone(), Some(f.provider.clone()));
+    // The restarted process (a new engine: no claims) finishes it, and tells of it.
+    let told = Arc::new(Told::default());
+    let restarted = PayoutEngine::new(f.store.clone(), Some(f.provider.clone()))
+        .with_observer(Some(told.clone()));
     restarted.reconcile().await;
     assert_eq!(f.status(&id).await, PayoutStatus::Pending);
+    assert_eq!(told.of(&id), [PayoutStatus::Pending]);
     assert_eq!(f.provider.made(), 1);
     // The client's retry gets the stored answer; a second pass changes nothing.
     let again = restarted
@@ -434,6 +471,7 @@ async fn a_refused_payout_fails_and_frees_its_key(kind: Kind) {
     assert!(f.key_unused("k1").await);
     f.engine.reconcile().await;
     assert_eq!(f.provider.calls.load(Ordering::SeqCst), 1, "never retried");
+    assert_eq!(f.told.of(&id), [PayoutStatus::Failed]);
 }
 
 async fn an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known(kind: Kind) {
@@ -455,6 +493,11 @@ async fn an_event_before_its_payout_is_kept_and_adopted_once_the_payout_is_known
     assert_eq!(
         f.engine.apply_event(&event, &raw).await.unwrap(),
         EventOutcome::Duplicate
+    );
+    // Accepted, then settled by the kept event: both told, in that order.
+    assert_eq!(
+        f.told.of(&id),
+        [PayoutStatus::Pending, PayoutStatus::Settled]
     );
 }
 

@@ -441,8 +441,7 @@ impl Batch<'_> {
 /// An `upto` authorization admitted for a request: reserved until its charge is settled, then
 /// settled until the answer is over.
 pub struct UptoAdmitted {
-    pub(super) held: Option<Held>,
-    pub(super) paid: Option<Paid>,
+    pub(super) stage: UptoStage,
     pub(super) requirements: PaymentRequirements,
     pub(super) entry: Arc<RouteEntry>,
     /// A streamed answer whose head stated no charge: settled at its end.
@@ -456,14 +455,29 @@ pub(super) struct Held {
     pub(super) slot: Option<Slot>,
 }
 
+/// Where an admitted `upto` authorization stands.
+pub(super) enum UptoStage {
+    /// Reserved, until its charge is settled.
+    Held(Held),
+    /// Settled, until the answer is over.
+    Paid(Paid),
+    /// Its settlement failed, or its answer was told over: nothing is left to do.
+    Done,
+}
+
 impl UptoAdmitted {
     /// The payment's record: reserved, or settled (none once a settlement failed).
     pub(super) fn record(&self) -> Option<&GatewayPayment> {
-        match (&self.paid, &self.held) {
-            (Some(p), _) => Some(&p.record),
-            (None, Some(h)) => Some(&h.record),
-            (None, None) => None,
+        match &self.stage {
+            UptoStage::Held(h) => Some(&h.record),
+            UptoStage::Paid(p) => Some(&p.record),
+            UptoStage::Done => None,
         }
+    }
+
+    /// The stage, taken out: `Done` is left.
+    pub(super) fn take_stage(&mut self) -> UptoStage {
+        std::mem::replace(&mut self.stage, UptoStage::Done)
     }
 }
 

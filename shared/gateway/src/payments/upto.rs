@@ -15,7 +15,7 @@
 
 use super::schemes::{
     usage_charge, Admission, Admitted, Answered, Gate, Held, PaidRequest, Receipt, Scheme,
-    Unadmitted, UptoAdmitted,
+    Unadmitted, UptoAdmitted, UptoStage,
 };
 use super::{Charge, PaymentService, Refusal, Reserve};
 use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer, Pricing};
@@ -91,8 +91,7 @@ impl Scheme for Upto<'_> {
         Ok(Admission {
             upstream,
             payment: Admitted::Upto(Box::new(UptoAdmitted {
-                held: Some(Held { v, record, slot }),
-                paid: None,
+                stage: UptoStage::Held(Held { v, record, slot }),
                 requirements: requirements.clone(),
                 entry: req.entry.clone(),
                 at_end: false,
@@ -145,7 +144,7 @@ impl Scheme for Upto<'_> {
                     return Ok(None);
                 };
                 let mut receipt = None;
-                if u.paid.is_none() {
+                if !matches!(u.stage, UptoStage::Paid(_)) {
                     // Waited for a trailer, or never answered: cut short charges nothing.
                     let charge = if u.at_end && completed {
                         self.charge(&u, stated.as_ref())
@@ -159,7 +158,7 @@ impl Scheme for Upto<'_> {
                         }
                     }
                 }
-                if let Some(paid) = u.paid.take() {
+                if let UptoStage::Paid(paid) = u.take_stage() {
                     self.0.delivered(paid, upstream_status);
                 }
                 Ok(receipt)
@@ -191,7 +190,13 @@ impl PaymentService {
             v,
             mut record,
             mut slot,
-        } = u.held.take().ok_or(Refusal::Internal)?;
+        } = match u.take_stage() {
+            UptoStage::Held(held) => held,
+            other => {
+                u.stage = other;
+                return Err(Refusal::Internal);
+            }
+        };
         let version = v.payment.version();
         record.amount = UsdcAmount(charge);
         record.updated_at = paygate_domain::now_rfc3339();
@@ -227,7 +232,7 @@ impl PaymentService {
             value: paid.receipt.clone(),
             charged: charge,
         };
-        u.paid = Some(paid);
+        u.stage = UptoStage::Paid(paid);
         Ok(receipt)
     }
 }
