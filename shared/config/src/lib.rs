@@ -424,4 +424,16 @@ mod tests {
         c.payout.provider = "circle".into();
         assert!(c.validate().is_err());
     }
+
+    #[test]
+    fn the_voucher_sync_interval_is_bounded() {
+        let mut c = Config::embedded();
+        assert_eq!(c.storage.voucher_sync_ms, 100);
+        for ok in [0, 1, 10_000] {
+            c.storage.voucher_sync_ms = ok;
+            c.validate().unwrap();
+        }
+        c.storage.voucher_sync_ms = 10_001;
+        assert!(c.validate().is_err());
+    }
 }
