@@ -93,8 +93,12 @@ async fn attempt(
         // Another node holds it, or the store is away: the next look decides.
         _ => return,
     }
-    let endpoint = match state.store.webhook_endpoints(&d.org_id).await {
-        Ok(all) => all.into_iter().find(|e| e.id == d.endpoint_id),
+    let endpoint = match state
+        .store
+        .webhook_endpoint(&d.org_id, &d.endpoint_id)
+        .await
+    {
+        Ok(endpoint) => endpoint,
         Err(e) => {
             tracing::warn!(error = %e, "webhook endpoint unreadable");
             return;

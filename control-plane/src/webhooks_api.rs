@@ -198,10 +198,8 @@ async fn own_endpoint(
 ) -> Result<WebhookEndpoint, ApiError> {
     state
         .store
-        .webhook_endpoints(org_id)
+        .webhook_endpoint(org_id, id)
         .await?
-        .into_iter()
-        .find(|e| e.id == id)
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::NotFound,

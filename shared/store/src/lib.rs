@@ -352,6 +352,12 @@ pub trait WebhookStore: Send + Sync {
     async fn put_webhook_endpoint(&self, e: &WebhookEndpoint) -> StoreResult<()>;
     /// `org_id`'s endpoints, oldest first.
     async fn webhook_endpoints(&self, org_id: &str) -> StoreResult<Vec<WebhookEndpoint>>;
+    /// `org_id`'s endpoint `id`.
+    async fn webhook_endpoint(
+        &self,
+        org_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<WebhookEndpoint>>;
     /// Deletes `org_id`'s endpoint `id` (its deliveries stay, for the log); whether it existed.
     async fn delete_webhook_endpoint(&self, org_id: &str, id: &str) -> StoreResult<bool>;
     /// Adds deliveries to the queue, durably.

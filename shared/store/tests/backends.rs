@@ -1074,3 +1074,47 @@ async fn sled_channels_from_before_the_charges_tree_and_after_a_reopen() {
     let s = reopened(|| paygate_store::SledStore::open(dir.path())).await;
     assert!(s.get_channel(&c.id).await.is_err());
 }
+
+/// An endpoint is read by its organisation and id: another organisation's id reads nothing, a
+/// deleted endpoint nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_endpoint_is_read_by_its_organisation_and_id() {
+    use paygate_domain::webhook::WebhookEndpoint;
+    let both = Both::new().await;
+    let endpoint = |org: &str, id: &str| WebhookEndpoint {
+        id: id.into(),
+        org_id: org.into(),
+        url: format!("https://{org}.example/hooks"),
+        events: vec!["payout.updated".into()],
+        description: String::new(),
+        secrets: Vec::new(),
+        created_at: "t".into(),
+        updated_at: "t".into(),
+    };
+    for (name, s) in both.each() {
+        let (a, b) = (endpoint("o1", "whe_a"), endpoint("o2", "whe_b"));
+        s.put_webhook_endpoint(&a).await.unwrap();
+        s.put_webhook_endpoint(&b).await.unwrap();
+        assert_eq!(
+            s.webhook_endpoint("o1", "whe_a").await.unwrap(),
+            Some(a.clone()),
+            "{name}"
+        );
+        assert_eq!(
+            s.webhook_endpoint("o1", "whe_b").await.unwrap(),
+            None,
+            "{name}"
+        );
+        assert_eq!(
+            s.webhook_endpoint("o2", "whe_b").await.unwrap(),
+            Some(b),
+            "{name}"
+        );
+        assert!(s.delete_webhook_endpoint("o1", "whe_a").await.unwrap());
+        assert_eq!(
+            s.webhook_endpoint("o1", "whe_a").await.unwrap(),
+            None,
+            "{name}"
+        );
+    }
+}

@@ -36,6 +36,19 @@ impl WebhookStore for PgStore {
         .await
     }
 
+    async fn webhook_endpoint(
+        &self,
+        org_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<WebhookEndpoint>> {
+        self.one(
+            sqlx::query("SELECT doc FROM webhook_endpoints WHERE org_id = $1 AND id = $2")
+                .bind(org_id)
+                .bind(id),
+        )
+        .await
+    }
+
     async fn delete_webhook_endpoint(&self, org_id: &str, id: &str) -> StoreResult<bool> {
         let r = sqlx::query("DELETE FROM webhook_endpoints WHERE org_id = $1 AND id = $2")
             .bind(org_id)

@@ -25,6 +25,14 @@ impl WebhookStore for SledStore {
             .collect()
     }
 
+    async fn webhook_endpoint(
+        &self,
+        org_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<WebhookEndpoint>> {
+        Self::get(&self.webhook_endpoints, &key2(org_id, id))
+    }
+
     async fn delete_webhook_endpoint(&self, org_id: &str, id: &str) -> StoreResult<bool> {
         let gone = self
             .webhook_endpoints
