@@ -74,21 +74,7 @@ async fn channel_pay_at(
     n: usize,
     then: Option<&str>,
 ) -> Value {
-    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES").expect(
-        "PAYGATE_TEST_NODE_MODULES must name a node_modules with @x402/fetch (run via `make test`)",
-    );
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.env("NODE_PATH", modules)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/interop/x402_channel_pay.cjs"
-        ))
-        .arg(gw.url(path))
-        .arg(KEYS[payer])
-        .arg(&chain.rpc)
-        .arg(n.to_string())
-        .args(then);
-    run_client(cmd).await
+    common::channel::official_pay(&gw.url(path), payer, &chain.rpc, n, 1, then).await
 }
 
 async fn channels(gw: &Gateway, key: &str) -> Value {

@@ -548,6 +548,56 @@ async fn one_corridor_pay_key_sent_to_every_node_at_once_pays_once() {
     }
 }
 
+/// Three nodes on one PostgreSQL and one chain, sharing a master key, channels leased for
+/// 300 ms (and `extra`), with org `acme`'s $0.001 route `search` offering `schemes`.
+struct ChannelCluster {
+    n: Vec<Gateway>,
+    upstream: Upstream,
+    key: String,
+    receiver: alloy_primitives::Address,
+    _pg: paygate_store::testing::PgCluster,
+    chain: std::sync::Arc<Chain>,
+}
+
+impl ChannelCluster {
+    /// The organisation's one channel as node `i` lists it.
+    async fn channel(&self, i: usize) -> Value {
+        let list: Value = self.n[i]
+            .api(&self.key, Method::GET, "/api/channels", None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        list["channels"][0].clone()
+    }
+}
+
+async fn channel_cluster(schemes: Value, extra: &[(&str, &str)]) -> ChannelCluster {
+    let chain = std::sync::Arc::new(Chain::start());
+    let pg = paygate_store::testing::PgCluster::start();
+    let mut env = vec![
+        ("PAYGATE_MASTER_KEY", MCP_MASTER_KEY),
+        ("PAYGATE__CHANNELS__LEASE_MS", "300"),
+    ];
+    env.extend_from_slice(extra);
+    let n = paid_nodes(&chain, &pg.url(), &env).await;
+    let upstream = Upstream::start().await;
+    let (key, receiver) = acme_route(
+        &n,
+        json!({"path": "search", "priceUSD": "0.001", "network": "base-sepolia",
+               "targetUrl": format!("{}/search", upstream.url), "schemes": schemes}),
+    )
+    .await;
+    ChannelCluster {
+        n,
+        upstream,
+        key,
+        receiver,
+        _pg: pg,
+        chain,
+    }
+}
+
 /// A payment channel whose requests arrive on every node (issue 29): each voucher step is
 /// charged once whichever node serves it (a node takes the channel over once the last one's
 /// lease ran out), the same step sent to all three nodes at once is served once, and the claim
@@ -556,21 +606,9 @@ async fn one_corridor_pay_key_sent_to_every_node_at_once_pays_once() {
 async fn a_channel_paid_on_every_node_charges_each_step_once() {
     use common::channel::HandPayer;
     const PRICE: u128 = 1_000;
-    let chain = std::sync::Arc::new(Chain::start());
-    let pg = paygate_store::testing::PgCluster::start();
-    let env = [
-        ("PAYGATE_MASTER_KEY", MCP_MASTER_KEY),
-        ("PAYGATE__CHANNELS__LEASE_MS", "300"),
-    ];
-    let n = paid_nodes(&chain, &pg.url(), &env).await;
-    let upstream = Upstream::start().await;
-    let (key, receiver) = acme_route(
-        &n,
-        json!({"path": "search", "priceUSD": "0.001", "network": "base-sepolia",
-               "targetUrl": format!("{}/search", upstream.url),
-               "schemes": ["exact", "batch-settlement"]}),
-    )
-    .await;
+    let cc = channel_cluster(json!(["exact", "batch-settlement"]), &[]).await;
+    let (chain, n, upstream, key, receiver) =
+        (&cc.chain, &cc.n, &cc.upstream, &cc.key, cc.receiver);
     let r = n[0].get("/gateway/acme/search").await;
     let doc = b64_json(r.headers()["payment-required"].to_str().unwrap());
     let payer = HandPayer::new(1, &doc["accepts"][1], 3);
@@ -614,18 +652,50 @@ async fn a_channel_paid_on_every_node_charges_each_step_once() {
         "every charged step reached the origin once"
     );
 
-    let list: Value = n[2]
-        .api(&key, Method::GET, "/api/channels", None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let c = &list["channels"][0];
-    assert_eq!(c["charged"], (11 * PRICE).to_string(), "{list}");
-    assert_eq!(c["requests"], 11, "{list}");
-    n[1].claim_channels(&key).await;
+    let c = cc.channel(2).await;
+    assert_eq!(c["charged"], (11 * PRICE).to_string(), "{c}");
+    assert_eq!(c["requests"], 11, "{c}");
+    n[1].claim_channels(key).await;
     assert_eq!(
         chain.balance(receiver).await,
         receiver_before + 11 * PRICE as u64
     );
+}
+
+/// The official npm client (`@x402/fetch` with `@x402/evm`'s batch-settlement scheme) pays 1,000
+/// requests over one deposit with its requests spread over the three nodes (50 to a node in
+/// turn, as a balancer with short stickiness spreads them): every request served once, the
+/// channel charged exactly 1,000 prices, one claim moves exactly that to the receiver, and the
+/// payer's deposit keeps nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_pays_over_one_deposit_across_the_nodes() {
+    const N: usize = 1_000;
+    const PRICE: u64 = 1_000;
+    // The seller's claim below is the one that claims.
+    let cc = channel_cluster(
+        json!(["batch-settlement"]),
+        &[("PAYGATE__CHANNELS__CLAIM_MIN_BASE_UNITS", "1000000000")],
+    )
+    .await;
+    let (chain, n, upstream, key, receiver) =
+        (&cc.chain, &cc.n, &cc.upstream, &cc.key, cc.receiver);
+    let (payer_before, receiver_before) = (
+        chain.balance(address(2)).await,
+        chain.balance(receiver).await,
+    );
+    let urls: Vec<String> = n.iter().map(|g| g.url("/gateway/acme/search")).collect();
+    let report = common::channel::official_pay(&urls.join(","), 2, &chain.rpc, N, 50, None).await;
+    assert_eq!(report["statuses"]["200"], N, "{report}");
+    assert_eq!(report["deposits"], 1, "one deposit: {report}");
+    let total = PRICE * N as u64;
+    assert_eq!(report["charged"], total.to_string(), "{report}");
+    assert_eq!(upstream.hits(), N, "every request reached the origin once");
+    assert_eq!(chain.balance(address(2)).await, payer_before - total);
+
+    let c = cc.channel(2).await;
+    assert_eq!(c["charged"], total.to_string(), "{c}");
+    assert_eq!(c["requests"], N, "{c}");
+    let claimed = n[1].claim_channels(key).await;
+    assert_eq!(claimed["claimedChannels"], 1, "{claimed}");
+    assert_eq!(chain.balance(receiver).await, receiver_before + total);
 }

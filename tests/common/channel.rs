@@ -111,3 +111,33 @@ impl HandPayer {
         self.channel.header(&payload)
     }
 }
+
+/// The official npm clients (`@x402/fetch` with `@x402/evm`'s batch-settlement scheme,
+/// `tests/interop/x402_channel_pay.cjs`) paying `n` requests over one channel as account `payer`,
+/// in a process of their own: to `urls` (comma-separated: `block` requests to each in turn),
+/// then `then` (`refund[:AMOUNT]`). The script's JSON report.
+pub async fn official_pay(
+    urls: &str,
+    payer: usize,
+    rpc: &str,
+    n: usize,
+    block: usize,
+    then: Option<&str>,
+) -> Value {
+    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES").expect(
+        "PAYGATE_TEST_NODE_MODULES must name a node_modules with @x402/fetch (run via `make test`)",
+    );
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.env("NODE_PATH", modules)
+        .env("X402_SPREAD_BLOCK", block.to_string())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/x402_channel_pay.cjs"
+        ))
+        .arg(urls)
+        .arg(chain::KEYS[payer])
+        .arg(rpc)
+        .arg(n.to_string())
+        .args(then);
+    super::run_client(cmd).await
+}

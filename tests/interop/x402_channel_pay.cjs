@@ -3,6 +3,8 @@
 // deposit, then a voucher per request), no code of paygate's on the client side.
 //
 // Usage: NODE_PATH=<node_modules> node x402_channel_pay.cjs URL PRIVATE_KEY RPC_URL N [refund[:AMOUNT]]
+// URL may be several, comma-separated (one route on several nodes): the requests go to them in
+// turn, X402_SPREAD_BLOCK requests to each (default 1), over the one channel.
 // With `refund`, the client's own cooperative refund follows the N requests (all that is
 // left, or AMOUNT base units); its settle response (or its error) is printed as `refund`.
 // Prints one JSON line {statuses, bodies, receipts (decoded PAYMENT-RESPONSE of the first and
@@ -27,13 +29,15 @@ async function main(url, key, rpc, n, refund) {
   });
   client.register("eip155:84532", scheme);
   const pay = wrapFetchWithPayment(fetch, client);
+  const urls = url.split(",");
+  const block = Math.max(1, Number(process.env.X402_SPREAD_BLOCK || "1"));
   const statuses = {};
   const receipts = [];
   let deposits = 0;
   let chargeHeaderSeen = false;
   let charged = "0";
   for (let i = 0; i < n; i++) {
-    const r = await pay(url, { method: "GET" });
+    const r = await pay(urls[Math.floor(i / block) % urls.length], { method: "GET" });
     await r.text();
     chargeHeaderSeen = chargeHeaderSeen || r.headers.has("x-paygate-charge");
     statuses[r.status] = (statuses[r.status] || 0) + 1;
@@ -50,7 +54,7 @@ async function main(url, key, rpc, n, refund) {
   if (refund) {
     const amount = refund.split(":")[1];
     try {
-      report.refund = await scheme.refund(url, amount ? { amount } : {});
+      report.refund = await scheme.refund(urls[0], amount ? { amount } : {});
     } catch (err) {
       report.refund = { error: String(err && err.message ? err.message : err) };
     }
