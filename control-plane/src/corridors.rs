@@ -347,18 +347,6 @@ pub async fn pay(
     Ok(accepted(a))
 }
 
-/// `payout.updated` for the seller's webhooks, the payout as its status endpoint shows it: the
-/// payout engine tells it of every change it records, whatever made it.
-pub(crate) struct PayoutWebhooks(pub std::sync::Arc<paygate_gateway::events::Events>);
-
-#[async_trait::async_trait]
-impl paygate_payouts::engine::PayoutObserver for PayoutWebhooks {
-    async fn changed(&self, p: &paygate_payouts::Payout) {
-        let data = serde_json::to_value(PayoutView::from(p)).unwrap_or_default();
-        self.0.emit(&p.org_id, "payout.updated", &p.id, data).await;
-    }
-}
-
 /// `GET /corridors/{id}/payments/{paymentId}`.
 #[utoipa::path(get, path = "/corridors/{id}/payments/{payment_id}", tag = "corridors", security(("orgKey" = [])), params(("id" = String, Path), ("payment_id" = String, Path)), responses((status = 200, description = "The payout", body = PayoutView), (status = 404, description = "No such payout in this corridor", body = paygate_domain::ErrorBody)))]
 pub async fn get_payment(

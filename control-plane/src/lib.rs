@@ -20,6 +20,7 @@ mod metrics_api;
 pub mod openapi;
 mod origin_api;
 mod payments_api;
+mod payout_events;
 mod revenue;
 mod routes_api;
 mod scopes;

@@ -103,7 +103,7 @@ impl AppState {
         webhook_secrets: Vec<Vec<u8>>,
     ) -> Self {
         let observer = self.payments.events().map(|e| {
-            Arc::new(crate::corridors::PayoutWebhooks(e.clone()))
+            Arc::new(crate::payout_events::PayoutWebhooks(e.clone()))
                 as Arc<dyn paygate_payouts::engine::PayoutObserver>
         });
         self.payouts =

@@ -1,6 +1,8 @@
 //! The store: one trait per aggregate (orgs, keys, routes, payments, counters, metrics, and
 //! payouts, whose trait is `paygate_payouts::store::PayoutStore`), `Store` = all of them; every
-//! durable record goes through it. Writes return only once durable. Operations are whole
+//! durable record goes through it. Writes return only once durable (one exception: a voucher's
+//! charge, `ChannelStore::put_channel_charges_if`, may return once safe from the process's
+//! death, on disk within a bounded interval). Operations are whole
 //! business steps (insert a route with its path index and idempotency record) so a networked
 //! backend can implement them with its own transactions. `SledStore` is the embedded backend;
 //! `postgres::PgStore` the one a cluster of nodes shares; `ClusterStore` what the nodes
@@ -273,7 +275,9 @@ pub trait ChannelStore: Send + Sync {
     async fn put_channel_if(&self, expected: u64, next: &ChannelRecord) -> StoreResult<bool>;
     /// [`Self::put_channel_if`] for a write that moves only what a served request moves
     /// ([`paygate_domain::channel::ChannelCharges`]) of the record read at `expected`: a backend
-    /// may write that part alone (the write committing each voucher).
+    /// may write that part alone (the write committing each voucher), and may return once the
+    /// write is safe from the process's death, on disk within a bounded interval (sled's voucher
+    /// journal, `storage.voucher_sync_ms`; PostgreSQL commits it).
     async fn put_channel_charges_if(
         &self,
         expected: u64,

@@ -155,17 +155,25 @@ impl SledStore {
         })
     }
 
-    /// Replays the voucher journal's files in sled's directory `dir` (`journal.rs`), then
-    /// flushes and deletes them; the sequence number the next file takes.
+    /// Replays the voucher journal's files in sled's directory `dir` (`journal.rs`), each
+    /// channel's newest entry once, then flushes and deletes them; the sequence number the next
+    /// file takes.
     pub(super) fn replay_journal(&self, dir: &std::path::Path) -> StoreResult<u64> {
         let files = journal::files(dir)?;
         let Some(&(last, _)) = files.last() else {
             return Ok(0);
         };
+        let mut newest: std::collections::HashMap<Vec<u8>, (u64, Vec<u8>)> = Default::default();
         for (_, path) in &files {
             for (id, entry) in journal::records(path)? {
-                self.replay_charges(&id, &entry)?;
+                let version = entry_versions(&entry)?.1;
+                if newest.get(&id).is_none_or(|(kept, _)| *kept < version) {
+                    newest.insert(id, (version, entry));
+                }
             }
+        }
+        for (id, (_, entry)) in &newest {
+            self.replay_charges(id, entry)?;
         }
         self.db.flush().map_err(backend)?;
         for (_, path) in files {

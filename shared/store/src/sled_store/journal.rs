@@ -114,15 +114,15 @@ fn split_payload(p: &[u8]) -> Option<(&[u8], &[u8])> {
 
 fn encode(id: &[u8], entry: &[u8]) -> StoreResult<Vec<u8>> {
     let id_len = u16::try_from(id.len()).map_err(backend)?;
-    let mut payload = Vec::with_capacity(2 + id.len() + entry.len());
-    payload.extend_from_slice(&id_len.to_le_bytes());
-    payload.extend_from_slice(id);
-    payload.extend_from_slice(entry);
-    let len = u32::try_from(payload.len()).map_err(backend)?;
-    let mut out = Vec::with_capacity(8 + payload.len());
+    let len = u32::try_from(2 + id.len() + entry.len()).map_err(backend)?;
+    let mut out = Vec::with_capacity(8 + len as usize);
     out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
+    out.extend_from_slice(&[0; 4]); // the payload's CRC, once written
+    out.extend_from_slice(&id_len.to_le_bytes());
+    out.extend_from_slice(id);
+    out.extend_from_slice(entry);
+    let crc = crc32fast::hash(&out[8..]);
+    out[4..8].copy_from_slice(&crc.to_le_bytes());
     Ok(out)
 }
 
