@@ -307,10 +307,18 @@ async fn through_cpn_a_payout_is_quoted_funded_once_and_completed() {
         "{rec}"
     );
     // The simulator holds the payment under paygate's payout id, completed, for what paygate
-    // computed the beneficiary receives.
-    let p = gw
-        .provider_json(&format!("/v1/cpn/payments/{cpn_id}"))
-        .await;
+    // computed the beneficiary receives. It records a status once its notification was
+    // acknowledged, so just after paygate applied the notification it may not have yet.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let p = loop {
+        let p = gw
+            .provider_json(&format!("/v1/cpn/payments/{cpn_id}"))
+            .await;
+        if p["data"]["status"] == "COMPLETED" || std::time::Instant::now() > deadline {
+            break p;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(p["data"]["status"], "COMPLETED", "{p}");
     assert_eq!(p["data"]["customerRefId"], pid.as_str(), "{p}");
     let held = gw.provider_payouts().await;
