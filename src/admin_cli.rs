@@ -70,7 +70,7 @@ enum AdminCommand {
 }
 
 pub fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
-    crate::block_on(call(args))?
+    crate::runtime::block_on(call(args))?
 }
 
 async fn call(args: AdminArgs) -> anyhow::Result<ExitCode> {

@@ -113,7 +113,7 @@ fn link(code: &str, refs: &serde_json::Value, lib: Address) -> anyhow::Result<By
 }
 
 pub fn run(args: SetupArgs) -> anyhow::Result<ExitCode> {
-    crate::block_on(setup(args))??;
+    crate::runtime::block_on(setup(args))??;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -152,7 +152,7 @@ pub fn fund(args: FundArgs) -> anyhow::Result<ExitCode> {
             .context("give an ADDRESS, or the wallet's key")?
             .address(),
     };
-    crate::block_on(async {
+    crate::runtime::block_on(async {
         let (_, provider) = deployer(&args.deployer_key_env, &args.rpc)?;
         let amount = U256::from(args.amount) * U256::from(1_000_000u64);
         let data = mintCall {

@@ -9,6 +9,7 @@ mod handover;
 mod org_cli;
 mod pay_cli;
 mod payout_setup;
+mod runtime;
 mod serve;
 mod settlement;
 mod storage;
@@ -142,12 +143,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Runs a command's future to completion on a runtime of its own (the CLI commands).
-fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(f))
 }

@@ -392,7 +392,8 @@ fn quote_now(
     let mut q = url::form_urlencoded::Serializer::new(String::new());
     q.append_pair("amount", amount);
     let path = format!("/corridors/{corridor}/quote?{}", q.finish());
-    let (ok, answer) = crate::block_on(send(&args.url, &key, Method::GET, &path, None, &[]))??;
+    let (ok, answer) =
+        crate::runtime::block_on(send(&args.url, &key, Method::GET, &path, None, &[]))??;
     let quote = answer.json.clone().unwrap_or_default();
     let id = quote["quoteId"].as_str().map(str::to_string);
     let (true, Some(id)) = (ok, id) else {
@@ -419,7 +420,7 @@ fn run(args: OrgArgs, c: Call) -> anyhow::Result<ExitCode> {
         .clone()
         .ok_or_else(|| anyhow::anyhow!("set PAYGATE_API_KEY to the organisation's API key"))?;
     let (ok, answer) =
-        crate::block_on(send(&args.url, &key, c.method, &c.path, c.body, &c.headers))??;
+        crate::runtime::block_on(send(&args.url, &key, c.method, &c.path, c.body, &c.headers))??;
     let summary = match (ok, args.json, c.list, &answer.json) {
         (true, false, Some((field, shown)), Some(v)) => {
             let items = if field.is_empty() { v } else { &v[field] };

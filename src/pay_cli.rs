@@ -54,7 +54,7 @@ pub struct PayArgs {
 }
 
 pub fn run(args: PayArgs) -> anyhow::Result<ExitCode> {
-    crate::block_on(pay(args))?
+    crate::runtime::block_on(pay(args))?
 }
 
 /// The payer's signer from its key (`PAYGATE_PAYER_KEY`).

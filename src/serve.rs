@@ -162,7 +162,7 @@ pub fn migrate(config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     if cfg.storage.backend != StorageBackend::Postgres {
         anyhow::bail!("paygate migrate is for storage.backend = \"postgres\"");
     }
-    crate::block_on(open_store(&cfg.storage, |_| {}))??;
+    crate::runtime::block_on(open_store(&cfg.storage, |_| {}))??;
     tracing::info!("database migrated");
     Ok(ExitCode::SUCCESS)
 }

@@ -168,7 +168,7 @@ pub async fn list(
                 let extensions = entry
                     .payment
                     .as_ref()
-                    .and_then(|(_, c)| c.extensions.as_deref().cloned())
+                    .and_then(|(_, c)| serde_json::to_value(&*c.extensions).ok())
                     .unwrap_or(Value::Null);
                 items.push(item(
                     org,
@@ -189,7 +189,11 @@ pub async fn list(
                     continue;
                 }
                 let resource = format!("{base}/mcp/x402/{}#{name}", org.slug);
-                let extensions = serde_json::json!({"bazaar": crate::mcp::bazaar(&name, &tool)});
+                let extensions = paygate_x402::Extensions {
+                    bazaar: Some(crate::mcp::bazaar(&name, &tool)),
+                    ..Default::default()
+                };
+                let extensions = serde_json::to_value(extensions).unwrap_or(Value::Null);
                 items.push(item(org, &entry, req, "mcp", resource, extensions));
             }
         }

@@ -147,10 +147,13 @@ pub fn app(state: AppState) -> Router {
             "/admin/corridors/{id}/approve-kyc",
             post(corridors::approve_kyc),
         )
-        .route("/mcp/sse", get(mcp::open_stream))
-        .route("/mcp/message", post(mcp::post_message))
+        .route("/mcp/sse", get(mcp::sse::open_stream))
+        .route("/mcp/message", post(mcp::sse::post_message))
         .route("/mcp", streamable)
-        .route("/mcp/x402/{slug}", mcp::public_service(&state))
+        .route(
+            "/mcp/x402/{slug}",
+            mcp::x402::service(&state, mcp::allowed_origins(&state)),
+        )
         .route("/.well-known/x402", get(discovery::well_known))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

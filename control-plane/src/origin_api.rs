@@ -6,7 +6,7 @@
 use crate::audit::{self, Actor, Caller, Change};
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;

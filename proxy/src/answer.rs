@@ -7,13 +7,13 @@
 //! case-free `ResponseHeader`. Pingora's `insert_header` would parse every name again and keep
 //! a second map of the names' case, a measurable share of a 402 (issue 21).
 
+use crate::ctx::Ctx;
 use crate::decide::Stage;
 use crate::reply::Answer;
-use crate::Ctx;
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
-use paygate_domain::model::PaidAnswer;
 use paygate_domain::{ErrorBody, ErrorCode};
+use paygate_gateway::payments::way::Served;
 use paygate_x402::Challenge;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
@@ -34,8 +34,6 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const X_PAYMENT_REQUIREMENTS: HeaderName = HeaderName::from_static("x-payment-requirements");
 const PAYMENT_REQUIRED: HeaderName = HeaderName::from_static("payment-required");
-const X_PAYGATE_SANDBOX: HeaderName = HeaderName::from_static("x-paygate-sandbox");
-const X_PAYGATE_REPLAYED: HeaderName = HeaderName::from_static("x-paygate-replayed");
 
 /// An answer's header of the gateway's own, being built (no header-name case kept).
 struct Own(http::response::Parts);
@@ -93,24 +91,13 @@ pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) 
     }
     match answer {
         Answer::Preflight => preflight(session, ctx).await,
-        Answer::Sandbox {
-            receipt_header,
-            receipt,
-            body,
-        } => receipted(session, ctx, receipt_header, &receipt, body, true).await,
-        Answer::Refunded { receipt, body } => {
-            receipted(session, ctx, "PAYMENT-RESPONSE", &receipt, body, false).await
-        }
+        Answer::Served(served) => served_answer(session, ctx, *served).await,
         // `412` when the payer must first approve Permit2 (x402's answer), else `402`.
         Answer::Challenge { challenge, .. } => {
             payment_required(session, ctx, challenge, status).await
         }
-        Answer::Kept(kept) => kept_answer(session, ctx, kept).await,
         Answer::Error(code, message) => error(session, ctx, code, &message, None).await,
-        Answer::Limited(r) => {
-            let code = ErrorCode::TooManyRequests;
-            error(session, ctx, code, &r.message(), Some(r.retry_after_secs)).await
-        }
+        Answer::Stopped(s) => error(session, ctx, s.code, &s.message, s.retry_after).await,
     }
 }
 
@@ -155,47 +142,28 @@ async fn payment_required(
         .await
 }
 
-/// `200` written by the gateway with a receipt: the sandbox route's answer (marked
-/// `X-Paygate-Sandbox`) or a payer's channel refund.
-async fn receipted(
-    session: &mut Session,
-    ctx: &Ctx,
-    receipt_header: &'static str,
-    receipt: &str,
-    body: Bytes,
-    sandbox: bool,
-) -> Result<()> {
-    let mut resp = Own::new(200, 5, Some(body.len()), ctx)?;
-    resp.put(header::CONTENT_TYPE, JSON);
-    resp.put_named(receipt_header, receipt)?;
-    if sandbox {
-        resp.put(X_PAYGATE_SANDBOX, HeaderValue::from_static("true"));
-    }
-    resp.cors();
-    session.write_response_header(resp.done(), false).await?;
-    session.write_response_body(Some(body), true).await
-}
-
-/// The answer kept under a payment identifier, given again: the same status, body and receipt,
-/// marked `X-Paygate-Replayed`.
-async fn kept_answer(session: &mut Session, ctx: &Ctx, kept: PaidAnswer) -> Result<()> {
-    use base64::Engine;
-    let body = base64::engine::general_purpose::STANDARD
-        .decode(kept.body.as_bytes())
-        .unwrap_or_default();
-    let mut resp = Own::new(kept.status, 5, Some(body.len()), ctx)?;
-    if let Some(ct) = &kept.content_type {
+/// An answer of the payment side's own, with its receipt: the sandbox route's (marked
+/// `X-Paygate-Sandbox`), a payer's channel refund, or the answer kept under a payment
+/// identifier given again (the same status, body and receipt, marked `X-Paygate-Replayed`).
+async fn served_answer(session: &mut Session, ctx: &Ctx, served: Served) -> Result<()> {
+    let mut resp = Own::new(served.status, 5, Some(served.body.len()), ctx)?;
+    if let Some(ct) = &served.content_type {
         let ct = HeaderValue::from_str(ct).or_err(InternalError, "invalid header value")?;
         resp.put(header::CONTENT_TYPE, ct);
     }
-    resp.put_named(&kept.receipt_header, &kept.receipt)?;
-    resp.put(
-        X_PAYGATE_REPLAYED,
-        HeaderValue::from_static("payment-identifier"),
-    );
+    let (name, value) = &served.receipt;
+    resp.put_named(name, value)?;
+    if let Some((name, value)) = served.mark {
+        resp.put(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
     resp.cors();
     session.write_response_header(resp.done(), false).await?;
-    session.write_response_body(Some(body.into()), true).await
+    session
+        .write_response_body(Some(Bytes::from(served.body)), true)
+        .await
 }
 
 async fn preflight(session: &mut Session, ctx: &Ctx) -> Result<()> {

@@ -2,24 +2,16 @@
 //! control plane, answer it here (challenge, refusal, preflight), or forward it upstream once
 //! its payment is taken. [`Gateway::decide`] returns the decision; `request_filter` acts on it.
 
-use crate::reply::{Answer, Paying};
+use crate::gateway::Gateway;
+use crate::reply::Answer;
 use crate::upstream::ProxyGate;
-use crate::Gateway;
 use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::route_path::lookup_key;
-use paygate_domain::{unix_now, ErrorCode};
+use paygate_domain::ErrorCode;
 use paygate_gateway::balancer::Picked;
-use paygate_gateway::payments::schemes::{
-    Admission, Admitted, Gate, PaidRequest, Receipt, Upstream,
-};
-use paygate_gateway::payments::Refusal;
+use paygate_gateway::payments::way::{Admission, Admitted, Ended, PaidRequest, Receipt, Refused};
 use paygate_gateway::route_table::RouteEntry;
 use paygate_gateway::upstream_target::UpstreamTarget;
-use paygate_gateway::windows::Windows;
-use paygate_x402::facilitator::wire::{SandboxReceipt, SettleResponse};
-use paygate_x402::payment::ProtocolVersion;
-use paygate_x402::siwx;
-use paygate_x402::PaymentRequirements;
 use pingora::http::RequestHeader;
 use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
@@ -46,31 +38,25 @@ pub struct Forwarding {
     pub addr: SocketAddr,
     /// The target picked among the route's several (`None`: the route's one target).
     pub picked: Option<Picked>,
-    /// Targets whose connection failed for this request (not tried again for it).
+    /// Targets whose connection failed for this request (not tried again for it); the picked
+    /// one among them means another is to be picked by `upstream_peer`.
     pub tried: Vec<usize>,
-    /// A connection failed and another target is to be picked by `upstream_peer`.
-    pub repick: bool,
     /// The payment admitted for it (`None` only for the benchmark build's free pass), until
     /// the payment service has finished with it.
     pub payment: Option<Admitted>,
-    /// The receipt the answer carries: an `exact` payment's from its settlement, a channel
-    /// voucher's once charged at the answer's head.
+    /// The receipt the answer carries, once known.
     pub receipt: Option<Receipt>,
+    /// The payment's charge was refused at the answer's head: the answer is replaced by this.
+    pub refused: Option<Box<Refused>>,
     /// Signs the forwarded request for the origin (`None` without a master key).
     pub origin: Option<Arc<OriginSigner>>,
     /// Non-streaming routes: when the whole upstream response must have arrived.
     pub deadline: Option<Instant>,
-    pub upstream_status: Option<u16>,
     pub body_bytes: u64,
-    /// The upstream's answer as it passes, when the payment keeps it under its identifier
-    /// (non-streaming routes, up to [`MAX_KEPT_ANSWER_BYTES`]; `None` once larger).
-    pub captured: Option<Vec<u8>>,
-    pub content_type: Option<String>,
-    /// The charge the origin stated in a trailer (`X-Paygate-Charge`), for the answer's end.
-    pub stated_trailer: Option<http::HeaderValue>,
-    /// The payment's settlement at the answer's head was refused (`upto`): the answer is
-    /// replaced by this refusal.
-    pub refused: Option<paygate_gateway::payments::Refusal>,
+    /// What the answer's end tells the payment: the origin's status, the body kept under a
+    /// payment identifier (non-streaming routes, up to [`MAX_KEPT_ANSWER_BYTES`]), its content
+    /// type, a charge stated in a trailer.
+    pub end: Ended,
     /// The paid request's span (none while traces are off), and its upstream call's.
     pub trace: tracing::Span,
     pub upstream_span: tracing::Span,
@@ -81,59 +67,62 @@ pub struct Forwarding {
 pub const MAX_KEPT_ANSWER_BYTES: usize = 256 * 1024;
 
 impl Forwarding {
-    /// The answer replacing an origin's answer whose charge could not be settled at its head
-    /// (`upto`): the refusal, rendered as any refused payment is.
-    pub(crate) fn settlement_refused(&mut self, request_id: &str) -> Option<Answer> {
-        let refusal = self.refused.take()?;
-        let (requirements, challenge) = self.route.payment.as_ref()?;
-        Some(Answer::refused(
-            refusal,
-            requirements,
-            challenge,
-            request_id,
-        ))
-    }
-
     pub(crate) fn new(
         route: Arc<RouteEntry>,
-        (addr, picked): Upstream,
-        admission: Option<Admission>,
+        admission: Admission,
         origin: Option<Arc<OriginSigner>>,
     ) -> Box<Self> {
-        let (payment, receipt) = admission.map_or((None, None), |a| (Some(a.payment), a.receipt));
-        let captured = payment
-            .as_ref()
-            .filter(|p| p.keeps_answer() && !route.route.streaming)
-            .map(|_| Vec::new());
+        let Admission {
+            upstream: (addr, picked),
+            payment,
+            receipt,
+        } = admission;
+        let mut f = Self::free(route, (addr, picked), origin);
+        f.end.body = (payment.keeps_answer() && !f.route.route.streaming).then(Vec::new);
+        (f.payment, f.receipt) = (Some(payment), receipt);
+        f
+    }
+
+    /// Forwarded with no payment (the benchmark build's free pass).
+    pub(crate) fn free(
+        route: Arc<RouteEntry>,
+        (addr, picked): paygate_gateway::payments::way::Upstream,
+        origin: Option<Arc<OriginSigner>>,
+    ) -> Box<Self> {
         Box::new(Self {
             route,
             addr,
             picked,
             tried: Vec::new(),
-            repick: false,
-            payment,
-            receipt,
+            payment: None,
+            receipt: None,
+            refused: None,
             origin,
             deadline: None,
-            upstream_status: None,
             body_bytes: 0,
-            captured,
-            content_type: None,
-            stated_trailer: None,
-            refused: None,
+            end: Ended {
+                completed: false,
+                upstream_status: None,
+                body: None,
+                content_type: None,
+                stated: None,
+            },
             trace: tracing::Span::none(),
             upstream_span: tracing::Span::none(),
         })
     }
-}
 
-impl Forwarding {
     /// Where the request goes: the picked target, or the route's one.
     pub fn target(&self) -> Option<&UpstreamTarget> {
         match (self.picked, &self.route.balancer) {
             (Some(p), Some(b)) => Some(b.target(p)),
             _ => self.route.upstream.as_ref(),
         }
+    }
+
+    /// A connection to the picked target failed: another is to be picked.
+    pub fn repick(&self) -> bool {
+        self.picked.is_some_and(|p| self.tried.contains(&p.index))
     }
 }
 
@@ -168,61 +157,6 @@ impl Decided {
     }
 }
 
-/// The sandbox route's answer to a payment (SPEC 1.8, "accepts test payments"): checked like
-/// any payment on its requirements (signature, payee, amount, network, time window), then
-/// answered with a fixed body and a receipt that says `sandbox: true` and carries no
-/// transaction. Nothing is reserved, settled or counted against a plan; the same payment may be
-/// shown again (it can never move money here).
-fn sandbox_answer(
-    json: &[u8],
-    version: ProtocolVersion,
-    requirements: &PaymentRequirements,
-) -> Result<Answer, Refusal> {
-    let payment = paygate_x402::payment::PaymentPayload::from_json(json, version)?;
-    let auth = payment.authorization()?;
-    paygate_x402::verify::verify(&payment, &auth, requirements, unix_now())
-        .map_err(Refusal::Rejected)?;
-    let network = requirements.network_name(version);
-    let payer = auth.from.to_checksum(None);
-    let receipt = SandboxReceipt {
-        settle: SettleResponse {
-            success: true,
-            error_reason: None,
-            transaction: String::new(),
-            network: network.clone(),
-            payer: Some(payer.clone()),
-            amount: None,
-            extra: None,
-        },
-        sandbox: true,
-    };
-    let body = SandboxAnswer {
-        sandbox: true,
-        message: "paygate sandbox: your test payment is valid. Nothing was settled and no \
-                  money moved; a real route settles it on chain and answers with the API.",
-        payer,
-        network,
-        amount: requirements.amount.to_string(),
-    };
-    use base64::Engine;
-    Ok(Answer::Sandbox {
-        receipt_header: version.receipt_header(),
-        receipt: base64::engine::general_purpose::STANDARD
-            .encode(serde_json::to_vec(&receipt).unwrap_or_default()),
-        body: serde_json::to_vec(&body).unwrap_or_default().into(),
-    })
-}
-
-/// The sandbox route's answer body to a valid test payment.
-#[derive(serde::Serialize)]
-struct SandboxAnswer {
-    sandbox: bool,
-    message: &'static str,
-    payer: String,
-    network: String,
-    amount: String,
-}
-
 /// What a `/gateway/` lookup found: the route, and of its organisation the id, plan limit
 /// and origin signer.
 struct Found {
@@ -253,7 +187,7 @@ impl Gateway {
                 .and_then(|v| v.to_str().ok());
             let key = self.limits.client_key(peer, forwarded);
             if let Err(r) = self.limits.check_client(key) {
-                return Decided::plain(Decision::Answer(Answer::Limited(r)));
+                return Decided::plain(Decision::Answer(Answer::Stopped(r.stop())));
             }
         }
         if header_bytes(req) > self.settings.max_header_bytes {
@@ -329,9 +263,9 @@ impl Gateway {
         })
     }
 
-    /// The paid step and everything before it: the challenge when no payment came, the route's
-    /// rate limit and body limit, the sandbox; then the payment service admits the payment by
-    /// its scheme (the proxy's own checks answered through [`ProxyGate`]).
+    /// The paid step: the payment service admits the request (its challenge, a refusal, an
+    /// answer of its own, or the payment taken and the request to forward), the proxy's own
+    /// checks answered through [`ProxyGate`].
     async fn paid_step(
         &self,
         req: &RequestHeader,
@@ -344,200 +278,36 @@ impl Gateway {
             plan_limit,
             origin,
         } = found;
-        let Some((requirements, challenge)) = &entry.payment else {
-            return Err(Answer::Error(
-                ErrorCode::Misconfigured,
-                "this organisation has no receiver wallet configured".into(),
-            ));
-        };
-        // A route with an access window declares a fresh sign-in (nonce, time) in every 402:
-        // rendered when a 402 is answered, never for a request that is served.
-        let windows = self
-            .payments
-            .windows()
-            .filter(|_| !entry.sandbox && entry.route.access_window_seconds.is_some());
-        let fresh = || windows.and_then(|w| w.challenge(&entry));
-        let refused = |r: Refusal| {
-            let fresh = fresh();
-            Answer::refused(
-                r,
-                requirements,
-                fresh.as_ref().unwrap_or(challenge),
-                request_id,
-            )
-        };
-        let payment = payment_header(req);
+        #[cfg(feature = "bench-free-pass")]
+        if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
+            let to = self.upstream_address(&entry, &req.headers, &[]).await;
+            let to = to.map_err(|r| crate::reply::stopped(&r))?;
+            return Ok(Forwarding::free(entry, to, origin));
+        }
         let gate = ProxyGate {
             gateway: self,
             entry: &entry,
-            headers: &req.headers,
+            req,
         };
-        // A call that signs in instead of paying settles nothing: served whatever the network's
-        // facilitator is doing.
-        let sign_in = req.headers.get(siwx::EXTENSION);
-        if let (Some(windows), Some(proof), None) = (windows, sign_in, payment) {
-            let signed_in = SignedIn {
-                org_id: &org_id,
-                entry: &entry,
-                proof: proof.as_bytes(),
-                challenge,
-                request_id,
-            };
-            let admission = self.signed_in(req, &gate, windows, signed_in).await?;
-            return Ok(Forwarding::new(
-                entry.clone(),
-                admission.upstream,
-                Some(admission),
-                origin,
-            ));
-        }
-        // A network that cannot settle now (no facilitator for it, or it stopped answering the
-        // health probe) is a 503 before any challenge: never invite a payment that cannot land.
-        if !entry.sandbox && !self.payments.settleable().now(&requirements.network) {
-            return Err(Answer::Error(
-                ErrorCode::FacilitatorUnavailable,
-                Cow::Owned(format!(
-                    "payments on {} cannot be settled now; try again later",
-                    requirements.network.v1_name
-                )),
-            ));
-        }
-        #[cfg(feature = "bench-free-pass")]
-        if !entry.sandbox && req.headers.contains_key("x-paygate-bench-free") {
-            let to = self
-                .upstream_address(&entry, &req.headers, &[])
-                .await
-                .map_err(refused)?;
-            return Ok(Forwarding::new(entry, to, None, origin));
-        }
-        let Some((version, raw)) = payment else {
-            return Err(Answer::Challenge {
-                challenge: fresh().unwrap_or_else(|| challenge.clone()),
-                refused: None,
-            });
-        };
-        self.limits
-            .check_route(&entry.id)
-            .map_err(Answer::Limited)?;
-        let json =
-            paygate_x402::payment::header_json(raw).map_err(|e| refused(Refusal::Malformed(e)))?;
-        if entry.sandbox {
-            // The sandbox never takes a payment: a valid one is answered, nothing else happens.
-            return Err(sandbox_answer(&json, version, requirements).map_err(refused)?);
-        }
-        if let Some(too_large) = self.body_too_large(req) {
-            return Err(too_large);
-        }
         let paid = PaidRequest {
             org_id: &org_id,
             entry: &entry,
             plan_limit,
-            version,
-            json: &json,
+            headers: &req.headers,
         };
-        let trace = crate::traces::paid_request(req, &org_id, &entry.id);
+        let trace = paid.payment().map_or_else(tracing::Span::none, |_| {
+            crate::traces::paid_request(req, &org_id, &entry.id)
+        });
         let admit = self.payments.admit(&paid, &gate);
-        let admission = match tracing::Instrument::instrument(admit, trace.clone()).await {
-            Ok(a) => a,
-            Err(unadmitted) => {
-                let fresh = fresh();
-                let paying = Paying {
-                    requirements,
-                    challenge: fresh.as_ref().unwrap_or(challenge),
-                    request_id,
-                };
-                return Err(paying.unadmitted(unadmitted));
+        match tracing::Instrument::instrument(admit, trace.clone()).await {
+            Ok(admission) => {
+                let mut forwarding = Forwarding::new(entry, admission, origin);
+                forwarding.trace = trace;
+                Ok(forwarding)
             }
-        };
-        let mut forwarding =
-            Forwarding::new(entry.clone(), admission.upstream, Some(admission), origin);
-        forwarding.trace = trace;
-        Ok(forwarding)
-    }
-
-    /// A call without payment that signs in (`SIGN-IN-WITH-X`) to a route with an access
-    /// window: the route's limits and body size first, the upstream found, then the window
-    /// serves it (the call counted, the nonce spent) or the sign-in is answered `402` with why.
-    async fn signed_in(
-        &self,
-        req: &RequestHeader,
-        gate: &ProxyGate<'_>,
-        windows: &Windows,
-        s: SignedIn<'_>,
-    ) -> Result<Admission, Answer> {
-        let (requirements, _) = s.entry.payment.as_ref().ok_or(Answer::Error(
-            ErrorCode::Misconfigured,
-            "this organisation has no receiver wallet configured".into(),
-        ))?;
-        self.limits
-            .check_route(&s.entry.id)
-            .map_err(Answer::Limited)?;
-        if let Some(too_large) = self.body_too_large(req) {
-            return Err(too_large);
+            Err(unadmitted) => Err(crate::reply::unadmitted(unadmitted, &entry, request_id)),
         }
-        // A refusal's 402 carries a fresh sign-in declaration.
-        let fresh = || windows.challenge(s.entry);
-        let upstream = gate.upstream(false).await.map_err(|r| {
-            let c = fresh();
-            Answer::refused(
-                r,
-                requirements,
-                c.as_ref().unwrap_or(s.challenge),
-                s.request_id,
-            )
-        })?;
-        let window = windows
-            .sign_in(s.org_id, &s.entry.route.id, requirements, s.proof)
-            .await
-            .map_err(|r| {
-                let c = fresh();
-                Answer::window_refused(
-                    r,
-                    requirements,
-                    c.as_ref().unwrap_or(s.challenge),
-                    s.request_id,
-                )
-            })?;
-        if let Some(payer) = paygate_x402::address::parse_address(&window.payer) {
-            gate.payer(&payer).map_err(Answer::Limited)?;
-        }
-        let network = requirements.network_name(ProtocolVersion::V2);
-        Ok(Admission {
-            upstream,
-            payment: Admitted::Window(Box::new(window.clone())),
-            receipt: Some(Receipt {
-                header: "payment-response",
-                value: paygate_gateway::windows::receipt(&window, &network),
-                charged: 0,
-            }),
-        })
     }
-
-    /// A declared body larger than the gateway forwards is refused before any payment.
-    pub(crate) fn body_too_large(&self, req: &RequestHeader) -> Option<Answer> {
-        let declared = req
-            .headers
-            .get("content-length")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        declared
-            .is_some_and(|n| n > self.settings.max_body_bytes)
-            .then(|| {
-                Answer::Error(
-                    ErrorCode::PayloadTooLarge,
-                    "request body is larger than this gateway forwards".into(),
-                )
-            })
-    }
-}
-
-/// A sign-in to a route with an access window, as the request brought it.
-struct SignedIn<'a> {
-    org_id: &'a Arc<str>,
-    entry: &'a Arc<RouteEntry>,
-    proof: &'a [u8],
-    challenge: &'a paygate_x402::Challenge,
-    request_id: &'a str,
 }
 
 fn error(code: ErrorCode, message: &'static str) -> Decision {
@@ -552,14 +322,4 @@ fn header_bytes(req: &RequestHeader) -> usize {
         .map(|(k, v)| k.as_str().len() + v.len() + 4)
         .sum::<usize>()
         + uri
-}
-
-/// The payment header, if any: `PAYMENT-SIGNATURE` (v2) wins over `X-PAYMENT` (v1).
-fn payment_header(req: &RequestHeader) -> Option<(ProtocolVersion, &[u8])> {
-    if let Some(v) = req.headers.get("payment-signature") {
-        return Some((ProtocolVersion::V2, v.as_bytes()));
-    }
-    req.headers
-        .get("x-payment")
-        .map(|v| (ProtocolVersion::V1, v.as_bytes()))
 }

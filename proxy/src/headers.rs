@@ -1,7 +1,7 @@
 //! The headers a forwarded request and its answer lose (hop-by-hop ones, the payment) and the
 //! proof of payment the origin gets instead.
 
-use super::Ctx;
+use crate::ctx::Ctx;
 use http::header::{self, HeaderName};
 use paygate_domain::origin_proof::{PAYMENT_ID_HEADER, SIGNATURE_HEADER};
 use pingora::http::RequestHeader;

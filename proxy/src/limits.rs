@@ -51,6 +51,15 @@ pub struct Refused {
 }
 
 impl Refused {
+    /// The stop it is answered with: `429`, its words, and when to come back.
+    pub fn stop(&self) -> paygate_gateway::payments::Stop {
+        paygate_gateway::payments::Stop {
+            code: paygate_domain::ErrorCode::TooManyRequests,
+            message: self.message(),
+            retry_after: Some(self.retry_after_secs),
+        }
+    }
+
     /// The 429's words: which limit was hit, at what rate, set where (a first load test meets
     /// the per-client limit before anything else).
     pub fn message(&self) -> String {

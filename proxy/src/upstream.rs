@@ -2,47 +2,16 @@
 //! the SSRF policy) and, for a payment taken before forwarding, connected to once; and the
 //! proxy's side of admission ([`ProxyGate`]), which the payment service's schemes ask.
 
+use crate::gateway::Gateway;
 use crate::limits::Refused;
-use crate::Gateway;
 use alloy_primitives::Address;
-use paygate_config::UpstreamConfig;
+use paygate_domain::ErrorCode;
 use paygate_gateway::balancer::Picked;
-use paygate_gateway::payments::schemes::{Gate, Upstream};
-use paygate_gateway::payments::Refusal;
+use paygate_gateway::payments::way::{Gate, Upstream};
+use paygate_gateway::payments::{Refusal, Stop};
 use paygate_gateway::route_table::RouteEntry;
-use paygate_gateway::target_policy::TargetPolicy;
-use std::collections::HashSet;
+use pingora::http::RequestHeader;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
-
-/// How upstreams are reached: timeouts, the SSRF policy, TLS exceptions and size limits.
-pub struct ProxySettings {
-    pub policy: Arc<TargetPolicy>,
-    pub connect_timeout: Duration,
-    pub total_timeout: Duration,
-    pub stream_idle_timeout: Duration,
-    pub insecure_tls_hosts: HashSet<String>,
-    /// Hosts reached in HTTP/2 (`upstream.http2_hosts`).
-    pub http2_hosts: HashSet<String>,
-    pub max_body_bytes: u64,
-    pub max_header_bytes: usize,
-}
-
-impl ProxySettings {
-    pub fn from_config(c: &UpstreamConfig, policy: Arc<TargetPolicy>) -> Self {
-        Self {
-            policy,
-            connect_timeout: Duration::from_secs(c.connect_timeout_seconds),
-            total_timeout: Duration::from_secs(c.total_timeout_seconds),
-            stream_idle_timeout: Duration::from_secs(c.stream_idle_timeout_seconds),
-            insecure_tls_hosts: c.insecure_tls_hosts.iter().cloned().collect(),
-            http2_hosts: c.http2_hosts.iter().cloned().collect(),
-            max_body_bytes: c.max_request_body_bytes,
-            max_header_bytes: c.max_request_header_bytes,
-        }
-    }
-}
 
 impl Gateway {
     /// The upstream a paid request goes to, connected to once before the payment is taken, so
@@ -120,29 +89,56 @@ impl Gateway {
     }
 }
 
-/// The proxy's side of admission ([`Gate`]): its payer rate limit, and the route's upstream.
+/// The proxy's side of admission ([`Gate`]): the route's rate limit and the body's size for a
+/// paying request, the payer's rate limit, and the route's upstream.
 pub(crate) struct ProxyGate<'a> {
     pub(crate) gateway: &'a Gateway,
     pub(crate) entry: &'a RouteEntry,
-    pub(crate) headers: &'a http::HeaderMap,
+    pub(crate) req: &'a RequestHeader,
 }
 
+#[async_trait::async_trait]
 impl Gate for ProxyGate<'_> {
-    type Stop = Refused;
+    fn paying(&self) -> Result<(), Refusal> {
+        let limits = &self.gateway.limits;
+        limits.check_route(&self.entry.id).map_err(limited)?;
+        // A declared body larger than the gateway forwards is refused before any payment.
+        let declared = self
+            .req
+            .headers
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.gateway.settings.max_body_bytes) {
+            return Err(Refusal::Stopped(Stop {
+                code: ErrorCode::PayloadTooLarge,
+                message: "request body is larger than this gateway forwards".into(),
+                retry_after: None,
+            }));
+        }
+        Ok(())
+    }
 
-    fn payer(&self, payer: &Address) -> Result<(), Refused> {
-        self.gateway.limits.check_payer(&payer.0 .0)
+    fn payer(&self, payer: &Address) -> Result<(), Refusal> {
+        self.gateway
+            .limits
+            .check_payer(&payer.0 .0)
+            .map_err(limited)
     }
 
     async fn upstream(&self, connect: bool) -> Result<Upstream, Refusal> {
+        let headers = &self.req.headers;
         if connect {
-            self.gateway
-                .reachable_upstream(self.entry, self.headers)
-                .await
+            self.gateway.reachable_upstream(self.entry, headers).await
         } else {
             self.gateway
-                .upstream_address(self.entry, self.headers, &[])
+                .upstream_address(self.entry, headers, &[])
                 .await
         }
     }
+}
+
+/// A rate limit's stop, as the payment side carries it.
+pub(crate) fn limited(r: Refused) -> Refusal {
+    Refusal::Stopped(r.stop())
 }

@@ -1,7 +1,7 @@
 //! The sandbox signing as Circle's Payments Network does: its notifications and the key it
 //! serves by id.
 
-use super::*;
+use crate::provider::*;
 
 /// The CPN notification of one scripted event.
 pub(super) fn notification(o: &Outgoing, payout: &SbPayout, at: &str) -> Vec<u8> {

@@ -13,7 +13,8 @@
 //!   against the RFI's schema, and moves the RFI to review, approval and the payment on.
 //! - `GET /v1/cpn/payments/{id}`: the payment as it stands.
 
-use super::*;
+use crate::onchain;
+use crate::provider::*;
 use paygate_payouts::cpn::{
     AmountWire, CertificateWire, ExchangeRateWire, FeeWire, FeesWire, FieldWire, PaymentAnswer,
     PaymentRequestWire, PaymentWire, QuoteRequestWire, QuotesAnswer, RfiSubmitWire, RfiWire,

@@ -1,16 +1,7 @@
 //! The sandbox's side of payouts funded on chain: it checks each payout's funding before it
 //! accepts it, and gives a failed payout's USDC back.
 
-use super::*;
-
-/// Where the sandbox reads the chain: its calls and the network of the USDC it is paid in;
-/// with the key of its funding address, it gives a failed payout's USDC back.
-#[derive(Clone)]
-pub struct FundingChain {
-    pub calls: Arc<dyn paygate_x402::facilitator::ChainCalls>,
-    pub network: paygate_x402::network::Network,
-    pub returner: Option<alloy_signer_local::PrivateKeySigner>,
-}
+use crate::provider::*;
 
 /// With a funding address: the payout's funding must be the transfer of its source amount to
 /// that address under the nonce its reference fixes, and on chain; a funding not seen yet is

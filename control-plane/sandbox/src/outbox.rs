@@ -1,7 +1,8 @@
 //! The sandbox's webhook outbox: due events delivered one at a time, in due order, signed as
 //! configured (SPEC's HMAC or CPN's ECDSA), retried with doubling backoff until a `2xx`.
 
-use super::*;
+use crate::provider::*;
+use crate::{circle, onchain};
 
 /// Delivers due webhooks forever: one at a time, in due order, retrying with backoff.
 pub(super) async fn dispatch(s: Shared) {

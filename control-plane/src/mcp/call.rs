@@ -425,19 +425,16 @@ pub const PAYMENT_RESPONSE_META: &str = "x402/payment-response";
 /// public tool answers (as `structuredContent` and as its JSON text).
 fn payment_required(
     entry: &RouteEntry,
-    extensions: &Value,
+    extensions: &paygate_x402::Extensions,
     error: &str,
     receipt: Option<Value>,
 ) -> CallToolResult {
     let Some((req, challenge)) = &entry.payment else {
         return tool_error(error);
     };
-    let mut doc = serde_json::to_value(req.payment_required_offered(
-        error,
-        Some(extensions.clone()),
-        &challenge.offer,
-    ))
-    .unwrap_or_default();
+    let mut doc =
+        serde_json::to_value(req.payment_required_offered(error, extensions, &challenge.offer))
+            .unwrap_or_default();
     if let Some(r) = receipt {
         doc[PAYMENT_RESPONSE_META] = r;
     }
@@ -457,7 +454,7 @@ pub async fn call_paid_by_caller(
     state: &AppState,
     slug: &str,
     entry: Arc<RouteEntry>,
-    extensions: &Value,
+    extensions: &paygate_x402::Extensions,
     args: Option<JsonObject>,
     payment: Option<&Value>,
 ) -> CallToolResult {

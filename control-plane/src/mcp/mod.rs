@@ -34,8 +34,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use sse::{open_stream, post_message};
-
 /// The organisation an MCP request was authenticated as (a request extension).
 #[derive(Debug, Clone)]
 pub struct McpPrincipal {
@@ -257,7 +255,7 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
 
 /// The browser origins an MCP endpoint accepts: the gateway's own and those the operator
 /// allows (MCP's DNS-rebinding rule); clients that send no Origin are not browsers and pass.
-fn allowed_origins(state: &AppState) -> Vec<String> {
+pub(crate) fn allowed_origins(state: &AppState) -> Vec<String> {
     let cfg = &state.config;
     let mut origins = cfg.mcp.allowed_origins.clone();
     if let Ok(u) = url::Url::parse(&cfg.server.public_base_url()) {
@@ -266,11 +264,6 @@ fn allowed_origins(state: &AppState) -> Vec<String> {
         }
     }
     origins
-}
-
-/// The public, caller-pays endpoint (`/mcp/x402/{orgSlug}`).
-pub(crate) fn public_service(state: &AppState) -> axum::routing::MethodRouter<AppState> {
-    x402::service(state, allowed_origins(state))
 }
 
 /// The Streamable HTTP endpoint (`/mcp`), authenticated.

@@ -104,7 +104,10 @@ impl ServerHandler for PublicMcp {
             .get(PAYMENT_META)
             .or_else(|| request.meta.as_ref().and_then(|m| m.0 .0.get(PAYMENT_META)));
         let tool = tools::public_tool(&name, &entry);
-        let extensions = serde_json::json!({ "bazaar": super::bazaar(&name, &tool) });
+        let extensions = paygate_x402::Extensions {
+            bazaar: Some(super::bazaar(&name, &tool)),
+            ..Default::default()
+        };
         Ok(call::call_paid_by_caller(
             &self.state,
             &slug,

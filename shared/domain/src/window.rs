@@ -42,6 +42,40 @@ impl AccessWindow {
     }
 }
 
+/// The rules of one sign-in's store step, the same on every backend: the stored window (none:
+/// the signer never paid), still serving at `now`; `Ok` is the window to count the call on once
+/// the nonce is spent ([`WindowUse::NonceUsed`] if it was), `Err` the outcome as it is.
+pub fn check_call(stored: Option<AccessWindow>, now: u64) -> Result<AccessWindow, WindowUse> {
+    let Some(w) = stored else {
+        return Err(WindowUse::NotPaid);
+    };
+    if now >= w.expires_at {
+        return Err(WindowUse::Ended(w));
+    }
+    if !w.serves(now) {
+        return Err(WindowUse::CallsUsed(w));
+    }
+    Ok(w)
+}
+
+impl AccessWindow {
+    /// Counts a call served (its nonce spent in the same store step): the outcome to answer.
+    pub fn count_call(&mut self) -> WindowUse {
+        self.calls_used = self.calls_used.saturating_add(1);
+        WindowUse::Granted(self.clone())
+    }
+
+    /// Gives back a call the origin did not serve, if the window is still the one `payment_id`
+    /// opened (a later payment's window is not credited) and counted one; `false` when not.
+    pub fn give_back_call(&mut self, payment_id: &str) -> bool {
+        if self.payment_id != payment_id || self.calls_used == 0 {
+            return false;
+        }
+        self.calls_used -= 1;
+        true
+    }
+}
+
 /// What a sign-in came to, decided with the nonce in one store step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WindowUse {
@@ -87,5 +121,33 @@ mod tests {
         assert!(!window(Some(2), 2).serves(150), "calls used up");
         assert_eq!(window(Some(2), 5).calls_left(), Some(0));
         assert_eq!(window(None, 5).calls_left(), None);
+    }
+
+    #[test]
+    fn a_sign_in_step_is_decided_by_the_same_rules_on_every_backend() {
+        assert_eq!(check_call(None, 150), Err(WindowUse::NotPaid));
+        let ended = window(None, 0);
+        assert_eq!(
+            check_call(Some(ended.clone()), 200),
+            Err(WindowUse::Ended(ended))
+        );
+        let used = window(Some(2), 2);
+        assert_eq!(
+            check_call(Some(used.clone()), 150),
+            Err(WindowUse::CallsUsed(used))
+        );
+        let mut w = check_call(Some(window(Some(2), 1)), 150).unwrap();
+        assert_eq!(w.count_call(), WindowUse::Granted(window(Some(2), 2)));
+        assert!(
+            !w.give_back_call("another payment"),
+            "a later window is not credited"
+        );
+        assert!(w.give_back_call("pay"));
+        assert_eq!(w.calls_used, 1);
+        let mut none = window(None, 0);
+        assert!(
+            !none.give_back_call("pay"),
+            "nothing counted, nothing given back"
+        );
     }
 }

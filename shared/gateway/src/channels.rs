@@ -32,11 +32,10 @@ mod claims;
 mod events;
 pub mod facilitated;
 mod receipts;
-mod refunds;
+pub mod refunds;
 mod withdrawals;
 
 pub use receipts::{state_wire, voucher_wire, ChannelReceipt};
-pub use refunds::Refunded;
 
 /// Gas for a deposit through the ERC-3009 collector (measured about 110k on the dev chain).
 const DEPOSIT_GAS: u64 = 250_000;

@@ -16,6 +16,7 @@ pub mod events;
 pub mod follow;
 pub mod metrics;
 pub mod payments;
+pub mod route_entry;
 pub mod route_table;
 pub mod settleable;
 pub mod target_policy;

@@ -1,7 +1,10 @@
-//! The paid step, apart from any HTTP server: verify a payment locally, take a plan slot, reserve
-//! its nonce durably, settle it through the facilitator and record the outcome. It returns
-//! [`Paid`] or a [`Refusal`]; each caller (the Pingora hot path, the facilitator API) turns a
-//! refusal into its own wire answer through the one mapping on [`Refusal`].
+//! The payment service, apart from any HTTP server. Its door is two calls (`registry.rs`):
+//! `admit` a paid request before it is forwarded and `finish` it with the answer, each way of
+//! paying one module behind the `Way` trait (`way.rs`, `ways/`). Here is the settlement step the
+//! settling ways share: verify a payment locally, take a plan slot, reserve its nonce durably,
+//! settle it through the facilitator and record the outcome. It returns [`Paid`] or a
+//! [`Refusal`]; each caller (the Pingora hot path, the facilitator API) turns a refusal into its
+//! own wire answer through the one mapping on [`Refusal`].
 
 use crate::settleable::Settleable;
 use crate::usage::{PlanUsage, Slot};
@@ -101,7 +104,7 @@ impl PaymentService {
         }
     }
 
-    /// With access windows served by `windows`.
+    /// With seller webhook events emitted to `events`.
     pub fn with_events(mut self, events: Arc<crate::events::Events>) -> Self {
         self.events = Some(events);
         self
@@ -112,14 +115,10 @@ impl PaymentService {
         self.events.as_ref()
     }
 
+    /// With access windows served by `windows`.
     pub fn with_windows(mut self, windows: Arc<crate::windows::Windows>) -> Self {
         self.windows = Some(windows);
         self
-    }
-
-    /// The access windows, where this deployment serves them.
-    pub fn windows(&self) -> Option<&Arc<crate::windows::Windows>> {
-        self.windows.as_ref()
     }
 
     /// With payment channels served by `channels`.
@@ -503,12 +502,12 @@ fn paid(
     }
 }
 
-mod dispatch;
 pub mod ids;
-mod refusal;
-pub use refusal::Refusal;
 pub mod reconcile;
-pub mod schemes;
+mod refusal;
+pub use refusal::{Refusal, Stop};
+pub mod registry;
 #[cfg(test)]
 mod tests;
-pub mod upto;
+pub mod way;
+mod ways;

@@ -3,6 +3,9 @@
 //! rendered here, once per change, so serving a `402` copies pre-built bytes.
 
 use crate::balancer::Balancer;
+use crate::payments::registry;
+use crate::payments::way::Terms;
+pub use crate::route_entry::RouteEntry;
 use crate::target_policy::TargetPolicy;
 use crate::upstream_target::UpstreamTarget;
 use alloy_primitives::Address;
@@ -14,7 +17,7 @@ use paygate_domain::StoreResult;
 use paygate_store::Store;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::Networks;
-use paygate_x402::{Challenge, PaymentRequirements, NO_PAYMENT_ERROR};
+use paygate_x402::{Challenge, Extensions, PaymentRequirements, NO_PAYMENT_ERROR};
 use std::collections::HashMap;
 
 /// The maps the proxy looks up on every request: organisation by slug, route by path.
@@ -24,22 +27,6 @@ use std::sync::{Arc, Weak};
 /// Slug and path of the public sandbox route; no organisation can take the slug.
 pub const SANDBOX_SLUG: &str = "demo";
 pub const SANDBOX_PATH: &str = "/demo";
-
-/// One active route as the proxy sees it.
-#[derive(Debug)]
-pub struct RouteEntry {
-    pub route: Route,
-    /// The route id, shared cheaply with per-request records (metrics).
-    pub id: Arc<str>,
-    /// Parsed `targetUrl` (the first target); `None` for the sandbox route.
-    pub upstream: Option<UpstreamTarget>,
-    /// Several targets or health checks: the target is picked per request.
-    pub balancer: Option<Arc<Balancer>>,
-    /// The requirements and their rendered challenge; `None` when the org has no receiver wallet.
-    pub payment: Option<(PaymentRequirements, Challenge)>,
-    /// The sandbox route: always answers `402`, never reaches an upstream.
-    pub sandbox: bool,
-}
 
 /// An organisation and its active routes, keyed by stored path.
 #[derive(Debug)]
@@ -95,13 +82,11 @@ pub struct RenderContext {
     /// The SSRF policy health checks resolve targets under.
     pub policy: Arc<TargetPolicy>,
     pub insecure_tls_hosts: Vec<String>,
-    /// The channel terms routes accepting `batch-settlement` offer; `None` when this deployment
-    /// has no receiver authorizer (channels are then not offered).
-    pub channel_terms: Option<paygate_x402::BatchTerms>,
-    /// The facilitator `upto` payments name in their Permit2 witness: the embedded one's
-    /// relayer (the only one that settles them here); `None` without a relayer key (`upto`
-    /// is then not offered).
-    pub upto_facilitator: Option<Address>,
+    /// What this deployment offers beside `exact`: channel terms where it has a receiver
+    /// authorizer, and the facilitator `upto` payments name in their Permit2 witness (the
+    /// embedded one's relayer, the only one that settles them here) where it has a relayer key.
+    /// A scheme without its terms is not offered.
+    pub terms: Terms,
     /// The balancers of routes with several targets or health checks, kept across rebuilds of
     /// their entries while their targets stay the same (so is their targets' health).
     balancers: Arc<std::sync::Mutex<KeptBalancers>>,
@@ -145,15 +130,17 @@ impl RenderContext {
                 cfg.upstream.allow_private_networks.clone(),
             )),
             insecure_tls_hosts: cfg.upstream.insecure_tls_hosts.clone(),
-            channel_terms: paygate_domain::secrets::receiver_authorizer(
-                &cfg.channels.receiver_authorizer_key_env,
-                &cfg.orgs.master_key_env,
-            )
-            .map(|k| paygate_x402::BatchTerms {
-                receiver_authorizer: k.address(),
-                withdraw_delay: cfg.channels.withdraw_delay_seconds,
-            }),
-            upto_facilitator: upto_facilitator(cfg),
+            terms: Terms {
+                channel: paygate_domain::secrets::receiver_authorizer(
+                    &cfg.channels.receiver_authorizer_key_env,
+                    &cfg.orgs.master_key_env,
+                )
+                .map(|k| paygate_x402::BatchTerms {
+                    receiver_authorizer: k.address(),
+                    withdraw_delay: cfg.channels.withdraw_delay_seconds,
+                }),
+                upto_facilitator: upto_facilitator(cfg),
+            },
             balancers: Default::default(),
         }
     }
@@ -193,25 +180,6 @@ impl RenderContext {
         Some(b)
     }
 
-    /// The schemes `route`'s challenge offers: `batch-settlement` only where this deployment
-    /// has channel terms.
-    pub fn offer(&self, route: &Route) -> paygate_x402::Offer {
-        use paygate_domain::model::Scheme;
-        let batch = route
-            .accepts(Scheme::BatchSettlement)
-            .then(|| self.channel_terms.clone())
-            .flatten();
-        paygate_x402::Offer {
-            exact: route.accepts(Scheme::Exact),
-            upto: route
-                .accepts(Scheme::Upto)
-                .then_some(self.upto_facilitator)
-                .flatten(),
-            batch_first: route.schemes.first() == Some(&Scheme::BatchSettlement),
-            batch,
-        }
-    }
-
     /// Absolute URL of a route: `{public_base_url}/gateway/{slug}{path}`.
     pub fn resource_url(&self, slug: &str, path: &str) -> String {
         format!("{}/gateway/{slug}{path}", self.public_base_url)
@@ -249,16 +217,16 @@ impl RenderContext {
         sandbox: bool,
     ) -> RouteEntry {
         let payment = self.requirements(slug, &route, pay_to).map(|req| {
-            let mut bazaar = serde_json::json!({ "bazaar": crate::bazaar::http(&route) });
-            if !sandbox {
-                // Retries under a payment identifier get the first answer back.
-                bazaar[crate::payments::ids::EXTENSION] = crate::payments::ids::declaration();
-            }
+            let mut extensions = Extensions {
+                bazaar: Some(crate::bazaar::http(&route)),
+                ..Extensions::default()
+            };
+            registry::declare(&route, sandbox, &mut extensions);
             let challenge = Challenge::render_offered(
                 &req,
                 NO_PAYMENT_ERROR,
-                Some(Arc::new(bazaar)),
-                self.offer(&route),
+                Arc::new(extensions),
+                registry::offer(&route, &self.terms),
             );
             (req, challenge)
         });

@@ -8,7 +8,7 @@
 //! one store step spends the nonce and counts the call, only if the window still serves.
 //! A window call takes no plan slot and settles nothing; its receipt says it was a window's.
 
-use crate::route_table::RouteEntry;
+use crate::route_entry::RouteEntry;
 use alloy_sol_types::SolCall;
 use paygate_domain::model::GatewayPayment;
 use paygate_domain::window::{AccessWindow, WindowUse};
@@ -16,7 +16,7 @@ use paygate_store::Store;
 use paygate_x402::batch;
 use paygate_x402::facilitator::{CallError, ChainCalls};
 use paygate_x402::siwx::{self, Origin, SignIn, SignInError, Signer};
-use paygate_x402::{Challenge, PaymentRequirements};
+use paygate_x402::PaymentRequirements;
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -66,28 +66,14 @@ impl Windows {
         }
     }
 
-    /// The route's challenge with a fresh `sign-in-with-x` declaration (nonce, time), for a
-    /// route with a window; `None` for any other.
-    pub fn challenge(&self, entry: &RouteEntry) -> Option<Challenge> {
-        entry.route.access_window_seconds?;
-        let (req, challenge) = entry.payment.as_ref()?;
-        let mut extensions = challenge
-            .extensions
-            .as_deref()
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({}));
-        extensions[siwx::EXTENSION] = siwx::declaration(
+    /// A fresh `sign-in-with-x` declaration (nonce, time) for a `402` of the route `req` pays.
+    pub fn declaration(&self, req: &PaymentRequirements) -> serde_json::Value {
+        siwx::declaration(
             &self.origin,
             &req.resource,
             &req.network.caip2,
             OffsetDateTime::now_utc(),
-        );
-        Some(Challenge::render_offered(
-            req,
-            paygate_x402::NO_PAYMENT_ERROR,
-            Some(Arc::new(extensions)),
-            challenge.offer.clone(),
-        ))
+        )
     }
 
     /// Serves one call of `org_id`'s route `route_id` (paid as `req` says) through the window of

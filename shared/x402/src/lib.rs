@@ -7,6 +7,7 @@
 
 pub mod address;
 pub mod batch;
+pub mod extensions;
 pub mod facilitator;
 pub mod money;
 pub mod network;
@@ -21,8 +22,9 @@ pub mod verify;
 use crate::money::UsdcAmount;
 use crate::network::Network;
 use alloy_primitives::Address;
-use base64::Engine;
 use serde::Serialize;
+
+pub use extensions::Extensions;
 
 /// The `extra` object of a requirement: the token's EIP-712 domain name and version, and for
 /// `batch-settlement` the channel terms (receiver authorizer, withdraw delay).
@@ -92,26 +94,47 @@ pub struct ChannelExtra {
     pub voucher_state: Option<batch::VoucherStateWire>,
 }
 
-/// The schemes a route's challenge offers: `exact`, and `batch-settlement` with its channel
-/// terms, in the route's order.
+/// One scheme a route's challenge offers, with the terms its requirement carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Offer {
-    pub exact: bool,
+pub enum Offered {
+    /// `exact` (EIP-3009, or Permit2 for a token without it: the route's token decides).
+    Exact,
     /// `upto`, with the address of the facilitator that settles it (the embedded one's relayer).
-    pub upto: Option<Address>,
-    pub batch: Option<BatchTerms>,
-    /// `batch-settlement` is listed first.
-    pub batch_first: bool,
+    Upto(Address),
+    /// `batch-settlement`, with its channel terms.
+    Batch(BatchTerms),
 }
+
+/// The schemes a route's challenge offers, in the order the route's seller gave them (the
+/// order of the v2 `accepts`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer(pub Vec<Offered>);
 
 impl Default for Offer {
     fn default() -> Self {
-        Self {
-            exact: true,
-            upto: None,
-            batch: None,
-            batch_first: false,
-        }
+        Self(vec![Offered::Exact])
+    }
+}
+
+impl Offer {
+    pub fn exact(&self) -> bool {
+        self.0.contains(&Offered::Exact)
+    }
+
+    /// `upto`'s facilitator, when offered.
+    pub fn upto(&self) -> Option<Address> {
+        self.0.iter().find_map(|o| match o {
+            Offered::Upto(f) => Some(*f),
+            _ => None,
+        })
+    }
+
+    /// `batch-settlement`'s channel terms, when offered.
+    pub fn batch(&self) -> Option<&BatchTerms> {
+        self.0.iter().find_map(|o| match o {
+            Offered::Batch(t) => Some(t),
+            _ => None,
+        })
     }
 }
 
@@ -215,14 +238,15 @@ impl PaymentRequirements {
 
     /// The v2 `accepts` list of `offer`.
     pub fn accepts_v2(&self, offer: &Offer) -> Vec<v2::PaymentRequirementsV2> {
-        let exact = offer.exact.then(|| self.to_v2());
-        let upto = offer.upto.map(|f| self.to_v2_upto(f));
-        let batch = offer.batch.as_ref().map(|t| self.to_v2_batch(t));
-        if offer.batch_first {
-            batch.into_iter().chain(exact).chain(upto).collect()
-        } else {
-            exact.into_iter().chain(upto).chain(batch).collect()
-        }
+        offer
+            .0
+            .iter()
+            .map(|o| match o {
+                Offered::Exact => self.to_v2(),
+                Offered::Upto(f) => self.to_v2_upto(*f),
+                Offered::Batch(t) => self.to_v2_batch(t),
+            })
+            .collect()
     }
 
     pub fn to_v1(&self) -> v1::PaymentRequirementsV1 {
@@ -384,7 +408,7 @@ impl PaymentRequirements {
     pub fn payment_required_v2(
         &self,
         error: &str,
-        extensions: Option<serde_json::Value>,
+        extensions: &Extensions,
     ) -> v2::PaymentRequiredV2 {
         self.payment_required_offered(error, extensions, &Offer::default())
     }
@@ -393,7 +417,7 @@ impl PaymentRequirements {
     pub fn payment_required_offered(
         &self,
         error: &str,
-        extensions: Option<serde_json::Value>,
+        extensions: &Extensions,
         offer: &Offer,
     ) -> v2::PaymentRequiredV2 {
         v2::PaymentRequiredV2 {
@@ -405,7 +429,7 @@ impl PaymentRequirements {
                 mime_type: Some(self.mime_type.clone()),
             },
             accepts: self.accepts_v2(offer),
-            extensions,
+            extensions: (!extensions.is_empty()).then(|| extensions.clone()),
         }
     }
 }
@@ -421,9 +445,8 @@ pub struct Challenge {
     pub payment_required_header: http::HeaderValue,
     /// The v1 JSON body `{x402Version: 1, error, accepts}`.
     pub body: bytes::Bytes,
-    /// The v2 document's `extensions` (the route's bazaar data), kept to render the challenge
-    /// again with another `error`.
-    pub extensions: Option<std::sync::Arc<serde_json::Value>>,
+    /// The v2 document's `extensions`, kept to render the challenge again with another `error`.
+    pub extensions: std::sync::Arc<Extensions>,
     /// The schemes offered.
     pub offer: Offer,
 }
@@ -450,25 +473,15 @@ pub const NO_PAYMENT_ERROR: &str = "X-PAYMENT header is required";
 impl Challenge {
     /// Renders the challenge for `req` with the given `error` text.
     pub fn render(req: &PaymentRequirements, error: &str) -> Self {
-        Self::render_with(req, error, None)
-    }
-
-    /// Renders the challenge for `req` with the given `error` text and the v2 document's
-    /// `extensions`.
-    pub fn render_with(
-        req: &PaymentRequirements,
-        error: &str,
-        extensions: Option<std::sync::Arc<serde_json::Value>>,
-    ) -> Self {
-        Self::render_offered(req, error, extensions, Offer::default())
+        Self::render_offered(req, error, Default::default(), Offer::default())
     }
 
     /// Renders the challenge offering the schemes of `offer` (the v1 forms only ever carry
-    /// `exact`: `batch-settlement` is a v2 scheme).
+    /// `exact`: the other schemes are v2's), declaring `extensions`.
     pub fn render_offered(
         req: &PaymentRequirements,
         error: &str,
-        extensions: Option<std::sync::Arc<serde_json::Value>>,
+        extensions: std::sync::Arc<Extensions>,
         offer: Offer,
     ) -> Self {
         let v1_req = req.to_v1();
@@ -479,12 +492,10 @@ impl Challenge {
             accepts: vec![v1_req],
         })
         .unwrap_or_default();
-        let v2_doc = req.payment_required_offered(error, extensions.as_deref().cloned(), &offer);
-        let payment_required_header = base64::engine::general_purpose::STANDARD
-            .encode(serde_json::to_vec(&v2_doc).unwrap_or_default());
+        let v2_doc = req.payment_required_offered(error, &extensions, &offer);
         Self {
             requirements_header: header_value(requirements_header),
-            payment_required_header: header_value(payment_required_header),
+            payment_required_header: header_value(v2::header(&v2_doc)),
             body: body.into(),
             extensions,
             offer,
@@ -560,6 +571,7 @@ mod tests {
 
     #[test]
     fn v2_header_uses_caip2_and_amount() {
+        use base64::Engine;
         let c = Challenge::render(&req("base"), NO_PAYMENT_ERROR);
         let raw = base64::engine::general_purpose::STANDARD
             .decode(c.payment_required_header.as_bytes())

@@ -181,6 +181,28 @@ pub fn header_json(raw: &[u8]) -> Result<Vec<u8>, DecodeError> {
         .map_err(|_| DecodeError::Base64)
 }
 
+/// The scheme a payment's JSON names (v2: `accepted.scheme`; v1: `scheme`), read with one light
+/// scan (the rest skipped unread) so a payment is handed to its scheme before it is parsed;
+/// `None` for JSON that is not a payment (the `exact` decoder then says what is wrong with it).
+pub fn scheme_of(json: &[u8], version: ProtocolVersion) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Accepted {
+        scheme: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct V2Probe {
+        accepted: Accepted,
+    }
+    match version {
+        ProtocolVersion::V2 => serde_json::from_slice::<V2Probe>(json)
+            .ok()
+            .map(|p| p.accepted.scheme),
+        ProtocolVersion::V1 => serde_json::from_slice::<Accepted>(json)
+            .ok()
+            .map(|p| p.scheme),
+    }
+}
+
 impl PaymentPayload {
     /// Decodes a header value; `version` is the header's own (V1 for `X-PAYMENT`).
     pub fn decode(raw: &[u8], version: ProtocolVersion) -> Result<Self, DecodeError> {

@@ -35,5 +35,11 @@ pub struct PaymentRequiredV2 {
     pub accepts: Vec<PaymentRequirementsV2>,
     /// x402 extensions the server declares (e.g. `bazaar` discovery data).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<serde_json::Value>,
+    pub extensions: Option<crate::Extensions>,
+}
+
+/// `doc` as the `PAYMENT-REQUIRED` header carries it: base64 of its JSON.
+pub fn header(doc: &PaymentRequiredV2) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(doc).unwrap_or_default())
 }

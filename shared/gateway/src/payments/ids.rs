@@ -14,27 +14,6 @@ use sha2::{Digest, Sha256};
 /// How long an identifier and its answer are kept: a retry later than this pays again.
 pub const PAYMENT_ID_WINDOW_SECS: i64 = 24 * 3600;
 
-/// The extension's name in `extensions`.
-pub const EXTENSION: &str = "payment-identifier";
-
-/// The server's declaration (in the 402's `extensions`): identifiers are accepted, not
-/// required; the schema is the extension's.
-pub fn declaration() -> Value {
-    serde_json::json!({
-        "info": {"required": false},
-        "schema": {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "type": "object",
-            "properties": {
-                "required": {"type": "boolean"},
-                "id": {"type": "string", "minLength": 16, "maxLength": 128,
-                       "pattern": "^[a-zA-Z0-9_-]+$"}
-            },
-            "required": ["required"]
-        }
-    })
-}
-
 /// A payment's identifier, claimed for it: where its answer is kept.
 #[derive(Debug, Clone)]
 pub struct PaymentKey {
@@ -58,7 +37,7 @@ fn id_of(payment: &PaymentPayload) -> Result<Option<String>, Refusal> {
     let Some(info) = p
         .extensions
         .as_ref()
-        .and_then(|e| e.get(EXTENSION))
+        .and_then(|e| e.get(paygate_x402::extensions::PAYMENT_IDENTIFIER))
         .and_then(|x| x.get("info"))
     else {
         return Ok(None);

@@ -7,7 +7,7 @@
 //! payment closed `Failed` gives back the plan slot its record names (taken in the store on a
 //! cluster, with the reservation).
 
-use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer};
+use paygate_domain::model::{GatewayPayment, PaymentStatus};
 use paygate_domain::StoreError;
 use paygate_store::Store;
 use paygate_x402::network::Networks;
@@ -27,26 +27,6 @@ fn created(p: &GatewayPayment) -> OffsetDateTime {
         &time::format_description::well_known::Rfc3339,
     )
     .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-}
-
-/// Whether the payment's authorization was used on chain: `authorizationState` on its token
-/// (EIP-3009), or its Permit2 nonce's bit (Permit2, `upto`).
-async fn used_on_chain(
-    p: &GatewayPayment,
-    rpc_url: &str,
-    from: alloy_primitives::Address,
-    nonce: alloy_primitives::B256,
-) -> Result<bool, paygate_x402::facilitator::embedded::ChainReadError> {
-    use paygate_x402::facilitator::embedded;
-    match p.transfer {
-        PaymentTransfer::Eip3009 => {
-            let token = paygate_x402::address::parse_address(&p.asset).unwrap_or_default();
-            embedded::authorization_state(rpc_url, token, from, nonce).await
-        }
-        PaymentTransfer::Permit2 | PaymentTransfer::Upto => {
-            embedded::permit2_nonce_used(rpc_url, from, nonce).await
-        }
-    }
 }
 
 /// One pass over unfinished payments. Payments created less than `in_flight_secs` ago by this
@@ -82,9 +62,16 @@ pub async fn reconcile_once(
             report.waiting += 1;
             continue;
         }
-        let used = match used_on_chain(&p, &network.config.rpc_url, from, nonce).await {
-            Ok(used) => used,
-            Err(e) => {
+        // The way of paying that left it to reconciliation asks the chain.
+        let asked = super::registry::used_on_chain(&p, &network.config.rpc_url, from, nonce);
+        let used = match asked.await {
+            Some(Ok(used)) => used,
+            None => {
+                tracing::warn!(payment = %p.id, "cannot reconcile: no way of paying reconciles it");
+                report.waiting += 1;
+                continue;
+            }
+            Some(Err(e)) => {
                 tracing::warn!(payment = %p.id, error = %e, "reconciliation: chain unreachable");
                 report.waiting += 1;
                 continue;

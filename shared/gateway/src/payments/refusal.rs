@@ -1,6 +1,9 @@
-//! Why a payment was not taken, and the one mapping from a refusal to the answers each caller
-//! gives (an error code, the `402`'s rejection, the x402 reason word).
+//! Why a payment was not taken: the one refusal every way of paying gives, its variants as data
+//! (code and status, the x402 reason word, a channel's corrective state, a caller's own stop),
+//! and the one mapping from a refusal to the answers each caller gives.
 
+use crate::channels::{self, ChannelRefusal};
+use crate::windows::WindowRefusal;
 use paygate_domain::error::ErrorCode;
 use paygate_domain::StoreError;
 use paygate_x402::facilitator::FacilitatorError;
@@ -46,6 +49,40 @@ pub enum Refusal {
     BadPaymentId,
     #[error("internal error")]
     Internal,
+    /// A channel payment was refused: a `402` carrying the channel's state when the payer can
+    /// resync, a `503` when nothing could be decided.
+    #[error("{0}")]
+    Channel(ChannelRefusal),
+    /// A sign-in opened no access window: a `402` with a fresh sign-in declaration, or `503`.
+    #[error("{0}")]
+    SignIn(WindowRefusal),
+    /// The network's payments cannot be settled now (no facilitator for it, or it stopped
+    /// answering the health probe): never invite a payment that cannot land.
+    #[error("payments on {0} cannot be settled now; try again later")]
+    NotSettleable(String),
+    /// The caller's own stop, as its gate gave it (a rate limit, the body's size).
+    #[error("{}", .0.message)]
+    Stopped(Stop),
+}
+
+/// A caller's own stop: its error code, words and, for a rate limit, when to come back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retry_after: Option<u64>,
+}
+
+impl From<ChannelRefusal> for Refusal {
+    fn from(r: ChannelRefusal) -> Self {
+        Self::Channel(r)
+    }
+}
+
+impl From<WindowRefusal> for Refusal {
+    fn from(r: WindowRefusal) -> Self {
+        Self::SignIn(r)
+    }
 }
 
 impl Refusal {
@@ -64,7 +101,7 @@ impl Refusal {
 
 impl Refusal {
     /// The error code (and so the HTTP status) of this refusal.
-    pub const fn code(&self) -> ErrorCode {
+    pub fn code(&self) -> ErrorCode {
         match self {
             Self::Malformed(_) | Self::BadPaymentId => ErrorCode::InvalidPayment,
             Self::PaymentIdConflict => ErrorCode::PaymentIdConflict,
@@ -79,6 +116,11 @@ impl Refusal {
             Self::Pending | Self::StillSettling => ErrorCode::SettlementPending,
             Self::StoreDown => ErrorCode::StoreUnavailable,
             Self::Internal => ErrorCode::InternalError,
+            Self::Channel(r) if r.payment_required() => ErrorCode::PaymentRejected,
+            Self::Channel(_) | Self::NotSettleable(_) => ErrorCode::FacilitatorUnavailable,
+            Self::SignIn(WindowRefusal::Unavailable) => ErrorCode::StoreUnavailable,
+            Self::SignIn(_) => ErrorCode::SignInRefused,
+            Self::Stopped(s) => s.code,
         }
     }
 
@@ -88,6 +130,44 @@ impl Refusal {
         match self {
             Self::Rejected(r) => Some(*r),
             _ => None,
+        }
+    }
+
+    /// The x402 reason word of a refusal answered with the route's challenge again (the payer
+    /// can pay or sign in anew); `None` for a refusal answered as an error.
+    pub fn challenge_reason(&self) -> Option<&'static str> {
+        match self {
+            Self::Rejected(r) => Some(r.reason()),
+            Self::Channel(r) if r.payment_required() => Some(r.reason()),
+            Self::SignIn(r) if *r != WindowRefusal::Unavailable => Some(r.reason()),
+            _ => None,
+        }
+    }
+
+    /// When to come back (`Retry-After`), for a rate limit.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::Stopped(s) => s.retry_after,
+            _ => None,
+        }
+    }
+
+    /// Corrects the offered requirements with the state the payer must resync to (a channel
+    /// voucher whose cumulative amount the gateway did not expect): an honest client reads the
+    /// channel's state and highest voucher there.
+    pub fn correct(&self, accepts: &mut [paygate_x402::v2::PaymentRequirementsV2]) {
+        let Self::Channel(ChannelRefusal::Rejected {
+            state: Some(record),
+            ..
+        }) = self
+        else {
+            return;
+        };
+        for a in accepts {
+            if let Some(extra) = a.extra.channel.as_mut() {
+                extra.channel_state = Some(channels::state_wire(record));
+                extra.voucher_state = channels::voucher_wire(record);
+            }
         }
     }
 

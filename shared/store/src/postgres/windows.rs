@@ -6,7 +6,7 @@
 use super::{backend, doc, json, PgStore};
 use crate::WindowStore;
 use async_trait::async_trait;
-use paygate_domain::window::{AccessWindow, WindowUse};
+use paygate_domain::window::{check_call, AccessWindow, WindowUse};
 use paygate_domain::StoreResult;
 use sqlx::{Postgres, Transaction};
 
@@ -83,15 +83,11 @@ impl WindowStore for PgStore {
     ) -> StoreResult<WindowUse> {
         let payer = payer.to_ascii_lowercase();
         let mut tx = self.pool.begin().await.map_err(backend)?;
-        let Some(mut w) = locked(&mut tx, org_id, route_id, &payer).await? else {
-            return Ok(WindowUse::NotPaid);
+        let stored = locked(&mut tx, org_id, route_id, &payer).await?;
+        let mut w = match check_call(stored, now) {
+            Ok(w) => w,
+            Err(outcome) => return Ok(outcome),
         };
-        if now >= w.expires_at {
-            return Ok(WindowUse::Ended(w));
-        }
-        if !w.serves(now) {
-            return Ok(WindowUse::CallsUsed(w));
-        }
         let spent = sqlx::query(
             "INSERT INTO sign_in_nonces (nonce, kept_until) VALUES ($1, $2) \
              ON CONFLICT (nonce) DO NOTHING",
@@ -104,10 +100,10 @@ impl WindowStore for PgStore {
         if spent.rows_affected() == 0 {
             return Ok(WindowUse::NonceUsed);
         }
-        w.calls_used = w.calls_used.saturating_add(1);
+        let granted = w.count_call();
         save(&mut tx, &w).await?;
         tx.commit().await.map_err(backend)?;
-        Ok(WindowUse::Granted(w))
+        Ok(granted)
     }
 
     async fn return_window_call(
@@ -122,10 +118,9 @@ impl WindowStore for PgStore {
         let Some(mut w) = locked(&mut tx, org_id, route_id, &payer).await? else {
             return Ok(false);
         };
-        if w.payment_id != payment_id || w.calls_used == 0 {
+        if !w.give_back_call(payment_id) {
             return Ok(false);
         }
-        w.calls_used -= 1;
         save(&mut tx, &w).await?;
         tx.commit().await.map_err(backend)?;
         Ok(true)

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::WindowStore;
-use paygate_domain::window::{window_key, AccessWindow, WindowUse};
+use paygate_domain::window::{check_call, window_key, AccessWindow, WindowUse};
 
 #[async_trait]
 impl WindowStore for SledStore {
@@ -39,23 +39,21 @@ impl WindowStore for SledStore {
         let key = window_key(org_id, route_id, payer);
         let outcome = (&self.windows, &self.sign_in_nonces)
             .transaction(|(windows, nonces)| {
-                let Some(stored) = windows.get(key.as_bytes())? else {
-                    return Ok(WindowUse::NotPaid);
+                let stored = match windows.get(key.as_bytes())? {
+                    Some(v) => Some(dec::<AccessWindow>(&v).or_else(abort)?),
+                    None => None,
                 };
-                let mut w: AccessWindow = dec(&stored).or_else(abort)?;
-                if now >= w.expires_at {
-                    return Ok(WindowUse::Ended(w));
-                }
-                if !w.serves(now) {
-                    return Ok(WindowUse::CallsUsed(w));
-                }
+                let mut w = match check_call(stored, now) {
+                    Ok(w) => w,
+                    Err(outcome) => return Ok(outcome),
+                };
                 if nonces.get(nonce.as_bytes())?.is_some() {
                     return Ok(WindowUse::NonceUsed);
                 }
                 nonces.insert(nonce.as_bytes(), &nonce_until.to_be_bytes()[..])?;
-                w.calls_used = w.calls_used.saturating_add(1);
+                let granted = w.count_call();
                 windows.insert(key.as_bytes(), enc(&w).or_else(abort)?)?;
-                Ok(WindowUse::Granted(w))
+                Ok(granted)
             })
             .map_err(tx_err)?;
         if matches!(outcome, WindowUse::Granted(_)) {
@@ -79,10 +77,9 @@ impl WindowStore for SledStore {
                     return Ok(false);
                 };
                 let mut w: AccessWindow = dec(&stored).or_else(abort)?;
-                if w.payment_id != payment_id || w.calls_used == 0 {
+                if !w.give_back_call(payment_id) {
                     return Ok(false);
                 }
-                w.calls_used -= 1;
                 t.insert(key.as_bytes(), enc(&w).or_else(abort)?)?;
                 Ok(true)
             })

@@ -210,12 +210,18 @@ pub fn channel_payload(
     if probe.accepted.scheme != SCHEME {
         return None;
     }
+    Some(channel_message(json))
+}
+
+/// The channel payload of a v2 payment already known to name `batch-settlement`
+/// ([`crate::payment::scheme_of`]).
+pub fn channel_message(json: &[u8]) -> Result<ChannelPayloadWire, crate::payment::DecodeError> {
     let message = serde_json::from_slice::<ChannelMessage>(json)
         .map_err(|e| crate::payment::DecodeError::Json(2, e.to_string()));
-    Some(message.and_then(|m| match m.x402_version {
+    message.and_then(|m| match m.x402_version {
         2 => Ok(m.payload),
         other => Err(crate::payment::DecodeError::Version(other, 2)),
-    }))
+    })
 }
 
 pub(super) fn address_of(s: &str) -> Result<Address, ChannelRejection> {

@@ -1,0 +1,293 @@
+//! The one door between a caller (the proxy) and the ways of paying. The caller hands over the
+//! request's facts ([`PaidRequest`]) and answers its own checks through a [`Gate`]; it gets back
+//! an [`Admission`] (forward the request) or an [`Unadmitted`] (answer it here), and tells the
+//! admitted payment what the origin answered ([`Answered`]). Behind the door each way of paying
+//! is one module implementing [`Way`], its admitted payment one type implementing [`Held`]; the
+//! registry (`registry.rs`) lists them. Nothing here names a scheme.
+
+use super::{PaymentService, Refusal};
+use crate::balancer::Picked;
+use crate::route_entry::RouteEntry;
+use alloy_primitives::Address;
+use http::HeaderValue;
+use paygate_domain::model::{GatewayPayment, Route, Scheme};
+use paygate_x402::payment::ProtocolVersion;
+use paygate_x402::{BatchTerms, Challenge, Extensions, Offered, PaymentRequirements};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The response header (or, on a streamed answer, trailer) in which an origin states what a
+/// call cost (`pricing: "usage"`), in decimal USD (`0.00025`). The caller removes it before the
+/// answer reaches the payer, whatever the route's pricing.
+pub const CHARGE_HEADER: &str = "x-paygate-charge";
+
+/// One request to a paid route, as the caller hands it over: the route (found, its
+/// organisation active) and the request's headers (a payer pays or signs in with them; each
+/// way reads its own).
+pub struct PaidRequest<'a> {
+    pub org_id: &'a Arc<str>,
+    pub entry: &'a Arc<RouteEntry>,
+    /// The organisation's monthly paid-request limit (0: none).
+    pub plan_limit: u64,
+    pub headers: &'a http::HeaderMap,
+}
+
+impl PaidRequest<'_> {
+    /// The payment header, if any: `PAYMENT-SIGNATURE` (v2) wins over `X-PAYMENT` (v1).
+    pub fn payment(&self) -> Option<(ProtocolVersion, &[u8])> {
+        if let Some(v) = self.headers.get("payment-signature") {
+            return Some((ProtocolVersion::V2, v.as_bytes()));
+        }
+        self.headers
+            .get("x-payment")
+            .map(|v| (ProtocolVersion::V1, v.as_bytes()))
+    }
+}
+
+/// Where a request goes: an address checked against the SSRF policy, and the target picked
+/// among the route's several.
+pub type Upstream = (SocketAddr, Option<Picked>);
+
+/// What only the caller can check, asked by a way of paying where its rules put it.
+#[async_trait::async_trait]
+pub trait Gate: Send + Sync {
+    /// The request carries a payment or a sign-in: the caller's checks of a paying request
+    /// (its route's rate limit, the body's size), before the payment is read.
+    fn paying(&self) -> Result<(), Refusal>;
+    /// Whether `payer` may send a request now (after its payment was verified, so a forged
+    /// payment costs the payer named in it nothing).
+    fn payer(&self, payer: &Address) -> Result<(), Refusal>;
+    /// The upstream the request will go to; with `connect`, also connected to once (a payment
+    /// taken before forwarding is never taken for an origin that refuses connections).
+    async fn upstream(&self, connect: bool) -> Result<Upstream, Refusal>;
+}
+
+/// A request admitted: where it goes, its payment, and the receipt when it is known already.
+pub struct Admission {
+    pub upstream: Upstream,
+    pub payment: Admitted,
+    /// Known at admission (a settled `exact` payment, a window's call); else at the answer.
+    pub receipt: Option<Receipt>,
+}
+
+/// The receipt an answer carries, and what was charged for the request.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    /// `PAYMENT-RESPONSE` (v2) or `X-PAYMENT-RESPONSE` (v1).
+    pub header: &'static str,
+    /// Base64 JSON, the x402 settle response.
+    pub value: String,
+    /// USDC base units charged for this request.
+    pub charged: u64,
+}
+
+/// Why a request was not admitted, and what it is answered instead. Nothing was charged, except
+/// where a [`Refusal`] says the outcome is not known.
+pub enum Unadmitted {
+    /// No payment came: the route's challenge (fresh where a way declares per request).
+    Challenge(Challenge),
+    /// The payment (or sign-in) was refused.
+    Refused(Box<Refused>),
+    /// Answered here, nothing forwarded: the sandbox's answer, a channel's refund, an answer
+    /// kept under a payment identifier.
+    Served(Box<Served>),
+}
+
+impl From<Refused> for Unadmitted {
+    fn from(r: Refused) -> Self {
+        Self::Refused(Box::new(r))
+    }
+}
+
+/// A refusal and what it is rendered against: the challenge to offer again (when the refusal
+/// is answered with one), in the x402 version the caller spoke.
+pub struct Refused {
+    pub refusal: Refusal,
+    pub challenge: Option<Challenge>,
+    pub version: ProtocolVersion,
+}
+
+/// An answer given without forwarding.
+pub struct Served {
+    /// The outcome's name in the access log.
+    pub outcome: &'static str,
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+    /// The receipt header's name and value.
+    pub receipt: (String, String),
+    /// A marker header saying what answered (`X-Paygate-Sandbox`, `X-Paygate-Replayed`).
+    pub mark: Option<(&'static str, &'static str)>,
+}
+
+/// The payment of an admitted request, until [`PaymentService::finish`] is done with it: the
+/// way's own type behind [`Held`].
+pub struct Admitted(pub(crate) Box<dyn Held>);
+
+impl Admitted {
+    /// The outcome's name in the access log.
+    pub fn label(&self) -> &'static str {
+        self.0.label()
+    }
+
+    /// Whether the request counts as paid in the metrics (a window's call was paid for by the
+    /// payment that opened the window).
+    pub fn counts_as_paid(&self) -> bool {
+        self.0.counts_as_paid()
+    }
+
+    /// The payment's id, sent to the origin for deduplication.
+    pub fn payment_id(&self) -> Option<&str> {
+        self.0.payment_id()
+    }
+
+    /// The settlement's duration in milliseconds (verification included), for the metrics.
+    pub fn settle_ms(&self) -> Option<u64> {
+        self.0.settle_ms()
+    }
+
+    /// Whether the answer is kept under the payment's identifier (the caller collects its
+    /// body, up to its own limit, and hands it over at the end).
+    pub fn keeps_answer(&self) -> bool {
+        self.0.keeps_answer()
+    }
+}
+
+/// What the caller knows of the answer when it calls [`PaymentService::finish`].
+pub enum Answered<'a> {
+    /// The origin's answer head: its status and the charge it stated in a header (taken off).
+    Head {
+        status: u16,
+        stated: Option<&'a HeaderValue>,
+    },
+    /// The answer is over (or never came).
+    End(Ended),
+}
+
+/// The end of an answer.
+pub struct Ended {
+    /// The answer passed whole to the caller.
+    pub completed: bool,
+    pub upstream_status: Option<u16>,
+    /// The whole body, when the caller kept it ([`Admitted::keeps_answer`]).
+    pub body: Option<Vec<u8>>,
+    pub content_type: Option<String>,
+    /// The charge the origin stated in a trailer.
+    pub stated: Option<HeaderValue>,
+}
+
+/// What this deployment can offer beside `exact`: the terms routes' requirements carry.
+#[derive(Debug, Clone, Default)]
+pub struct Terms {
+    /// Channel terms (`batch-settlement`), where this deployment has a receiver authorizer.
+    pub channel: Option<BatchTerms>,
+    /// The facilitator `upto` payments name: the embedded one's relayer, where it has a key.
+    pub upto_facilitator: Option<Address>,
+}
+
+/// How a way claims a request before any payment is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Admitted without a payment (a sign-in), whatever the network's facilitator is doing.
+    Unpaid,
+    /// All of the route's payments, whatever the network's facilitator is doing (the sandbox).
+    Route,
+}
+
+/// A paying request as a way reads it: the payment header decoded once, and the route's
+/// requirements.
+pub(crate) struct Paying<'a> {
+    pub req: &'a PaidRequest<'a>,
+    pub requirements: &'a PaymentRequirements,
+    pub challenge: &'a Challenge,
+    /// The payment's version and its JSON (empty for a way admitted without a payment).
+    pub version: ProtocolVersion,
+    pub json: &'a [u8],
+}
+
+/// One way of paying: registered once in `registry.rs`.
+#[async_trait::async_trait]
+pub(crate) trait Way: Sync {
+    /// Whether it takes a payment naming `scheme` (`accepted.scheme`) in `version`.
+    fn takes(&self, _scheme: &str, _version: ProtocolVersion) -> bool {
+        false
+    }
+
+    /// Its claim on `req` before any payment is read.
+    fn claims(&self, _svc: &PaymentService, _req: &PaidRequest<'_>) -> Option<Claim> {
+        None
+    }
+
+    /// What a route that lists `scheme` offers in its challenge, when this way takes it.
+    fn offered(&self, _scheme: Scheme, _terms: &Terms) -> Option<Offered> {
+        None
+    }
+
+    /// What it declares in a route's challenge, rendered once per route change.
+    fn declare(&self, _route: &Route, _ext: &mut Extensions) {}
+
+    /// Whether it declares afresh in every `402` of `entry` (a sign-in's nonce and time).
+    fn declares_fresh(&self, _svc: &PaymentService, _entry: &RouteEntry) -> bool {
+        false
+    }
+
+    /// Its fresh declaration, where [`Self::declares_fresh`].
+    fn declare_fresh(&self, _svc: &PaymentService, _entry: &RouteEntry, _ext: &mut Extensions) {}
+
+    /// Checks and takes (or holds) the payment before the request is forwarded.
+    async fn admit(
+        &self,
+        svc: &PaymentService,
+        p: &Paying<'_>,
+        gate: &dyn Gate,
+    ) -> Result<Admission, Unadmitted>;
+
+    /// For a payment record this way leaves to reconciliation: whether its authorization was
+    /// used on chain; `None` for a record of another way.
+    async fn used_on_chain(
+        &self,
+        _p: &GatewayPayment,
+        _rpc_url: &str,
+        _from: Address,
+        _nonce: alloy_primitives::B256,
+    ) -> Option<Result<bool, paygate_x402::facilitator::embedded::ChainReadError>> {
+        None
+    }
+}
+
+/// What an admitted payment does at the answer's head.
+pub(crate) enum Step {
+    /// Keep the payment for the answer's end (with the receipt, when known now).
+    Wait(Option<Receipt>),
+    /// Done with it (with the receipt, when there is one).
+    Done(Option<Receipt>),
+    /// Its charge was refused: the origin's answer is replaced by this refusal.
+    Refused(Box<Refused>),
+}
+
+/// An admitted payment: a way's own type.
+#[async_trait::async_trait]
+pub(crate) trait Held: Send + Sync {
+    fn label(&self) -> &'static str;
+    fn counts_as_paid(&self) -> bool {
+        true
+    }
+    fn payment_id(&self) -> Option<&str> {
+        None
+    }
+    fn settle_ms(&self) -> Option<u64> {
+        None
+    }
+    fn keeps_answer(&self) -> bool {
+        false
+    }
+    /// The origin's answer head.
+    async fn head(
+        &mut self,
+        svc: &PaymentService,
+        status: u16,
+        stated: Option<&HeaderValue>,
+    ) -> Step;
+    /// The answer is over (or never came).
+    async fn end(self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt>;
+}

@@ -1,0 +1,176 @@
+//! `batch-settlement` (payment channels, `crate::channels`): a voucher is admitted before the
+//! request is forwarded (the channel locked) and charged once the origin answered (its price, or
+//! for a usage-priced route what the origin stated); a failed or cut-short answer charges
+//! nothing and the same voucher can be sent again. A payer's refund is answered here.
+
+use super::usage::usage_charge;
+use crate::channels::{self, ChannelCharge, ChannelRefusal};
+use crate::payments::way::{
+    Admission, Admitted, Ended, Gate, Held, Paying, Receipt, Served, Step, Terms, Unadmitted, Way,
+};
+use crate::payments::{PaymentService, Refusal};
+use crate::route_entry::RouteEntry;
+use http::HeaderValue;
+use paygate_domain::model::{Pricing, Scheme};
+use paygate_x402::batch::ChannelPayloadWire;
+use paygate_x402::payment::ProtocolVersion;
+use paygate_x402::verify::Rejection;
+use paygate_x402::Offered;
+use std::sync::Arc;
+
+pub(crate) struct Batch;
+
+#[async_trait::async_trait]
+impl Way for Batch {
+    fn takes(&self, scheme: &str, version: ProtocolVersion) -> bool {
+        // A v2 scheme: the v1 forms only ever carry `exact` (whose decoder says what is wrong).
+        scheme == paygate_x402::batch::SCHEME && version == ProtocolVersion::V2
+    }
+
+    fn offered(&self, scheme: Scheme, terms: &Terms) -> Option<Offered> {
+        (scheme == Scheme::BatchSettlement)
+            .then(|| terms.channel.clone().map(Offered::Batch))
+            .flatten()
+    }
+
+    async fn admit(
+        &self,
+        svc: &PaymentService,
+        p: &Paying<'_>,
+        gate: &dyn Gate,
+    ) -> Result<Admission, Unadmitted> {
+        let refused = |r: Refusal| p.refused(svc, r);
+        let wire = paygate_x402::batch::channel_message(p.json)
+            .map_err(|e| refused(ChannelRefusal::Malformed(e.to_string()).into()))?;
+        let (Some(terms), Some(channels)) = (p.challenge.offer.batch(), &svc.channels) else {
+            return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
+        };
+        let entry = p.req.entry;
+        let charge = ChannelCharge {
+            org_id: p.req.org_id,
+            route_id: &entry.route.id,
+            requirements: p.requirements,
+            terms,
+        };
+        if matches!(wire, ChannelPayloadWire::Refund { .. }) {
+            // The payer takes back what is left: answered, nothing forwarded.
+            let refunded = channels
+                .refund(&wire, &charge)
+                .await
+                .map_err(|r| refused(r.into()))?;
+            return Err(Unadmitted::Served(Box::new(refund_answer(&refunded))));
+        }
+        // No connection is opened first (as `exact` does): a voucher is charged only after the
+        // origin answered, so an origin that cannot be reached charges nothing anyway.
+        let upstream = gate.upstream(false).await.map_err(refused)?;
+        let voucher = channels
+            .admit(&wire, &charge)
+            .await
+            .map_err(|r| refused(r.into()))?;
+        gate.payer(&voucher.payer()).map_err(refused)?;
+        Ok(Admission {
+            upstream,
+            payment: Admitted(Box::new(ChannelHeld {
+                voucher: Some(voucher),
+                entry: entry.clone(),
+                at_end: false,
+            })),
+            receipt: None,
+        })
+    }
+}
+
+/// The answer to a payer's channel refund: the refund went on chain; its receipt says the same.
+fn refund_answer(refunded: &channels::refunds::Refunded) -> Served {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct RefundAnswer<'a> {
+        message: &'static str,
+        channel_id: &'a str,
+        refunded_amount: String,
+    }
+    let body = RefundAnswer {
+        message: "Refund acknowledged",
+        channel_id: &refunded.record.id,
+        refunded_amount: refunded.amount.to_string(),
+    };
+    Served {
+        outcome: "CHANNEL_REFUND",
+        status: 200,
+        content_type: Some("application/json".into()),
+        body: serde_json::to_vec(&body).unwrap_or_default(),
+        receipt: ("PAYMENT-RESPONSE".into(), refunded.header()),
+        mark: None,
+    }
+}
+
+/// A channel voucher admitted for a route's request (until charged or dropped: dropped, the
+/// channel's lock is released and the same voucher can be sent again).
+struct ChannelHeld {
+    voucher: Option<channels::Admitted>,
+    entry: Arc<RouteEntry>,
+    /// A usage-priced streamed answer whose head stated no charge: charged at its end.
+    at_end: bool,
+}
+
+impl ChannelHeld {
+    /// Commits the voucher's charge: the price, or for a usage-priced route what the origin
+    /// `stated`, at most the price.
+    async fn charge(
+        &mut self,
+        svc: &PaymentService,
+        stated: Option<&HeaderValue>,
+    ) -> Option<Receipt> {
+        let (channels, voucher) = (svc.channels.as_ref()?, self.voucher.take()?);
+        let price = voucher.price();
+        let charge = match self.entry.route.pricing {
+            Pricing::Fixed => price,
+            Pricing::Usage => usage_charge(stated, price, &self.entry.id),
+        };
+        match channels.finish(voucher, charge).await {
+            Ok(receipt) => Some(Receipt {
+                header: "payment-response",
+                value: receipt.header,
+                charged: u64::try_from(receipt.charged).unwrap_or(u64::MAX),
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "channel charge not committed");
+                None
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Held for ChannelHeld {
+    fn label(&self) -> &'static str {
+        "CHANNEL_VOUCHER"
+    }
+
+    async fn head(
+        &mut self,
+        svc: &PaymentService,
+        status: u16,
+        stated: Option<&HeaderValue>,
+    ) -> Step {
+        if status >= 400 {
+            // A failed answer leaves the channel as it was.
+            return Step::Done(None);
+        }
+        let route = &self.entry.route;
+        if stated.is_none() && route.streaming && route.pricing == Pricing::Usage {
+            // Its trailer may state the charge: charged when the answer has passed.
+            self.at_end = true;
+            return Step::Wait(None);
+        }
+        Step::Done(self.charge(svc, stated).await)
+    }
+
+    async fn end(mut self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
+        if !(self.at_end && end.completed) {
+            // Cut short (or never answered): nothing is charged.
+            return None;
+        }
+        self.charge(svc, end.stated.as_ref()).await
+    }
+}

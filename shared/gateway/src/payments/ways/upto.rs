@@ -1,0 +1,302 @@
+//! `upto` (x402's usage-capped payment): the payer signs one Permit2 authorization for the
+//! route's price as a ceiling; paygate verifies it (locally, then the approval, balance and a
+//! simulated settlement through the facilitator), reserves its nonce, forwards, and settles what
+//! the origin states the call cost (`X-Paygate-Charge`, at most the ceiling) once it answered.
+//!
+//! Reservation semantics (README "Usage-capped payments"): the nonce is reserved before
+//! forwarding, so the same authorization is never served twice. The charge is settled at the
+//! answer's head, before any of its body reaches the caller; if that settlement is refused the
+//! caller gets the refusal (a `402`, nothing charged) instead of the answer. A streamed answer
+//! whose charge comes in a trailer is settled at its end: a refusal then is the seller's loss,
+//! logged. A charge of zero (the origin says so, answers 400 or more, or never answers) sends
+//! no transaction and keeps the nonce spent. A crash between forwarding and settling leaves the
+//! reservation to reconciliation, which closes it unpaid once the authorization's deadline has
+//! passed (only this deployment's relayer can settle it, so nothing else can land).
+
+use super::usage::usage_charge;
+use crate::payments::way::{
+    Admission, Admitted, Ended, Gate, Held, Paying, Receipt, Step, Terms, Unadmitted, Way,
+};
+use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve, Verified};
+use crate::route_entry::RouteEntry;
+use crate::usage::Slot;
+use alloy_primitives::{Address, B256};
+use http::HeaderValue;
+use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer, Pricing, Scheme};
+use paygate_x402::facilitator::embedded::{self, ChainReadError};
+use paygate_x402::facilitator::PaymentRequest;
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
+use paygate_x402::verify::Rejection;
+use paygate_x402::{Offered, PaymentRequirements};
+use std::sync::Arc;
+
+/// `upto`: one Permit2 authorization per request, settled for the origin's stated charge.
+pub(crate) struct Upto;
+
+#[async_trait::async_trait]
+impl Way for Upto {
+    fn takes(&self, scheme: &str, version: ProtocolVersion) -> bool {
+        scheme == paygate_x402::UPTO_SCHEME && version == ProtocolVersion::V2
+    }
+
+    fn offered(&self, scheme: Scheme, terms: &Terms) -> Option<Offered> {
+        (scheme == Scheme::Upto)
+            .then_some(terms.upto_facilitator)
+            .flatten()
+            .map(Offered::Upto)
+    }
+
+    async fn admit(
+        &self,
+        svc: &PaymentService,
+        p: &Paying<'_>,
+        gate: &dyn Gate,
+    ) -> Result<Admission, Unadmitted> {
+        let refused = |r: Refusal| p.refused(svc, r);
+        let requirements = p.requirements;
+        let Some(facilitator) = p.challenge.offer.upto() else {
+            return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
+        };
+        let payload =
+            PaymentPayload::from_json(p.json, p.version).map_err(|e| refused(e.into()))?;
+        let now = paygate_domain::unix_now();
+        let v = svc
+            .check(payload, requirements, now, false, Some(facilitator))
+            .map_err(refused)?;
+        gate.payer(&v.payer()).map_err(refused)?;
+        let upstream = gate.upstream(true).await.map_err(refused)?;
+        let entry = p.req.entry;
+        let charge = Charge {
+            org_id: p.req.org_id,
+            route_id: &entry.route.id,
+            requirements,
+            plan_limit: Some(p.req.plan_limit),
+            redeliver: false,
+        };
+        let mut record = GatewayPayment::reserved(
+            p.req.org_id,
+            &entry.route.id,
+            requirements,
+            &v.auth,
+            v.verify_us,
+        );
+        record.transfer = PaymentTransfer::Upto;
+        let slot = match svc.reserve(&mut record, &charge).await.map_err(refused)? {
+            Reserve::Fresh(slot) => slot,
+            // The same authorization again: being settled, or spent.
+            Reserve::Held(held, _) if held.status.is_open() => {
+                return Err(refused(Refusal::StillSettling))
+            }
+            Reserve::Held(..) => return Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
+        };
+        // Approval, balance and a simulated settlement, before the origin works for it (after
+        // the replay guard, so a spent authorization is told so); refused, the nonce is freed.
+        if let Err(refusal) = svc.verify_on_chain(&v, requirements).await {
+            record.status = PaymentStatus::Failed;
+            record.failure = Some(refusal.to_string());
+            record.updated_at = paygate_domain::now_rfc3339();
+            if let Err(e) = svc.store.release_payment(&record).await {
+                tracing::warn!(payment = %record.id, error = %e, "could not free a refused upto reservation");
+            }
+            return Err(refused(refusal));
+        }
+        Ok(Admission {
+            upstream,
+            payment: Admitted(Box::new(UptoHeld {
+                stage: UptoStage::Held(Box::new(HeldAuth { v, record, slot })),
+                requirements: requirements.clone(),
+                entry: entry.clone(),
+                at_end: false,
+            })),
+            receipt: None,
+        })
+    }
+
+    async fn used_on_chain(
+        &self,
+        p: &GatewayPayment,
+        rpc_url: &str,
+        from: Address,
+        nonce: B256,
+    ) -> Option<Result<bool, ChainReadError>> {
+        if p.transfer != PaymentTransfer::Upto {
+            return None;
+        }
+        Some(embedded::permit2_nonce_used(rpc_url, from, nonce).await)
+    }
+}
+
+/// An `upto` authorization admitted for a request: reserved until its charge is settled, then
+/// settled until the answer is over.
+struct UptoHeld {
+    stage: UptoStage,
+    requirements: PaymentRequirements,
+    entry: Arc<RouteEntry>,
+    /// A streamed answer whose head stated no charge: settled at its end.
+    at_end: bool,
+}
+
+/// The reservation, until it is settled.
+struct HeldAuth {
+    v: Verified,
+    record: GatewayPayment,
+    slot: Option<Slot>,
+}
+
+/// Where an admitted `upto` authorization stands.
+enum UptoStage {
+    /// Reserved, until its charge is settled.
+    Held(Box<HeldAuth>),
+    /// Settled, until the answer is over.
+    Paid(Paid),
+    /// Its settlement failed, or its answer was told over: nothing is left to do.
+    Done,
+}
+
+impl UptoHeld {
+    /// The payment's record: reserved, or settled (none once a settlement failed).
+    fn record(&self) -> Option<&GatewayPayment> {
+        match &self.stage {
+            UptoStage::Held(h) => Some(&h.record),
+            UptoStage::Paid(p) => Some(&p.record),
+            UptoStage::Done => None,
+        }
+    }
+
+    /// The stage, taken out: `Done` is left.
+    fn take_stage(&mut self) -> UptoStage {
+        std::mem::replace(&mut self.stage, UptoStage::Done)
+    }
+
+    /// What the origin's `stated` charge comes to, in USDC base units (at most the price).
+    fn charge(&self, stated: Option<&HeaderValue>) -> u64 {
+        let price = u128::from(self.requirements.amount.0);
+        let charge = match self.entry.route.pricing {
+            Pricing::Fixed => price,
+            Pricing::Usage => usage_charge(stated, price, &self.entry.id),
+        };
+        u64::try_from(charge).unwrap_or(self.requirements.amount.0)
+    }
+
+    /// Settles the admitted authorization for `charge` (USDC base units): no transaction for
+    /// zero (the nonce stays spent), else the upto proxy's `settle` for the charge in the
+    /// token's units, the record carrying the charge before anything is sent (so
+    /// reconciliation of a crash records what moved). Returns the receipt; the settled payment
+    /// waits in `stage` for the end of the answer.
+    async fn settle(&mut self, svc: &PaymentService, charge: u64) -> Result<Receipt, Refusal> {
+        let HeldAuth {
+            v,
+            mut record,
+            mut slot,
+        } = match self.take_stage() {
+            UptoStage::Held(held) => *held,
+            other => {
+                self.stage = other;
+                return Err(Refusal::Internal);
+            }
+        };
+        let version = v.payment.version();
+        record.amount = UsdcAmount(charge);
+        record.updated_at = paygate_domain::now_rfc3339();
+        if charge == 0 {
+            record.status = PaymentStatus::Settled;
+            if let Err(e) = svc.store.update_payment(&record).await {
+                tracing::warn!(payment = %record.id, error = %e, "could not record a zero upto charge");
+            }
+        } else {
+            if svc.facilitator.is_none() {
+                return Err(Refusal::NoFacilitator);
+            }
+            if let Err(e) = svc.store.update_payment(&record).await {
+                // Nothing sent: the reservation stays, reconciliation closes it unpaid.
+                return Err(Refusal::store(&e, "could not record an upto charge"));
+            }
+            let mut req = self.requirements.clone();
+            req.amount = record.amount;
+            let preq = PaymentRequest {
+                payment: &v.payment,
+                auth: &v.auth,
+                requirements: &req,
+            };
+            slot = svc.settle_with_slot(&mut record, &preq, slot).await?;
+            tracing::info!(payment = %record.id, charge, "upto payment settled");
+        }
+        if let Some(events) = &svc.events {
+            events.payment_settled(&record);
+        }
+        let paid = crate::payments::paid(version, &self.requirements, record, slot);
+        let receipt = Receipt {
+            header: paid.receipt_header,
+            value: paid.receipt.clone(),
+            charged: charge,
+        };
+        self.stage = UptoStage::Paid(paid);
+        Ok(receipt)
+    }
+}
+
+#[async_trait::async_trait]
+impl Held for UptoHeld {
+    fn label(&self) -> &'static str {
+        "UPTO"
+    }
+
+    fn payment_id(&self) -> Option<&str> {
+        self.record().map(|r| r.id.as_str())
+    }
+
+    fn settle_ms(&self) -> Option<u64> {
+        self.record().and_then(|r| r.settle_ms)
+    }
+
+    async fn head(
+        &mut self,
+        svc: &PaymentService,
+        status: u16,
+        stated: Option<&HeaderValue>,
+    ) -> Step {
+        let route = &self.entry.route;
+        if status < 400 && stated.is_none() && route.streaming && route.pricing == Pricing::Usage {
+            // Its trailer may state the charge: settled when the answer has passed.
+            self.at_end = true;
+            return Step::Wait(None);
+        }
+        let charge = if status >= 400 {
+            0
+        } else {
+            self.charge(stated)
+        };
+        match self.settle(svc, charge).await {
+            Ok(receipt) => Step::Wait(Some(receipt)),
+            // The answer is replaced by the refusal; nothing was charged.
+            Err(refusal) => Step::Refused(Box::new(svc.refused(
+                &self.entry,
+                refusal,
+                ProtocolVersion::V2,
+            ))),
+        }
+    }
+
+    async fn end(mut self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
+        let mut receipt = None;
+        if !matches!(self.stage, UptoStage::Paid(_)) {
+            // Waited for a trailer, or never answered: cut short charges nothing.
+            let charge = if self.at_end && end.completed {
+                self.charge(end.stated.as_ref())
+            } else {
+                0
+            };
+            match self.settle(svc, charge).await {
+                Ok(r) => receipt = Some(r),
+                Err(e) => {
+                    tracing::warn!(error = %e, route = %self.entry.id, "an upto charge stated at the end of a streamed answer was not settled");
+                }
+            }
+        }
+        if let UptoStage::Paid(paid) = self.take_stage() {
+            svc.delivered(paid, end.upstream_status);
+        }
+        receipt
+    }
+}

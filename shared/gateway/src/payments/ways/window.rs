@@ -1,0 +1,126 @@
+//! Access windows (route `accessWindowSeconds`): a settled `exact` payment opens its payer's
+//! window on the route ([`opened`]); within it the payer is served by signing in
+//! (`SIGN-IN-WITH-X`) instead of paying, each call counted and given back when the origin did
+//! not serve it. Every `402` of such a route declares a fresh sign-in (nonce, time). The rules
+//! and the store's part are `crate::windows` and `paygate_domain::window`.
+
+use crate::payments::way::{
+    Admission, Admitted, Claim, Ended, Gate, Held, PaidRequest, Paying, Receipt, Step, Unadmitted,
+    Way,
+};
+use crate::payments::{PaymentService, Refusal};
+use crate::route_entry::RouteEntry;
+use http::HeaderValue;
+use paygate_domain::model::GatewayPayment;
+use paygate_domain::window::AccessWindow;
+use paygate_x402::payment::ProtocolVersion;
+use paygate_x402::siwx;
+use paygate_x402::Extensions;
+
+pub(crate) struct Window;
+
+/// Whether `entry` serves access windows here.
+fn serves(svc: &PaymentService, entry: &RouteEntry) -> bool {
+    svc.windows.is_some() && !entry.sandbox && entry.route.access_window_seconds.is_some()
+}
+
+/// Opens the payer's window on `entry`'s route once `record` was settled for it (before its
+/// request is forwarded); nothing for a route without a window.
+pub(super) async fn opened(svc: &PaymentService, entry: &RouteEntry, record: &GatewayPayment) {
+    if let (Some(windows), true) = (&svc.windows, serves(svc, entry)) {
+        windows.open(entry, record).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl Way for Window {
+    fn claims(&self, svc: &PaymentService, req: &PaidRequest<'_>) -> Option<Claim> {
+        // A call that signs in instead of paying settles nothing: served whatever the
+        // network's facilitator is doing.
+        let signs_in = req.headers.contains_key(siwx::EXTENSION);
+        (signs_in && req.payment().is_none() && serves(svc, req.entry)).then_some(Claim::Unpaid)
+    }
+
+    fn declares_fresh(&self, svc: &PaymentService, entry: &RouteEntry) -> bool {
+        serves(svc, entry)
+    }
+
+    fn declare_fresh(&self, svc: &PaymentService, entry: &RouteEntry, ext: &mut Extensions) {
+        if let (Some(windows), Some((req, _))) = (&svc.windows, &entry.payment) {
+            ext.sign_in_with_x = Some(windows.declaration(req));
+        }
+    }
+
+    /// The route's limits and body size first, the upstream found, then the window serves the
+    /// call (counted, the nonce spent) or the sign-in is refused with why.
+    async fn admit(
+        &self,
+        svc: &PaymentService,
+        p: &Paying<'_>,
+        gate: &dyn Gate,
+    ) -> Result<Admission, Unadmitted> {
+        let req = p.req;
+        let refused = |r: Refusal| svc.refused(req.entry, r, ProtocolVersion::V2).into();
+        let proof = req.headers.get(siwx::EXTENSION).map(|v| v.as_bytes());
+        let (Some(windows), Some(proof)) = (&svc.windows, proof) else {
+            return Err(refused(Refusal::Internal));
+        };
+        gate.paying().map_err(refused)?;
+        let upstream = gate.upstream(false).await.map_err(refused)?;
+        let window = windows
+            .sign_in(req.org_id, &req.entry.route.id, p.requirements, proof)
+            .await
+            .map_err(|r| refused(r.into()))?;
+        if let Some(payer) = paygate_x402::address::parse_address(&window.payer) {
+            gate.payer(&payer).map_err(refused)?;
+        }
+        let network = p.requirements.network_name(ProtocolVersion::V2);
+        let receipt = Receipt {
+            header: "payment-response",
+            value: crate::windows::receipt(&window, &network),
+            charged: 0,
+        };
+        Ok(Admission {
+            upstream,
+            payment: Admitted(Box::new(WindowHeld(window))),
+            receipt: Some(receipt),
+        })
+    }
+}
+
+/// A call served through the payer's access window, counted at admission; given back if the
+/// origin does not serve it (no answer, or 400 and above), as a voucher is not charged.
+struct WindowHeld(AccessWindow);
+
+impl WindowHeld {
+    async fn give_back(&self, svc: &PaymentService) {
+        if let Some(windows) = &svc.windows {
+            windows.give_back(&self.0).await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Held for WindowHeld {
+    fn label(&self) -> &'static str {
+        "ACCESS_WINDOW"
+    }
+
+    fn counts_as_paid(&self) -> bool {
+        false
+    }
+
+    async fn head(&mut self, svc: &PaymentService, status: u16, _: Option<&HeaderValue>) -> Step {
+        if status >= 400 {
+            self.give_back(svc).await;
+        }
+        Step::Done(None)
+    }
+
+    async fn end(self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
+        if end.upstream_status.is_none_or(|s| s >= 400) {
+            self.give_back(svc).await;
+        }
+        None
+    }
+}
