@@ -162,9 +162,10 @@ bench-deps:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nginx-light wrk util-linux curl nghttp2-client openssl >/dev/null; }
 
-## lint: formatting and clippy, as CI checks them.
+## lint: formatting, clippy, and no module importing one that imports it back, as CI checks them.
 lint: sys-deps
 	cargo fmt --all -- --check
+	python3 scripts/module_cycles.py
 	cargo clippy --workspace --all-targets -- -D warnings
 
 fmt:

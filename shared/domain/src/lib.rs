@@ -15,6 +15,7 @@ pub const VOUCHER_SYNC_MS: u64 = 100;
 pub mod apikey;
 pub mod audit;
 pub mod channel;
+pub mod clock;
 pub mod error;
 pub mod ids;
 pub mod model;
@@ -25,20 +26,5 @@ pub mod secrets;
 pub mod webhook;
 pub mod window;
 
+pub use clock::{now_rfc3339, rfc3339, unix_now};
 pub use error::{ErrorBody, ErrorCode, FieldProblem, StoreError, StoreResult};
-
-/// Current time as an RFC 3339 UTC timestamp, the one format every API response uses.
-pub fn now_rfc3339() -> String {
-    rfc3339(time::OffsetDateTime::now_utc())
-}
-
-/// Formats a timestamp as RFC 3339 (UTC, `Z`).
-pub fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.unix_timestamp().to_string())
-}
-
-/// Current unix time in seconds (0 before the epoch).
-pub fn unix_now() -> u64 {
-    time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64
-}

@@ -432,7 +432,7 @@ impl GatewayPayment {
         auth: &paygate_x402::payment::SignedAuthorization,
         verify_us: u64,
     ) -> Self {
-        let now = crate::now_rfc3339();
+        let now = crate::clock::now_rfc3339();
         Self {
             id: crate::ids::new_id("pay"),
             org_id: org_id.to_string(),

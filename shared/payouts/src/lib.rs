@@ -268,7 +268,7 @@ pub struct Payout {
     /// The on-chain funding from the payout wallet, when the provider is funded on chain: set
     /// (without a transaction) when the payout is reserved, its transaction once sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub funding: Option<provider::FundingWire>,
+    pub funding: Option<FundingWire>,
     pub events: Vec<AppliedEvent>,
     /// The quote's encryption key (see [`Quote::encryption_key`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -443,4 +443,25 @@ pub struct PayIdempotency {
     /// The `202` body once the provider accepted the payout; `None` while in flight.
     pub response: Option<String>,
     pub created_at_unix: i64,
+}
+
+/// The on-chain funding of a payout, as recorded and as the provider is told: the payout
+/// wallet's EIP-3009 transfer to the provider's address, its nonce fixed by the payout id
+/// (`funding::funding_nonce`), and its transaction once known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FundingWire {
+    pub from: String,
+    pub to: String,
+    /// USDC, 6-place string.
+    pub amount: String,
+    pub nonce: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<String>,
+    /// Whether the provider gave the USDC back to the payout wallet (the payout failed after it
+    /// was funded), and its transaction when known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub returned: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned_transaction: Option<String>,
 }

@@ -6,6 +6,7 @@
 //! payout id: a retry returns the payout already created, which is all recovery needs; the
 //! sandbox also serves `GET /v1/payouts/by-reference/{reference}` for inspection).
 
+pub use super::FundingWire;
 use super::{Beneficiary, Currency};
 use async_trait::async_trait;
 use paygate_x402::money::UsdcAmount;
@@ -65,27 +66,6 @@ impl ProviderQuote {
             encryption_key: None,
         })
     }
-}
-
-/// The on-chain funding of a payout, as recorded and as the provider is told: the payout
-/// wallet's EIP-3009 transfer to the provider's address, its nonce fixed by the payout id
-/// (`funding::funding_nonce`), and its transaction once known.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FundingWire {
-    pub from: String,
-    pub to: String,
-    /// USDC, 6-place string.
-    pub amount: String,
-    pub nonce: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transaction: Option<String>,
-    /// Whether the provider gave the USDC back to the payout wallet (the payout failed after it
-    /// was funded), and its transaction when known.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub returned: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub returned_transaction: Option<String>,
 }
 
 /// What the provider is asked to pay out.

@@ -4,7 +4,7 @@
 
 use super::payment::{AuthorizationWire, ExactPayloadWire, SignedAuthorization};
 use super::verify::{signing_hash, token_domain};
-use super::PaymentRequirements;
+use crate::requirements::PaymentRequirements;
 use alloy_primitives::{B256, U256};
 use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;

@@ -1,6 +1,6 @@
 //! x402 version 1 wire types (`X-PAYMENT`, body challenge, v1 network names).
 
-use super::TokenExtra;
+use crate::extra::TokenExtra;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

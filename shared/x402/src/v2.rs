@@ -1,6 +1,6 @@
 //! x402 version 2 wire types (`PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE`, CAIP-2 networks).
 
-use super::TokenExtra;
+use crate::extra::TokenExtra;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,7 +35,7 @@ pub struct PaymentRequiredV2 {
     pub accepts: Vec<PaymentRequirementsV2>,
     /// x402 extensions the server declares (e.g. `bazaar` discovery data).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<crate::Extensions>,
+    pub extensions: Option<crate::extensions::Extensions>,
 }
 
 /// `doc` as the `PAYMENT-REQUIRED` header carries it: base64 of its JSON.

@@ -3,8 +3,9 @@
 //! window, and carry an EIP-712 signature that recovers to the payer (libsecp256k1).
 
 use super::payment::{PaymentPayload, SignedAuthorization};
-use super::PaymentRequirements;
-use alloy_primitives::{Address, Signature, B256, U256};
+use crate::requirements::PaymentRequirements;
+pub use crate::signature::{check_eoa_signature, SignatureError};
+use alloy_primitives::{Address, U256};
 use alloy_sol_types::{sol, Eip712Domain, SolStruct};
 use std::borrow::Cow;
 
@@ -158,38 +159,6 @@ pub fn signing_hash(auth: &SignedAuthorization, domain: &Eip712Domain) -> alloy_
     .eip712_signing_hash(domain)
 }
 
-/// Why a signature does not prove what it should.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SignatureError {
-    /// Longer than a 65-byte ECDSA signature: a smart wallet's (ERC-1271 / EIP-6492), which
-    /// only the chain can check.
-    #[error("not an EOA signature")]
-    NotEoa,
-    #[error("signature does not recover to the expected signer")]
-    Mismatch,
-}
-
-/// Checks a 65-byte EOA signature (v in {27, 28} or {0, 1}, low s) over `digest` against
-/// `signer`: one secp256k1 recovery. A shorter signature is a mismatch.
-pub fn check_eoa_signature(
-    digest: &B256,
-    signature: &[u8],
-    signer: Address,
-) -> Result<(), SignatureError> {
-    if signature.len() > 65 {
-        return Err(SignatureError::NotEoa);
-    }
-    let sig = Signature::from_raw(signature).map_err(|_| SignatureError::Mismatch)?;
-    if sig.normalize_s().is_some() {
-        // High-s signatures are malleable; the token and the contract reject them.
-        return Err(SignatureError::Mismatch);
-    }
-    match sig.recover_address_from_prehash(digest) {
-        Ok(a) if a == signer => Ok(()),
-        _ => Err(SignatureError::Mismatch),
-    }
-}
-
 /// Checks an EOA signature (65 bytes, v in {27, 28} or {0, 1}, low s) against `from`.
 /// Returns `Ok(false)` for longer (smart-wallet) signatures, which only the chain can check.
 pub fn check_signature(
@@ -336,6 +305,7 @@ fn verify_permit2(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloy_primitives::Signature;
     use crate::money::UsdcAmount;
     use crate::network::{builtin_networks, Networks};
     use alloy_primitives::{address, b256, Bytes, B256};

@@ -2,14 +2,34 @@
 //! key, fetched by its UUID from the configured base URL (never a URL a request names), kept,
 //! and asked again only for an id not seen or not asked for in the last minute.
 
-use super::{PublicKeyAnswer, ALGORITHM, PUBLIC_KEY_PATH};
 use base64::Engine as _;
 use p256::ecdsa::signature::Verifier as _;
 use p256::ecdsa::{Signature, VerifyingKey};
 use p256::pkcs8::DecodePublicKey as _;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The only algorithm CPN names for its notification keys.
+pub const ALGORITHM: &str = "ECDSA_SHA_256";
+/// Where a notification key is read, below the provider's base URL.
+pub const PUBLIC_KEY_PATH: &str = "/v2/cpn/notifications/publicKey/";
+
+/// `GET .../publicKey/{keyId}`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PublicKeyAnswer {
+    pub data: PublicKeyWire,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicKeyWire {
+    pub id: String,
+    pub algorithm: String,
+    /// Base64 DER SubjectPublicKeyInfo.
+    pub public_key: String,
+}
 
 /// Why an ECDSA-signed webhook is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -23,16 +23,15 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 mod keys;
-pub use keys::{decode_key, is_uuid, verify_with, NotificationKeys, SignatureError};
+pub use keys::{
+    decode_key, is_uuid, verify_with, NotificationKeys, PublicKeyAnswer, PublicKeyWire,
+    SignatureError, ALGORITHM, PUBLIC_KEY_PATH,
+};
 
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "x-circle-signature";
 /// The key id header.
 pub const KEY_ID_HEADER: &str = "x-circle-key-id";
-/// The only algorithm CPN names for its notification keys.
-pub const ALGORITHM: &str = "ECDSA_SHA_256";
-/// Where a notification key is read, below the provider's base URL.
-pub const PUBLIC_KEY_PATH: &str = "/v2/cpn/notifications/publicKey/";
 
 /// The v2 notification envelope.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -240,21 +239,6 @@ pub struct RfiSubmitWire {
     pub idempotency_key: String,
     /// JWE of the answer object.
     pub encrypted_data: String,
-}
-
-/// `GET .../publicKey/{keyId}`'s answer.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PublicKeyAnswer {
-    pub data: PublicKeyWire,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PublicKeyWire {
-    pub id: String,
-    pub algorithm: String,
-    /// Base64 DER SubjectPublicKeyInfo.
-    pub public_key: String,
 }
 
 /// The RFI notifications (their `notification` is the RFI).

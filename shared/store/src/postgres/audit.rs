@@ -1,6 +1,7 @@
 //! The audit log in PostgreSQL: one row per entry, its JSON beside the organisation's index.
 
-use super::{backend, json, PgStore};
+use super::sql::{backend, json};
+use super::PgStore;
 use crate::AuditStore;
 use async_trait::async_trait;
 use paygate_domain::audit::AuditEntry;

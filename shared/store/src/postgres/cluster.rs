@@ -3,20 +3,12 @@
 //! that dies (or loses the database) gives its leases up and another node takes them at its
 //! next attempt. MCP sessions are rows.
 
-use super::{backend, PgStore};
+use super::sql::backend;
+use super::PgStore;
 use crate::ClusterStore;
 use async_trait::async_trait;
 use paygate_domain::StoreResult;
 use sha2::{Digest, Sha256};
-use sqlx::postgres::PgConnection;
-use std::collections::HashMap;
-
-/// This process's lease connections, by lease name; `true` while the lock is held on it.
-#[derive(Default)]
-pub(super) struct Leases {
-    conns: tokio::sync::Mutex<HashMap<String, (PgConnection, bool)>>,
-    held: std::sync::Mutex<Vec<String>>,
-}
 
 /// The advisory lock key of a lease: the first 8 bytes of its name's SHA-256.
 fn lock_key(name: &str) -> i64 {

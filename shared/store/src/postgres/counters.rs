@@ -2,7 +2,8 @@
 //! and day (reserved by one conditional update, so the cap holds across nodes), and the
 //! per-minute metric buckets every node adds to.
 
-use super::{backend, to_i64, to_u64, PgStore};
+use super::sql::{backend, to_i64, to_u64};
+use super::PgStore;
 use crate::{CounterStore, MetricStore, SpendReservation};
 use async_trait::async_trait;
 use paygate_domain::model::MetricBucket;

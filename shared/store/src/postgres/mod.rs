@@ -7,19 +7,21 @@
 
 mod audit;
 mod channels;
+mod charges;
 mod cluster;
 mod counters;
 mod orgs;
 mod payments;
 mod payouts;
 mod routes;
+mod sql;
 mod webhooks;
 mod windows;
 
-use paygate_domain::{StoreError, StoreResult};
+use paygate_domain::StoreResult;
 use serde::de::DeserializeOwned;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::Row;
+use sql::{backend, doc, unreachable};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -49,14 +51,22 @@ pub struct PgSettings {
     pub acquire_timeout: Duration,
 }
 
+/// This process's lease connections, by lease name; `true` while the lock is held on it.
+#[derive(Default)]
+pub(super) struct Leases {
+    pub(super) conns:
+        tokio::sync::Mutex<std::collections::HashMap<String, (sqlx::postgres::PgConnection, bool)>>,
+    pub(super) held: std::sync::Mutex<Vec<String>>,
+}
+
 /// paygate's records in PostgreSQL.
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
     /// This process among the nodes: its announcements carry it, so it skips its own.
     node: String,
-    leases: std::sync::Arc<cluster::Leases>,
-    charges: std::sync::Arc<channels::ChargeBatches>,
+    leases: std::sync::Arc<Leases>,
+    charges: std::sync::Arc<charges::ChargeBatches>,
 }
 
 /// Why the database could not be made ready for this node.
@@ -80,21 +90,6 @@ impl StartError {
     /// only the operator can fix.
     pub fn is_transient(&self) -> bool {
         matches!(self, Self::Unreachable(_))
-    }
-}
-
-/// A connection failure: the database is away, not wrong.
-fn unreachable(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => true,
-        // The server shutting down or restarting (class 57P: operator intervention), or not
-        // accepting connections yet (57P03).
-        sqlx::Error::Database(d) => d.code().is_some_and(|c| c.starts_with("57P")),
-        _ => false,
     }
 }
 
@@ -246,40 +241,4 @@ async fn announce(
         .await
         .map_err(backend)?;
     Ok(())
-}
-
-/// A driver error as a store error (constraint violations are mapped where they mean
-/// something).
-fn backend(e: sqlx::Error) -> StoreError {
-    if unreachable(&e) {
-        StoreError::Unavailable(e.to_string())
-    } else {
-        StoreError::Backend(e.to_string())
-    }
-}
-
-/// Whether `e` violates the named unique constraint.
-fn violates(e: &sqlx::Error, constraint: &str) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation() && d.constraint() == Some(constraint))
-}
-
-/// The `doc` column of `row` as a record.
-fn doc<T: DeserializeOwned>(row: &PgRow) -> StoreResult<T> {
-    let text: String = row.try_get("doc").map_err(backend)?;
-    serde_json::from_str(&text).map_err(|e| StoreError::Backend(format!("stored record: {e}")))
-}
-
-/// A record as its `doc` column.
-fn json<T: serde::Serialize + ?Sized>(record: &T) -> StoreResult<String> {
-    serde_json::to_string(record).map_err(|e| StoreError::Backend(e.to_string()))
-}
-
-/// A counter as PostgreSQL's `bigint`.
-fn to_i64(v: u64) -> StoreResult<i64> {
-    i64::try_from(v).map_err(|_| StoreError::Backend(format!("{v} does not fit a bigint")))
-}
-
-/// A `bigint` counter read back (never negative by the schema's checks).
-fn to_u64(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
 }

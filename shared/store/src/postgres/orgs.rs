@@ -1,6 +1,7 @@
 //! Organisations and API keys in PostgreSQL: `orgs` (unique slug) and `api_keys`.
 
-use super::{announce, backend, doc, json, violates, PgStore};
+use super::sql::{backend, doc, json, violates};
+use super::{announce, PgStore};
 use crate::{KeyStore, OrgStore};
 use async_trait::async_trait;
 use paygate_domain::model::{ApiKeyRecord, Org};

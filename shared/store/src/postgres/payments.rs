@@ -2,7 +2,8 @@
 //! by one insert; a concurrent one with the same key waits for the holder's transaction and
 //! then reads the holder, so every node answers a replay from the same record.
 
-use super::{backend, doc, json, PgStore};
+use super::sql::{backend, doc, json};
+use super::PgStore;
 use crate::{PaymentQuery, PaymentReservation, PaymentStore};
 use async_trait::async_trait;
 use paygate_domain::model::{GatewayPayment, PaymentIdRecord};

@@ -2,7 +2,8 @@
 //! decides on are locked (`FOR UPDATE`) or claimed by an insert that waits for a concurrent
 //! holder, so nodes sharing the database take each decision once.
 
-use super::{backend, doc, json, PgStore};
+use super::sql::{backend, doc, json};
+use super::PgStore;
 use async_trait::async_trait;
 use paygate_domain::{StoreError, StoreResult};
 use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};

@@ -1,7 +1,8 @@
 //! Routes in PostgreSQL: `routes` (unique path per organisation) and the `idempotency` records,
 //! written in one transaction.
 
-use super::{announce, backend, doc, json, violates, PgStore};
+use super::sql::{backend, doc, json, violates};
+use super::{announce, PgStore};
 use crate::RouteStore;
 use async_trait::async_trait;
 use paygate_domain::model::{IdempotencyRecord, Route};

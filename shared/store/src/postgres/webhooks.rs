@@ -2,7 +2,8 @@
 //! the dispatcher's queries need. Any node may deliver: a lease is an `UPDATE` that only
 //! succeeds on the lease the node read.
 
-use super::{backend, json, PgStore};
+use super::sql::{backend, json};
+use super::PgStore;
 use crate::WebhookStore;
 use async_trait::async_trait;
 use paygate_domain::webhook::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};

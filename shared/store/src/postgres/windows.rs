@@ -3,7 +3,8 @@
 //! transaction: two nodes serving sign-ins on one window take turns, and a nonce's primary key
 //! refuses a second use.
 
-use super::{backend, doc, json, PgStore};
+use super::sql::{backend, doc, json};
+use super::PgStore;
 use crate::WindowStore;
 use async_trait::async_trait;
 use paygate_domain::window::{check_call, AccessWindow, WindowUse};

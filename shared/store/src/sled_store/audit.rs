@@ -2,7 +2,7 @@
 //! organisation's entries are one prefix, read backwards for newest first.
 
 use super::*;
-use crate::AuditStore;
+use crate::traits::AuditStore;
 use paygate_domain::audit::AuditEntry;
 
 #[async_trait]

@@ -12,7 +12,7 @@
 //! another version), reads again.
 
 use super::*;
-use crate::ChannelStore;
+use crate::traits::ChannelStore;
 use paygate_domain::channel::{ChannelCharges, ChannelRecord};
 
 /// A stored record's version, read without the rest of it.
@@ -53,13 +53,6 @@ fn entry_versions(v: &[u8]) -> StoreResult<(u64, u64)> {
         )),
         _ => Err(backend("a channel's charges entry is cut short")),
     }
-}
-
-/// The key of channel `id` in its organisation's index.
-pub(super) fn org_key(org_id: &str, id: &[u8]) -> Vec<u8> {
-    let mut k = prefix(org_id);
-    k.extend_from_slice(id);
-    k
 }
 
 fn entry_charges(v: &[u8]) -> StoreResult<ChannelCharges> {

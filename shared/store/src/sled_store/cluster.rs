@@ -2,7 +2,7 @@
 //! lease; MCP sessions are kept in a tree so they survive a restart.
 
 use super::*;
-use crate::ClusterStore;
+use crate::traits::ClusterStore;
 
 #[derive(Serialize, serde::Deserialize)]
 struct KeptSession {

@@ -20,7 +20,7 @@
 //! channel id's length (u16), the id, the charges entry as sled holds it. Reading a file stops at
 //! the first record cut short or failing its checksum (what a power loss can leave at the end).
 
-use super::backend;
+use super::codec::backend;
 use paygate_domain::StoreResult;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

@@ -2,8 +2,8 @@
 //! transactions where two trees change together, and a flush before a write is acknowledged
 //! (a voucher's charge: an append to the voucher journal instead, `journal.rs`).
 
-use super::prelude::*;
-use super::{PaymentReservation, SpendReservation};
+use crate::traits::*;
+use crate::traits::{PaymentReservation, SpendReservation};
 use async_trait::async_trait;
 use paygate_domain::model::{
     ApiKeyRecord, GatewayPayment, IdempotencyRecord, MetricBucket, Org, Route,
@@ -18,6 +18,7 @@ use std::path::Path;
 mod audit;
 mod channels;
 mod cluster;
+mod codec;
 mod counters;
 mod journal;
 mod orgs;
@@ -29,9 +30,33 @@ mod tests;
 mod webhooks;
 mod windows;
 
+use codec::*;
+
+/// The corridor records' trees (`payouts.rs`).
+pub struct PayoutTrees {
+    pub(super) corridors: sled::Tree,
+    /// `org \0 currency` -> corridor id.
+    pub(super) corridor_index: sled::Tree,
+    pub(super) quotes: sled::Tree,
+    pub(super) payouts: sled::Tree,
+    /// Ids of payouts still `Initiating` (the provider has not confirmed them): what payout
+    /// reconciliation reads, so it never walks the whole payout history.
+    pub(super) initiating: sled::Tree,
+    /// `org \0 Idempotency-Key` -> `PayIdempotency`.
+    pub(super) pay_keys: sled::Tree,
+    /// provider payment id -> our payment id.
+    pub(super) cpn_index: sled::Tree,
+    /// SHA-256 of processed event bodies.
+    pub(super) events: sled::Tree,
+    /// `provider payment id \0 event key` -> raw body, for events of unknown payouts.
+    pub(super) orphans: sled::Tree,
+    /// `corridor id \0 payout id`: a corridor's payouts in time order.
+    pub(super) by_corridor: sled::Tree,
+}
+
 pub struct SledStore {
     pub(super) db: sled::Db,
-    pub(super) corridors: payouts::PayoutTrees,
+    pub(super) corridors: PayoutTrees,
     orgs: sled::Tree,
     org_slugs: sled::Tree,
     api_keys: sled::Tree,
@@ -143,35 +168,8 @@ const MAX_FLUSHES: usize = 2;
 /// How many times a flush lets other ready writers join it before it starts.
 const GATHER_ROUNDS: usize = 4;
 
-pub(super) fn backend<E: std::fmt::Display>(e: E) -> StoreError {
-    StoreError::Backend(e.to_string())
-}
-
-pub(super) fn enc<T: Serialize>(v: &T) -> StoreResult<Vec<u8>> {
-    serde_json::to_vec(v).map_err(backend)
-}
-
-pub(super) fn dec<T: DeserializeOwned>(b: &[u8]) -> StoreResult<T> {
-    serde_json::from_slice(b).map_err(backend)
-}
-
-/// `a \0 b`: composite keys scoped by organisation (ids and slugs never contain NUL).
-pub(super) fn key2(a: &str, b: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(a.len() + b.len() + 1);
-    k.extend_from_slice(a.as_bytes());
-    k.push(0);
-    k.extend_from_slice(b.as_bytes());
-    k
-}
-
 fn decode_u64(b: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(b.try_into().ok()?))
-}
-
-pub(super) fn prefix(a: &str) -> Vec<u8> {
-    let mut k = a.as_bytes().to_vec();
-    k.push(0);
-    k
 }
 
 pub(super) fn abort<T>(e: StoreError) -> Result<T, ConflictableTransactionError<StoreError>> {
@@ -318,7 +316,7 @@ impl SledStore {
             leases: Default::default(),
             commit: Default::default(),
             journal: None,
-            corridors: payouts::PayoutTrees::open(&db)?,
+            corridors: PayoutTrees::open(&db)?,
             db,
         }
         .with_indexes()?;
@@ -348,14 +346,14 @@ impl SledStore {
             &self.payments,
             &self.payments_ledger,
             "payments_ledger.v1",
-            |_, p: &GatewayPayment| payments::ledger_keys(p).to_vec(),
+            |_, p: &GatewayPayment| ledger_keys(p).to_vec(),
         )?;
         build_index(
             &self.db,
             &self.channels,
             &self.channels_by_org,
             "channels_by_org.v1",
-            |id, c: &paygate_domain::channel::ChannelRecord| vec![channels::org_key(&c.org_id, id)],
+            |id, c: &paygate_domain::channel::ChannelRecord| vec![org_key(&c.org_id, id)],
         )?;
         Ok(self)
     }

@@ -4,31 +4,8 @@
 //! the time-ordered payment id so a page is one reverse range scan.
 
 use super::*;
-use crate::PaymentQuery;
+use crate::traits::PaymentQuery;
 use paygate_domain::model::{PaymentIdRecord, PaymentStatus};
-
-/// The ledger index keys of `p`: `o|r|p|s \0 org [\0 route|payer|status] \0 id`.
-pub(super) fn ledger_keys(p: &GatewayPayment) -> [Vec<u8>; 4] {
-    [
-        ledger_prefix(&p.org_id, None, &p.id),
-        ledger_prefix(&p.org_id, Some(("r", &p.route_id)), &p.id),
-        ledger_prefix(&p.org_id, Some(("p", &p.payer.to_ascii_lowercase())), &p.id),
-        ledger_prefix(&p.org_id, Some(("s", p.status.as_str())), &p.id),
-    ]
-}
-
-/// An index key (or, with an empty `tail`, the prefix of one index's keys for an org).
-fn ledger_prefix(org: &str, by: Option<(&str, &str)>, tail: &str) -> Vec<u8> {
-    let (kind, value) = by.unwrap_or(("o", ""));
-    let mut k = key2(kind, org);
-    if by.is_some() {
-        k.push(0);
-        k.extend_from_slice(value.as_bytes());
-    }
-    k.push(0);
-    k.extend_from_slice(tail.as_bytes());
-    k
-}
 
 /// Inside a transaction: writes `p` and its indexes (open, ledger); a status change moves its
 /// status key.

@@ -5,7 +5,7 @@
 
 use super::{
     abort, backend, build_index, dec, enc, key2, open_key, open_records, prefix, prefix_end,
-    put_tracked, tx_err, SledStore,
+    put_tracked, tx_err, PayoutTrees, SledStore,
 };
 use async_trait::async_trait;
 use paygate_domain::{StoreError, StoreResult};
@@ -13,27 +13,6 @@ use paygate_payouts::store::{BeginPayout, EventOutcome, PayoutStore};
 use paygate_payouts::webhook::ProviderEvent;
 use paygate_payouts::{Corridor, PayIdempotency, Payout, PayoutStatus, Quote};
 use sled::transaction::Transactional;
-
-pub struct PayoutTrees {
-    corridors: sled::Tree,
-    /// `org \0 currency` -> corridor id.
-    corridor_index: sled::Tree,
-    quotes: sled::Tree,
-    payouts: sled::Tree,
-    /// Ids of payouts still `Initiating` (the provider has not confirmed them): what payout
-    /// reconciliation reads, so it never walks the whole payout history.
-    initiating: sled::Tree,
-    /// `org \0 Idempotency-Key` -> `PayIdempotency`.
-    pay_keys: sled::Tree,
-    /// provider payment id -> our payment id.
-    cpn_index: sled::Tree,
-    /// SHA-256 of processed event bodies.
-    events: sled::Tree,
-    /// `provider payment id \0 event key` -> raw body, for events of unknown payouts.
-    orphans: sled::Tree,
-    /// `corridor id \0 payout id`: a corridor's payouts in time order.
-    by_corridor: sled::Tree,
-}
 
 impl PayoutTrees {
     pub(super) fn open(db: &sled::Db) -> StoreResult<Self> {

@@ -4,7 +4,7 @@
 //! sled database, so a lease is a compare-and-set on the delivery within a transaction.
 
 use super::*;
-use crate::WebhookStore;
+use crate::traits::WebhookStore;
 use paygate_domain::webhook::{DeliveryStatus, WebhookDelivery, WebhookEndpoint};
 use sled::Transactional;
 use std::collections::HashSet;

@@ -3,7 +3,7 @@
 //! sign-in reads and writes both in one transaction.
 
 use super::*;
-use crate::WindowStore;
+use crate::traits::WindowStore;
 use paygate_domain::window::{check_call, window_key, AccessWindow, WindowUse};
 
 #[async_trait]

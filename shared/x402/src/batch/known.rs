@@ -2,7 +2,8 @@
 //! and a node that parsed them once skips the parse (five checksummed addresses, a hash each)
 //! and the channel id's hash on every voucher after the first.
 
-use super::{ChannelConfig, ChannelConfigWire};
+use super::contract::ChannelConfig;
+use super::wire::ChannelConfigWire;
 use alloy_primitives::B256;
 
 /// A configuration parsed from exactly these strings on this chain, with the channel id it

@@ -3,7 +3,8 @@
 //! corrective 402s and payment responses, and the probe that tells a channel payment from any
 //! other v2 payment.
 
-use super::{ChannelConfig, ChannelRejection, SCHEME};
+use super::contract::{ChannelConfig, ChannelRejection, SCHEME};
+pub use crate::extra::{ChannelStateWire, VoucherStateWire};
 use alloy_primitives::{Address, B256, U256};
 
 /// A channel configuration as it travels (addresses and salt as hex strings).
@@ -150,33 +151,6 @@ impl TryFrom<PayloadFields> for ChannelPayloadWire {
             )),
         }
     }
-}
-
-/// A channel's state as the scheme's messages carry it (the corrective 402's
-/// `extra.channelState`, the payment response's `extra.channelState`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ChannelStateWire {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub balance: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_claimed: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub withdraw_requested_at: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refund_nonce: Option<String>,
-    pub charged_cumulative_amount: String,
-}
-
-/// The highest voucher the server holds for a channel (the corrective 402's
-/// `extra.voucherState`): the client checks its signature and resumes from it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VoucherStateWire {
-    pub signed_max_claimable: String,
-    pub signature: String,
 }
 
 /// The scheme a v2 payment names (the rest is skipped unread: an `exact` payment pays for no

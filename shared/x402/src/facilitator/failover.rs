@@ -15,24 +15,13 @@
 //! Health: a member that could not be reached is marked down at once and tried after the others
 //! until a probe (`reach`, run by the health loop) or a call finds it answering again.
 
+pub use super::MemberReport;
 use super::{Facilitator, FacilitatorError, PaymentRequest, Reach, Settlement, SupportedKind};
 use crate::network::Network;
 use alloy_primitives::Address;
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// One facilitator of a failover list, as reported.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberReport {
-    /// The network's v1 name.
-    pub network: String,
-    pub url: String,
-    pub fee: String,
-    pub healthy: bool,
-    /// Settlements it made since this process started.
-    pub settled: u64,
-}
 
 struct Member {
     facilitator: Arc<dyn Facilitator>,

@@ -9,6 +9,18 @@ pub mod reads;
 pub mod remote;
 pub mod wire;
 
+/// One facilitator of a failover list, as reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberReport {
+    /// The network's v1 name.
+    pub network: String,
+    pub url: String,
+    pub fee: String,
+    pub healthy: bool,
+    /// Settlements it made since this process started.
+    pub settled: u64,
+}
+
 use crate::payment::{PaymentPayload, SignedAuthorization};
 use crate::verify::Rejection;
 use crate::PaymentRequirements;
@@ -163,7 +175,7 @@ pub trait Facilitator: Send + Sync + 'static {
     }
     /// The facilitators behind it, when it tries several (`failover`): each with its health
     /// and how many settlements it made. Empty for a single one.
-    fn members(&self) -> Vec<failover::MemberReport> {
+    fn members(&self) -> Vec<MemberReport> {
         Vec::new()
     }
 }
@@ -185,7 +197,7 @@ impl<T: Facilitator + ?Sized> Facilitator for Arc<T> {
     async fn reach(&self) -> Result<Reach, FacilitatorError> {
         (**self).reach().await
     }
-    fn members(&self) -> Vec<failover::MemberReport> {
+    fn members(&self) -> Vec<MemberReport> {
         (**self).members()
     }
 }
