@@ -41,7 +41,7 @@ cluster: deps pg-deps release
 ## with every gateway on PostgreSQL, then a short libFuzzer run of each parser target.
 test: deps pg-deps browser-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
-	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --workspace --no-fail-fast -E 'binary(/^e2e_/) - binary(/^e2e_cluster/)'
+	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --workspace --no-fail-fast -E 'binary(e2e) - test(/^(cluster|jwe_interop)/)'
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity
@@ -51,13 +51,13 @@ test: deps pg-deps browser-deps
 SOAK_SECONDS ?= 1800
 soak: deps
 	$(TEST_ENV) PAYGATE_SOAK_SECONDS=$(SOAK_SECONDS) PAYGATE_SOAK_REPORT=$(abspath target)/soak-report.json \
-	  cargo test --test e2e_soak -- --nocapture
+	  cargo test --test e2e -- soak:: --nocapture
 
 ## openapi-fuzz: schemathesis over /openapi.json with OPENAPI_EXAMPLES per operation (default
 ## 300; `make test` runs 15).
 OPENAPI_EXAMPLES ?= 300
 openapi-fuzz: deps
-	$(TEST_ENV) PAYGATE_SCHEMATHESIS_EXAMPLES=$(OPENAPI_EXAMPLES) cargo test --test e2e_openapi -- --nocapture
+	$(TEST_ENV) PAYGATE_SCHEMATHESIS_EXAMPLES=$(OPENAPI_EXAMPLES) cargo test --test e2e -- openapi:: --nocapture
 
 ## fuzz: every cargo-fuzz target for FUZZ_SECONDS each (default 600; `make test` runs 15 s each).
 ## cargo fuzz needs nightly-only compiler flags: RUSTC_BOOTSTRAP=1 lets the one stable toolchain
@@ -84,11 +84,11 @@ fuzz-deps: sys-deps
 ## 20, 8 for the cluster); prints the tallies RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
 crash: deps pg-deps
-	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e_crash) | binary(e2e_crash_windows) | binary(e2e_crash_upto) | test(cluster_sigkill)' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
+	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e) & (test(/^crash(_windows|_upto)?::/) | test(cluster_sigkill))' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps pg-deps
-	$(NEXTEST) run --workspace -E 'not binary(/^e2e_/)'
+	$(NEXTEST) run --workspace -E 'not binary(e2e)'
 
 ## bench: paygate next to nginx on this machine (and criterion verification costs), and the paid
 ## path on anvil next to the x402-axum middleware; writes BENCHMARKS.md. Installs nginx and wrk if
@@ -189,7 +189,7 @@ pg-deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
 # Debian's headless Chromium and its ChromeDriver: the console's browser test drives them
-# (tests/e2e_console.rs). Installed when missing.
+# (tests/e2e/console.rs). Installed when missing.
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
 	  echo "installing chromium, chromium-driver"; \

@@ -192,8 +192,12 @@ pub async fn settle(
 #[utoipa::path(get, path = "/facilitator/supported", tag = "facilitator", responses((status = 200, description = "Supported (version, scheme, network) kinds", body = SupportedResponse), (status = 503, description = "No facilitator configured, or the chain is unreachable", body = paygate_domain::ErrorBody)))]
 pub async fn supported(State(state): State<AppState>) -> Result<Json<SupportedResponse>, ApiError> {
     facilitator(&state)?;
-    // What settles now, as the last health probe found it: the networks routes accept.
-    let kinds = state.payments.settleable().kinds();
+    // What the verify and settle endpoints take and settle now (the networks that answered the
+    // last health probe): `exact` in both versions, and `batch-settlement` where this
+    // deployment serves channels. (`upto` is not taken there: only this deployment's relayer
+    // settles it, for its own routes.)
+    let channels = state.payments.channels().is_some();
+    let kinds = state.payments.settleable().facilitator_kinds(channels);
     if kinds.is_empty() {
         return Err(ApiError::from(Refusal::FacilitatorDown));
     }

@@ -1,5 +1,5 @@
 """The console in a real browser: Debian's headless Chromium driven by Selenium through
-chromium-driver, against a running paygate (tests/e2e_console.rs starts it on anvil).
+chromium-driver, against a running paygate (tests/e2e/console.rs starts it on anvil).
 
 A seller signs in with its API key (by keyboard), creates a route and sees its 402 challenge;
 the official x402 Python client pays it; the payment shows in the ledger with its transaction

@@ -42,20 +42,29 @@ impl AccessWindow {
     }
 }
 
+/// What the window's rules say of a call, before its nonce is spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallCheck {
+    /// The window serves: count the call on it once the nonce is spent
+    /// ([`WindowUse::NonceUsed`] if it was).
+    Serves(AccessWindow),
+    /// The sign-in's outcome as it is (not paid, ended, calls used).
+    Refused(WindowUse),
+}
+
 /// The rules of one sign-in's store step, the same on every backend: the stored window (none:
-/// the signer never paid), still serving at `now`; `Ok` is the window to count the call on once
-/// the nonce is spent ([`WindowUse::NonceUsed`] if it was), `Err` the outcome as it is.
-pub fn check_call(stored: Option<AccessWindow>, now: u64) -> Result<AccessWindow, WindowUse> {
+/// the signer never paid), still serving at `now`.
+pub fn check_call(stored: Option<AccessWindow>, now: u64) -> CallCheck {
     let Some(w) = stored else {
-        return Err(WindowUse::NotPaid);
+        return CallCheck::Refused(WindowUse::NotPaid);
     };
     if now >= w.expires_at {
-        return Err(WindowUse::Ended(w));
+        return CallCheck::Refused(WindowUse::Ended(w));
     }
     if !w.serves(now) {
-        return Err(WindowUse::CallsUsed(w));
+        return CallCheck::Refused(WindowUse::CallsUsed(w));
     }
-    Ok(w)
+    CallCheck::Serves(w)
 }
 
 impl AccessWindow {
@@ -125,18 +134,17 @@ mod tests {
 
     #[test]
     fn a_sign_in_step_is_decided_by_the_same_rules_on_every_backend() {
-        assert_eq!(check_call(None, 150), Err(WindowUse::NotPaid));
+        let refused = CallCheck::Refused;
+        assert_eq!(check_call(None, 150), refused(WindowUse::NotPaid));
         let ended = window(None, 0);
-        assert_eq!(
-            check_call(Some(ended.clone()), 200),
-            Err(WindowUse::Ended(ended))
-        );
+        let outcome = check_call(Some(ended.clone()), 200);
+        assert_eq!(outcome, refused(WindowUse::Ended(ended)));
         let used = window(Some(2), 2);
-        assert_eq!(
-            check_call(Some(used.clone()), 150),
-            Err(WindowUse::CallsUsed(used))
-        );
-        let mut w = check_call(Some(window(Some(2), 1)), 150).unwrap();
+        let outcome = check_call(Some(used.clone()), 150);
+        assert_eq!(outcome, refused(WindowUse::CallsUsed(used)));
+        let CallCheck::Serves(mut w) = check_call(Some(window(Some(2), 1)), 150) else {
+            panic!("a window with a call left serves");
+        };
         assert_eq!(w.count_call(), WindowUse::Granted(window(Some(2), 2)));
         assert!(
             !w.give_back_call("another payment"),

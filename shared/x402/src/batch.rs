@@ -375,8 +375,8 @@ impl ChannelPayment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy_primitives::address;
     use crate::verify::SignatureError;
+    use alloy_primitives::address;
     use alloy_primitives::aliases::U40;
     use alloy_signer::SignerSync;
     use alloy_signer_local::PrivateKeySigner;

@@ -305,9 +305,9 @@ fn verify_permit2(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy_primitives::Signature;
     use crate::money::UsdcAmount;
     use crate::network::{builtin_networks, Networks};
+    use alloy_primitives::Signature;
     use alloy_primitives::{address, b256, Bytes, B256};
 
     /// X402.md's vector: Base Sepolia domain.

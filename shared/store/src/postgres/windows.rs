@@ -7,7 +7,7 @@ use super::sql::{backend, doc, json};
 use super::PgStore;
 use crate::WindowStore;
 use async_trait::async_trait;
-use paygate_domain::window::{check_call, AccessWindow, WindowUse};
+use paygate_domain::window::{check_call, AccessWindow, CallCheck, WindowUse};
 use paygate_domain::StoreResult;
 use sqlx::{Postgres, Transaction};
 
@@ -86,8 +86,8 @@ impl WindowStore for PgStore {
         let mut tx = self.pool.begin().await.map_err(backend)?;
         let stored = locked(&mut tx, org_id, route_id, &payer).await?;
         let mut w = match check_call(stored, now) {
-            Ok(w) => w,
-            Err(outcome) => return Ok(outcome),
+            CallCheck::Serves(w) => w,
+            CallCheck::Refused(outcome) => return Ok(outcome),
         };
         let spent = sqlx::query(
             "INSERT INTO sign_in_nonces (nonce, kept_until) VALUES ($1, $2) \

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::traits::WindowStore;
-use paygate_domain::window::{check_call, window_key, AccessWindow, WindowUse};
+use paygate_domain::window::{check_call, window_key, AccessWindow, CallCheck, WindowUse};
 
 #[async_trait]
 impl WindowStore for SledStore {
@@ -44,8 +44,8 @@ impl WindowStore for SledStore {
                     None => None,
                 };
                 let mut w = match check_call(stored, now) {
-                    Ok(w) => w,
-                    Err(outcome) => return Ok(outcome),
+                    CallCheck::Serves(w) => w,
+                    CallCheck::Refused(outcome) => return Ok(outcome),
                 };
                 if nonces.get(nonce.as_bytes())?.is_some() {
                     return Ok(WindowUse::NonceUsed);

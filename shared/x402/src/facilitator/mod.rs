@@ -149,6 +149,19 @@ impl SupportedKind {
         out.sort_by(|a, b| (a.x402_version, &a.network).cmp(&(b.x402_version, &b.network)));
         out
     }
+
+    /// The `batch-settlement` kinds of `networks`: a v2 scheme, by CAIP-2 id, sorted by network.
+    pub fn batch<'a>(networks: impl Iterator<Item = &'a crate::network::Network>) -> Vec<Self> {
+        let mut out: Vec<Self> = networks
+            .map(|n| Self {
+                x402_version: 2,
+                scheme: crate::batch::SCHEME.into(),
+                network: n.caip2.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.network.cmp(&b.network));
+        out
+    }
 }
 
 /// Verifies and settles payments. Implementations must be safe to call concurrently.

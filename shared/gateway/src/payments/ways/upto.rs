@@ -104,7 +104,7 @@ impl Way for Upto {
         Ok(Admission {
             upstream,
             payment: Admitted(Box::new(UptoHeld {
-                stage: UptoStage::Held(Box::new(HeldAuth { v, record, slot })),
+                stage: UptoStage::Held(HeldAuth { v, record, slot }),
                 requirements: requirements.clone(),
                 entry: entry.clone(),
                 at_end: false,
@@ -147,7 +147,7 @@ struct HeldAuth {
 /// Where an admitted `upto` authorization stands.
 enum UptoStage {
     /// Reserved, until its charge is settled.
-    Held(Box<HeldAuth>),
+    Held(HeldAuth),
     /// Settled, until the answer is over.
     Paid(Paid),
     /// Its settlement failed, or its answer was told over: nothing is left to do.
@@ -190,7 +190,7 @@ impl UptoHeld {
             mut record,
             mut slot,
         } = match self.take_stage() {
-            UptoStage::Held(held) => *held,
+            UptoStage::Held(held) => held,
             other => {
                 self.stage = other;
                 return Err(Refusal::Internal);
