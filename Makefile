@@ -175,8 +175,10 @@ build: sys-deps
 	cargo build --workspace
 
 # Only the binary `make run` serves: the benchmark's examples are built by `make bench` alone.
+# Says how long the build took (the first one is most of a fresh `make run`).
 release: sys-deps
-	cargo build --release --bin paygate
+	@start=$$(date +%s); echo "build: cargo build --release --bin paygate"; \
+	  cargo build --release --bin paygate && echo "build: $$(( $$(date +%s) - start )) s"
 
 deps: sys-deps py-deps chain-deps
 

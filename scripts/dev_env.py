@@ -290,6 +290,19 @@ def ensure_corridor(api_key):
     return corridor["id"]
 
 
+class Phases:
+    """Says what `make run` did and how long each step took, as it goes, so a newcomer sees
+    progress rather than silence."""
+
+    def __init__(self):
+        self.start = self.last = time.monotonic()
+
+    def done(self, what):
+        now = time.monotonic()
+        print(f"  {what}: {now - self.last:.1f} s", flush=True)
+        self.last = now
+
+
 def start_chain(args, pid_file, started):
     """anvil on RPC_ADDR with Circle's USDC set up and minted to every development account, and the
     batch-settlement contract with its deposit collector at their canonical addresses. Returns
@@ -373,7 +386,9 @@ def run(started):
     stop_leftover(anvil_pid_file)
 
     stop_on_signals()
+    phase = Phases()
     anvil, contracts = start_chain(args, anvil_pid_file, started)
+    phase.done("chain: anvil, Circle's USDC and the dev contracts")
     echo = http.server.ThreadingHTTPServer(ECHO_ADDR, Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
     started.add(echo.shutdown)
@@ -401,6 +416,7 @@ def run(started):
     started.add(lambda: stop_all([proc]))
     started.add(lambda: remove_files(pid_file))
     wait_healthy(proc, log_path)
+    phase.done("gateway: started and healthy")
 
     dev_json = os.path.join(RUN, "dev.json")
     previous = {}
@@ -412,6 +428,7 @@ def run(started):
     api_key = ensure_dev_org(previous)
     corridor = ensure_corridor(api_key)
     payout_wallet = fund_payout_wallet(api_key, args.binary)
+    phase.done("seed: dev org, route, corridor, payout wallet")
     facts = {
         "baseUrl": BASE,
         "rpcUrl": RPC_URL,

@@ -1,5 +1,7 @@
-//! The route bodies: `RouteCreate` (`POST /api/routes`) and `RouteUpdate` (`PATCH`), and
-//! `RouteInput`, the fields either sets, applied to a stored route.
+//! The route bodies: one shape (`route_body!`: the fields both share written once) in two
+//! modes, `RouteCreate` (`POST /api/routes`: path, price and network required) and
+//! `RouteUpdate` (`PATCH`: any subset, `null` resets), and `RouteInput`, the fields either
+//! sets, applied to a stored route.
 
 use super::targets::{self, BalancingSpec, HealthCheckSpec, TargetSpec};
 use crate::body::fields::{
@@ -16,209 +18,182 @@ use utoipa::ToSchema;
 /// Route fields the server assigns.
 const READ_ONLY: &[&str] = &["id", "orgId", "createdAt", "updatedAt"];
 
-/// `POST /api/routes`. Unknown and server-assigned fields are refused.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schema(example = json!({"path": "/weather", "priceUSD": "0.02",
-    "targetUrl": "https://api.example.com/weather", "network": "base-sepolia",
-    "description": "Current weather for a city", "discoverable": true}))]
-pub struct RouteCreate {
-    #[schema(inline)]
-    path: RoutePath,
-    #[serde(rename = "priceUSD")]
-    #[schema(inline)]
-    price_usd: PriceUsd,
-    /// The one upstream; or give `targets` (exactly one of the two).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    target_url: Option<TargetUrl>,
-    /// Several upstreams (1 to 16, distinct host and port); or give `targetUrl`.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    targets: Option<Vec<TargetSpec>>,
-    /// How requests are spread over `targets` (default weighted round robin).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    load_balancing: Option<BalancingSpec>,
-    /// Active health checks of the targets (default none: passive ejection only).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    health_check: Option<HealthCheckSpec>,
-    /// A network this deployment settles (as `GET /facilitator/supported` lists), by its v1
-    /// name or CAIP-2 id: `base-sepolia` or `eip155:84532`.
-    #[schema(inline)]
-    network: Text<64>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    active: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    streaming: Option<bool>,
-    /// Listed by `/discovery/resources` (default false).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    discoverable: Option<bool>,
-    /// The origin deduplicates requests by `X-Paygate-Payment-Id` (default false): a retry of
-    /// a settled payment the origin never answered (a crash or an upstream failure between
-    /// settlement and the origin's answer) is forwarded again instead of refused as a replay.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    origin_deduplicates: Option<bool>,
-    #[serde(default)]
-    #[schema(schema_with = nullable::<Text<2000>>)]
-    description: Nullable<Text<2000>>,
-    #[serde(default)]
-    #[schema(schema_with = nullable::<Word<64>>)]
-    bazaar_category: Nullable<Word<64>>,
-    /// What the route answers (`application/json`), in its 402 challenge and discovery.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<MimeType>)]
-    mime_type: Nullable<MimeType>,
-    /// JSON Schema of what the route takes (its JSON body; for GET, its query parameters):
-    /// in discovery, the challenge's bazaar extension and MCP tool lists. `null` clears.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
-    input_schema: Nullable<JsonSchemaDoc>,
-    /// JSON Schema of what the route answers. `null` clears.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
-    output_schema: Nullable<JsonSchemaDoc>,
-    /// Offered as a tool at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the calling
-    /// agent's own wallet (default false).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    public_tool: Option<bool>,
-    /// The x402 schemes the route accepts, in the order its challenge lists them (default
-    /// `["exact"]`): `exact` (one on-chain settlement per request) and `batch-settlement`
-    /// (payment channels: a deposit, then a signed voucher per request).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    schemes: Option<Vec<Scheme>>,
-    /// How a request is charged (default `fixed`): `fixed`, the price; `usage`, what the origin
-    /// states in its `X-Paygate-Charge` response header (or trailer, when streamed) in decimal
-    /// USD, at most the price, the price when it says nothing.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    pricing: Option<Pricing>,
-    /// The token the route is paid in (default `USDC`): `USDC` or a token the route's network
-    /// lists (`[networks.<name>.tokens.<SYMBOL>]`; one without EIP-3009 is paid through
-    /// Permit2). The price stays in USD, one token to the dollar.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    token: Option<Text<16>>,
-    /// An access window: a payment grants its payer this route for this many seconds (1 to
-    /// 31536000), within which the payer signs in (`SIGN-IN-WITH-X`, x402's sign-in-with-x)
-    /// instead of paying again. Needs `exact` among `schemes` and `fixed` pricing. `null`
-    /// clears it (every call paid).
-    #[serde(default)]
-    #[schema(schema_with = nullable::<u64>)]
-    access_window_seconds: Nullable<u64>,
-    /// With an access window: how many calls it serves beyond the paid one (1 to 1000000;
-    /// default or `null`: any number within its period).
-    #[serde(default)]
-    #[schema(schema_with = nullable::<u32>)]
-    access_window_calls: Nullable<u32>,
+/// Declares a route body: the fields that differ between creating and updating (what create
+/// requires, what update's `null` resets) given per shape, then the fields both shapes share,
+/// written once here (absent: the default on create, unchanged on update).
+macro_rules! route_body {
+    ($(#[$meta:meta])* $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($own)*
+            #[serde(default, deserialize_with = "present")]
+            #[schema(nullable = false)]
+            active: Option<bool>,
+            #[serde(default, deserialize_with = "present")]
+            #[schema(nullable = false)]
+            streaming: Option<bool>,
+            /// Listed by `/discovery/resources` (default false).
+            #[serde(default, deserialize_with = "present")]
+            #[schema(nullable = false)]
+            discoverable: Option<bool>,
+            /// The origin deduplicates requests by `X-Paygate-Payment-Id` (default false): a retry of
+            /// a settled payment the origin never answered (a crash or an upstream failure between
+            /// settlement and the origin's answer) is forwarded again instead of refused as a replay.
+            #[serde(default, deserialize_with = "present")]
+            #[schema(nullable = false)]
+            origin_deduplicates: Option<bool>,
+            #[serde(default)]
+            #[schema(schema_with = nullable::<Text<2000>>)]
+            description: Nullable<Text<2000>>,
+            #[serde(default)]
+            #[schema(schema_with = nullable::<Word<64>>)]
+            bazaar_category: Nullable<Word<64>>,
+            /// What the route answers (`application/json`), in its 402 challenge and discovery.
+            #[serde(default)]
+            #[schema(schema_with = nullable::<MimeType>)]
+            mime_type: Nullable<MimeType>,
+            /// JSON Schema of what the route takes (its JSON body; for GET, its query parameters):
+            /// in discovery, the challenge's bazaar extension and MCP tool lists. `null` clears.
+            #[serde(default)]
+            #[schema(schema_with = nullable::<JsonSchemaDoc>)]
+            input_schema: Nullable<JsonSchemaDoc>,
+            /// JSON Schema of what the route answers. `null` clears.
+            #[serde(default)]
+            #[schema(schema_with = nullable::<JsonSchemaDoc>)]
+            output_schema: Nullable<JsonSchemaDoc>,
+            /// Offered as a tool at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the calling
+            /// agent's own wallet (default false).
+            #[serde(default, deserialize_with = "present")]
+            #[schema(nullable = false)]
+            public_tool: Option<bool>,
+            /// The x402 schemes the route accepts, in the order its challenge lists them (default
+            /// `["exact"]`): `exact` (one on-chain settlement per request) and `batch-settlement`
+            /// (payment channels: a deposit, then a signed voucher per request).
+            #[serde(default, deserialize_with = "present")]
+            #[schema(nullable = false)]
+            schemes: Option<Vec<Scheme>>,
+            /// How a request is charged (default `fixed`): `fixed`, the price; `usage`, what the origin
+            /// states in its `X-Paygate-Charge` response header (or trailer, when streamed) in decimal
+            /// USD, at most the price, the price when it says nothing.
+            #[serde(default, deserialize_with = "present")]
+            #[schema(nullable = false)]
+            pricing: Option<Pricing>,
+            /// The token the route is paid in (default `USDC`): `USDC` or a token the route's network
+            /// lists (`[networks.<name>.tokens.<SYMBOL>]`; one without EIP-3009 is paid through
+            /// Permit2). The price stays in USD, one token to the dollar.
+            #[serde(default, deserialize_with = "present")]
+            #[schema(inline, nullable = false)]
+            token: Option<Text<16>>,
+            /// An access window: a payment grants its payer this route for this many seconds (1 to
+            /// 31536000), within which the payer signs in (`SIGN-IN-WITH-X`, x402's sign-in-with-x)
+            /// instead of paying again. Needs `exact` among `schemes` and `fixed` pricing. `null`
+            /// clears it (every call paid).
+            #[serde(default)]
+            #[schema(schema_with = nullable::<u64>)]
+            access_window_seconds: Nullable<u64>,
+            /// With an access window: how many calls it serves beyond the paid one (1 to 1000000;
+            /// default or `null`: any number within its period).
+            #[serde(default)]
+            #[schema(schema_with = nullable::<u32>)]
+            access_window_calls: Nullable<u32>,
+        }
+    };
+}
+
+/// The route fields both bodies share, as a request sets them.
+macro_rules! shared_input {
+    ($b:ident) => {
+        RouteInput {
+            active: $b.active,
+            streaming: $b.streaming,
+            discoverable: $b.discoverable,
+            origin_deduplicates: $b.origin_deduplicates,
+            description: $b.description.patch().map(|d| d.map(|t| t.0)),
+            bazaar_category: $b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
+            mime_type: $b.mime_type.patch().map(|m| m.map(|t| t.0)),
+            input_schema: $b.input_schema.patch().map(|m| m.map(|t| t.0)),
+            output_schema: $b.output_schema.patch().map(|m| m.map(|t| t.0)),
+            public_tool: $b.public_tool,
+            pricing: $b.pricing,
+            access_window_seconds: $b.access_window_seconds.patch(),
+            access_window_calls: $b.access_window_calls.patch(),
+            token: $b.token.map(|t| t.0.to_ascii_uppercase()),
+            ..RouteInput::default()
+        }
+    };
+}
+
+route_body! {
+    /// `POST /api/routes`. Unknown and server-assigned fields are refused.
+    #[derive(Debug, Deserialize, ToSchema)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schema(example = json!({"path": "/weather", "priceUSD": "0.02",
+        "targetUrl": "https://api.example.com/weather", "network": "base-sepolia",
+        "description": "Current weather for a city", "discoverable": true}))]
+    RouteCreate {
+        #[schema(inline)]
+        path: RoutePath,
+        #[serde(rename = "priceUSD")]
+        #[schema(inline)]
+        price_usd: PriceUsd,
+        /// The one upstream; or give `targets` (exactly one of the two).
+        #[serde(default, deserialize_with = "present")]
+        #[schema(inline, nullable = false)]
+        target_url: Option<TargetUrl>,
+        /// Several upstreams (1 to 16, distinct host and port); or give `targetUrl`.
+        #[serde(default, deserialize_with = "present")]
+        #[schema(nullable = false)]
+        targets: Option<Vec<TargetSpec>>,
+        /// How requests are spread over `targets` (default weighted round robin).
+        #[serde(default, deserialize_with = "present")]
+        #[schema(nullable = false)]
+        load_balancing: Option<BalancingSpec>,
+        /// Active health checks of the targets (default none: passive ejection only).
+        #[serde(default, deserialize_with = "present")]
+        #[schema(nullable = false)]
+        health_check: Option<HealthCheckSpec>,
+        /// A network this deployment settles (as `GET /facilitator/supported` lists), by its v1
+        /// name or CAIP-2 id: `base-sepolia` or `eip155:84532`.
+        #[schema(inline)]
+        network: Text<64>,
+}
 }
 
 impl RequestBody for RouteCreate {
     const READ_ONLY: &'static [&'static str] = READ_ONLY;
 }
 
-/// `PATCH /api/routes/{id}`: any subset of the create fields.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schema(example = json!({"priceUSD": "0.05", "active": true}))]
-pub struct RouteUpdate {
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    path: Option<RoutePath>,
-    #[serde(rename = "priceUSD", default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    price_usd: Option<PriceUsd>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    target_url: Option<TargetUrl>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    targets: Option<Vec<TargetSpec>>,
-    /// `null`: back to weighted round robin.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<BalancingSpec>)]
-    load_balancing: Nullable<BalancingSpec>,
-    /// `null`: no active health checks.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<HealthCheckSpec>)]
-    health_check: Nullable<HealthCheckSpec>,
-    /// A network this deployment settles (as `GET /facilitator/supported` lists).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    network: Option<Text<64>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    active: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    streaming: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    discoverable: Option<bool>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    origin_deduplicates: Option<bool>,
-    #[serde(default)]
-    #[schema(schema_with = nullable::<Text<2000>>)]
-    description: Nullable<Text<2000>>,
-    #[serde(default)]
-    #[schema(schema_with = nullable::<Word<64>>)]
-    bazaar_category: Nullable<Word<64>>,
-    /// What the route answers (`application/json`), in its 402 challenge and discovery.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<MimeType>)]
-    mime_type: Nullable<MimeType>,
-    /// JSON Schema of what the route takes (its JSON body; for GET, its query parameters):
-    /// in discovery, the challenge's bazaar extension and MCP tool lists. `null` clears.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
-    input_schema: Nullable<JsonSchemaDoc>,
-    /// JSON Schema of what the route answers. `null` clears.
-    #[serde(default)]
-    #[schema(schema_with = nullable::<JsonSchemaDoc>)]
-    output_schema: Nullable<JsonSchemaDoc>,
-    /// Offered as a tool at the public MCP endpoint `/mcp/x402/{orgSlug}`, paid by the calling
-    /// agent's own wallet (default false).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    public_tool: Option<bool>,
-    /// The x402 schemes the route accepts, in the order its challenge lists them (default
-    /// `["exact"]`): `exact` (one on-chain settlement per request) and `batch-settlement`
-    /// (payment channels: a deposit, then a signed voucher per request).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    schemes: Option<Vec<Scheme>>,
-    /// How a request is charged (default `fixed`): `fixed`, the price; `usage`, what the origin
-    /// states in its `X-Paygate-Charge` response header (or trailer, when streamed) in decimal
-    /// USD, at most the price, the price when it says nothing.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(nullable = false)]
-    pricing: Option<Pricing>,
-    /// The token the route is paid in (default `USDC`): `USDC` or a token the route's network
-    /// lists (`[networks.<name>.tokens.<SYMBOL>]`; one without EIP-3009 is paid through
-    /// Permit2). The price stays in USD, one token to the dollar.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(inline, nullable = false)]
-    token: Option<Text<16>>,
-    /// An access window: a payment grants its payer this route for this many seconds (1 to
-    /// 31536000), within which the payer signs in (`SIGN-IN-WITH-X`, x402's sign-in-with-x)
-    /// instead of paying again. Needs `exact` among `schemes` and `fixed` pricing. `null`
-    /// clears it (every call paid).
-    #[serde(default)]
-    #[schema(schema_with = nullable::<u64>)]
-    access_window_seconds: Nullable<u64>,
-    /// With an access window: how many calls it serves beyond the paid one (1 to 1000000;
-    /// default or `null`: any number within its period).
-    #[serde(default)]
-    #[schema(schema_with = nullable::<u32>)]
-    access_window_calls: Nullable<u32>,
+route_body! {
+    /// `PATCH /api/routes/{id}`: any subset of the create fields.
+    #[derive(Debug, Deserialize, ToSchema)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schema(example = json!({"priceUSD": "0.05", "active": true}))]
+    RouteUpdate {
+        #[serde(default, deserialize_with = "present")]
+        #[schema(inline, nullable = false)]
+        path: Option<RoutePath>,
+        #[serde(rename = "priceUSD", default, deserialize_with = "present")]
+        #[schema(inline, nullable = false)]
+        price_usd: Option<PriceUsd>,
+        #[serde(default, deserialize_with = "present")]
+        #[schema(inline, nullable = false)]
+        target_url: Option<TargetUrl>,
+        #[serde(default, deserialize_with = "present")]
+        #[schema(nullable = false)]
+        targets: Option<Vec<TargetSpec>>,
+        /// `null`: back to weighted round robin.
+        #[serde(default)]
+        #[schema(schema_with = nullable::<BalancingSpec>)]
+        load_balancing: Nullable<BalancingSpec>,
+        /// `null`: no active health checks.
+        #[serde(default)]
+        #[schema(schema_with = nullable::<HealthCheckSpec>)]
+        health_check: Nullable<HealthCheckSpec>,
+        /// A network this deployment settles (as `GET /facilitator/supported` lists).
+        #[serde(default, deserialize_with = "present")]
+        #[schema(inline, nullable = false)]
+        network: Option<Text<64>>,
+}
 }
 
 impl RequestBody for RouteUpdate {
@@ -263,21 +238,7 @@ impl From<RouteCreate> for RouteInput {
             price: Some(b.price_usd.0),
             health_check: b.health_check.map(|h| Some(h.into())),
             network: Some(b.network.0),
-            active: b.active,
-            streaming: b.streaming,
-            discoverable: b.discoverable,
-            origin_deduplicates: b.origin_deduplicates,
-            description: b.description.patch().map(|d| d.map(|t| t.0)),
-            bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
-            mime_type: b.mime_type.patch().map(|m| m.map(|t| t.0)),
-            input_schema: b.input_schema.patch().map(|m| m.map(|t| t.0)),
-            output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
-            public_tool: b.public_tool,
-            pricing: b.pricing,
-            access_window_seconds: b.access_window_seconds.patch(),
-            access_window_calls: b.access_window_calls.patch(),
-            token: b.token.map(|t| t.0.to_ascii_uppercase()),
-            ..Self::default()
+            ..shared_input!(b)
         };
         input.read_schemes(b.schemes);
         input.read_targets(b.target_url, b.targets, true);
@@ -293,21 +254,7 @@ impl From<RouteUpdate> for RouteInput {
             price: b.price_usd.map(|p| p.0),
             health_check: b.health_check.patch().map(|h| h.map(Into::into)),
             network: b.network.map(|n| n.0),
-            active: b.active,
-            streaming: b.streaming,
-            discoverable: b.discoverable,
-            origin_deduplicates: b.origin_deduplicates,
-            description: b.description.patch().map(|d| d.map(|t| t.0)),
-            bazaar_category: b.bazaar_category.patch().map(|c| c.map(|w| w.0)),
-            mime_type: b.mime_type.patch().map(|m| m.map(|t| t.0)),
-            input_schema: b.input_schema.patch().map(|m| m.map(|t| t.0)),
-            output_schema: b.output_schema.patch().map(|m| m.map(|t| t.0)),
-            public_tool: b.public_tool,
-            pricing: b.pricing,
-            access_window_seconds: b.access_window_seconds.patch(),
-            access_window_calls: b.access_window_calls.patch(),
-            token: b.token.map(|t| t.0.to_ascii_uppercase()),
-            ..Self::default()
+            ..shared_input!(b)
         };
         input.read_schemes(b.schemes);
         input.read_targets(b.target_url, b.targets, false);
