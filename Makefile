@@ -25,7 +25,7 @@ TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAY
   PAYGATE_TEST_CONTRACTS=$(CONTRACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: bench-ab browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
 run: deps release
@@ -112,6 +112,15 @@ bench-sweep: bench-build
 	python3 benches/sweep.py --paygate target/release/paygate --bench-paygate target/bench/paygate \
 	  --minimal target/release/examples/minimal_pingora --peer target/release/x402-axum-peer \
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
+
+## bench-ab: two builds side by side on the 402 path, alternated in one session (OLD=the baseline
+## binary, e.g. a release build of the previous commit; NEW defaults to this tree's release build).
+NEW ?= target/release/paygate
+bench-ab: deps release bench-deps
+	@test -x "$(OLD)" || { echo "bench-ab: OLD=path/to/baseline/paygate is required"; exit 2; }
+	cargo build --release --example paid_load
+	python3 benches/ab.py --a $(OLD) --b $(NEW) --paid-load target/release/examples/paid_load \
+	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## bench-build: what `bench` and `bench-sweep` run: the bench build (copied aside by rename, so
 ## a copy still running does not make the copy fail), the release binary, the Pingora floor and
