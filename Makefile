@@ -113,8 +113,10 @@ bench-sweep: bench-build
 	  --minimal target/release/examples/minimal_pingora --peer target/release/x402-axum-peer \
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
-## bench-ab: two builds side by side on the 402 path, alternated in one session (OLD=the baseline
-## binary, e.g. a release build of the previous commit; NEW defaults to this tree's release build).
+## bench-ab: two builds side by side on the 402 and the voucher path, alternated in one session
+## (OLD=the baseline binary; NEW defaults to this tree's release build). Build the baseline with a
+## CARGO_TARGET_DIR of its own: cargo names the workspace crates' artifacts alike whatever their
+## directory, so a baseline built into this target/ overwrites this tree's (then cargo clean -p).
 NEW ?= target/release/paygate
 bench-ab: deps release bench-deps
 	@test -x "$(OLD)" || { echo "bench-ab: OLD=path/to/baseline/paygate is required"; exit 2; }
