@@ -151,6 +151,49 @@ async fn v2_payment_gets_the_v2_receipt() {
     assert_eq!(r.status(), 402);
 }
 
+/// One rule for a refusal's body (issue 43): the x402 version the payer spoke. The same
+/// refused payment (one unit short) sent as v2 gets a v2 body, sent as v1 a v1 body; both carry
+/// the error's code and request id and move nothing.
+#[tokio::test]
+async fn a_refusal_is_written_in_the_version_the_payer_spoke() {
+    let s = setup().await;
+    let r = s.gw.get("/gateway/acme/echo").await;
+    let accepted = decode_v2(&r)["accepts"][0].clone();
+    let short = PaymentSpec::new(4, s.receiver, PRICE - 1);
+    let r =
+        s.gw.http
+            .get(s.gw.url("/gateway/acme/echo"))
+            .header("PAYMENT-SIGNATURE", short.v2_header(&accepted))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 402);
+    let v2: Value = r.json().await.unwrap();
+    assert_eq!(v2["x402Version"], 2, "{v2}");
+    assert_eq!(v2["code"], "PAYMENT_REJECTED", "{v2}");
+    assert!(
+        v2["requestId"].as_str().is_some_and(|id| !id.is_empty()),
+        "{v2}"
+    );
+    assert_eq!(v2["accepts"][0]["amount"], PRICE.to_string(), "{v2}");
+    assert!(v2["accepts"][0].get("maxAmountRequired").is_none(), "{v2}");
+    let r = pay_v1(&s.gw, &short).await;
+    assert_eq!(r.status(), 402);
+    let v1: Value = r.json().await.unwrap();
+    assert_eq!(v1["x402Version"], 1, "{v1}");
+    assert_eq!(v1["code"], "PAYMENT_REJECTED", "{v1}");
+    assert_eq!(
+        v1["accepts"][0]["maxAmountRequired"],
+        PRICE.to_string(),
+        "{v1}"
+    );
+    assert_eq!(
+        v1["error"], v2["error"],
+        "one reason word, whatever the version"
+    );
+    assert_eq!(s.upstream.hits(), 0);
+}
+
 #[tokio::test]
 async fn unacceptable_payments_are_refused_and_move_nothing() {
     let s = setup().await;

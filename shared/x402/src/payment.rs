@@ -184,14 +184,17 @@ pub fn header_json(raw: &[u8]) -> Result<Vec<u8>, DecodeError> {
 /// The scheme a payment's JSON names (v2: `accepted.scheme`; v1: `scheme`), read with one light
 /// scan (the rest skipped unread) so a payment is handed to its scheme before it is parsed;
 /// `None` for JSON that is not a payment (the `exact` decoder then says what is wrong with it).
-pub fn scheme_of(json: &[u8], version: ProtocolVersion) -> Option<String> {
+pub fn scheme_of(json: &[u8], version: ProtocolVersion) -> Option<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
     #[derive(serde::Deserialize)]
-    struct Accepted {
-        scheme: String,
+    struct Accepted<'a> {
+        #[serde(borrow)]
+        scheme: Cow<'a, str>,
     }
     #[derive(serde::Deserialize)]
-    struct V2Probe {
-        accepted: Accepted,
+    struct V2Probe<'a> {
+        #[serde(borrow)]
+        accepted: Accepted<'a>,
     }
     match version {
         ProtocolVersion::V2 => serde_json::from_slice::<V2Probe>(json)

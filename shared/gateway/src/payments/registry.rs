@@ -198,3 +198,52 @@ impl Paying<'_> {
         svc.refused(self.req.entry, refusal, self.version).into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_primitives::Address;
+    use paygate_x402::{BatchTerms, Offered};
+
+    fn route(schemes: serde_json::Value) -> Route {
+        serde_json::from_value(serde_json::json!({
+            "id": "rt", "orgId": "org", "path": "/x", "price": 1000, "targetUrl": "",
+            "network": "base-sepolia", "active": true, "streaming": false,
+            "discoverable": false, "description": "", "bazaarCategory": null,
+            "schemes": schemes, "createdAtNs": 0, "createdAt": "", "updatedAt": "",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_challenge_offers_the_routes_schemes_in_the_sellers_order_and_only_those_it_can_settle() {
+        let channel = BatchTerms {
+            receiver_authorizer: Address::repeat_byte(7),
+            withdraw_delay: 900,
+        };
+        let terms = Terms {
+            channel: Some(channel.clone()),
+            upto_facilitator: Some(Address::repeat_byte(9)),
+        };
+        let upto = Offered::Upto(Address::repeat_byte(9));
+        let order = |s| offer(&route(s), &terms).0;
+        assert_eq!(
+            order(serde_json::json!(["upto", "exact"])),
+            [upto.clone(), Offered::Exact]
+        );
+        assert_eq!(
+            order(serde_json::json!(["exact", "batch-settlement", "upto"])),
+            [Offered::Exact, Offered::Batch(channel.clone()), upto]
+        );
+        assert_eq!(
+            order(serde_json::json!(["batch-settlement", "exact"])),
+            [Offered::Batch(channel), Offered::Exact]
+        );
+        // Without a relayer key or a receiver authorizer, those schemes are not offered.
+        let bare = offer(
+            &route(serde_json::json!(["upto", "batch-settlement", "exact"])),
+            &Terms::default(),
+        );
+        assert_eq!(bare.0, [Offered::Exact]);
+    }
+}

@@ -37,8 +37,10 @@ impl Way for Window {
     fn claims(&self, svc: &PaymentService, req: &PaidRequest<'_>) -> Option<Claim> {
         // A call that signs in instead of paying settles nothing: served whatever the
         // network's facilitator is doing.
-        let signs_in = req.headers.contains_key(siwx::EXTENSION);
-        (signs_in && req.payment().is_none() && serves(svc, req.entry)).then_some(Claim::Unpaid)
+        // The route's own facts first: most routes have no window, and their requests are
+        // never looked at for a sign-in.
+        let signs_in = || req.headers.contains_key(siwx::EXTENSION) && req.payment().is_none();
+        (serves(svc, req.entry) && signs_in()).then_some(Claim::Unpaid)
     }
 
     fn declares_fresh(&self, svc: &PaymentService, entry: &RouteEntry) -> bool {
