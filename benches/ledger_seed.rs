@@ -96,6 +96,7 @@ async fn main() -> anyhow::Result<()> {
             settled_by_reconciliation: false,
             redeemed_at: None,
             plan_slot: None,
+            escrow: None,
             created_at: rfc3339(at),
             updated_at: rfc3339(at),
         };

@@ -6,7 +6,8 @@
 //! paygate's own build of the x402 batch-settlement contract and its ERC-3009 deposit collector,
 //! of Permit2 and of the x402 Permit2 proxies (`shared/contracts`, compiled by `make`) at the
 //! canonical addresses the official clients use (production chains carry the deployed official
-//! contracts there), and a test token without EIP-3009 (`TestDollar`), minted like USDC. `paygate devchain fund ADDRESS`
+//! contracts there), the `auth-capture` escrow with its ERC-3009 and operator-refund
+//! collectors, and a test token without EIP-3009 (`TestDollar`), minted like USDC. `paygate devchain fund ADDRESS`
 //! mints more to one address later (an agent developer's wallet).
 
 use alloy_network::TransactionBuilder;
@@ -252,6 +253,7 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
     }
     let mut contracts = serde_json::Map::new();
     if let Some(dir) = &args.contracts {
+        use paygate_x402::auth_capture;
         use paygate_x402::batch::{ERC3009_COLLECTOR_ADDRESS, SETTLEMENT_ADDRESS};
         use paygate_x402::permit2::{EXACT_PROXY_ADDRESS, PERMIT2_ADDRESS, UPTO_PROXY_ADDRESS};
         for (name, at) in [
@@ -261,6 +263,15 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
             ("X402ExactPermit2Proxy", EXACT_PROXY_ADDRESS),
             ("X402UptoPermit2Proxy", UPTO_PROXY_ADDRESS),
             ("TestDollar", paygate_x402::permit2::DEV_TEST_TOKEN_ADDRESS),
+            ("AuthCaptureEscrow", auth_capture::ESCROW_ADDRESS),
+            (
+                "Erc3009PaymentCollector",
+                auth_capture::ERC3009_COLLECTOR_ADDRESS,
+            ),
+            (
+                "OperatorRefundCollector",
+                auth_capture::REFUND_COLLECTOR_ADDRESS,
+            ),
         ] {
             place(&provider, dir, name, at).await?;
             contracts.insert(name.into(), at.to_checksum(None).into());

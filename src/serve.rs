@@ -381,6 +381,9 @@ fn paid_path(
         facilitator.clone(),
         chain_calls.clone(),
     )?;
+    if let Some(chain) = &chain_calls {
+        payments = payments.with_chain(chain.clone());
+    }
     if let Some(c) = crate::settlement::build_channels(
         cfg,
         store.clone(),

@@ -291,6 +291,7 @@ async fn reconciliation(state: AppState) {
             state.store.as_ref(),
             state.payments.events(),
             state.networks(),
+            state.payments.chain().map(|c| c.as_ref()),
             started,
             in_flight,
         )

@@ -182,6 +182,7 @@ pub async fn create(
         pricing: paygate_domain::model::Pricing::Fixed,
         access_window_seconds: None,
         access_window_calls: None,
+        refund_window_seconds: None,
         token: paygate_domain::model::usdc(),
         created_at_ns: now.unix_timestamp_nanos(),
         created_at: stamp.clone(),

@@ -57,6 +57,10 @@ pub struct RouteView {
     /// Calls a window serves beyond the paid one (null: any number within its period).
     #[schema(required)]
     access_window_calls: Option<u32>,
+    /// Seconds after the capture deadline an `auth-capture` payment may be refunded (null:
+    /// refunds off).
+    #[schema(required)]
+    refund_window_seconds: Option<u64>,
     /// The token the route is paid in.
     token: String,
     created_at: String,
@@ -112,6 +116,7 @@ impl From<&Route> for RouteView {
             pricing: r.pricing,
             access_window_seconds: r.access_window_seconds,
             access_window_calls: r.access_window_calls,
+            refund_window_seconds: r.refund_window_seconds,
             token: r.token.clone(),
             created_at: r.created_at.clone(),
             updated_at: r.updated_at.clone(),

@@ -206,7 +206,7 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
 
     // All three were created "before this process started".
     let started = time::OffsetDateTime::now_utc();
-    let report = reconcile_once(&store, None, &networks, started, 60)
+    let report = reconcile_once(&store, None, &networks, None, started, 60)
         .await
         .unwrap();
     assert_eq!((report.settled, report.failed, report.waiting), (1, 1, 1));
@@ -236,6 +236,7 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
         &store,
         None,
         &networks,
+        None,
         time::OffsetDateTime::UNIX_EPOCH,
         60,
     )

@@ -7,6 +7,7 @@
 mod common;
 
 mod audit;
+mod auth_capture;
 mod challenge;
 mod channel_contract;
 mod channels;

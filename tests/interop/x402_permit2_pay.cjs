@@ -1,6 +1,6 @@
-// Pays a paygate route through Permit2 with the official npm clients: @x402/fetch's
-// wrapFetchWithPayment with @x402/evm's `exact` (which signs a Permit2 authorization when the
-// requirement says `assetTransferMethod: "permit2"`) and `upto` schemes; the payer's one
+// Pays a paygate route with the official npm clients: @x402/fetch's wrapFetchWithPayment with
+// @x402/evm's `exact` (which signs a Permit2 authorization when the requirement says
+// `assetTransferMethod: "permit2"`), `upto` and `auth-capture` schemes; the payer's one
 // approval of Permit2 is @x402/evm's own `createPermit2ApprovalTx`, sent with viem. No code of
 // paygate's on the client side.
 //
@@ -14,6 +14,7 @@
 const { wrapFetchWithPayment, x402Client, decodePaymentResponseHeader } = require("@x402/fetch");
 const { ExactEvmScheme, createPermit2ApprovalTx } = require("@x402/evm/exact/client");
 const { UptoEvmScheme } = require("@x402/evm/upto/client");
+const { AuthCaptureEvmScheme } = require("@x402/evm/auth-capture/client");
 const { toClientEvmSigner } = require("@x402/evm");
 const { privateKeyToAccount } = require("viem/accounts");
 const { createPublicClient, createWalletClient, http } = require("viem");
@@ -43,6 +44,7 @@ async function main(input) {
   }
   client.register("eip155:84532", new ExactEvmScheme(signer));
   client.register("eip155:84532", new UptoEvmScheme(signer));
+  client.register("eip155:84532", new AuthCaptureEvmScheme(signer));
   const pay = wrapFetchWithPayment(fetch, client);
   const results = [];
   for (let i = 0; i < (calls || 1); i++) {

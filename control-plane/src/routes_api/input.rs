@@ -68,7 +68,9 @@ macro_rules! route_body {
             public_tool: Option<bool>,
             /// The x402 schemes the route accepts, in the order its challenge lists them (default
             /// `["exact"]`): `exact` (one on-chain settlement per request) and `batch-settlement`
-            /// (payment channels: a deposit, then a signed voucher per request).
+            /// (payment channels: a deposit, then a signed voucher per request), `upto` (usage
+            /// pricing: a ceiling authorized, the charge settled) and `auth-capture` (held in escrow,
+            /// captured for what was served, voided when the origin failed, refundable).
             #[serde(default, deserialize_with = "present")]
             #[schema(nullable = false)]
             schemes: Option<Vec<Scheme>>,
@@ -96,6 +98,12 @@ macro_rules! route_body {
             #[serde(default)]
             #[schema(schema_with = nullable::<u32>)]
             access_window_calls: Nullable<u32>,
+            /// `auth-capture`: seconds after a payment's capture deadline within which the seller
+            /// may refund it (`POST /api/payments/{id}/refund`; 1 to 31536000). Needs
+            /// `auth-capture` among `schemes`. `null` or absent: refunds off.
+            #[serde(default)]
+            #[schema(schema_with = nullable::<u64>)]
+            refund_window_seconds: Nullable<u64>,
         }
     };
 }
@@ -117,6 +125,7 @@ macro_rules! shared_input {
             pricing: $b.pricing,
             access_window_seconds: $b.access_window_seconds.patch(),
             access_window_calls: $b.access_window_calls.patch(),
+            refund_window_seconds: $b.refund_window_seconds.patch(),
             token: $b.token.map(|t| t.0.to_ascii_uppercase()),
             ..RouteInput::default()
         }
@@ -228,6 +237,7 @@ pub(super) struct RouteInput {
     pub(super) pricing: Option<Pricing>,
     pub(super) access_window_seconds: Option<Option<u64>>,
     pub(super) access_window_calls: Option<Option<u32>>,
+    pub(super) refund_window_seconds: Option<Option<u64>>,
     pub(super) token: Option<String>,
 }
 
@@ -328,6 +338,9 @@ impl RouteInput {
         }
         if let Some(v) = self.access_window_calls {
             r.access_window_calls = v;
+        }
+        if let Some(v) = self.refund_window_seconds {
+            r.refund_window_seconds = v;
         }
         if let Some(v) = self.token {
             r.token = v;
@@ -431,6 +444,25 @@ impl RouteInput {
             problems.push(FieldProblem::new(
                 "schemes",
                 "upto needs usage pricing: the price is the ceiling of what the origin charges",
+            ));
+        }
+        match r.refund_window_seconds {
+            Some(s) if !(1..=MAX_WINDOW_SECONDS).contains(&s) => problems.push(FieldProblem::new(
+                "refundWindowSeconds",
+                "must be 1 to 31536000 seconds (a year)",
+            )),
+            Some(_) if !r.accepts(Scheme::AuthCapture) => problems.push(FieldProblem::new(
+                "refundWindowSeconds",
+                "needs auth-capture among schemes: only an escrowed payment can be refunded",
+            )),
+            _ => {}
+        }
+        if r.accepts(Scheme::AuthCapture)
+            && !r.token.eq_ignore_ascii_case(paygate_x402::network::USDC)
+        {
+            problems.push(FieldProblem::new(
+                "schemes",
+                "auth-capture is paid with an EIP-3009 authorization: USDC only",
             ));
         }
         if r.accepts(Scheme::BatchSettlement) && r.token != paygate_x402::network::USDC {

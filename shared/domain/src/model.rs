@@ -161,6 +161,10 @@ pub struct Route {
     /// With a window: how many calls it allows beyond the paid one (`None`: any number).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_window_calls: Option<u32>,
+    /// `auth-capture`: how many seconds after its capture deadline a payment may still be
+    /// refunded (`None`: refunds off, the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund_window_seconds: Option<u64>,
     /// The token the route is paid in: `USDC` or a token its network lists.
     #[serde(default = "usdc")]
     pub token: String,
@@ -184,6 +188,11 @@ pub enum Scheme {
     /// states the call cost (x402 `upto`; `pricing: "usage"` routes).
     #[serde(rename = "upto")]
     Upto,
+    /// The payer's authorization held in escrow before forwarding, captured for what was
+    /// served, voided when nothing was, refundable within the route's refund window (x402
+    /// `auth-capture`).
+    #[serde(rename = "auth-capture")]
+    AuthCapture,
 }
 
 impl Scheme {
@@ -192,6 +201,7 @@ impl Scheme {
             Self::Exact => "exact",
             Self::BatchSettlement => paygate_x402::batch::SCHEME,
             Self::Upto => paygate_x402::UPTO_SCHEME,
+            Self::AuthCapture => paygate_x402::auth_capture::SCHEME,
         }
     }
 }
@@ -212,6 +222,8 @@ pub enum PaymentTransfer {
     Permit2,
     /// Permit2 through the upto proxy, for the charge (`amount`) the origin stated.
     Upto,
+    /// Held in the `auth-capture` escrow, then captured or voided (`escrow` says which).
+    AuthCapture,
 }
 
 impl PaymentTransfer {
@@ -414,6 +426,9 @@ pub struct GatewayPayment {
     /// When a retry claimed the payment above (at most one does).
     #[serde(default)]
     pub redeemed_at: Option<String>,
+    /// An `auth-capture` payment's escrow: its terms and what was captured, voided, refunded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escrow: Option<Box<EscrowRecord>>,
     /// On a cluster: the plan slot this payment takes in the store, taken in the transaction
     /// that reserves it. Reconciliation gives it back if the payment closes `Failed`, so a node
     /// killed before the outcome leaks no slot (`None` on one node: slots counted in memory).
@@ -458,6 +473,7 @@ impl GatewayPayment {
             settled_by_reconciliation: false,
             redeemed_at: None,
             plan_slot: None,
+            escrow: None,
             created_at: now.clone(),
             updated_at: now,
         }
@@ -495,6 +511,28 @@ impl GatewayPayment {
         let hex = self.nonce_key.rsplit(':').next()?;
         format!("{hex:0>64}").parse().ok()
     }
+}
+
+/// An `auth-capture` payment in the escrow: its terms (to call the escrow again), its key there,
+/// and its story. Amounts in USDC base units.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EscrowRecord {
+    pub terms: paygate_x402::auth_capture::PaymentInfoWire,
+    /// The payment's key in the escrow.
+    pub hash: String,
+    /// The `authorize` transaction, once it landed.
+    #[serde(default)]
+    pub authorized_tx: Option<String>,
+    /// Captured (paid to the seller).
+    #[serde(default)]
+    pub captured: UsdcAmount,
+    /// The `void` (or reconciliation's) transaction that gave the hold back.
+    #[serde(default)]
+    pub voided_tx: Option<String>,
+    /// Refunded so far.
+    #[serde(default)]
+    pub refunded: UsdcAmount,
 }
 
 /// `chainId:asset:from:nonce`, lower-case hex: one authorization, whatever casing it came in.

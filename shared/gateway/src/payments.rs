@@ -79,6 +79,8 @@ pub struct PaymentService {
     windows: Option<Arc<crate::windows::Windows>>,
     /// Seller webhook events (`payment.settled`).
     events: Option<Arc<crate::events::Events>>,
+    /// Contract calls from the relayer (the `auth-capture` escrow's), where it has a key.
+    chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
 }
 
 impl PaymentService {
@@ -101,6 +103,7 @@ impl PaymentService {
             channels: None,
             windows: None,
             events: None,
+            chain: None,
         }
     }
 
@@ -119,6 +122,17 @@ impl PaymentService {
     pub fn with_windows(mut self, windows: Arc<crate::windows::Windows>) -> Self {
         self.windows = Some(windows);
         self
+    }
+
+    /// With the relayer's contract calls (the `auth-capture` escrow is called through them).
+    pub fn with_chain(mut self, chain: Arc<dyn paygate_x402::facilitator::ChainCalls>) -> Self {
+        self.chain = Some(chain);
+        self
+    }
+
+    /// The relayer's contract calls, where this deployment has them.
+    pub fn chain(&self) -> Option<&Arc<dyn paygate_x402::facilitator::ChainCalls>> {
+        self.chain.as_ref()
     }
 
     /// With payment channels served by `channels`.
@@ -488,8 +502,11 @@ fn paid(
         network,
         payer: Some(record.payer.clone()),
         // `upto` says what it settled (in the token's units).
-        amount: (record.transfer == PaymentTransfer::Upto)
-            .then(|| req.token_units(record.amount).to_string()),
+        amount: matches!(
+            record.transfer,
+            PaymentTransfer::Upto | PaymentTransfer::AuthCapture
+        )
+        .then(|| req.token_units(record.amount).to_string()),
         extra: None,
     };
     let receipt = base64::engine::general_purpose::STANDARD

@@ -140,6 +140,7 @@ impl RenderContext {
                     withdraw_delay: cfg.channels.withdraw_delay_seconds,
                 }),
                 upto_facilitator: upto_facilitator(cfg),
+                escrow_operator: upto_facilitator(cfg),
             },
             balancers: Default::default(),
         }
@@ -323,6 +324,7 @@ impl RenderContext {
             pricing: paygate_domain::model::Pricing::Fixed,
             access_window_seconds: None,
             access_window_calls: None,
+            refund_window_seconds: None,
             token: paygate_domain::model::usdc(),
             created_at_ns: 0,
             created_at: now.clone(),

@@ -25,6 +25,14 @@ pub struct TokenExtra {
         deserialize_with = "channel_extra"
     )]
     pub channel: Option<Box<ChannelExtra>>,
+    /// `auth-capture`'s escrow terms (boxed: other requirements carry none).
+    #[serde(
+        flatten,
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "escrow_extra"
+    )]
+    pub escrow: Option<Box<EscrowExtra>>,
 }
 
 impl TokenExtra {
@@ -54,6 +62,36 @@ fn channel_extra<'de, D: serde::Deserializer<'de>>(
 ) -> Result<Option<Box<ChannelExtra>>, D::Error> {
     let e = <ChannelExtra as serde::Deserialize>::deserialize(d)?;
     Ok((e != ChannelExtra::default()).then(|| Box::new(e)))
+}
+
+/// A flattened `EscrowExtra` with none of its fields is none at all.
+fn escrow_extra<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Box<EscrowExtra>>, D::Error> {
+    let e = <EscrowExtra as serde::Deserialize>::deserialize(d)?;
+    Ok((e != EscrowExtra::default()).then(|| Box::new(e)))
+}
+
+/// The `extra` fields of an `auth-capture` requirement: who may capture, void and refund (the
+/// escrow's operator), the fee bounds and their recipient, the deadlines (unix seconds) and the
+/// escrow contract.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EscrowExtra {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_authorizer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fee_recipient: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_deadline: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund_deadline: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_fee_bps: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fee_bps: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_capture_escrow: Option<String>,
 }
 
 /// The `extra` fields of a `batch-settlement` requirement.

@@ -6,6 +6,7 @@
 //! `X-Payment-Requirements` header, the v1 body, the v2 header).
 
 pub mod address;
+pub mod auth_capture;
 pub mod batch;
 mod challenge;
 pub mod extensions;
@@ -25,7 +26,7 @@ pub mod verify;
 
 pub use challenge::{b64_json, Challenge, NO_PAYMENT_ERROR};
 pub use extensions::Extensions;
-pub use extra::{ChannelExtra, TokenExtra, EIP3009_METHOD};
+pub use extra::{ChannelExtra, EscrowExtra, TokenExtra, EIP3009_METHOD};
 pub use requirements::{
     BatchTerms, Offer, Offered, PaymentRequirements, RequirementsError, PERMIT2_METHOD, UPTO_SCHEME,
 };

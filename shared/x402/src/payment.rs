@@ -36,6 +36,12 @@ pub struct ExactPayloadWire {
     pub authorization: Option<AuthorizationWire>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permit2_authorization: Option<Permit2AuthorizationWire>,
+    /// `auth-capture`: the salt of the payment's terms (hex `uint256`), and the nonce it was
+    /// derived from when the server bound it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salt_nonce: Option<String>,
 }
 
 /// A Permit2 `PermitWitnessTransferFrom` as it travels (x402's `exact` with
@@ -358,6 +364,8 @@ pub(crate) fn empty_v1_payload() -> PaymentPayload {
                 nonce: String::new(),
             }),
             permit2_authorization: None,
+            salt: None,
+            salt_nonce: None,
         },
     }))
 }

@@ -18,6 +18,8 @@ pub enum Offered {
     Upto(Address),
     /// `batch-settlement`, with its channel terms.
     Batch(BatchTerms),
+    /// `auth-capture`, with its escrow terms (the deadlines are counted when rendered).
+    AuthCapture(EscrowTerms),
 }
 
 /// The schemes a route's challenge offers, in the order the route's seller gave them (the
@@ -40,6 +42,14 @@ impl Offer {
     pub fn upto(&self) -> Option<Address> {
         self.0.iter().find_map(|o| match o {
             Offered::Upto(f) => Some(*f),
+            _ => None,
+        })
+    }
+
+    /// `auth-capture`'s escrow terms, when offered.
+    pub fn escrow(&self) -> Option<&EscrowTerms> {
+        self.0.iter().find_map(|o| match o {
+            Offered::AuthCapture(t) => Some(t),
             _ => None,
         })
     }
@@ -78,6 +88,51 @@ pub struct PaymentRequirements {
 
 /// The `assetTransferMethod` of Permit2 payments.
 pub const PERMIT2_METHOD: &str = "permit2";
+
+/// The `auth-capture` scheme's name.
+pub const AUTH_CAPTURE_SCHEME: &str = "auth-capture";
+
+/// The `auth-capture` escrow (v1.1, the address the official client signs for by default).
+pub const AUTH_CAPTURE_ESCROW: Address =
+    alloy_primitives::address!("f96815976523E00e65Be8f34cA5e64b4f41EB19c");
+
+/// What a route offers under `auth-capture`: the operator that authorizes, captures, voids and
+/// refunds (this deployment's relayer), how long after a `402` a payment may be captured, and
+/// how long after that it may be refunded (the route's refund window; zero: no refunds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EscrowTerms {
+    pub operator: Address,
+    pub capture_window: u64,
+    pub refund_window: u64,
+}
+
+impl PaymentRequirements {
+    /// The v2 `auth-capture` requirement under `terms`, its deadlines counted from `now`. No
+    /// fee is taken on chain (both bounds zero, the operator its recipient).
+    pub fn to_v2_auth_capture(&self, terms: &EscrowTerms, now: u64) -> v2::PaymentRequirementsV2 {
+        let mut r = self.to_v2();
+        r.scheme = AUTH_CAPTURE_SCHEME.into();
+        let capture = now.saturating_add(terms.capture_window);
+        let operator = terms.operator.to_checksum(None);
+        r.extra.escrow = Some(Box::new(crate::extra::EscrowExtra {
+            capture_authorizer: Some(operator.clone()),
+            fee_recipient: Some(operator),
+            capture_deadline: Some(capture),
+            refund_deadline: Some(capture.saturating_add(terms.refund_window)),
+            min_fee_bps: Some(0),
+            max_fee_bps: Some(0),
+            auth_capture_escrow: Some(AUTH_CAPTURE_ESCROW.to_checksum(None)),
+        }));
+        r
+    }
+}
+
+/// Seconds since the epoch (an `auth-capture` requirement's deadlines count from it).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
 
 /// The `upto` scheme's name.
 pub const UPTO_SCHEME: &str = "upto";
@@ -160,6 +215,7 @@ impl PaymentRequirements {
                 Offered::Exact => self.to_v2(),
                 Offered::Upto(f) => self.to_v2_upto(*f),
                 Offered::Batch(t) => self.to_v2_batch(t),
+                Offered::AuthCapture(t) => self.to_v2_auth_capture(t, unix_now()),
             })
             .collect()
     }

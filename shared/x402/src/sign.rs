@@ -80,6 +80,8 @@ fn signed_header(
             nonce: auth.nonce.to_string(),
         }),
         permit2_authorization: None,
+        salt: None,
+        salt_nonce: None,
     };
     // The `PaymentPayloadV2` wire shape, with `accepted` as offered rather than re-rendered.
     let payload = serde_json::json!({

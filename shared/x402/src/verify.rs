@@ -67,11 +67,19 @@ pub enum Rejection {
     Permit2AllowanceRequired,
     #[error("the upto authorization names another facilitator")]
     UptoFacilitatorMismatch,
+    #[error("the payload is not the scheme's")]
+    InvalidPayload,
+    #[error("the payment's deadlines are out of order or outside this server's terms")]
+    DeadlineOrdering,
+    #[error("the authorization is for another token collector")]
+    InvalidCollector,
+    #[error("the authorization's nonce is not the hash of the payment's terms")]
+    NonceMismatch,
 }
 
 impl Rejection {
     /// Every rejection, for reading reason words back.
-    pub const ALL: [Self; 20] = [
+    pub const ALL: [Self; 24] = [
         Self::UnsupportedScheme,
         Self::NetworkMismatch,
         Self::RequirementsMismatch,
@@ -92,6 +100,10 @@ impl Rejection {
         Self::Permit2InvalidSignature,
         Self::Permit2AllowanceRequired,
         Self::UptoFacilitatorMismatch,
+        Self::InvalidPayload,
+        Self::DeadlineOrdering,
+        Self::InvalidCollector,
+        Self::NonceMismatch,
     ];
 
     /// The rejection whose [`Self::reason`] is exactly `word` (the inverse of the wire
@@ -126,6 +138,10 @@ impl Rejection {
             Self::Permit2InvalidSignature => "invalid_permit2_signature",
             Self::Permit2AllowanceRequired => "permit2_allowance_required",
             Self::UptoFacilitatorMismatch => "upto_facilitator_mismatch",
+            Self::InvalidPayload => "invalid_payload_format",
+            Self::DeadlineOrdering => "invalid_deadline_ordering",
+            Self::InvalidCollector => "invalid_auth_capture_collector",
+            Self::NonceMismatch => "invalid_auth_capture_nonce",
         }
     }
 

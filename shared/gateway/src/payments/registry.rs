@@ -11,6 +11,7 @@
 use super::way::{
     Admission, Answered, Claim, Gate, PaidRequest, Paying, Refused, Step, Terms, Unadmitted, Way,
 };
+use super::ways::auth_capture::AuthCapture;
 use super::ways::batch::Batch;
 use super::ways::exact::Exact;
 use super::ways::sandbox::Sandbox;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 
 /// Every way of paying, in the order a request is offered to their claims (`exact` last: it
 /// takes whatever payment no other way names). One line a way.
-static WAYS: &[&dyn Way] = &[&Sandbox, &Window, &Batch, &Upto, &Exact];
+static WAYS: &[&dyn Way] = &[&Sandbox, &Window, &Batch, &Upto, &AuthCapture, &Exact];
 
 /// The schemes `route` offers, in its seller's order, with this deployment's `terms` (a scheme
 /// this deployment cannot settle is left out).
@@ -34,7 +35,7 @@ pub fn offer(route: &Route, terms: &Terms) -> Offer {
         route
             .schemes
             .iter()
-            .filter_map(|s| WAYS.iter().find_map(|w| w.offered(*s, terms)))
+            .filter_map(|s| WAYS.iter().find_map(|w| w.offered(route, *s, terms)))
             .collect(),
     )
 }
@@ -224,6 +225,7 @@ mod tests {
         let terms = Terms {
             channel: Some(channel.clone()),
             upto_facilitator: Some(Address::repeat_byte(9)),
+            escrow_operator: None,
         };
         let upto = Offered::Upto(Address::repeat_byte(9));
         let order = |s| offer(&route(s), &terms).0;

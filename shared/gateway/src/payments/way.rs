@@ -183,6 +183,9 @@ pub struct Terms {
     pub channel: Option<BatchTerms>,
     /// The facilitator `upto` payments name: the embedded one's relayer, where it has a key.
     pub upto_facilitator: Option<Address>,
+    /// The operator of `auth-capture` payments (the escrow's `captureAuthorizer`): the embedded
+    /// facilitator's relayer, where it has a key; it holds, captures, voids and refunds.
+    pub escrow_operator: Option<Address>,
 }
 
 /// How a way claims a request before any payment is read.
@@ -219,7 +222,7 @@ pub(crate) trait Way: Sync {
     }
 
     /// What a route that lists `scheme` offers in its challenge, when this way takes it.
-    fn offered(&self, _scheme: Scheme, _terms: &Terms) -> Option<Offered> {
+    fn offered(&self, _route: &Route, _scheme: Scheme, _terms: &Terms) -> Option<Offered> {
         None
     }
 

@@ -29,6 +29,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         pricing: paygate_domain::model::Pricing::Fixed,
         access_window_seconds: None,
         access_window_calls: None,
+        refund_window_seconds: None,
         token: paygate_domain::model::usdc(),
         created_at_ns: 1,
         created_at: "t".into(),
@@ -105,6 +106,7 @@ fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         settled_by_reconciliation: false,
         redeemed_at: None,
         plan_slot: None,
+        escrow: None,
         created_at: "t".into(),
         updated_at: "t".into(),
     }

@@ -76,6 +76,7 @@ fn route(org: &str, id: &str, path: &str) -> Route {
         pricing: paygate_domain::model::Pricing::Fixed,
         access_window_seconds: None,
         access_window_calls: None,
+        refund_window_seconds: None,
         token: paygate_domain::model::usdc(),
         created_at_ns: 1,
         created_at: "t".into(),

@@ -66,6 +66,7 @@ pub fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         settled_by_reconciliation: false,
         redeemed_at: None,
         plan_slot: None,
+        escrow: None,
         created_at: "t".into(),
         updated_at: "t".into(),
     }

@@ -69,14 +69,14 @@ fn unavailable(e: impl std::fmt::Display) -> FacilitatorError {
     FacilitatorError::Unavailable(e.to_string())
 }
 
-/// Maps a revert message of FiatTokenV2 (or a node's error text) to a rejection.
 /// Whether a node refused a transaction because the relayer (the sender) cannot pay its gas.
 fn relayer_unfunded(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     m.contains("insufficient funds for gas")
 }
 
-fn revert_reason(msg: &str) -> Rejection {
+/// Maps a revert message of FiatTokenV2 (or a node's error text) to a rejection.
+pub fn revert_reason(msg: &str) -> Rejection {
     let m = msg.to_ascii_lowercase();
     if m.contains("authorization is used") || m.contains("used or canceled") {
         Rejection::NonceReplay

@@ -11,7 +11,7 @@ use crate::payments::way::{
 use crate::payments::{PaymentService, Refusal};
 use crate::route_entry::RouteEntry;
 use http::HeaderValue;
-use paygate_domain::model::{Pricing, Scheme};
+use paygate_domain::model::{Pricing, Route, Scheme};
 use paygate_x402::batch::ChannelPayloadWire;
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::verify::Rejection;
@@ -27,7 +27,7 @@ impl Way for Batch {
         scheme == paygate_x402::batch::SCHEME && version == ProtocolVersion::V2
     }
 
-    fn offered(&self, scheme: Scheme, terms: &Terms) -> Option<Offered> {
+    fn offered(&self, _route: &Route, scheme: Scheme, terms: &Terms) -> Option<Offered> {
         (scheme == Scheme::BatchSettlement)
             .then(|| terms.channel.clone().map(Offered::Batch))
             .flatten()

@@ -27,7 +27,7 @@ impl Way for Exact {
         scheme == "exact"
     }
 
-    fn offered(&self, scheme: Scheme, _terms: &Terms) -> Option<Offered> {
+    fn offered(&self, _route: &Route, scheme: Scheme, _terms: &Terms) -> Option<Offered> {
         (scheme == Scheme::Exact).then_some(Offered::Exact)
     }
 
@@ -98,7 +98,7 @@ impl Way for Exact {
             PaymentTransfer::Permit2 => {
                 Some(embedded::permit2_nonce_used(rpc_url, from, nonce).await)
             }
-            PaymentTransfer::Upto => None,
+            PaymentTransfer::Upto | PaymentTransfer::AuthCapture => None,
         }
     }
 }

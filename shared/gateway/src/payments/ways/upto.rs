@@ -22,7 +22,9 @@ use crate::route_entry::RouteEntry;
 use crate::usage::Slot;
 use alloy_primitives::{Address, B256};
 use http::HeaderValue;
-use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer, Pricing, Scheme};
+use paygate_domain::model::{
+    GatewayPayment, PaymentStatus, PaymentTransfer, Pricing, Route, Scheme,
+};
 use paygate_x402::facilitator::embedded::{self, ChainReadError};
 use paygate_x402::facilitator::PaymentRequest;
 use paygate_x402::money::UsdcAmount;
@@ -40,7 +42,7 @@ impl Way for Upto {
         scheme == paygate_x402::UPTO_SCHEME && version == ProtocolVersion::V2
     }
 
-    fn offered(&self, scheme: Scheme, terms: &Terms) -> Option<Offered> {
+    fn offered(&self, _route: &Route, scheme: Scheme, terms: &Terms) -> Option<Offered> {
         (scheme == Scheme::Upto)
             .then_some(terms.upto_facilitator)
             .flatten()

@@ -1,0 +1,511 @@
+//! `auth-capture` (x402's escrowed payment): the payer signs one ERC-3009 authorization for
+//! the route's price into the commerce-payments escrow; paygate (the escrow's operator, its
+//! relayer) checks it in the scheme's order, reserves its nonce, holds the funds in escrow
+//! (`authorize`) and only then forwards. At the answer's head it captures what was served (the
+//! price; for usage pricing the origin's stated charge, at most the price) and voids the rest;
+//! an origin that answers 400 or more, times out or cannot be reached costs the payer nothing:
+//! the hold is voided. A streamed usage-priced answer whose charge comes in a trailer is
+//! captured at its end. A captured payment may be refunded within the route's refund window
+//! (`refunds.rs` of the payments API). A crash between the hold and its outcome leaves the
+//! record open; reconciliation reads the escrow and voids what is still held (the payer's
+//! protection wins when the answer's fate is unknown), or records what was captured.
+
+use super::usage::usage_charge;
+use crate::payments::way::{
+    Admission, Admitted, Ended, Gate, Held, Paying, Receipt, Step, Terms, Unadmitted, Way,
+};
+use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve};
+use crate::route_entry::RouteEntry;
+use crate::usage::Slot;
+use alloy_primitives::U256;
+use http::HeaderValue;
+use paygate_domain::model::{
+    EscrowRecord, GatewayPayment, PaymentStatus, PaymentTransfer, Pricing, Route, Scheme,
+};
+use paygate_x402::auth_capture::{self, EscrowTerms, Escrowed, PaymentInfo, PaymentInfoWire};
+use paygate_x402::facilitator::{CallError, ChainCalls};
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
+use paygate_x402::verify::Rejection;
+use paygate_x402::{Offered, PaymentRequirements};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How long after a `402` an `auth-capture` payment may be captured (its `captureDeadline`):
+/// long enough for any request to be answered, short enough that a payer whose hold a failure
+/// left behind can reclaim it soon (reconciliation voids it before then).
+pub const CAPTURE_WINDOW_SECS: u64 = 900;
+
+/// Gas for one escrow call (authorize measured ~150k on FiatTokenV2_2; headroom for a smart
+/// wallet's signature check).
+const ESCROW_GAS: u64 = 400_000;
+
+/// `auth-capture`: held in escrow before forwarding, captured for what was served.
+pub(crate) struct AuthCapture;
+
+#[async_trait::async_trait]
+impl Way for AuthCapture {
+    fn takes(&self, scheme: &str, version: ProtocolVersion) -> bool {
+        scheme == auth_capture::SCHEME && version == ProtocolVersion::V2
+    }
+
+    fn offered(&self, route: &Route, scheme: Scheme, terms: &Terms) -> Option<Offered> {
+        let operator = terms
+            .escrow_operator
+            .filter(|_| scheme == Scheme::AuthCapture)?;
+        Some(Offered::AuthCapture(EscrowTerms {
+            operator,
+            capture_window: CAPTURE_WINDOW_SECS,
+            refund_window: route.refund_window_seconds.unwrap_or(0),
+        }))
+    }
+
+    /// The deadlines count from each `402`: a route offering the scheme renders it afresh.
+    fn declares_fresh(&self, _svc: &PaymentService, entry: &RouteEntry) -> bool {
+        entry
+            .payment
+            .as_ref()
+            .is_some_and(|(_, c)| c.offer.escrow().is_some())
+    }
+
+    async fn admit(
+        &self,
+        svc: &PaymentService,
+        p: &Paying<'_>,
+        gate: &dyn Gate,
+    ) -> Result<Admission, Unadmitted> {
+        let refused = |r: Refusal| p.refused(svc, r);
+        let requirements = p.requirements;
+        let Some(terms) = p.challenge.offer.escrow() else {
+            return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
+        };
+        let Some(chain) = svc.chain().cloned() else {
+            return Err(refused(Refusal::NoFacilitator));
+        };
+        let payload =
+            PaymentPayload::from_json(p.json, p.version).map_err(|e| refused(e.into()))?;
+        let t0 = Instant::now();
+        let escrowed =
+            auth_capture::verify(&payload, requirements, terms, paygate_domain::unix_now())
+                .map_err(|r| refused(Refusal::Rejected(r)))?;
+        let verify_us = t0.elapsed().as_micros() as u64;
+        gate.payer(&escrowed.auth.from).map_err(refused)?;
+        let upstream = gate.upstream(true).await.map_err(refused)?;
+        let entry = p.req.entry;
+        let mut record = GatewayPayment::reserved(
+            p.req.org_id,
+            &entry.route.id,
+            requirements,
+            &escrowed.auth,
+            verify_us,
+        );
+        record.transfer = PaymentTransfer::AuthCapture;
+        record.escrow = Some(Box::new(EscrowRecord {
+            terms: PaymentInfoWire::of(&escrowed.info),
+            hash: escrowed.hash.to_string(),
+            authorized_tx: None,
+            captured: UsdcAmount(0),
+            voided_tx: None,
+            refunded: UsdcAmount(0),
+        }));
+        let charge = Charge {
+            org_id: p.req.org_id,
+            route_id: &entry.route.id,
+            requirements,
+            plan_limit: Some(p.req.plan_limit),
+            redeliver: false,
+        };
+        let slot = match svc.reserve(&mut record, &charge).await.map_err(refused)? {
+            Reserve::Fresh(slot) => slot,
+            Reserve::Held(held, _) if held.status.is_open() => {
+                return Err(refused(Refusal::StillSettling))
+            }
+            Reserve::Held(..) => return Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
+        };
+        let chain_id = requirements.network.config.chain_id;
+        let held = hold(svc, chain.as_ref(), chain_id, &escrowed, &mut record, slot).await;
+        let slot = held.map_err(refused)?;
+        Ok(Admission {
+            upstream,
+            payment: Admitted(Box::new(EscrowHeld {
+                stage: Stage::Held { record, slot },
+                info: escrowed.info,
+                chain,
+                requirements: requirements.clone(),
+                entry: entry.clone(),
+                at_end: false,
+                started: t0,
+            })),
+            receipt: None,
+        })
+    }
+}
+
+/// Holds the payment in escrow (`authorize`, simulated first). Refused, nothing moved and the
+/// nonce is freed; sent with its outcome unknown, the record stays open for reconciliation.
+async fn hold(
+    svc: &PaymentService,
+    chain: &dyn ChainCalls,
+    chain_id: u64,
+    e: &Escrowed,
+    record: &mut GatewayPayment,
+    slot: Option<Slot>,
+) -> Result<Option<Slot>, Refusal> {
+    let sent = chain
+        .send_call(
+            chain_id,
+            auth_capture::ESCROW_ADDRESS,
+            e.authorize_call(),
+            ESCROW_GAS,
+        )
+        .await;
+    record.updated_at = paygate_domain::now_rfc3339();
+    match sent {
+        Ok(tx) => {
+            if let Some(escrow) = record.escrow.as_mut() {
+                escrow.authorized_tx = Some(tx.to_string());
+            }
+            if let Err(err) = svc.store.update_payment(record).await {
+                // Held on chain: the open record lets reconciliation void it if this request
+                // never records an outcome.
+                tracing::warn!(payment = %record.id, error = %err, "could not record an escrow hold");
+            }
+            Ok(slot)
+        }
+        Err(CallError::Ambiguous(m)) => {
+            tracing::warn!(payment = %record.id, error = %m, "escrow hold sent, outcome unknown: left to reconciliation");
+            record.status = PaymentStatus::Unknown;
+            if let Err(err) = svc.store.update_payment(record).await {
+                tracing::warn!(payment = %record.id, error = %err, "could not record an unknown hold");
+            }
+            if let Some(s) = slot {
+                s.leave_to_reconciliation();
+            }
+            Err(Refusal::Pending)
+        }
+        Err(other) => {
+            let refusal = match &other {
+                CallError::Reverted(m) => {
+                    Refusal::Rejected(paygate_x402::facilitator::embedded::revert_reason(m))
+                }
+                _ => Refusal::FacilitatorDown,
+            };
+            tracing::debug!(payment = %record.id, error = %other, "escrow hold refused");
+            record.status = PaymentStatus::Failed;
+            record.failure = Some(refusal.to_string());
+            if let Err(err) = svc.store.release_payment(record).await {
+                tracing::warn!(payment = %record.id, error = %err, "could not free a refused escrow reservation");
+            }
+            Err(refusal)
+        }
+    }
+}
+
+/// Where an admitted `auth-capture` payment stands.
+enum Stage {
+    /// Held in escrow, its outcome not recorded yet.
+    Held {
+        record: GatewayPayment,
+        slot: Option<Slot>,
+    },
+    /// Captured, until the answer is over.
+    Captured(Paid),
+    /// Voided (or its capture failed): nothing is left to do.
+    Done,
+}
+
+struct EscrowHeld {
+    stage: Stage,
+    info: PaymentInfo,
+    chain: Arc<dyn ChainCalls>,
+    requirements: PaymentRequirements,
+    entry: Arc<RouteEntry>,
+    /// A streamed usage-priced answer whose head stated no charge: captured at its end.
+    at_end: bool,
+    started: Instant,
+}
+
+impl EscrowHeld {
+    fn record(&self) -> Option<&GatewayPayment> {
+        match &self.stage {
+            Stage::Held { record, .. } => Some(record),
+            Stage::Captured(p) => Some(&p.record),
+            Stage::Done => None,
+        }
+    }
+
+    /// What the origin's `stated` charge comes to, in USDC base units (at most the price).
+    fn charge(&self, stated: Option<&HeaderValue>) -> u64 {
+        let price = u128::from(self.requirements.amount.0);
+        let charge = match self.entry.route.pricing {
+            Pricing::Fixed => price,
+            Pricing::Usage => usage_charge(stated, price, &self.entry.id),
+        };
+        u64::try_from(charge).unwrap_or(self.requirements.amount.0)
+    }
+
+    /// Sends `call` to the escrow from the relayer (simulated first).
+    async fn escrow_call(&self, call: Vec<u8>) -> Result<alloy_primitives::B256, CallError> {
+        let chain_id = self.requirements.network.config.chain_id;
+        self.chain
+            .send_call(chain_id, auth_capture::ESCROW_ADDRESS, call, ESCROW_GAS)
+            .await
+    }
+
+    /// Decides the hold: captures `charge` (USDC base units; zero captures nothing) and voids
+    /// what is left. The record says the charge before anything is sent, so reconciliation of a
+    /// crash records what moved. A capture refused by the escrow voids the hold and is answered
+    /// with the refusal; a capture whose outcome is unknown is left to reconciliation.
+    async fn decide(
+        &mut self,
+        svc: &PaymentService,
+        charge: u64,
+        why: &str,
+    ) -> Result<Option<Receipt>, Refusal> {
+        let (mut record, slot) = match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Held { record, slot } => (record, slot),
+            other => {
+                self.stage = other;
+                return Ok(None);
+            }
+        };
+        let mut captured = None;
+        if charge > 0 {
+            let units = self.requirements.token_units(UsdcAmount(charge));
+            match self
+                .escrow_call(auth_capture::capture_call(&self.info, units))
+                .await
+            {
+                Ok(tx) => captured = Some(tx),
+                Err(CallError::Ambiguous(m)) => {
+                    tracing::warn!(payment = %record.id, error = %m, "escrow capture sent, outcome unknown: left to reconciliation");
+                    record.status = PaymentStatus::Unknown;
+                    record.amount = UsdcAmount(charge);
+                    self.store(svc, &record).await;
+                    if let Some(s) = slot {
+                        s.leave_to_reconciliation();
+                    }
+                    return Err(Refusal::Pending);
+                }
+                Err(e) => {
+                    tracing::warn!(payment = %record.id, error = %e, "escrow capture refused; the hold is voided");
+                    self.void(svc, &mut record, "the capture was refused").await;
+                    return Err(Refusal::Rejected(Rejection::SettlementFailed));
+                }
+            }
+        }
+        let rest = self.requirements.amount.0 > charge;
+        match captured {
+            Some(tx) => {
+                record.status = PaymentStatus::Settled;
+                record.amount = UsdcAmount(charge);
+                record.transaction = Some(tx.to_string());
+                record.settle_ms = Some(self.started.elapsed().as_millis() as u64);
+                if let Some(e) = record.escrow.as_mut() {
+                    e.captured = UsdcAmount(charge);
+                }
+                if rest {
+                    self.void_rest(&mut record).await;
+                }
+                self.store(svc, &record).await;
+                if let Some(events) = svc.events() {
+                    events.payment_settled(&record);
+                }
+                tracing::info!(payment = %record.id, charge, "auth-capture payment captured");
+                let paid =
+                    crate::payments::paid(ProtocolVersion::V2, &self.requirements, record, slot);
+                let receipt = Receipt {
+                    header: paid.receipt_header,
+                    value: paid.receipt.clone(),
+                    charged: charge,
+                };
+                self.stage = Stage::Captured(paid);
+                Ok(Some(receipt))
+            }
+            None => {
+                self.void(svc, &mut record, why).await;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Voids the hold: the payer gets it all back; the record closes `FAILED` with `why` (or
+    /// stays open for reconciliation when the void's outcome is unknown). The plan slot goes back.
+    async fn void(&self, svc: &PaymentService, record: &mut GatewayPayment, why: &str) {
+        let sent = self.escrow_call(auth_capture::void_call(&self.info)).await;
+        record.updated_at = paygate_domain::now_rfc3339();
+        match sent {
+            Ok(tx) => {
+                record.status = PaymentStatus::Failed;
+                record.failure = Some(format!("voided: {why}"));
+                if let Some(e) = record.escrow.as_mut() {
+                    e.voided_tx = Some(tx.to_string());
+                }
+                tracing::debug!(payment = %record.id, "auth-capture hold voided");
+            }
+            Err(e) => {
+                // Still held (or unknown): reconciliation voids it.
+                tracing::warn!(payment = %record.id, error = %e, "escrow void not done: left to reconciliation");
+                record.status = PaymentStatus::Unknown;
+                record.failure = Some(format!("to be voided: {why}"));
+            }
+        }
+        self.store(svc, record).await;
+    }
+
+    /// After a partial capture: the rest of the hold goes back to the payer.
+    async fn void_rest(&self, record: &mut GatewayPayment) {
+        match self.escrow_call(auth_capture::void_call(&self.info)).await {
+            Ok(tx) => {
+                if let Some(e) = record.escrow.as_mut() {
+                    e.voided_tx = Some(tx.to_string());
+                }
+            }
+            // The payer reclaims it after the capture deadline; logged for the operator's view.
+            Err(e) => {
+                tracing::warn!(payment = %record.id, error = %e, "the rest of a partial capture was not voided; the payer may reclaim it after the capture deadline")
+            }
+        }
+    }
+
+    async fn store(&self, svc: &PaymentService, record: &GatewayPayment) {
+        if let Err(e) = svc.store.update_payment(record).await {
+            tracing::warn!(payment = %record.id, error = %e, "could not record an auth-capture outcome; reconciliation reads the escrow");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Held for EscrowHeld {
+    fn label(&self) -> &'static str {
+        "ESCROW"
+    }
+
+    fn payment_id(&self) -> Option<&str> {
+        self.record().map(|r| r.id.as_str())
+    }
+
+    fn settle_ms(&self) -> Option<u64> {
+        self.record().and_then(|r| r.settle_ms)
+    }
+
+    async fn head(
+        &mut self,
+        svc: &PaymentService,
+        status: u16,
+        stated: Option<&HeaderValue>,
+    ) -> Step {
+        let route = &self.entry.route;
+        if status < 400 && stated.is_none() && route.streaming && route.pricing == Pricing::Usage {
+            self.at_end = true;
+            return Step::Wait(None);
+        }
+        let (charge, why) = if status >= 400 {
+            (0, format!("the origin answered {status}"))
+        } else {
+            (
+                self.charge(stated),
+                "the origin stated a charge of zero".to_string(),
+            )
+        };
+        match self.decide(svc, charge, &why).await {
+            Ok(receipt) => Step::Wait(receipt),
+            Err(refusal) => Step::Refused(Box::new(svc.refused(
+                &self.entry,
+                refusal,
+                ProtocolVersion::V2,
+            ))),
+        }
+    }
+
+    async fn end(mut self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
+        let mut receipt = None;
+        if matches!(self.stage, Stage::Held { .. }) {
+            // Waited for a trailer, or never answered: cut short, nothing is captured.
+            let (charge, why) = if self.at_end && end.completed {
+                (
+                    self.charge(end.stated.as_ref()),
+                    "the origin stated a charge of zero",
+                )
+            } else {
+                (0, "the origin did not answer")
+            };
+            match self.decide(svc, charge, why).await {
+                Ok(r) => receipt = r,
+                Err(e) => {
+                    tracing::warn!(error = %e, route = %self.entry.id, "an auth-capture charge stated at the end of a streamed answer was not captured")
+                }
+            }
+        }
+        if let Stage::Captured(paid) = std::mem::replace(&mut self.stage, Stage::Done) {
+            svc.delivered(paid, end.upstream_status);
+        }
+        receipt
+    }
+}
+
+/// Reconciliation of an open `auth-capture` record `p` (a crash, or an outcome not known):
+/// the escrow's state decides it. Still held: voided (the answer's fate is unknown, the payer
+/// is protected); captured: recorded so; released (voided, reclaimed): closed `FAILED`; never
+/// held: closed once the authorization expired, else left for the next pass. `Ok(None)`:
+/// nothing to record yet.
+pub(crate) async fn reconcile(
+    p: &GatewayPayment,
+    chain: &dyn ChainCalls,
+    chain_id: u64,
+    now: u64,
+) -> Result<Option<GatewayPayment>, String> {
+    let escrow = p.escrow.as_ref().ok_or("no escrow terms on the record")?;
+    let payer = paygate_x402::address::parse_address(&p.payer).ok_or("malformed payer")?;
+    let info = escrow.terms.info(payer).ok_or("malformed escrow terms")?;
+    let hash = auth_capture::payment_hash(chain_id, &info);
+    let out = chain
+        .view_call(
+            chain_id,
+            auth_capture::ESCROW_ADDRESS,
+            auth_capture::state_call(hash),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let state = auth_capture::decode_state(&out).ok_or("unreadable escrow state")?;
+    let mut p = p.clone();
+    p.updated_at = paygate_domain::now_rfc3339();
+    let usd = |units: U256| UsdcAmount(u64::try_from(units).unwrap_or(u64::MAX));
+    if !state.collected {
+        if now <= escrow.terms.pre_approval_expiry {
+            return Ok(None);
+        }
+        p.status = PaymentStatus::Failed;
+        p.failure = Some("authorization expired without being held".into());
+        return Ok(Some(p));
+    }
+    if state.capturable > U256::ZERO {
+        let tx = chain
+            .send_call(
+                chain_id,
+                auth_capture::ESCROW_ADDRESS,
+                auth_capture::void_call(&info),
+                ESCROW_GAS,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(e) = p.escrow.as_mut() {
+            e.voided_tx = Some(tx.to_string());
+        }
+    }
+    // What the escrow paid out, refunds included (none before the record is decided).
+    let captured = usd(state.refundable);
+    if captured.0 > 0 {
+        p.status = PaymentStatus::Settled;
+        p.amount = captured;
+        p.settled_by_reconciliation = true;
+        p.failure = None;
+        if let Some(e) = p.escrow.as_mut() {
+            e.captured = captured;
+        }
+    } else {
+        p.status = PaymentStatus::Failed;
+        p.failure = Some("voided by reconciliation: the request's outcome was not recorded".into());
+    }
+    Ok(Some(p))
+}

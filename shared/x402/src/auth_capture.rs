@@ -1,0 +1,429 @@
+//! x402's `auth-capture` scheme on EVM: the payer signs one ERC-3009 `ReceiveWithAuthorization`
+//! for the route's price, its nonce the payer-agnostic hash of the payment's terms
+//! ([`PaymentInfo`]); the operator (`captureAuthorizer`, this deployment's relayer) authorizes it
+//! into the commerce-payments escrow before the request is served, then captures what was served
+//! and voids the rest, and may refund a capture until the refund deadline. Here: the terms a
+//! requirement offers ([`EscrowTerms`], rendered into `extra`), the facilitator's checks of a
+//! payload in the scheme's order ([`verify`]), the escrow's calls and its payment state.
+
+use crate::extra::EIP3009_METHOD;
+use crate::payment::{PaymentPayload, SignedAuthorization};
+use crate::requirements::PaymentRequirements;
+use crate::signature::{check_eoa_signature, SignatureError};
+use crate::verify::Rejection;
+use alloy_primitives::{address, Address, B256, U256};
+use alloy_sol_types::{sol, SolStruct, SolValue};
+use serde::{Deserialize, Serialize};
+
+pub use crate::requirements::{
+    EscrowTerms, AUTH_CAPTURE_ESCROW as ESCROW_ADDRESS, AUTH_CAPTURE_SCHEME as SCHEME,
+};
+
+/// The collector that pulls a payment with the payer's ERC-3009 authorization.
+pub const ERC3009_COLLECTOR_ADDRESS: Address = address!("8612dfdc421f80336cd14E8EF9cb1E765dB5ab88");
+/// The collector that funds a refund from the operator's balance.
+pub const REFUND_COLLECTOR_ADDRESS: Address = address!("7a03443724d14798c4AB4622F1DAAcA761Fea486");
+
+/// Seconds of margin the scheme's deadline checks keep (`SAFETY_MARGIN_SECONDS`).
+pub const SAFETY_MARGIN_SECONDS: u64 = 6;
+
+sol! {
+    /// The escrow's terms of one payment (the published typehash's order and types).
+    #[derive(Debug, PartialEq, Eq)]
+    struct PaymentInfo {
+        address operator;
+        address payer;
+        address receiver;
+        address token;
+        uint120 maxAmount;
+        uint48 preApprovalExpiry;
+        uint48 authorizationExpiry;
+        uint48 refundExpiry;
+        uint16 minFeeBps;
+        uint16 maxFeeBps;
+        address feeReceiver;
+        uint256 salt;
+    }
+
+    /// EIP-3009 `ReceiveWithAuthorization`, what the payer signs.
+    struct ReceiveWithAuthorization {
+        address from;
+        address to;
+        uint256 value;
+        uint256 validAfter;
+        uint256 validBefore;
+        bytes32 nonce;
+    }
+
+    interface IAuthCaptureEscrow {
+        function authorize(PaymentInfo paymentInfo, uint256 amount, address tokenCollector, bytes collectorData) external;
+        function capture(PaymentInfo paymentInfo, uint256 amount, uint16 feeBps, address feeReceiver) external;
+        function void(PaymentInfo paymentInfo) external;
+        function reclaim(PaymentInfo paymentInfo) external;
+        function refund(PaymentInfo paymentInfo, uint256 amount, address tokenCollector, bytes collectorData) external;
+        function paymentState(bytes32 paymentInfoHash) external view returns (bool hasCollectedPayment, uint120 capturableAmount, uint120 refundableAmount);
+    }
+
+    interface IErc20Allowance {
+        function allowance(address owner, address spender) external view returns (uint256);
+        function approve(address spender, uint256 amount) external returns (bool);
+    }
+}
+
+/// The key of a payment in the escrow: its terms hashed with the chain and the escrow.
+pub fn payment_hash(chain_id: u64, info: &PaymentInfo) -> B256 {
+    let inner = info.eip712_hash_struct();
+    alloy_primitives::keccak256((U256::from(chain_id), ESCROW_ADDRESS, inner).abi_encode())
+}
+
+/// The nonce the payer signs: [`payment_hash`] of the terms with no payer.
+pub fn payer_agnostic_hash(chain_id: u64, info: &PaymentInfo) -> B256 {
+    let mut any = info.clone();
+    any.payer = Address::ZERO;
+    payment_hash(chain_id, &any)
+}
+
+/// A payment verified for the escrow: its terms, the authorization, and its key there.
+#[derive(Debug, Clone)]
+pub struct Escrowed {
+    pub info: PaymentInfo,
+    pub auth: SignedAuthorization,
+    /// The payment's key in the escrow ([`payment_hash`] with the payer).
+    pub hash: B256,
+    /// Whether the signature was checked here (an EOA's); else only the chain can tell.
+    pub signed: bool,
+}
+
+impl Escrowed {
+    /// The escrow's `authorize` call: the whole authorization held, through the ERC-3009
+    /// collector, the signature its data.
+    pub fn authorize_call(&self) -> Vec<u8> {
+        use alloy_sol_types::SolCall;
+        IAuthCaptureEscrow::authorizeCall {
+            paymentInfo: self.info.clone(),
+            amount: U256::from(self.info.maxAmount),
+            tokenCollector: ERC3009_COLLECTOR_ADDRESS,
+            collectorData: self.auth.signature.clone(),
+        }
+        .abi_encode()
+    }
+}
+
+fn field<T: Copy>(v: Option<T>) -> Result<T, Rejection> {
+    v.ok_or(Rejection::RequirementsMismatch)
+}
+
+/// Checks an `auth-capture` payment against the route's `req` and this deployment's `terms` at
+/// `now`, in the order the scheme's facilitator does: scheme, network, the `extra` the payer
+/// accepted (this operator, no fee, an escrow this deployment knows, deadlines in order and
+/// within the terms), the transfer method, the time window, the collector, the signature, the
+/// amount, and the nonce (the payer-agnostic hash of the terms rebuilt from all of it). The
+/// simulation of `authorize` is the chain's part.
+pub fn verify(
+    payment: &PaymentPayload,
+    req: &PaymentRequirements,
+    terms: &EscrowTerms,
+    now: u64,
+) -> Result<Escrowed, Rejection> {
+    let PaymentPayload::V2(p) = payment else {
+        return Err(Rejection::UnsupportedScheme);
+    };
+    let a = &p.accepted;
+    if a.scheme != SCHEME {
+        return Err(Rejection::UnsupportedScheme);
+    }
+    if a.network != req.network.caip2 {
+        return Err(Rejection::NetworkMismatch);
+    }
+    let want = req.to_v2();
+    let same = a.amount == want.amount
+        && a.asset.eq_ignore_ascii_case(&want.asset)
+        && a.pay_to.eq_ignore_ascii_case(&want.pay_to)
+        && a.extra.name == want.extra.name
+        && a.extra.version == want.extra.version;
+    if !same {
+        return Err(Rejection::RequirementsMismatch);
+    }
+    let e = a
+        .extra
+        .escrow
+        .as_deref()
+        .ok_or(Rejection::RequirementsMismatch)?;
+    let addr = |s: &Option<String>| {
+        s.as_deref()
+            .and_then(crate::address::parse_address)
+            .ok_or(Rejection::RequirementsMismatch)
+    };
+    let operator = addr(&e.capture_authorizer)?;
+    let fee_recipient = addr(&e.fee_recipient)?;
+    let escrow = match &e.auth_capture_escrow {
+        None => ESCROW_ADDRESS,
+        some => addr(some)?,
+    };
+    let (min_fee, max_fee) = (field(e.min_fee_bps)?, field(e.max_fee_bps)?);
+    if operator != terms.operator || escrow != ESCROW_ADDRESS || min_fee != 0 || max_fee != 0 {
+        return Err(Rejection::RequirementsMismatch);
+    }
+    let capture = field(e.capture_deadline)?;
+    let refund = field(e.refund_deadline)?;
+    // Deadlines in order, capturable after this request, no later than this deployment offers,
+    // refundable for at least the route's window.
+    let margin = now.saturating_add(SAFETY_MARGIN_SECONDS);
+    let latest = now.saturating_add(terms.capture_window + 60);
+    if refund < capture
+        || capture <= margin
+        || capture > latest
+        || refund - capture < terms.refund_window
+    {
+        return Err(Rejection::DeadlineOrdering);
+    }
+    let method = a
+        .extra
+        .asset_transfer_method
+        .as_deref()
+        .unwrap_or(EIP3009_METHOD);
+    let exact = payment.exact();
+    if method != EIP3009_METHOD || exact.authorization.is_none() {
+        // The Permit2 collector is not served here: the route's token pays with EIP-3009.
+        return Err(Rejection::UnsupportedScheme);
+    }
+    let auth = payment
+        .authorization()
+        .map_err(|_| Rejection::InvalidPayload)?;
+    if auth.valid_before > U256::from(capture) {
+        return Err(Rejection::DeadlineOrdering);
+    }
+    if auth.valid_before <= U256::from(margin) {
+        return Err(Rejection::Expired);
+    }
+    if auth.valid_after > U256::from(now) {
+        return Err(Rejection::NotYetValid);
+    }
+    if auth.to != ERC3009_COLLECTOR_ADDRESS {
+        return Err(Rejection::InvalidCollector);
+    }
+    let digest = ReceiveWithAuthorization {
+        from: auth.from,
+        to: auth.to,
+        value: auth.value,
+        validAfter: auth.valid_after,
+        validBefore: auth.valid_before,
+        nonce: auth.nonce,
+    }
+    .eip712_signing_hash(&crate::verify::token_domain(req));
+    let signed = match check_eoa_signature(&digest, &auth.signature, auth.from) {
+        Ok(()) => true,
+        Err(SignatureError::NotEoa) => false,
+        Err(SignatureError::Mismatch) => return Err(Rejection::InvalidSignature),
+    };
+    if auth.value != req.token_amount() {
+        return Err(Rejection::WrongAmount);
+    }
+    let salt = exact
+        .salt
+        .as_deref()
+        .and_then(|s| s.parse::<U256>().ok())
+        .ok_or(Rejection::InvalidPayload)?;
+    let max_amount =
+        alloy_primitives::Uint::<120, 2>::checked_from_limbs_slice(auth.value.as_limbs())
+            .ok_or(Rejection::WrongAmount)?;
+    let uint48 = |v: u64| {
+        alloy_primitives::Uint::<48, 1>::try_from(v).map_err(|_| Rejection::DeadlineOrdering)
+    };
+    let info = PaymentInfo {
+        operator,
+        payer: auth.from,
+        receiver: req.pay_to,
+        token: req.network.config.asset,
+        maxAmount: max_amount,
+        preApprovalExpiry: uint48(u64::try_from(auth.valid_before).unwrap_or(u64::MAX))?,
+        authorizationExpiry: uint48(capture)?,
+        refundExpiry: uint48(refund)?,
+        minFeeBps: min_fee,
+        maxFeeBps: max_fee,
+        feeReceiver: fee_recipient,
+        salt,
+    };
+    let chain_id = req.network.config.chain_id;
+    if payer_agnostic_hash(chain_id, &info) != auth.nonce {
+        return Err(Rejection::NonceMismatch);
+    }
+    Ok(Escrowed {
+        hash: payment_hash(chain_id, &info),
+        info,
+        auth,
+        signed,
+    })
+}
+
+/// A payment's terms as a record keeps them (every number a string or an integer), enough to
+/// call the escrow again (capture, void, refund) and read its state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentInfoWire {
+    pub operator: String,
+    pub receiver: String,
+    pub token: String,
+    pub max_amount: String,
+    pub pre_approval_expiry: u64,
+    pub authorization_expiry: u64,
+    pub refund_expiry: u64,
+    pub min_fee_bps: u16,
+    pub max_fee_bps: u16,
+    pub fee_receiver: String,
+    pub salt: String,
+}
+
+impl PaymentInfoWire {
+    pub fn of(info: &PaymentInfo) -> Self {
+        Self {
+            operator: info.operator.to_checksum(None),
+            receiver: info.receiver.to_checksum(None),
+            token: info.token.to_checksum(None),
+            max_amount: info.maxAmount.to_string(),
+            pre_approval_expiry: info.preApprovalExpiry.to::<u64>(),
+            authorization_expiry: info.authorizationExpiry.to::<u64>(),
+            refund_expiry: info.refundExpiry.to::<u64>(),
+            min_fee_bps: info.minFeeBps,
+            max_fee_bps: info.maxFeeBps,
+            fee_receiver: info.feeReceiver.to_checksum(None),
+            salt: format!("{:#x}", info.salt),
+        }
+    }
+
+    /// The terms again, for `payer`; `None` when the record is malformed.
+    pub fn info(&self, payer: Address) -> Option<PaymentInfo> {
+        let a = crate::address::parse_address;
+        Some(PaymentInfo {
+            operator: a(&self.operator)?,
+            payer,
+            receiver: a(&self.receiver)?,
+            token: a(&self.token)?,
+            maxAmount: self.max_amount.parse().ok()?,
+            preApprovalExpiry: alloy_primitives::Uint::try_from(self.pre_approval_expiry).ok()?,
+            authorizationExpiry: alloy_primitives::Uint::try_from(self.authorization_expiry)
+                .ok()?,
+            refundExpiry: alloy_primitives::Uint::try_from(self.refund_expiry).ok()?,
+            minFeeBps: self.min_fee_bps,
+            maxFeeBps: self.max_fee_bps,
+            feeReceiver: a(&self.fee_receiver)?,
+            salt: self.salt.parse().ok()?,
+        })
+    }
+}
+
+/// A payment's state in the escrow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EscrowState {
+    /// Authorized (or charged) once: the payer's authorization is spent.
+    pub collected: bool,
+    /// Held, capturable (token units).
+    pub capturable: U256,
+    /// Captured and not refunded (token units).
+    pub refundable: U256,
+}
+
+/// The escrow's `paymentState(hash)` call.
+pub fn state_call(hash: B256) -> Vec<u8> {
+    use alloy_sol_types::SolCall;
+    IAuthCaptureEscrow::paymentStateCall {
+        paymentInfoHash: hash,
+    }
+    .abi_encode()
+}
+
+/// Reads the answer of [`state_call`].
+pub fn decode_state(out: &[u8]) -> Option<EscrowState> {
+    use alloy_sol_types::SolCall;
+    let r = IAuthCaptureEscrow::paymentStateCall::abi_decode_returns(out).ok()?;
+    Some(EscrowState {
+        collected: r.hasCollectedPayment,
+        capturable: U256::from(r.capturableAmount),
+        refundable: U256::from(r.refundableAmount),
+    })
+}
+
+/// The escrow's `capture` of `amount` (no fee).
+pub fn capture_call(info: &PaymentInfo, amount: U256) -> Vec<u8> {
+    use alloy_sol_types::SolCall;
+    IAuthCaptureEscrow::captureCall {
+        paymentInfo: info.clone(),
+        amount,
+        feeBps: 0,
+        feeReceiver: info.feeReceiver,
+    }
+    .abi_encode()
+}
+
+/// The escrow's `void`: whatever is held goes back to the payer.
+pub fn void_call(info: &PaymentInfo) -> Vec<u8> {
+    use alloy_sol_types::SolCall;
+    IAuthCaptureEscrow::voidCall {
+        paymentInfo: info.clone(),
+    }
+    .abi_encode()
+}
+
+/// The escrow's `refund` of `amount`, funded by the operator through the refund collector.
+pub fn refund_call(info: &PaymentInfo, amount: U256) -> Vec<u8> {
+    use alloy_sol_types::SolCall;
+    IAuthCaptureEscrow::refundCall {
+        paymentInfo: info.clone(),
+        amount,
+        tokenCollector: REFUND_COLLECTOR_ADDRESS,
+        collectorData: Default::default(),
+    }
+    .abi_encode()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> PaymentInfo {
+        PaymentInfo {
+            operator: Address::repeat_byte(1),
+            payer: Address::repeat_byte(2),
+            receiver: Address::repeat_byte(3),
+            token: Address::repeat_byte(4),
+            maxAmount: alloy_primitives::Uint::from(10_000u64),
+            preApprovalExpiry: alloy_primitives::Uint::from(100u64),
+            authorizationExpiry: alloy_primitives::Uint::from(200u64),
+            refundExpiry: alloy_primitives::Uint::from(300u64),
+            minFeeBps: 0,
+            maxFeeBps: 0,
+            feeReceiver: Address::repeat_byte(1),
+            salt: U256::from(7u64),
+        }
+    }
+
+    #[test]
+    fn the_typehash_is_the_published_one() {
+        // keccak256 of the struct's published type string, as the escrow contract states it.
+        let published = alloy_primitives::keccak256(
+            "PaymentInfo(address operator,address payer,address receiver,address token,uint120 maxAmount,uint48 preApprovalExpiry,uint48 authorizationExpiry,uint48 refundExpiry,uint16 minFeeBps,uint16 maxFeeBps,address feeReceiver,uint256 salt)",
+        );
+        assert_eq!(info().eip712_type_hash(), published);
+    }
+
+    #[test]
+    fn the_nonce_ignores_the_payer_and_the_key_does_not() {
+        let mut other = info();
+        other.payer = Address::repeat_byte(9);
+        assert_eq!(
+            payer_agnostic_hash(1, &info()),
+            payer_agnostic_hash(1, &other)
+        );
+        assert_ne!(payment_hash(1, &info()), payment_hash(1, &other));
+        assert_ne!(payment_hash(1, &info()), payment_hash(2, &info()));
+    }
+
+    #[test]
+    fn a_record_gives_back_the_same_terms() {
+        let wire = PaymentInfoWire::of(&info());
+        assert_eq!(wire.info(Address::repeat_byte(2)), Some(info()));
+        let json = serde_json::to_string(&wire).unwrap();
+        let back: PaymentInfoWire = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, wire);
+    }
+}

@@ -1,0 +1,263 @@
+//! `auth-capture` end to end (issue 44, items 1 and 3): the real binary on anvil with Circle's
+//! USDC and paygate's build of the escrow and its collectors at the v1.1 addresses. The official
+//! npm client (@x402/evm's `AuthCaptureEvmScheme` through @x402/fetch) pays; a served answer is
+//! captured, an origin that fails costs the payer nothing (the hold is voided), and bad
+//! authorizations get the scheme's reason words and move nothing.
+
+use crate::common;
+
+use alloy_primitives::{Address, U256};
+use common::chain::{address, Chain, KEYS, USDC};
+use common::upstream::Upstream;
+use common::windows::challenge_at;
+use common::*;
+use paygate_x402::auth_capture::ESCROW_ADDRESS;
+use serde_json::{json, Value};
+
+struct Setup {
+    chain: Chain,
+    gw: Gateway,
+    upstream: Upstream,
+    key: String,
+    receiver: Address,
+}
+
+async fn setup() -> Setup {
+    let chain = Chain::start();
+    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let upstream = Upstream::start().await;
+    let receiver = address(9);
+    let (_, key) = gw
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    Setup {
+        chain,
+        gw,
+        upstream,
+        key,
+        receiver,
+    }
+}
+
+async fn usdc_of(s: &Setup, who: Address) -> U256 {
+    let usdc: Address = USDC.parse().unwrap();
+    paygate_x402::facilitator::embedded::balance_of(&s.chain.rpc, usdc, who)
+        .await
+        .expect("balanceOf")
+}
+
+/// An `auth-capture` route at `path`, priced 0.01 USD.
+async fn route(s: &Setup, path: &str) -> Value {
+    let route =
+        s.gw.create_route(
+            &s.key,
+            json!({"path": path, "priceUSD": 0.01, "schemes": ["auth-capture"],
+                "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
+        )
+        .await;
+    assert_eq!(route["schemes"], json!(["auth-capture"]), "{route}");
+    route
+}
+
+/// The official client pays `url` once as account `payer`.
+fn official_pay(s: &Setup, url: &str, payer: usize) -> Value {
+    let input = json!({"url": url, "key": KEYS[payer], "rpc": s.chain.rpc, "calls": 1});
+    node_json("x402_permit2_pay.cjs", &input)["results"][0].clone()
+}
+
+/// The payments of the ledger, newest first.
+async fn ledger(s: &Setup) -> Vec<Value> {
+    let list: Value =
+        s.gw.api(&s.key, reqwest::Method::GET, "/api/payments", None)
+            .await
+            .json()
+            .await
+            .unwrap();
+    list["payments"]
+        .as_array()
+        .or(list["items"].as_array())
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_pays_and_a_served_answer_is_captured() {
+    let s = setup().await;
+    route(&s, "report").await;
+    let challenge = challenge_at(&s.gw, "/gateway/acme/report").await;
+    let accepted = &challenge["accepts"][0];
+    assert_eq!(accepted["scheme"], "auth-capture", "{challenge}");
+    let extra = &accepted["extra"];
+    assert_eq!(extra["captureAuthorizer"], address(0).to_checksum(None));
+    assert_eq!(extra["authCaptureEscrow"], ESCROW_ADDRESS.to_checksum(None));
+    assert_eq!(
+        (&extra["minFeeBps"], &extra["maxFeeBps"]),
+        (&json!(0), &json!(0))
+    );
+    let capture = extra["captureDeadline"].as_u64().unwrap();
+    assert!(capture > paygate_domain::unix_now(), "{extra}");
+    // Refunds off by default: refundable until the capture deadline only.
+    assert_eq!(extra["refundDeadline"].as_u64(), Some(capture));
+
+    let payer = address(4);
+    let before = usdc_of(&s, payer).await;
+    let paid = official_pay(&s, &s.gw.url("/gateway/acme/report"), 4);
+    assert_eq!(paid["status"], 200, "{paid}");
+    assert_eq!(paid["receipt"]["success"], true, "{paid}");
+    assert_eq!(paid["receipt"]["amount"], "10000", "{paid}");
+    assert_eq!(usdc_of(&s, payer).await, before - U256::from(10_000u64));
+    assert_eq!(usdc_of(&s, s.receiver).await, U256::from(10_000u64));
+    assert_eq!(
+        usdc_of(&s, ESCROW_ADDRESS).await,
+        U256::ZERO,
+        "nothing left held"
+    );
+    let payments = ledger(&s).await;
+    assert_eq!(payments.len(), 1, "{payments:?}");
+    assert_eq!(payments[0]["status"], "SETTLED", "{payments:?}");
+    assert_eq!(
+        payments[0]["transaction"], paid["receipt"]["transaction"],
+        "the capture's transaction"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_that_fails_costs_the_payer_nothing() {
+    let s = setup().await;
+    route(&s, "report").await;
+    let payer = address(5);
+    let before = usdc_of(&s, payer).await;
+    let url = s.gw.url("/gateway/acme/report?upstream_status=500");
+    let answered = official_pay(&s, &url, 5);
+    assert_eq!(answered["status"], 500, "{answered}");
+    assert_eq!(s.upstream.hits(), 1, "the origin was asked once");
+    assert_eq!(usdc_of(&s, payer).await, before, "the hold was voided");
+    assert_eq!(usdc_of(&s, s.receiver).await, U256::ZERO);
+    assert_eq!(usdc_of(&s, ESCROW_ADDRESS).await, U256::ZERO);
+    let payments = ledger(&s).await;
+    assert_eq!(payments[0]["status"], "FAILED", "{payments:?}");
+
+    // An origin that cannot be reached: refused before anything is held.
+    let dead =
+        s.gw.create_route(
+            &s.key,
+            json!({"path": "dead", "priceUSD": 0.01, "schemes": ["auth-capture"],
+                "targetUrl": "http://127.0.0.1:9/x", "network": "base-sepolia"}),
+        )
+        .await;
+    assert_eq!(dead["schemes"], json!(["auth-capture"]), "{dead}");
+    let refused = official_pay(&s, &s.gw.url("/gateway/acme/dead"), 5);
+    assert_ne!(refused["status"], 200, "{refused}");
+    assert_eq!(usdc_of(&s, payer).await, before, "nothing moved");
+}
+
+/// The official client's signed payload for the route's offered requirement, as the header
+/// it would send; `tamper` edits the header's JSON after signing.
+fn header(challenge: &Value, payer: usize, tamper: impl FnOnce(&mut Value)) -> String {
+    use base64::Engine;
+    let accepted = challenge["accepts"][0].clone();
+    let signed = node_json(
+        "x402_permit2_sign.cjs",
+        &json!({"scheme": "auth-capture", "key": KEYS[payer], "requirements": accepted}),
+    );
+    let mut doc = json!({"x402Version": 2, "resource": challenge["resource"],
+        "accepted": accepted, "payload": signed["payload"]});
+    tamper(&mut doc);
+    base64::engine::general_purpose::STANDARD.encode(doc.to_string())
+}
+
+/// An edit of a signed payment's header JSON.
+type Tamper = Box<dyn FnOnce(&mut Value)>;
+
+/// Sends `header` to `path`: the status and the refusal's reason word.
+async fn send(s: &Setup, path: &str, header: &str) -> (u16, Option<String>) {
+    let r = reqwest::Client::new()
+        .get(s.gw.url(path))
+        .header("payment-signature", header)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let reason = r
+        .headers()
+        .get("payment-required")
+        .and_then(|h| paygate_x402::b64_json(h.to_str().ok()?))
+        .and_then(|d| d["error"].as_str().map(str::to_string));
+    (status, reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_authorizations_get_the_schemes_reasons_and_move_nothing() {
+    let s = setup().await;
+    route(&s, "report").await;
+    let path = "/gateway/acme/report";
+    let challenge = challenge_at(&s.gw, path).await;
+    let payer = address(6);
+    let before = usdc_of(&s, payer).await;
+    let cases: Vec<(&str, Tamper)> = vec![
+        // Another escrow (the v1.0 deployment): not this server's terms.
+        (
+            "invalid_payment_requirements",
+            Box::new(|d: &mut Value| {
+                d["accepted"]["extra"]["authCaptureEscrow"] =
+                    json!("0xBdEA0D1bcC5966192B070Fdf62aB4EF5b4420cff");
+            }),
+        ),
+        // Another operator.
+        (
+            "invalid_payment_requirements",
+            Box::new(|d: &mut Value| {
+                d["accepted"]["extra"]["captureAuthorizer"] = json!(address(7).to_checksum(None));
+            }),
+        ),
+        // A later capture deadline than the one signed: the nonce is not the terms' hash.
+        (
+            "invalid_auth_capture_nonce",
+            Box::new(|d: &mut Value| {
+                let c = d["accepted"]["extra"]["captureDeadline"].as_u64().unwrap();
+                d["accepted"]["extra"]["captureDeadline"] = json!(c - 30);
+                d["accepted"]["extra"]["refundDeadline"] = json!(c - 30);
+            }),
+        ),
+        // Deadlines out of order.
+        (
+            "invalid_deadline_ordering",
+            Box::new(|d: &mut Value| {
+                let c = d["accepted"]["extra"]["captureDeadline"].as_u64().unwrap();
+                d["accepted"]["extra"]["refundDeadline"] = json!(c - 1);
+            }),
+        ),
+        // The authorization names another collector.
+        (
+            "invalid_auth_capture_collector",
+            Box::new(|d: &mut Value| {
+                d["payload"]["authorization"]["to"] = json!(address(8).to_checksum(None));
+            }),
+        ),
+        // Signed by someone else.
+        (
+            "invalid_exact_evm_payload_signature",
+            Box::new(|d: &mut Value| {
+                d["payload"]["authorization"]["from"] = json!(address(7).to_checksum(None));
+            }),
+        ),
+    ];
+    for (reason, tamper) in cases {
+        let h = header(&challenge, 6, tamper);
+        let (status, said) = send(&s, path, &h).await;
+        assert_eq!((status, said.as_deref()), (402, Some(reason)));
+    }
+    assert_eq!(s.upstream.hits(), 0, "nothing was forwarded");
+    assert_eq!(usdc_of(&s, payer).await, before, "nothing moved");
+
+    // A good one is taken once; the same authorization again is a replay.
+    let good = header(&challenge, 6, |_| {});
+    assert_eq!(send(&s, path, &good).await.0, 200);
+    let again = send(&s, path, &good).await;
+    assert_eq!(
+        (again.0, again.1.as_deref()),
+        (402, Some("nonce_already_used"))
+    );
+    assert_eq!(usdc_of(&s, payer).await, before - U256::from(10_000u64));
+    assert_eq!(s.upstream.hits(), 1);
+}
