@@ -84,7 +84,7 @@ fuzz-deps: sys-deps
 ## 20, 8 for the cluster); prints the tallies RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
 crash: deps pg-deps
-	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e) & (test(/^crash(_windows|_upto)?::/) | test(cluster_sigkill))' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
+	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e) & (test(/^crash(_windows|_upto|_auth_capture)?::/) | test(cluster_sigkill))' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps pg-deps

@@ -19,6 +19,7 @@ mod cluster_windows;
 mod console;
 mod corridors;
 mod crash;
+mod crash_auth_capture;
 mod crash_upto;
 mod crash_windows;
 mod edge;

@@ -1,0 +1,230 @@
+//! Crash safety of `auth-capture` payments: the real binary is SIGKILLed at a random moment
+//! while a call paid by the official client's escrow authorization is in flight (before its
+//! nonce is reserved, while it is held, while the origin answers, while it is captured),
+//! restarted on the same data, and the client sends the same authorization again for a while.
+//! Once every authorization's deadline has passed and reconciliation has run, counted over all
+//! trials: a call served twice (must be 0), a payment captured more than its price (0), money
+//! captured without a `SETTLED` record of it (lost, 0), a record claiming a capture that never
+//! happened (phantom, 0), funds still held in escrow (0: a crash's hold is voided), records
+//! still open (stuck, 0); and, reported, calls served whose hold was voided (the seller's loss:
+//! a kill between the origin's answer and the capture, the payer protected).
+//!
+//! `PAYGATE_CRASH_TRIALS` sets the number of trials (20 by default).
+
+use crate::common;
+
+use alloy_primitives::{Address, B256, U256};
+use common::chain::{address, now, Chain, KEYS, USDC};
+use common::upstream::Upstream;
+use common::windows::challenge_at;
+use common::*;
+use paygate_domain::model::PaymentStatus;
+use paygate_x402::auth_capture::{self, ESCROW_ADDRESS};
+use rand::Rng;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const PATH: &str = "/gateway/acme/report";
+const PRICE: u64 = 10_000;
+/// Authorizations expire this long after signing (the route's `maxTimeoutSeconds`), so
+/// reconciliation closes within the test what a kill left unheld.
+const VALIDITY_SECS: u64 = 12;
+
+#[derive(Default, Debug)]
+struct Tally {
+    served_twice: usize,
+    over_captured: usize,
+    lost: usize,
+    phantom: usize,
+    still_held: usize,
+    stuck: usize,
+    captured_and_served: usize,
+    /// Served, the hold voided: the seller's loss.
+    served_voided: usize,
+    neither: usize,
+    first: BTreeMap<String, usize>,
+    retry: BTreeMap<String, usize>,
+}
+
+/// The official client's payment header for `accepted`, signed by account `payer`, and its
+/// authorization's payer and nonce.
+fn signed(challenge: &Value, payer: usize) -> (String, Address, B256) {
+    use base64::Engine;
+    let accepted = challenge["accepts"][0].clone();
+    let signed = node_json(
+        "x402_permit2_sign.cjs",
+        &json!({"scheme": "auth-capture", "key": KEYS[payer], "requirements": accepted}),
+    );
+    let auth = &signed["payload"]["authorization"];
+    let from = auth["from"].as_str().unwrap().parse().unwrap();
+    let nonce = auth["nonce"].as_str().unwrap().parse().unwrap();
+    let doc = json!({"x402Version": 2, "resource": challenge["resource"],
+        "accepted": accepted, "payload": signed["payload"]});
+    let header = base64::engine::general_purpose::STANDARD.encode(doc.to_string());
+    (header, from, nonce)
+}
+
+/// Sends the header until the answer is final or `patience` is over.
+async fn retry(gw: &Gateway, header: &str, patience: Duration) -> String {
+    let deadline = Instant::now() + patience;
+    loop {
+        let answer = match gw
+            .http
+            .get(gw.url(PATH))
+            .header("PAYMENT-SIGNATURE", header)
+            .send()
+            .await
+        {
+            Ok(r) if r.status() == 200 => "200".to_string(),
+            Ok(r) => {
+                let (status, code, _) = error_of(r).await;
+                format!("{status} {code}")
+            }
+            Err(_) => "cut".into(),
+        };
+        let pending = answer == "cut" || answer.starts_with('5');
+        if !pending || Instant::now() > deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_at_random_points_of_escrowed_payments_captures_each_at_most_once() {
+    let trials = std::env::var("PAYGATE_CRASH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20usize);
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push((
+        "PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS".into(),
+        "1".into(),
+    ));
+    env.push((
+        "PAYGATE__X402__MAX_TIMEOUT_SECONDS".into(),
+        VALIDITY_SECS.to_string(),
+    ));
+    let mut gw = Gateway::start_with_owned(env).await;
+    let upstream = Upstream::start().await;
+    let receiver = address(9);
+    let (_, key) = gw
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    gw.create_route(
+        &key,
+        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
+               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+
+    // Calls without a crash: each served and captured; the quickest sets the kill window.
+    let mut quickest = Duration::MAX;
+    for _ in 0..3 {
+        let challenge = challenge_at(&gw, PATH).await;
+        let (header, _, _) = signed(&challenge, 1);
+        let t0 = Instant::now();
+        assert_eq!(
+            retry(&gw, &header, Duration::ZERO).await,
+            "200",
+            "{}",
+            gw.log()
+        );
+        quickest = quickest.min(t0.elapsed());
+    }
+    let window_ms = (quickest.as_millis() as u64 * 3 / 2).max(10);
+
+    let mut rng = rand::thread_rng();
+    let mut tally = Tally::default();
+    let mut seen = Vec::new();
+    let mut last_signed = 0;
+    for i in 0..trials {
+        let challenge = challenge_at(&gw, PATH).await;
+        let (header, from, nonce) = signed(&challenge, 1 + i % 6);
+        last_signed = now();
+        let hits_before = upstream.hits();
+        let (http, url, h) = (gw.http.clone(), gw.url(PATH), header.clone());
+        let first = tokio::spawn(async move {
+            match http.get(url).header("PAYMENT-SIGNATURE", h).send().await {
+                Ok(r) => r.status().as_u16().to_string(),
+                Err(_) => "cut".to_string(),
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=window_ms))).await;
+        gw.kill();
+        *tally.first.entry(first.await.unwrap()).or_default() += 1;
+        gw.restart().await;
+        let again = retry(&gw, &header, Duration::from_secs(2)).await;
+        *tally.retry.entry(again).or_default() += 1;
+        seen.push((from, nonce, hits_before));
+    }
+
+    // Every authorization expires; reconciliation (every second) closes what a kill left.
+    let wait = (last_signed + VALIDITY_SECS).saturating_sub(now()) + 4;
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    let hits_after: Vec<usize> = (0..seen.len())
+        .map(|i| seen.get(i + 1).map_or(upstream.hits(), |s| s.2) - seen[i].2)
+        .collect();
+    assert!(gw.stop(), "paygate did not stop:\n{}", gw.log());
+    let store = gw.store().await;
+    tally.stuck = store.unfinished_payments().await.unwrap().len();
+    let usdc: Address = USDC.parse().unwrap();
+    for ((from, nonce, _), served) in seen.iter().zip(hits_after) {
+        let key = format!("84532:{usdc:x}:{from:x}:{nonce:x}");
+        let record = store.payment_for_nonce(&key).await.unwrap();
+        let state = match record.as_ref().and_then(|r| r.escrow.as_ref()) {
+            Some(e) => {
+                let info = e.terms.info(*from).expect("escrow terms");
+                let hash = auth_capture::payment_hash(84532, &info);
+                let out = chain_view(&chain, auth_capture::state_call(hash)).await;
+                auth_capture::decode_state(&out).expect("paymentState")
+            }
+            None => Default::default(),
+        };
+        // The authorization itself: used only by a hold.
+        let used = paygate_x402::facilitator::embedded::authorization_state(
+            &chain.rpc, usdc, *from, *nonce,
+        )
+        .await
+        .expect("authorizationState");
+        let captured = u64::try_from(state.refundable).unwrap_or(u64::MAX);
+        let recorded = record
+            .as_ref()
+            .filter(|r| r.status == PaymentStatus::Settled)
+            .map_or(0, |r| r.amount.0);
+        tally.served_twice += usize::from(served > 1);
+        tally.over_captured += usize::from(captured > PRICE);
+        tally.lost += usize::from(captured != recorded || (used && record.is_none()));
+        tally.phantom += usize::from(recorded > 0 && captured == 0);
+        tally.still_held += usize::from(state.capturable > U256::ZERO);
+        match (captured > 0, served > 0) {
+            (true, _) => tally.captured_and_served += 1,
+            (false, true) => tally.served_voided += 1,
+            (false, false) => tally.neither += 1,
+        }
+    }
+    println!("auth-capture crash tally ({trials} trials, kill window {window_ms} ms): {tally:?}");
+    assert_eq!(tally.served_twice, 0, "{tally:?}");
+    assert_eq!(tally.over_captured, 0, "{tally:?}");
+    assert_eq!(tally.lost, 0, "{tally:?}");
+    assert_eq!(tally.phantom, 0, "{tally:?}");
+    assert_eq!(tally.still_held, 0, "{tally:?}");
+    assert_eq!(tally.stuck, 0, "{tally:?}");
+    let escrow = paygate_x402::facilitator::embedded::balance_of(&chain.rpc, usdc, ESCROW_ADDRESS)
+        .await
+        .expect("balanceOf");
+    assert_eq!(escrow, U256::ZERO, "the escrow holds nothing at the end");
+}
+
+/// A read-only call to the escrow.
+async fn chain_view(chain: &Chain, data: Vec<u8>) -> Vec<u8> {
+    use alloy_network::TransactionBuilder;
+    use alloy_provider::Provider;
+    let p = chain.provider(0);
+    let tx = alloy_rpc_types_eth::TransactionRequest::default()
+        .with_to(ESCROW_ADDRESS)
+        .with_input(data);
+    p.call(tx).await.expect("escrow call").to_vec()
+}
