@@ -73,7 +73,11 @@ impl BackgroundService for Follower {
             self.pg.clone(),
             self.every,
         );
-        let keep = keep_relayer_lease(self.store.clone(), self.relayer.clone(), self.every);
+        let keep = crate::settlement::keep_relayer_lease(
+            self.store.clone(),
+            self.relayer.clone(),
+            self.every,
+        );
         let share = share_limits(self);
         tokio::select! {
             _ = follow => {}
@@ -108,49 +112,6 @@ async fn share_limits(f: &Follower) {
             Err(e) => {
                 tracing::warn!(error = %e, "cluster heartbeat failed; rate limit shares kept")
             }
-        }
-    }
-}
-
-/// The lease that makes a relayer account this node's alone among the nodes (two nodes sending
-/// from one account would race for its chain nonces).
-fn relayer_lease(relayer: &str) -> String {
-    format!("relayer:{}", relayer.to_ascii_lowercase())
-}
-
-/// Takes the relayer's lease at start, waiting a little for a previous run of this node whose
-/// connection the database has not dropped yet; another live node holding it is a mistake.
-async fn claim_relayer(store: &dyn Store, relayer: &str) -> anyhow::Result<()> {
-    let lease = relayer_lease(relayer);
-    for _ in 0..20 {
-        if store.hold_lease(&lease).await? {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    anyhow::bail!(
-        "relayer {relayer} is in use by another node of this database: give every node its own \
-         relayer key"
-    )
-}
-
-/// Re-checks the relayer's lease every `every`; losing it to another node is an operator's
-/// mistake worth an ERROR line (the database connection merely dropping is retaken quietly).
-async fn keep_relayer_lease(store: Arc<dyn Store>, relayer: Option<String>, every: Duration) {
-    let Some(relayer) = relayer else {
-        return std::future::pending().await;
-    };
-    let lease = relayer_lease(&relayer);
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tick.tick().await;
-        match store.hold_lease(&lease).await {
-            Ok(true) | Err(_) => {}
-            Ok(false) => tracing::error!(
-                relayer = %relayer,
-                "another node uses this node's relayer key: settlements may collide on chain \
-                 nonces; give every node its own relayer key"
-            ),
         }
     }
 }
@@ -362,7 +323,7 @@ fn paid_path(
     let networks = &table.render_context().networks;
     let (facilitator, relayer, chain_calls) = crate::settlement::build_facilitator(cfg, networks)?;
     if let (true, Some(relayer)) = (cluster, &relayer) {
-        rt.block_on(claim_relayer(store.as_ref(), relayer))?;
+        rt.block_on(crate::settlement::claim_relayer(store.as_ref(), relayer))?;
     }
     let metrics = paygate_gateway::metrics::Metrics::new();
     // One node counts plan slots in memory; nodes sharing a database take them in it.

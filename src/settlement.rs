@@ -1,6 +1,7 @@
 //! What settles payments, built from the configuration: the facilitator (embedded, with its
 //! relayer, or remote) and, where the embedded one can send their transactions and a receiver
-//! authorizer key is at hand, payment channels.
+//! authorizer key is at hand, payment channels; and the lease that keeps a relayer account one
+//! node's alone on a cluster.
 
 use paygate_config::{Config, FacilitatorKind};
 use paygate_store::Store;
@@ -217,4 +218,51 @@ pub(crate) fn build_payout_funding(
             returner,
         },
     )))
+}
+
+/// The lease that makes a relayer account this node's alone among the nodes (two nodes sending
+/// from one account would race for its chain nonces).
+fn relayer_lease(relayer: &str) -> String {
+    format!("relayer:{}", relayer.to_ascii_lowercase())
+}
+
+/// Takes the relayer's lease at start, waiting a little for a previous run of this node whose
+/// connection the database has not dropped yet; another live node holding it is a mistake.
+pub(crate) async fn claim_relayer(store: &dyn Store, relayer: &str) -> anyhow::Result<()> {
+    let lease = relayer_lease(relayer);
+    for _ in 0..20 {
+        if store.hold_lease(&lease).await? {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    anyhow::bail!(
+        "relayer {relayer} is in use by another node of this database: give every node its own \
+         relayer key"
+    )
+}
+
+/// Re-checks the relayer's lease every `every`; losing it to another node is an operator's
+/// mistake worth an ERROR line (the database connection merely dropping is retaken quietly).
+pub(crate) async fn keep_relayer_lease(
+    store: Arc<dyn Store>,
+    relayer: Option<String>,
+    every: Duration,
+) {
+    let Some(relayer) = relayer else {
+        return std::future::pending().await;
+    };
+    let lease = relayer_lease(&relayer);
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        match store.hold_lease(&lease).await {
+            Ok(true) | Err(_) => {}
+            Ok(false) => tracing::error!(
+                relayer = %relayer,
+                "another node uses this node's relayer key: settlements may collide on chain \
+                 nonces; give every node its own relayer key"
+            ),
+        }
+    }
 }
