@@ -151,19 +151,12 @@ async fn an_origin_that_fails_costs_the_payer_nothing() {
     assert_eq!(usdc_of(&s, payer).await, before, "nothing moved");
 }
 
-/// The official client's signed payload for the route's offered requirement, as the header
+/// The official client's signed payment for the route's offered requirement, as the header
 /// it would send; `tamper` edits the header's JSON after signing.
 fn header(challenge: &Value, payer: usize, tamper: impl FnOnce(&mut Value)) -> String {
-    use base64::Engine;
-    let accepted = challenge["accepts"][0].clone();
-    let signed = node_json(
-        "x402_permit2_sign.cjs",
-        &json!({"scheme": "auth-capture", "key": KEYS[payer], "requirements": accepted}),
-    );
-    let mut doc = json!({"x402Version": 2, "resource": challenge["resource"],
-        "accepted": accepted, "payload": signed["payload"]});
+    let mut doc = common::escrow::signed_doc(challenge, payer);
     tamper(&mut doc);
-    base64::engine::general_purpose::STANDARD.encode(doc.to_string())
+    b64_header(&doc)
 }
 
 /// An edit of a signed payment's header JSON.
@@ -260,4 +253,103 @@ async fn bad_authorizations_get_the_schemes_reasons_and_move_nothing() {
     );
     assert_eq!(usdc_of(&s, payer).await, before - U256::from(10_000u64));
     assert_eq!(s.upstream.hits(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_pricing_captures_the_stated_charge_and_gives_back_the_rest() {
+    let s = setup().await;
+    s.gw.create_route(
+        &s.key,
+        json!({"path": "llm", "priceUSD": 0.01, "schemes": ["auth-capture"], "pricing": "usage",
+            "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    let payer = address(3);
+    let before = usdc_of(&s, payer).await;
+    // The origin states $0.004 of the $0.01 held: that is captured, the rest voided.
+    let url = s.gw.url("/gateway/acme/llm?upstream_charge=0.004");
+    let paid = official_pay(&s, &url, 3);
+    assert_eq!(paid["status"], 200, "{paid}");
+    assert_eq!(paid["receipt"]["amount"], "4000", "{paid}");
+    assert_eq!(usdc_of(&s, payer).await, before - U256::from(4_000u64));
+    assert_eq!(usdc_of(&s, s.receiver).await, U256::from(4_000u64));
+    assert_eq!(
+        usdc_of(&s, ESCROW_ADDRESS).await,
+        U256::ZERO,
+        "the rest went back"
+    );
+    // A charge of zero captures nothing: the whole hold goes back.
+    let free = official_pay(&s, &s.gw.url("/gateway/acme/llm?upstream_charge=0"), 3);
+    assert_eq!(free["status"], 200, "{free}");
+    assert_eq!(usdc_of(&s, payer).await, before - U256::from(4_000u64));
+    assert_eq!(usdc_of(&s, ESCROW_ADDRESS).await, U256::ZERO);
+    let payments = ledger(&s).await;
+    let statuses: Vec<_> = payments.iter().map(|p| p["status"].clone()).collect();
+    assert_eq!(
+        statuses,
+        [json!("FAILED"), json!("SETTLED")],
+        "{payments:?}"
+    );
+    assert_eq!(payments[1]["amountUSDC"], json!("0.004000"), "{payments:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routes_refund_window_sets_the_refund_deadline_and_is_checked() {
+    let s = setup().await;
+    let route =
+        s.gw.create_route(
+            &s.key,
+            json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
+                "refundWindowSeconds": 86400,
+                "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
+        )
+        .await;
+    assert_eq!(route["refundWindowSeconds"], 86400, "{route}");
+    let extra = &challenge_at(&s.gw, "/gateway/acme/report").await["accepts"][0]["extra"];
+    let capture = extra["captureDeadline"].as_u64().unwrap();
+    assert_eq!(
+        extra["refundDeadline"].as_u64(),
+        Some(capture + 86400),
+        "{extra}"
+    );
+
+    let base = json!({"path": "other", "priceUSD": 0.01, "network": "base-sepolia",
+        "targetUrl": format!("{}/echo", s.upstream.url)});
+    for (extra, field) in [
+        (json!({"refundWindowSeconds": 60}), "refundWindowSeconds"),
+        (
+            json!({"refundWindowSeconds": 0, "schemes": ["auth-capture"]}),
+            "refundWindowSeconds",
+        ),
+        (
+            json!({"refundWindowSeconds": 31_536_001u64, "schemes": ["auth-capture"]}),
+            "refundWindowSeconds",
+        ),
+        (
+            json!({"schemes": ["auth-capture"], "token": "tdol"}),
+            "token",
+        ),
+    ] {
+        let mut body = base.clone();
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let r =
+            s.gw.api(&s.key, reqwest::Method::POST, "/api/routes", Some(body))
+                .await;
+        let (status, code, err) = error_of(r).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "VALIDATION_ERROR"),
+            "{extra}: {err}"
+        );
+        assert!(
+            err["details"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["field"] == field),
+            "{extra}: {err}"
+        );
+    }
 }

@@ -251,7 +251,13 @@ async fn cluster_sigkill_of_the_elected_node_mid_payment_loses_nothing() {
         *tally.first.entry(first).or_default() += 1;
         // The client retries the same payment on another node at once, until the answer is
         // final; the newly elected node reconciles what the dead one left.
-        let retry = retry_until_final(&n[other], &header, Duration::from_secs(45)).await;
+        let retry = retry_until_final(
+            &n[other],
+            "/gateway/acme/echo",
+            ("X-PAYMENT", &header),
+            Duration::from_secs(45),
+        )
+        .await;
         *tally.retry.entry(retry).or_default() += 1;
         n[victim].restart().await;
         let served = upstream.hits() - hits_before;

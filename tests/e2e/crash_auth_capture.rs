@@ -14,7 +14,8 @@
 use crate::common;
 
 use alloy_primitives::{Address, B256, U256};
-use common::chain::{address, now, Chain, KEYS, USDC};
+use common::chain::{address, now, Chain, USDC};
+use common::crash::retry_until_final;
 use common::upstream::Upstream;
 use common::windows::challenge_at;
 use common::*;
@@ -47,48 +48,14 @@ struct Tally {
     retry: BTreeMap<String, usize>,
 }
 
-/// The official client's payment header for `accepted`, signed by account `payer`, and its
+/// The official client's payment header for the challenge, signed by account `payer`, and its
 /// authorization's payer and nonce.
 fn signed(challenge: &Value, payer: usize) -> (String, Address, B256) {
-    use base64::Engine;
-    let accepted = challenge["accepts"][0].clone();
-    let signed = node_json(
-        "x402_permit2_sign.cjs",
-        &json!({"scheme": "auth-capture", "key": KEYS[payer], "requirements": accepted}),
-    );
-    let auth = &signed["payload"]["authorization"];
+    let doc = common::escrow::signed_doc(challenge, payer);
+    let auth = &doc["payload"]["authorization"];
     let from = auth["from"].as_str().unwrap().parse().unwrap();
     let nonce = auth["nonce"].as_str().unwrap().parse().unwrap();
-    let doc = json!({"x402Version": 2, "resource": challenge["resource"],
-        "accepted": accepted, "payload": signed["payload"]});
-    let header = base64::engine::general_purpose::STANDARD.encode(doc.to_string());
-    (header, from, nonce)
-}
-
-/// Sends the header until the answer is final or `patience` is over.
-async fn retry(gw: &Gateway, header: &str, patience: Duration) -> String {
-    let deadline = Instant::now() + patience;
-    loop {
-        let answer = match gw
-            .http
-            .get(gw.url(PATH))
-            .header("PAYMENT-SIGNATURE", header)
-            .send()
-            .await
-        {
-            Ok(r) if r.status() == 200 => "200".to_string(),
-            Ok(r) => {
-                let (status, code, _) = error_of(r).await;
-                format!("{status} {code}")
-            }
-            Err(_) => "cut".into(),
-        };
-        let pending = answer == "cut" || answer.starts_with('5');
-        if !pending || Instant::now() > deadline {
-            return answer;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    (b64_header(&doc), from, nonce)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +94,7 @@ async fn sigkill_at_random_points_of_escrowed_payments_captures_each_at_most_onc
         let (header, _, _) = signed(&challenge, 1);
         let t0 = Instant::now();
         assert_eq!(
-            retry(&gw, &header, Duration::ZERO).await,
+            retry_until_final(&gw, PATH, ("PAYMENT-SIGNATURE", &header), Duration::ZERO).await,
             "200",
             "{}",
             gw.log()
@@ -156,7 +123,13 @@ async fn sigkill_at_random_points_of_escrowed_payments_captures_each_at_most_onc
         gw.kill();
         *tally.first.entry(first.await.unwrap()).or_default() += 1;
         gw.restart().await;
-        let again = retry(&gw, &header, Duration::from_secs(2)).await;
+        let again = retry_until_final(
+            &gw,
+            PATH,
+            ("PAYMENT-SIGNATURE", &header),
+            Duration::from_secs(2),
+        )
+        .await;
         *tally.retry.entry(again).or_default() += 1;
         seen.push((from, nonce, hits_before));
     }

@@ -15,6 +15,7 @@ use crate::common;
 use alloy_primitives::U256;
 use alloy_sol_types::SolCall;
 use common::chain::{address, now, Chain, USDC};
+use common::crash::retry_until_final;
 use common::permit2::UptoSpec;
 use common::upstream::Upstream;
 use common::windows::challenge_at;
@@ -47,32 +48,6 @@ struct UptoTally {
     neither: usize,
     first: BTreeMap<String, usize>,
     retry: BTreeMap<String, usize>,
-}
-
-/// Sends the authorization until the answer is final or `patience` is over.
-async fn retry(gw: &Gateway, header: &str, patience: Duration) -> String {
-    let deadline = Instant::now() + patience;
-    loop {
-        let answer = match gw
-            .http
-            .get(gw.url(PATH))
-            .header("PAYMENT-SIGNATURE", header)
-            .send()
-            .await
-        {
-            Ok(r) if r.status() == 200 => "200".to_string(),
-            Ok(r) => {
-                let (status, code, _) = error_of(r).await;
-                format!("{status} {code}")
-            }
-            Err(_) => "cut".into(),
-        };
-        let pending = answer == "cut" || answer.starts_with('5');
-        if !pending || Instant::now() > deadline {
-            return answer;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +94,7 @@ async fn sigkill_at_random_points_of_upto_payments_charges_each_at_most_once() {
         let header = UptoSpec::new(1, receiver, 10_000, facilitator).header(&accepted);
         let t0 = Instant::now();
         assert_eq!(
-            retry(&gw, &header, Duration::ZERO).await,
+            retry_until_final(&gw, PATH, ("PAYMENT-SIGNATURE", &header), Duration::ZERO).await,
             "200",
             "{}",
             gw.log()
@@ -147,7 +122,13 @@ async fn sigkill_at_random_points_of_upto_payments_charges_each_at_most_once() {
         gw.kill();
         *tally.first.entry(first.await.unwrap()).or_default() += 1;
         gw.restart().await;
-        let again = retry(&gw, &header, Duration::from_secs(2)).await;
+        let again = retry_until_final(
+            &gw,
+            PATH,
+            ("PAYMENT-SIGNATURE", &header),
+            Duration::from_secs(2),
+        )
+        .await;
         *tally.retry.entry(again).or_default() += 1;
         seen.push((spec, hits_before));
     }

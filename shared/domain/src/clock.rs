@@ -11,7 +11,4 @@ pub fn rfc3339(t: time::OffsetDateTime) -> String {
         .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }
 
-/// Current unix time in seconds (0 before the epoch).
-pub fn unix_now() -> u64 {
-    time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64
-}
+pub use paygate_x402::clock::unix_now;

@@ -513,14 +513,12 @@ impl GatewayPayment {
     }
 }
 
-/// An `auth-capture` payment in the escrow: its terms (to call the escrow again), its key there,
-/// and its story. Amounts in USDC base units.
+/// An `auth-capture` payment in the escrow: its terms (to call the escrow again and find it
+/// there) and its story. Amounts in USDC base units.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EscrowRecord {
     pub terms: paygate_x402::auth_capture::PaymentInfoWire,
-    /// The payment's key in the escrow.
-    pub hash: String,
     /// The `authorize` transaction, once it landed.
     #[serde(default)]
     pub authorized_tx: Option<String>,

@@ -24,6 +24,10 @@ pub const ERC3009_COLLECTOR_ADDRESS: Address = address!("8612dfdc421f80336cd14E8
 /// The collector that funds a refund from the operator's balance.
 pub const REFUND_COLLECTOR_ADDRESS: Address = address!("7a03443724d14798c4AB4622F1DAAcA761Fea486");
 
+/// How much later than this node's clock a capture deadline may be: the `402` the payer signed
+/// against may come from another node, its clock a little ahead.
+const RENDER_SKEW_SECS: u64 = 60;
+
 /// Seconds of margin the scheme's deadline checks keep (`SAFETY_MARGIN_SECONDS`).
 pub const SAFETY_MARGIN_SECONDS: u64 = 6;
 
@@ -63,11 +67,6 @@ sol! {
         function refund(PaymentInfo paymentInfo, uint256 amount, address tokenCollector, bytes collectorData) external;
         function paymentState(bytes32 paymentInfoHash) external view returns (bool hasCollectedPayment, uint120 capturableAmount, uint120 refundableAmount);
     }
-
-    interface IErc20Allowance {
-        function allowance(address owner, address spender) external view returns (uint256);
-        function approve(address spender, uint256 amount) external returns (bool);
-    }
 }
 
 /// The key of a payment in the escrow: its terms hashed with the chain and the escrow.
@@ -83,15 +82,11 @@ pub fn payer_agnostic_hash(chain_id: u64, info: &PaymentInfo) -> B256 {
     payment_hash(chain_id, &any)
 }
 
-/// A payment verified for the escrow: its terms, the authorization, and its key there.
+/// A payment verified for the escrow: its terms and the authorization.
 #[derive(Debug, Clone)]
 pub struct Escrowed {
     pub info: PaymentInfo,
     pub auth: SignedAuthorization,
-    /// The payment's key in the escrow ([`payment_hash`] with the payer).
-    pub hash: B256,
-    /// Whether the signature was checked here (an EOA's); else only the chain can tell.
-    pub signed: bool,
 }
 
 impl Escrowed {
@@ -169,7 +164,7 @@ pub fn verify(
     // Deadlines in order, capturable after this request, no later than this deployment offers,
     // refundable for at least the route's window.
     let margin = now.saturating_add(SAFETY_MARGIN_SECONDS);
-    let latest = now.saturating_add(terms.capture_window + 60);
+    let latest = now.saturating_add(terms.capture_window + RENDER_SKEW_SECS);
     if refund < capture
         || capture <= margin
         || capture > latest
@@ -211,11 +206,11 @@ pub fn verify(
         nonce: auth.nonce,
     }
     .eip712_signing_hash(&crate::verify::token_domain(req));
-    let signed = match check_eoa_signature(&digest, &auth.signature, auth.from) {
-        Ok(()) => true,
-        Err(SignatureError::NotEoa) => false,
-        Err(SignatureError::Mismatch) => return Err(Rejection::InvalidSignature),
-    };
+    // A smart wallet's signature (longer than an EOA's) is left to the chain's simulation.
+    if let Err(SignatureError::Mismatch) = check_eoa_signature(&digest, &auth.signature, auth.from)
+    {
+        return Err(Rejection::InvalidSignature);
+    }
     if auth.value != req.token_amount() {
         return Err(Rejection::WrongAmount);
     }
@@ -248,12 +243,7 @@ pub fn verify(
     if payer_agnostic_hash(chain_id, &info) != auth.nonce {
         return Err(Rejection::NonceMismatch);
     }
-    Ok(Escrowed {
-        hash: payment_hash(chain_id, &info),
-        info,
-        auth,
-        signed,
-    })
+    Ok(Escrowed { info, auth })
 }
 
 /// A payment's terms as a record keeps them (every number a string or an integer), enough to

@@ -9,6 +9,7 @@ pub mod address;
 pub mod auth_capture;
 pub mod batch;
 mod challenge;
+pub mod clock;
 pub mod extensions;
 mod extra;
 pub mod facilitator;

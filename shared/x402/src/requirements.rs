@@ -127,13 +127,6 @@ impl PaymentRequirements {
     }
 }
 
-/// Seconds since the epoch (an `auth-capture` requirement's deadlines count from it).
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// The `upto` scheme's name.
 pub const UPTO_SCHEME: &str = "upto";
 
@@ -215,7 +208,7 @@ impl PaymentRequirements {
                 Offered::Exact => self.to_v2(),
                 Offered::Upto(f) => self.to_v2_upto(*f),
                 Offered::Batch(t) => self.to_v2_batch(t),
-                Offered::AuthCapture(t) => self.to_v2_auth_capture(t, unix_now()),
+                Offered::AuthCapture(t) => self.to_v2_auth_capture(t, crate::clock::unix_now()),
             })
             .collect()
     }

@@ -48,32 +48,35 @@ impl std::fmt::Debug for Seen {
     }
 }
 
-/// The client's retries of one payment on `gw` until the answer is not "try again later" (or
-/// `patience` is over): how it ended.
-pub async fn retry_until_final(gw: &Gateway, header: &str, patience: Duration) -> String {
+/// The client's retries of one payment to `path` on `gw` (`header`: its name and value) until
+/// the answer is not "try again later" (a cut connection, a 5xx, `SETTLEMENT_PENDING`) or
+/// `patience` is over: how it ended (`200`, `STATUS CODE`, or `cut`).
+pub async fn retry_until_final(
+    gw: &Gateway,
+    path: &str,
+    header: (&str, &str),
+    patience: Duration,
+) -> String {
     let deadline = Instant::now() + patience;
     loop {
-        let (status, code) = match gw
+        let answer = match gw
             .http
-            .get(gw.url("/gateway/acme/echo"))
-            .header("X-PAYMENT", header)
+            .get(gw.url(path))
+            .header(header.0, header.1)
             .send()
             .await
         {
-            Ok(r) if r.status() == 200 => (200, String::new()),
+            Ok(r) if r.status() == 200 => "200".to_string(),
             Ok(r) => {
                 let (status, code, _) = error_of(r).await;
-                (status, code)
-            }
-            Err(_) => (0, String::new()),
-        };
-        let pending = status >= 500 || code == "SETTLEMENT_PENDING";
-        if !pending || Instant::now() > deadline {
-            return if code.is_empty() {
-                status.to_string()
-            } else {
                 format!("{status} {code}")
-            };
+            }
+            Err(_) => "cut".into(),
+        };
+        let pending =
+            answer == "cut" || answer.starts_with('5') || answer.ends_with(" SETTLEMENT_PENDING");
+        if !pending || Instant::now() > deadline {
+            return answer;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -8,6 +8,7 @@ pub mod chain;
 pub mod channel;
 pub mod cluster;
 pub mod crash;
+pub mod escrow;
 pub mod permit2;
 pub mod upstream;
 pub mod webhook_receiver;

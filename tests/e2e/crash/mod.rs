@@ -124,7 +124,13 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
         gw.restart().await;
 
         // The client retries the same payment until the answer is not "try again later".
-        let retry = retry_until_final(&gw, &header, Duration::from_secs(30)).await;
+        let retry = retry_until_final(
+            &gw,
+            "/gateway/acme/echo",
+            ("X-PAYMENT", &header),
+            Duration::from_secs(30),
+        )
+        .await;
         *tally.retry.entry(retry).or_default() += 1;
         let served = upstream.hits() - hits_before;
         tally.judge(&chain.rpc, &net, &spec, served).await;

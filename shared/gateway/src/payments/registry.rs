@@ -51,20 +51,9 @@ pub fn declare(route: &Route, sandbox: bool, ext: &mut Extensions) {
     }
 }
 
-/// Whether a payment record's authorization was used on chain, asked of the way that left it
-/// to reconciliation; `None` when no way reconciles it.
-pub(crate) async fn used_on_chain(
-    p: &GatewayPayment,
-    rpc_url: &str,
-    from: alloy_primitives::Address,
-    nonce: alloy_primitives::B256,
-) -> Option<Result<bool, paygate_x402::facilitator::embedded::ChainReadError>> {
-    for w in WAYS {
-        if let Some(used) = w.used_on_chain(p, rpc_url, from, nonce).await {
-            return Some(used);
-        }
-    }
-    None
+/// The way that left the payment record `p` to reconciliation (it decides it).
+pub(crate) fn reconciler(p: &GatewayPayment) -> Option<&'static dyn Way> {
+    WAYS.iter().find(|w| w.reconciles(p)).copied()
 }
 
 impl PaymentService {

@@ -245,16 +245,74 @@ pub(crate) trait Way: Sync {
         gate: &dyn Gate,
     ) -> Result<Admission, Unadmitted>;
 
-    /// For a payment record this way leaves to reconciliation: whether its authorization was
-    /// used on chain; `None` for a record of another way.
-    async fn used_on_chain(
+    /// Whether `p` is one of the payment records this way leaves to reconciliation.
+    fn reconciles(&self, _p: &GatewayPayment) -> bool {
+        false
+    }
+
+    /// How long a live request of this way may keep its payment open (seconds), beyond which
+    /// reconciliation takes it as left behind (at least the caller's in-flight time).
+    fn live_secs(&self) -> i64 {
+        0
+    }
+
+    /// Decides `p`, one of its records left open, from the chain: the record as decided, or
+    /// `None` while its outcome may still change.
+    async fn reconcile(
         &self,
         _p: &GatewayPayment,
-        _rpc_url: &str,
-        _from: Address,
-        _nonce: alloy_primitives::B256,
-    ) -> Option<Result<bool, paygate_x402::facilitator::embedded::ChainReadError>> {
-        None
+        _at: &OnChain<'_>,
+    ) -> Result<Option<GatewayPayment>, String> {
+        Ok(None)
+    }
+}
+
+/// What reconciliation hands a way deciding one of its open records: the record's network (its
+/// RPC set), the relayer's contract calls where this deployment has them, and the time.
+pub(crate) struct OnChain<'a> {
+    pub network: &'a paygate_x402::network::Network,
+    pub calls: Option<&'a dyn paygate_x402::facilitator::ChainCalls>,
+    /// Unix seconds.
+    pub now: u64,
+}
+
+impl OnChain<'_> {
+    /// The network's JSON-RPC URL.
+    pub fn rpc_url(&self) -> &str {
+        &self.network.config.rpc_url
+    }
+
+    /// The payer and the authorization's nonce of `p`, for a way that asks the chain whether
+    /// that authorization was used.
+    pub fn authorization_of(
+        p: &GatewayPayment,
+    ) -> Result<(Address, alloy_primitives::B256), String> {
+        match (
+            paygate_x402::address::parse_address(&p.payer),
+            p.authorization_nonce(),
+        ) {
+            (Some(from), Some(nonce)) => Ok((from, nonce)),
+            _ => Err("malformed record: payer or nonce".into()),
+        }
+    }
+
+    /// `p` decided by whether its authorization was `used` on chain: the money moved
+    /// (`Settled`); it never can once the authorization expired (`Failed`, the nonce stays
+    /// reserved); else `None`, a transaction may still land.
+    pub fn by_authorization(&self, p: &GatewayPayment, used: bool) -> Option<GatewayPayment> {
+        let mut p = p.clone();
+        if used {
+            p.status = paygate_domain::model::PaymentStatus::Settled;
+            p.settled_by_reconciliation = true;
+            p.failure = None;
+        } else if self.now > p.valid_before {
+            p.status = paygate_domain::model::PaymentStatus::Failed;
+            p.failure = Some("authorization expired without settling".into());
+        } else {
+            return None;
+        }
+        p.updated_at = paygate_domain::now_rfc3339();
+        Some(p)
     }
 }
 

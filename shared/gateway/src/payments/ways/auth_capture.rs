@@ -10,9 +10,9 @@
 //! record open; reconciliation reads the escrow and voids what is still held (the payer's
 //! protection wins when the answer's fate is unknown), or records what was captured.
 
-use super::usage::usage_charge;
+use super::usage::{charge_of, stated_at_end};
 use crate::payments::way::{
-    Admission, Admitted, Ended, Gate, Held, Paying, Receipt, Step, Terms, Unadmitted, Way,
+    Admission, Admitted, Ended, Gate, Held, OnChain, Paying, Receipt, Step, Terms, Unadmitted, Way,
 };
 use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve};
 use crate::route_entry::RouteEntry;
@@ -20,7 +20,7 @@ use crate::usage::Slot;
 use alloy_primitives::U256;
 use http::HeaderValue;
 use paygate_domain::model::{
-    EscrowRecord, GatewayPayment, PaymentStatus, PaymentTransfer, Pricing, Route, Scheme,
+    EscrowRecord, GatewayPayment, PaymentStatus, PaymentTransfer, Route, Scheme,
 };
 use paygate_x402::auth_capture::{self, EscrowTerms, Escrowed, PaymentInfo, PaymentInfoWire};
 use paygate_x402::facilitator::{CallError, ChainCalls};
@@ -39,6 +39,10 @@ pub const CAPTURE_WINDOW_SECS: u64 = 900;
 /// Gas for one escrow call (authorize measured ~150k on FiatTokenV2_2; headroom for a smart
 /// wallet's signature check).
 const ESCROW_GAS: u64 = 400_000;
+
+/// How long a live request may hold a payment before reconciliation takes the hold as left
+/// behind (this process's own records; a crash's are taken at once).
+const LIVE_HOLD_SECS: i64 = 300;
 
 /// `auth-capture`: held in escrow before forwarding, captured for what was served.
 pub(crate) struct AuthCapture;
@@ -102,7 +106,6 @@ impl Way for AuthCapture {
         record.transfer = PaymentTransfer::AuthCapture;
         record.escrow = Some(Box::new(EscrowRecord {
             terms: PaymentInfoWire::of(&escrowed.info),
-            hash: escrowed.hash.to_string(),
             authorized_tx: None,
             captured: UsdcAmount(0),
             voided_tx: None,
@@ -138,6 +141,84 @@ impl Way for AuthCapture {
             })),
             receipt: None,
         })
+    }
+
+    fn reconciles(&self, p: &GatewayPayment) -> bool {
+        p.transfer == PaymentTransfer::AuthCapture
+    }
+
+    /// A live request holds its payment while the origin answers, however long that takes.
+    fn live_secs(&self) -> i64 {
+        LIVE_HOLD_SECS
+    }
+
+    /// An open record (a crash, or an outcome not known) is decided by the escrow's state:
+    /// still held, voided (the answer's fate is unknown, the payer is protected); captured,
+    /// recorded so; released (voided, reclaimed), closed `FAILED`; never held, closed once the
+    /// authorization expired, else left for the next pass.
+    async fn reconcile(
+        &self,
+        p: &GatewayPayment,
+        at: &OnChain<'_>,
+    ) -> Result<Option<GatewayPayment>, String> {
+        let chain = at
+            .calls
+            .ok_or("no relayer calls: the escrow cannot be voided here")?;
+        let chain_id = at.network.config.chain_id;
+        let escrow = p.escrow.as_ref().ok_or("no escrow terms on the record")?;
+        let payer = paygate_x402::address::parse_address(&p.payer).ok_or("malformed payer")?;
+        let info = escrow.terms.info(payer).ok_or("malformed escrow terms")?;
+        let hash = auth_capture::payment_hash(chain_id, &info);
+        let out = chain
+            .view_call(
+                chain_id,
+                auth_capture::ESCROW_ADDRESS,
+                auth_capture::state_call(hash),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let state = auth_capture::decode_state(&out).ok_or("unreadable escrow state")?;
+        let mut p = p.clone();
+        p.updated_at = paygate_domain::now_rfc3339();
+        let usd = |units: U256| UsdcAmount(u64::try_from(units).unwrap_or(u64::MAX));
+        if !state.collected {
+            if at.now <= escrow.terms.pre_approval_expiry {
+                return Ok(None);
+            }
+            p.status = PaymentStatus::Failed;
+            p.failure = Some("authorization expired without being held".into());
+            return Ok(Some(p));
+        }
+        if state.capturable > U256::ZERO {
+            let tx = chain
+                .send_call(
+                    chain_id,
+                    auth_capture::ESCROW_ADDRESS,
+                    auth_capture::void_call(&info),
+                    ESCROW_GAS,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Some(e) = p.escrow.as_mut() {
+                e.voided_tx = Some(tx.to_string());
+            }
+        }
+        // What the escrow paid out, refunds included (none before the record is decided).
+        let captured = usd(state.refundable);
+        if captured.0 > 0 {
+            p.status = PaymentStatus::Settled;
+            p.amount = captured;
+            p.settled_by_reconciliation = true;
+            p.failure = None;
+            if let Some(e) = p.escrow.as_mut() {
+                e.captured = captured;
+            }
+        } else {
+            p.status = PaymentStatus::Failed;
+            p.failure =
+                Some("voided by reconciliation: the request's outcome was not recorded".into());
+        }
+        Ok(Some(p))
     }
 }
 
@@ -237,11 +318,7 @@ impl EscrowHeld {
     /// What the origin's `stated` charge comes to, in USDC base units (at most the price).
     fn charge(&self, stated: Option<&HeaderValue>) -> u64 {
         let price = u128::from(self.requirements.amount.0);
-        let charge = match self.entry.route.pricing {
-            Pricing::Fixed => price,
-            Pricing::Usage => usage_charge(stated, price, &self.entry.id),
-        };
-        u64::try_from(charge).unwrap_or(self.requirements.amount.0)
+        u64::try_from(charge_of(&self.entry, price, stated)).unwrap_or(self.requirements.amount.0)
     }
 
     /// Sends `call` to the escrow from the relayer (simulated first).
@@ -396,7 +473,7 @@ impl Held for EscrowHeld {
         stated: Option<&HeaderValue>,
     ) -> Step {
         let route = &self.entry.route;
-        if status < 400 && stated.is_none() && route.streaming && route.pricing == Pricing::Usage {
+        if status < 400 && stated_at_end(route, stated) {
             self.at_end = true;
             return Step::Wait(None);
         }
@@ -442,70 +519,4 @@ impl Held for EscrowHeld {
         }
         receipt
     }
-}
-
-/// Reconciliation of an open `auth-capture` record `p` (a crash, or an outcome not known):
-/// the escrow's state decides it. Still held: voided (the answer's fate is unknown, the payer
-/// is protected); captured: recorded so; released (voided, reclaimed): closed `FAILED`; never
-/// held: closed once the authorization expired, else left for the next pass. `Ok(None)`:
-/// nothing to record yet.
-pub(crate) async fn reconcile(
-    p: &GatewayPayment,
-    chain: &dyn ChainCalls,
-    chain_id: u64,
-    now: u64,
-) -> Result<Option<GatewayPayment>, String> {
-    let escrow = p.escrow.as_ref().ok_or("no escrow terms on the record")?;
-    let payer = paygate_x402::address::parse_address(&p.payer).ok_or("malformed payer")?;
-    let info = escrow.terms.info(payer).ok_or("malformed escrow terms")?;
-    let hash = auth_capture::payment_hash(chain_id, &info);
-    let out = chain
-        .view_call(
-            chain_id,
-            auth_capture::ESCROW_ADDRESS,
-            auth_capture::state_call(hash),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let state = auth_capture::decode_state(&out).ok_or("unreadable escrow state")?;
-    let mut p = p.clone();
-    p.updated_at = paygate_domain::now_rfc3339();
-    let usd = |units: U256| UsdcAmount(u64::try_from(units).unwrap_or(u64::MAX));
-    if !state.collected {
-        if now <= escrow.terms.pre_approval_expiry {
-            return Ok(None);
-        }
-        p.status = PaymentStatus::Failed;
-        p.failure = Some("authorization expired without being held".into());
-        return Ok(Some(p));
-    }
-    if state.capturable > U256::ZERO {
-        let tx = chain
-            .send_call(
-                chain_id,
-                auth_capture::ESCROW_ADDRESS,
-                auth_capture::void_call(&info),
-                ESCROW_GAS,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some(e) = p.escrow.as_mut() {
-            e.voided_tx = Some(tx.to_string());
-        }
-    }
-    // What the escrow paid out, refunds included (none before the record is decided).
-    let captured = usd(state.refundable);
-    if captured.0 > 0 {
-        p.status = PaymentStatus::Settled;
-        p.amount = captured;
-        p.settled_by_reconciliation = true;
-        p.failure = None;
-        if let Some(e) = p.escrow.as_mut() {
-            e.captured = captured;
-        }
-    } else {
-        p.status = PaymentStatus::Failed;
-        p.failure = Some("voided by reconciliation: the request's outcome was not recorded".into());
-    }
-    Ok(Some(p))
 }

@@ -3,7 +3,7 @@
 //! for a usage-priced route what the origin stated); a failed or cut-short answer charges
 //! nothing and the same voucher can be sent again. A payer's refund is answered here.
 
-use super::usage::usage_charge;
+use super::usage::{charge_of, stated_at_end};
 use crate::channels::{self, ChannelCharge, ChannelRefusal};
 use crate::payments::way::{
     Admission, Admitted, Ended, Gate, Held, Paying, Receipt, Served, Step, Terms, Unadmitted, Way,
@@ -11,7 +11,7 @@ use crate::payments::way::{
 use crate::payments::{PaymentService, Refusal};
 use crate::route_entry::RouteEntry;
 use http::HeaderValue;
-use paygate_domain::model::{Pricing, Route, Scheme};
+use paygate_domain::model::{Route, Scheme};
 use paygate_x402::batch::ChannelPayloadWire;
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::verify::Rejection;
@@ -123,10 +123,7 @@ impl ChannelHeld {
     ) -> Option<Receipt> {
         let (channels, voucher) = (svc.channels.as_ref()?, self.voucher.take()?);
         let price = voucher.price();
-        let charge = match self.entry.route.pricing {
-            Pricing::Fixed => price,
-            Pricing::Usage => usage_charge(stated, price, &self.entry.id),
-        };
+        let charge = charge_of(&self.entry, price, stated);
         match channels.finish(voucher, charge).await {
             Ok(receipt) => Some(Receipt {
                 header: "payment-response",
@@ -158,7 +155,7 @@ impl Held for ChannelHeld {
             return Step::Done(None);
         }
         let route = &self.entry.route;
-        if stated.is_none() && route.streaming && route.pricing == Pricing::Usage {
+        if stated_at_end(route, stated) {
             // Its trailer may state the charge: charged when the answer has passed.
             self.at_end = true;
             return Step::Wait(None);

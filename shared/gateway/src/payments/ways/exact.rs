@@ -8,13 +8,13 @@
 use super::window;
 use crate::payments::ids::{IdClaim, PaymentKey};
 use crate::payments::way::{
-    Admission, Admitted, Ended, Gate, Held, Paying, Receipt, Served, Step, Terms, Unadmitted, Way,
+    Admission, Admitted, Ended, Gate, Held, OnChain, Paying, Receipt, Served, Step, Terms,
+    Unadmitted, Way,
 };
 use crate::payments::{Charge, Paid, PaymentService, Refusal};
-use alloy_primitives::{Address, B256};
 use http::HeaderValue;
 use paygate_domain::model::{GatewayPayment, PaidAnswer, PaymentTransfer, Route, Scheme};
-use paygate_x402::facilitator::embedded::{self, ChainReadError};
+use paygate_x402::facilitator::embedded;
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::verify::Rejection;
 use paygate_x402::{Extensions, Offered};
@@ -83,23 +83,31 @@ impl Way for Exact {
         })
     }
 
-    async fn used_on_chain(
+    fn reconciles(&self, p: &GatewayPayment) -> bool {
+        matches!(
+            p.transfer,
+            PaymentTransfer::Eip3009 | PaymentTransfer::Permit2
+        )
+    }
+
+    /// The token's `authorizationState` (Permit2's `nonceBitmap` for a Permit2 payment) says
+    /// whether the money moved.
+    async fn reconcile(
         &self,
         p: &GatewayPayment,
-        rpc_url: &str,
-        from: Address,
-        nonce: B256,
-    ) -> Option<Result<bool, ChainReadError>> {
-        match p.transfer {
-            PaymentTransfer::Eip3009 => {
-                let token = paygate_x402::address::parse_address(&p.asset).unwrap_or_default();
-                Some(embedded::authorization_state(rpc_url, token, from, nonce).await)
-            }
+        at: &OnChain<'_>,
+    ) -> Result<Option<GatewayPayment>, String> {
+        let (from, nonce) = OnChain::authorization_of(p)?;
+        let used = match p.transfer {
             PaymentTransfer::Permit2 => {
-                Some(embedded::permit2_nonce_used(rpc_url, from, nonce).await)
+                embedded::permit2_nonce_used(at.rpc_url(), from, nonce).await
             }
-            PaymentTransfer::Upto | PaymentTransfer::AuthCapture => None,
-        }
+            _ => {
+                let token = paygate_x402::address::parse_address(&p.asset).unwrap_or_default();
+                embedded::authorization_state(at.rpc_url(), token, from, nonce).await
+            }
+        };
+        Ok(at.by_authorization(p, used.map_err(|e| e.to_string())?))
     }
 }
 

@@ -13,19 +13,16 @@
 //! reservation to reconciliation, which closes it unpaid once the authorization's deadline has
 //! passed (only this deployment's relayer can settle it, so nothing else can land).
 
-use super::usage::usage_charge;
+use super::usage::{charge_of, stated_at_end};
 use crate::payments::way::{
-    Admission, Admitted, Ended, Gate, Held, Paying, Receipt, Step, Terms, Unadmitted, Way,
+    Admission, Admitted, Ended, Gate, Held, OnChain, Paying, Receipt, Step, Terms, Unadmitted, Way,
 };
 use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve, Verified};
 use crate::route_entry::RouteEntry;
 use crate::usage::Slot;
-use alloy_primitives::{Address, B256};
 use http::HeaderValue;
-use paygate_domain::model::{
-    GatewayPayment, PaymentStatus, PaymentTransfer, Pricing, Route, Scheme,
-};
-use paygate_x402::facilitator::embedded::{self, ChainReadError};
+use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer, Route, Scheme};
+use paygate_x402::facilitator::embedded;
 use paygate_x402::facilitator::PaymentRequest;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
@@ -115,17 +112,19 @@ impl Way for Upto {
         })
     }
 
-    async fn used_on_chain(
+    fn reconciles(&self, p: &GatewayPayment) -> bool {
+        p.transfer == PaymentTransfer::Upto
+    }
+
+    /// Permit2's `nonceBitmap` says whether the charge moved.
+    async fn reconcile(
         &self,
         p: &GatewayPayment,
-        rpc_url: &str,
-        from: Address,
-        nonce: B256,
-    ) -> Option<Result<bool, ChainReadError>> {
-        if p.transfer != PaymentTransfer::Upto {
-            return None;
-        }
-        Some(embedded::permit2_nonce_used(rpc_url, from, nonce).await)
+        at: &OnChain<'_>,
+    ) -> Result<Option<GatewayPayment>, String> {
+        let (from, nonce) = OnChain::authorization_of(p)?;
+        let used = embedded::permit2_nonce_used(at.rpc_url(), from, nonce).await;
+        Ok(at.by_authorization(p, used.map_err(|e| e.to_string())?))
     }
 }
 
@@ -174,11 +173,7 @@ impl UptoHeld {
     /// What the origin's `stated` charge comes to, in USDC base units (at most the price).
     fn charge(&self, stated: Option<&HeaderValue>) -> u64 {
         let price = u128::from(self.requirements.amount.0);
-        let charge = match self.entry.route.pricing {
-            Pricing::Fixed => price,
-            Pricing::Usage => usage_charge(stated, price, &self.entry.id),
-        };
-        u64::try_from(charge).unwrap_or(self.requirements.amount.0)
+        u64::try_from(charge_of(&self.entry, price, stated)).unwrap_or(self.requirements.amount.0)
     }
 
     /// Settles the admitted authorization for `charge` (USDC base units): no transaction for
@@ -259,7 +254,7 @@ impl Held for UptoHeld {
         stated: Option<&HeaderValue>,
     ) -> Step {
         let route = &self.entry.route;
-        if status < 400 && stated.is_none() && route.streaming && route.pricing == Pricing::Usage {
+        if status < 400 && stated_at_end(route, stated) {
             // Its trailer may state the charge: settled when the answer has passed.
             self.at_end = true;
             return Step::Wait(None);

@@ -1,9 +1,29 @@
-//! What a usage-priced request is charged.
+//! What a usage-priced request is charged, and when: shared by the ways that charge after the
+//! answer (channels, `upto`, `auth-capture`).
+
+use crate::route_entry::RouteEntry;
+use http::HeaderValue;
+use paygate_domain::model::{Pricing, Route};
+
+/// What a request to `entry` is charged, at most `price` (base units): the price, or for a
+/// usage-priced route what the origin `stated`.
+pub(super) fn charge_of(entry: &RouteEntry, price: u128, stated: Option<&HeaderValue>) -> u128 {
+    match entry.route.pricing {
+        Pricing::Fixed => price,
+        Pricing::Usage => usage_charge(stated, price, &entry.id),
+    }
+}
+
+/// Whether the charge of an answer to `route` whose head `stated` none comes at its end: a
+/// usage-priced streamed answer may state it in a trailer.
+pub(super) fn stated_at_end(route: &Route, stated: Option<&HeaderValue>) -> bool {
+    stated.is_none() && route.streaming && route.pricing == Pricing::Usage
+}
 
 /// What a usage-priced request is charged: the origin's stated charge in decimal USD, at most
 /// the `price` (an amount too large for any price is above it); the price when the origin says
 /// nothing; nothing (and a warning for the operator) when what it says is not an amount.
-pub(super) fn usage_charge(stated: Option<&http::HeaderValue>, price: u128, route: &str) -> u128 {
+fn usage_charge(stated: Option<&HeaderValue>, price: u128, route: &str) -> u128 {
     let Some(v) = stated else { return price };
     let text = v.to_str().unwrap_or("").trim();
     match paygate_x402::money::parse_usdc_units(text) {
