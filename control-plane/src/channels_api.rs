@@ -6,15 +6,15 @@
 
 use crate::auth::OrgAuth;
 use crate::error::ApiError;
-use crate::input::{remembered, Idem, IdempotencyKey};
+use crate::input::{keep_answer, remembered, Idem, IdempotencyKey};
 use crate::state::AppState;
 use axum::extract::Path;
 use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::http::{Method, Uri};
+use axum::response::Response;
 use axum::Json;
 use paygate_domain::channel::ChannelRecord;
-use paygate_domain::{ErrorCode, StoreError};
+use paygate_domain::ErrorCode;
 use paygate_gateway::channels::{ChannelRefusal, Channels};
 use paygate_x402::batch::ChannelRejection;
 use serde::Serialize;
@@ -190,20 +190,7 @@ pub async fn refund(
         transaction: refunded.transaction.map(|t| format!("{t:#x}")),
         channel: refunded.record.into(),
     };
-    if let Some(i) = &idem {
-        // The refund itself is idempotent (a repeat moves nothing); the record makes a repeat
-        // under the same key answer this first result.
-        match state
-            .store
-            .put_idempotency(&i.record(&org.id, StatusCode::OK, &out))
-            .await
-        {
-            Ok(()) => {}
-            Err(StoreError::IdempotencyKeyUsed(prev)) => return Ok(i.replay(&prev)),
-            Err(e) => {
-                tracing::warn!(error = %e, "the refund's Idempotency-Key record was not kept")
-            }
-        }
-    }
-    Ok(Json(out).into_response())
+    // The refund itself is idempotent (a repeat moves nothing); the record makes a repeat under
+    // the same key answer this first result.
+    Ok(keep_answer(&state, &org.id, &idem, &out, "the channel refund").await)
 }

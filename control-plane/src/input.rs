@@ -79,6 +79,11 @@ impl Idem {
         })
     }
 
+    /// The key itself.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
     pub fn record(
         &self,
         org_id: &str,
@@ -130,6 +135,30 @@ pub async fn remembered(
         }
     }
     Ok(None)
+}
+
+/// `out` answered `200` under the request's `Idempotency-Key`, kept so a repeat answers it
+/// again: the answer (or, when a concurrent request under the key was kept first, that one's).
+/// The operation records its key itself too, so a record that could not be kept loses nothing.
+pub async fn keep_answer(
+    state: &AppState,
+    org_id: &str,
+    idem: &Option<Idem>,
+    out: &impl serde::Serialize,
+    what: &str,
+) -> Response {
+    if let Some(i) = idem {
+        match state
+            .store
+            .put_idempotency(&i.record(org_id, StatusCode::OK, out))
+            .await
+        {
+            Ok(()) => {}
+            Err(paygate_domain::StoreError::IdempotencyKeyUsed(prev)) => return i.replay(&prev),
+            Err(e) => tracing::warn!(error = %e, "{what}'s Idempotency-Key record was not kept"),
+        }
+    }
+    axum::Json(out).into_response()
 }
 
 /// The query string read into `T`, the one way queries are read: a parameter given twice is a

@@ -21,6 +21,7 @@ pub mod openapi;
 mod origin_api;
 mod payments_api;
 mod payout_events;
+mod refunds_api;
 mod revenue;
 mod routes_api;
 mod scopes;
@@ -96,6 +97,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/channels/{id}/refund", post(channels_api::refund))
         .route("/api/payments", get(payments_api::list))
         .route("/api/payments/{id}", get(payments_api::get_one))
+        .route("/api/payments/{id}/refund", post(refunds_api::refund))
         .route("/api/origin-secret", get(origin_api::get))
         .route("/api/origin-secret/rotate", post(origin_api::rotate))
         .route("/admin/orgs", post(admin::create_org).get(admin::list_orgs))

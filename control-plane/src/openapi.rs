@@ -57,6 +57,7 @@ use utoipa::{Modify, OpenApi};
         crate::channels_api::refund,
         crate::payments_api::list,
         crate::payments_api::get_one,
+        crate::refunds_api::refund,
         crate::discovery::list,
         crate::discovery::well_known,
         crate::metrics_api::org_metrics,

@@ -99,12 +99,74 @@ pub struct PaymentView {
     /// For a settled payment.
     #[schema(required)]
     receipt: Option<ReceiptView>,
+    /// An `auth-capture` payment's escrow: captured, refunded, refundable until when.
+    #[schema(required)]
+    escrow: Option<EscrowView>,
     created_at: String,
     updated_at: String,
 }
 
+/// A refund made.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefundView {
+    /// `rfd_...`
+    pub id: String,
+    #[serde(rename = "amountUSDC")]
+    #[schema(rename = "amountUSDC")]
+    pub amount_usdc: String,
+    /// The escrow's `refund` transaction (null when a crash left it to be read back).
+    #[schema(required)]
+    pub transaction: Option<String>,
+    pub created_at: String,
+}
+
+impl From<&paygate_domain::model::EscrowRefund> for RefundView {
+    fn from(r: &paygate_domain::model::EscrowRefund) -> Self {
+        Self {
+            id: r.id.clone(),
+            amount_usdc: paygate_payouts::money::usdc_string(r.amount),
+            transaction: r.transaction.clone(),
+            created_at: r.created_at.clone(),
+        }
+    }
+}
+
+/// An `auth-capture` payment's escrow, as the ledger shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EscrowView {
+    /// Paid to the seller.
+    #[serde(rename = "capturedUSDC")]
+    #[schema(rename = "capturedUSDC")]
+    captured_usdc: String,
+    #[serde(rename = "refundedUSDC")]
+    #[schema(rename = "refundedUSDC")]
+    refunded_usdc: String,
+    /// Unix seconds until which it may be refunded (its capture deadline when the route had
+    /// refunds off).
+    refund_deadline: u64,
+    /// Refunds done, oldest first.
+    refunds: Vec<RefundView>,
+    /// A refund sent whose outcome is read back at the next refund request.
+    #[schema(required)]
+    pending_refund: Option<RefundView>,
+}
+
+impl EscrowView {
+    fn of(e: &paygate_domain::model::EscrowRecord) -> Self {
+        Self {
+            captured_usdc: usdc_string(e.captured),
+            refunded_usdc: usdc_string(e.refunded()),
+            refund_deadline: e.terms.refund_expiry,
+            refunds: e.refunds.iter().map(RefundView::from).collect(),
+            pending_refund: e.pending_refund.as_ref().map(RefundView::from),
+        }
+    }
+}
+
 impl PaymentView {
-    fn new(p: GatewayPayment, path: Option<String>, state: &AppState) -> Self {
+    pub(crate) fn new(p: GatewayPayment, path: Option<String>, state: &AppState) -> Self {
         let explorer_url = p.transaction.as_ref().and_then(|tx| {
             let n = state.networks().resolve(&p.network)?;
             let base = &n.config.explorer_tx_url;
@@ -116,7 +178,9 @@ impl PaymentView {
             network: p.network.clone(),
             payer: p.payer.clone(),
         });
+        let escrow = p.escrow.as_deref().map(EscrowView::of);
         Self {
+            escrow,
             route_path: path,
             amount_usdc: usdc_string(p.amount),
             status: p.status.as_str(),

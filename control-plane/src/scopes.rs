@@ -23,6 +23,7 @@ pub fn need(method: &Method, path: &str) -> KeyRole {
         | "/corridors/{id}/payments/{payment_id}/refresh"
         | "/api/channels/claim"
         | "/api/channels/{id}/refund"
+        | "/api/payments/{id}/refund"
             if !reads =>
         {
             KeyRole::Payouts

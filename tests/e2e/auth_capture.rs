@@ -23,8 +23,15 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(&[]).await
+}
+
+/// [`setup`] with more of the gateway's environment.
+async fn setup_with(extra: &[(&str, &str)]) -> Setup {
     let chain = Chain::start();
-    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let mut env = chain.gateway_env();
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
     let receiver = address(9);
     let (_, key) = gw
@@ -352,4 +359,152 @@ async fn a_routes_refund_window_sets_the_refund_deadline_and_is_checked() {
             "{extra}: {err}"
         );
     }
+}
+
+/// `POST /api/payments/{id}/refund` with `key` (none: no header) and `body`: status, code, JSON.
+async fn refund(s: &Setup, id: &str, key: Option<&str>, body: Value) -> (u16, String, Value) {
+    let mut r =
+        s.gw.http
+            .post(s.gw.url(&format!("/api/payments/{id}/refund")))
+            .bearer_auth(&s.key)
+            .json(&body);
+    if let Some(k) = key {
+        r = r.header("Idempotency-Key", k);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    let v: Value = r.json().await.unwrap();
+    let code = v["code"].as_str().unwrap_or_default().to_string();
+    (status, code, v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_its_window() {
+    use common::webhook_receiver::{register, Receiver};
+    // A master key seals the webhook's secret; deliveries are polled often.
+    let s = setup_with(&[
+        (
+            "PAYGATE_MASTER_KEY",
+            "6c2e4a8b0d1f3e5a7c9b1d3f5e7a9c0b2d4f6e8a0c1e3b5d7f9a2c4e6b8d0f1a",
+        ),
+        ("PAYGATE__WEBHOOKS__POLL_INTERVAL_MS", "100"),
+    ])
+    .await;
+    let rx = Receiver::start(Vec::new()).await;
+    register(&s.gw, &s.key, &rx.url, json!(["payment.refunded"])).await;
+    s.gw.create_route(
+        &s.key,
+        json!({"path": "refundable", "priceUSD": 0.01, "schemes": ["auth-capture"],
+            "refundWindowSeconds": 3600,
+            "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    route(&s, "final").await;
+    let payer = address(4);
+    let paid = official_pay(&s, &s.gw.url("/gateway/acme/refundable"), 4);
+    assert_eq!(paid["status"], 200, "{paid}");
+    let once = official_pay(&s, &s.gw.url("/gateway/acme/final"), 4);
+    assert_eq!(once["status"], 200, "{once}");
+    let payments = ledger(&s).await;
+    let (final_id, id) = (
+        payments[0]["id"].as_str().unwrap().to_string(),
+        payments[1]["id"].as_str().unwrap().to_string(),
+    );
+    assert_eq!(
+        payments[1]["escrow"]["capturedUSDC"], "0.010000",
+        "{payments:?}"
+    );
+    let after_paying = usdc_of(&s, payer).await;
+
+    // Refused, nothing moves: no key; above the capture; refunds off on its route; another
+    // organisation's payment; the operator (the relayer) holding no USDC to fund it.
+    let (status, code, _) = refund(&s, &id, None, json!({})).await;
+    assert_eq!((status, code.as_str()), (400, "MISSING_IDEMPOTENCY_KEY"));
+    let (status, code, _) = refund(&s, &id, Some("k0"), json!({"amountUSDC": "0.02"})).await;
+    assert_eq!((status, code.as_str()), (400, "REFUND_EXCEEDS_CAPTURE"));
+    let (status, code, _) = refund(&s, &final_id, Some("k0b"), json!({})).await;
+    assert_eq!((status, code.as_str()), (409, "REFUND_WINDOW_CLOSED"));
+    let (_, other_key) =
+        s.gw.create_org("beta", Some(&address(8).to_checksum(None)))
+            .await;
+    let r =
+        s.gw.http
+            .post(s.gw.url(&format!("/api/payments/{id}/refund")))
+            .bearer_auth(&other_key)
+            .header("Idempotency-Key", "k-other")
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 404);
+    let (status, code, _) = refund(&s, &id, Some("k1"), json!({"amountUSDC": "0.004"})).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (502, "UPSTREAM_ERROR"),
+        "the operator is unfunded"
+    );
+    assert_eq!(usdc_of(&s, payer).await, after_paying);
+
+    // Funded, a partial refund moves exactly its amount back, once per key.
+    s.chain.send_usdc(1, address(0), 1_000_000).await;
+    let (status, _, first) = refund(&s, &id, Some("k1"), json!({"amountUSDC": "0.004"})).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["refund"]["amountUSDC"], "0.004000", "{first}");
+    assert!(first["refund"]["transaction"]
+        .as_str()
+        .unwrap()
+        .starts_with("0x"));
+    assert_eq!(
+        first["payment"]["escrow"]["refundedUSDC"], "0.004000",
+        "{first}"
+    );
+    assert_eq!(
+        usdc_of(&s, payer).await,
+        after_paying + U256::from(4_000u64)
+    );
+    let (status, _, again) = refund(&s, &id, Some("k1"), json!({"amountUSDC": "0.004"})).await;
+    assert_eq!(
+        (status, &again["refund"]["id"]),
+        (200, &first["refund"]["id"])
+    );
+    let (status, code, _) = refund(&s, &id, Some("k1"), json!({"amountUSDC": "0.005"})).await;
+    assert_eq!((status, code.as_str()), (409, "DUPLICATE_REQUEST"));
+    assert_eq!(
+        usdc_of(&s, payer).await,
+        after_paying + U256::from(4_000u64)
+    );
+    // The rest, then nothing is left.
+    let (status, _, rest) = refund(&s, &id, Some("k2"), json!({})).await;
+    assert_eq!(status, 200, "{rest}");
+    assert_eq!(rest["refund"]["amountUSDC"], "0.006000", "{rest}");
+    assert_eq!(
+        usdc_of(&s, payer).await,
+        after_paying + U256::from(10_000u64)
+    );
+    let (status, code, _) = refund(&s, &id, Some("k3"), json!({})).await;
+    assert_eq!((status, code.as_str()), (409, "NOT_REFUNDABLE"));
+    let shown: Value =
+        s.gw.api(
+            &s.key,
+            reqwest::Method::GET,
+            &format!("/api/payments/{id}"),
+            None,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["escrow"]["refundedUSDC"], "0.010000", "{shown}");
+    assert_eq!(
+        shown["escrow"]["refunds"].as_array().unwrap().len(),
+        2,
+        "{shown}"
+    );
+    assert_eq!(shown["escrow"]["pendingRefund"], Value::Null, "{shown}");
+    // The seller's webhook hears of each refund once.
+    let events = rx.accepted("payment.refunded", 2).await;
+    let amounts: Vec<_> = events
+        .iter()
+        .map(|(_, v)| v["data"]["refund"]["amountUSD"].clone())
+        .collect();
+    assert_eq!(amounts, [json!("0.004"), json!("0.006")], "{events:?}");
 }

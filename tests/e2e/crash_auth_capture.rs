@@ -201,3 +201,155 @@ async fn chain_view(chain: &Chain, data: Vec<u8>) -> Vec<u8> {
         .with_input(data);
     p.call(tx).await.expect("escrow call").to_vec()
 }
+
+/// Asks for a refund of `amount_usdc` of payment `id` under `key` until the answer is final (not
+/// a cut connection, a 5xx or `SETTLEMENT_PENDING`) or `patience` is over: how it ended.
+async fn refund_until_final(
+    gw: &Gateway,
+    org_key: &str,
+    id: &str,
+    key: &str,
+    patience: Duration,
+) -> String {
+    let deadline = Instant::now() + patience;
+    loop {
+        let sent = gw
+            .http
+            .post(gw.url(&format!("/api/payments/{id}/refund")))
+            .bearer_auth(org_key)
+            .header("Idempotency-Key", key)
+            .json(&json!({"amountUSDC": "0.004"}))
+            .send()
+            .await;
+        let answer = match sent {
+            Ok(r) if r.status() == 200 => "200".to_string(),
+            Ok(r) => {
+                let (status, code, _) = error_of(r).await;
+                format!("{status} {code}")
+            }
+            Err(_) => "cut".into(),
+        };
+        let pending = answer == "cut" || answer.starts_with('5');
+        if !pending || Instant::now() > deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_at_random_points_of_refunds_refunds_each_once() {
+    let trials = std::env::var("PAYGATE_CRASH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20usize);
+    let chain = Chain::start();
+    let mut gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let upstream = Upstream::start().await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    gw.create_route(
+        &key,
+        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
+               "refundWindowSeconds": 3600,
+               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    // The operator (the relayer) funds refunds.
+    chain.send_usdc(1, address(0), 100_000_000).await;
+    // One captured payment a trial.
+    for i in 0..trials {
+        let challenge = challenge_at(&gw, PATH).await;
+        let (header, _, _) = signed(&challenge, 2 + i % 5);
+        let paid =
+            retry_until_final(&gw, PATH, ("PAYMENT-SIGNATURE", &header), Duration::ZERO).await;
+        assert_eq!(paid, "200", "{}", gw.log());
+    }
+    let list: Value = gw
+        .api(&key, reqwest::Method::GET, "/api/payments?limit=500", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<(String, Address)> = list["payments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["status"], "SETTLED", "{p}");
+            (
+                p["id"].as_str().unwrap().to_string(),
+                p["payer"].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ids.len(), trials);
+    // The quickest refund sets the kill window (a refund of its own, on the first payment).
+    let t0 = Instant::now();
+    let warm = refund_until_final(&gw, &key, &ids[0].0, "warm", Duration::ZERO).await;
+    assert_eq!(warm, "200", "{}", gw.log());
+    let window_ms = (t0.elapsed().as_millis() as u64 * 3 / 2).max(10);
+
+    let mut rng = rand::thread_rng();
+    let mut first = BTreeMap::<String, usize>::new();
+    let mut retried = BTreeMap::<String, usize>::new();
+    for (i, (id, _)) in ids.iter().enumerate().skip(1) {
+        let (http, url, k, org) = (
+            gw.http.clone(),
+            gw.url(&format!("/api/payments/{id}/refund")),
+            format!("k{i}"),
+            key.clone(),
+        );
+        let asked = tokio::spawn(async move {
+            let sent = http
+                .post(url)
+                .bearer_auth(org)
+                .header("Idempotency-Key", k)
+                .json(&json!({"amountUSDC": "0.004"}))
+                .send()
+                .await;
+            match sent {
+                Ok(r) => r.status().as_u16().to_string(),
+                Err(_) => "cut".to_string(),
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=window_ms))).await;
+        gw.kill();
+        *first.entry(asked.await.unwrap()).or_default() += 1;
+        gw.restart().await;
+        let again =
+            refund_until_final(&gw, &key, id, &format!("k{i}"), Duration::from_secs(5)).await;
+        *retried.entry(again).or_default() += 1;
+    }
+    assert!(gw.stop(), "paygate did not stop:\n{}", gw.log());
+
+    // Judged against the escrow: what it refunded of each payment is what the record says,
+    // exactly one refund of $0.004 each, nothing left pending.
+    let store = gw.store().await;
+    let (mut refunded_twice, mut lost, mut phantom, mut pending, mut refunded) = (0, 0, 0, 0, 0);
+    for (id, from) in &ids {
+        let p = store.get_payment(id).await.unwrap().expect("payment");
+        let e = p.escrow.as_ref().expect("escrow");
+        let info = e.terms.info(*from).expect("terms");
+        let out = chain_view(
+            &chain,
+            auth_capture::state_call(auth_capture::payment_hash(84532, &info)),
+        )
+        .await;
+        let state = auth_capture::decode_state(&out).expect("paymentState");
+        let on_chain = PRICE - u64::try_from(state.refundable).unwrap();
+        let recorded = e.refunded().0;
+        refunded_twice += usize::from(on_chain > 4_000);
+        lost += usize::from(on_chain > recorded);
+        phantom += usize::from(recorded > on_chain);
+        pending += usize::from(e.pending_refund.is_some());
+        refunded += usize::from(on_chain == 4_000);
+    }
+    println!(
+        "refund crash tally ({trials} trials, kill window {window_ms} ms): refunded twice {refunded_twice}, \
+         lost {lost}, phantom {phantom}, pending {pending}, refunded once {refunded}, first {first:?}, retry {retried:?}"
+    );
+    assert_eq!((refunded_twice, lost, phantom, pending), (0, 0, 0, 0));
+    assert_eq!(refunded, trials, "every refund was made once in the end");
+}

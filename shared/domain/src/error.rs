@@ -48,6 +48,13 @@ pub enum ErrorCode {
     /// A Permit2 payment whose payer has not approved Permit2 for the token: approve once,
     /// then pay again (x402's `412` with `permit2_allowance_required`).
     Permit2ApprovalRequired,
+    /// A refund of a payment that cannot be refunded (not a captured `auth-capture` payment,
+    /// or refunded in full).
+    NotRefundable,
+    /// A refund after the payment's refund deadline (or of a route with refunds off).
+    RefundWindowClosed,
+    /// A refund above what was captured and not refunded (the escrow's `RefundExceedsCapture`).
+    RefundExceedsCapture,
     UpstreamError,
     StoreUnavailable,
     InternalError,
@@ -94,6 +101,9 @@ impl ErrorCode {
             Self::RfiNotOpen => "RFI_NOT_OPEN",
             Self::SignInRefused => "SIGN_IN_REFUSED",
             Self::Permit2ApprovalRequired => "PERMIT2_APPROVAL_REQUIRED",
+            Self::NotRefundable => "NOT_REFUNDABLE",
+            Self::RefundWindowClosed => "REFUND_WINDOW_CLOSED",
+            Self::RefundExceedsCapture => "REFUND_EXCEEDS_CAPTURE",
             Self::UpstreamError => "UPSTREAM_ERROR",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
@@ -111,7 +121,8 @@ impl ErrorCode {
             | Self::InvalidBeneficiary
             | Self::InvalidQuote
             | Self::QuoteExpired
-            | Self::MissingIdempotencyKey => 400,
+            | Self::MissingIdempotencyKey
+            | Self::RefundExceedsCapture => 400,
             Self::Unauthorized => 401,
             Self::NonceReplay
             | Self::PaymentRejected
@@ -128,7 +139,9 @@ impl ErrorCode {
             | Self::LastActiveKey
             | Self::InsufficientFunds
             | Self::PaymentIdConflict
-            | Self::RfiNotOpen => 409,
+            | Self::RfiNotOpen
+            | Self::NotRefundable
+            | Self::RefundWindowClosed => 409,
             Self::Permit2ApprovalRequired => 412,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,

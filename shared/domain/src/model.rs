@@ -528,9 +528,41 @@ pub struct EscrowRecord {
     /// The `void` (or reconciliation's) transaction that gave the hold back.
     #[serde(default)]
     pub voided_tx: Option<String>,
-    /// Refunded so far.
-    #[serde(default)]
-    pub refunded: UsdcAmount,
+    /// Refunds done, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refunds: Vec<EscrowRefund>,
+    /// A refund asked for whose outcome is not recorded yet (at most one at a time): the next
+    /// refund request of this payment reads the escrow and records it, or clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_refund: Option<EscrowRefund>,
+}
+
+impl EscrowRecord {
+    /// What was refunded so far.
+    pub fn refunded(&self) -> UsdcAmount {
+        UsdcAmount(self.refunds.iter().map(|r| r.amount.0).sum())
+    }
+
+    /// What may still be refunded.
+    pub fn refundable(&self) -> UsdcAmount {
+        UsdcAmount(self.captured.0.saturating_sub(self.refunded().0))
+    }
+}
+
+/// One refund of an `auth-capture` payment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EscrowRefund {
+    /// `rfd_` + UUIDv7 hex.
+    pub id: String,
+    pub amount: UsdcAmount,
+    /// The `Idempotency-Key` it was asked with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The escrow's `refund` transaction, once it landed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<String>,
+    pub created_at: String,
 }
 
 /// `chainId:asset:from:nonce`, lower-case hex: one authorization, whatever casing it came in.

@@ -521,6 +521,7 @@ fn paid(
 
 pub mod ids;
 pub mod reconcile;
+pub mod refunds;
 mod refusal;
 pub use refusal::{Refusal, Stop};
 pub mod registry;

@@ -57,6 +57,11 @@ impl Settleable {
         }
     }
 
+    /// The configured networks.
+    pub fn networks(&self) -> &Networks {
+        &self.networks
+    }
+
     /// No facilitator: nothing settles.
     pub fn none(networks: Networks) -> Self {
         let s = Self::new(networks);

@@ -14,6 +14,25 @@ use paygate_domain::window::{AccessWindow, WindowUse};
 use paygate_domain::StoreResult;
 use paygate_payouts::store::PayoutStore;
 
+/// What a conditional write of a payment requires of the stored one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentGuard<'a> {
+    /// Its outcome not recorded yet (`Reserved`/`Unknown`).
+    StillOpen,
+    /// Unchanged since it was read: its `updatedAt` is this one.
+    Unchanged(&'a str),
+}
+
+impl PaymentGuard<'_> {
+    /// Whether `stored` meets the guard.
+    pub fn holds(&self, stored: &GatewayPayment) -> bool {
+        match self {
+            Self::StillOpen => stored.status.is_open(),
+            Self::Unchanged(at) => stored.updated_at == *at,
+        }
+    }
+}
+
 /// The outcome of [`Store::reserve_payment`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PaymentReservation {
@@ -142,10 +161,20 @@ pub trait PaymentStore: Send + Sync {
         retry: &GatewayPayment,
         at: &str,
     ) -> StoreResult<Option<GatewayPayment>>;
+    /// Writes `payment` only if the stored one still meets `guard`, atomically and durably;
+    /// `false` (nothing written) when another writer came first or there is none.
+    async fn write_payment_if(
+        &self,
+        payment: &GatewayPayment,
+        guard: PaymentGuard<'_>,
+    ) -> StoreResult<bool>;
     /// Writes reconciliation's decision on a payment only if the stored payment is still open
     /// (`Reserved`/`Unknown`); `false` when another writer (the request that took it, on any
     /// node) recorded its outcome first, which is then kept.
-    async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool>;
+    async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
+        self.write_payment_if(payment, PaymentGuard::StillOpen)
+            .await
+    }
     /// Payments not yet `Settled` or `Failed`, for reconciliation.
     async fn unfinished_payments(&self) -> StoreResult<Vec<GatewayPayment>>;
     /// A page of `org_id`'s payments, newest (highest id) first, read through an index.

@@ -4,7 +4,7 @@
 
 use super::sql::{backend, doc, json};
 use super::PgStore;
-use crate::{PaymentQuery, PaymentReservation, PaymentStore};
+use crate::{PaymentGuard, PaymentQuery, PaymentReservation, PaymentStore};
 use async_trait::async_trait;
 use paygate_domain::model::{GatewayPayment, PaymentIdRecord};
 use paygate_domain::StoreResult;
@@ -82,18 +82,31 @@ impl PaymentStore for PgStore {
         tx.commit().await.map_err(backend)
     }
 
-    async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
-        let status = payment.status.as_str();
-        let done = sqlx::query(
-            "UPDATE payments SET status = $2, open = $3, doc = $4 WHERE id = $1 AND open",
-        )
-        .bind(&payment.id)
-        .bind(status)
-        .bind(payment.status.is_open())
-        .bind(json(payment)?)
-        .execute(&self.pool)
-        .await
-        .map_err(backend)?;
+    async fn write_payment_if(
+        &self,
+        payment: &GatewayPayment,
+        guard: PaymentGuard<'_>,
+    ) -> StoreResult<bool> {
+        let (sql, at) = match guard {
+            PaymentGuard::StillOpen => (
+                "UPDATE payments SET status = $2, open = $3, doc = $4 WHERE id = $1 AND open",
+                None,
+            ),
+            PaymentGuard::Unchanged(at) => (
+                "UPDATE payments SET status = $2, open = $3, doc = $4 \
+                 WHERE id = $1 AND doc::json ->> 'updatedAt' = $5",
+                Some(at),
+            ),
+        };
+        let mut query = sqlx::query(sql)
+            .bind(&payment.id)
+            .bind(payment.status.as_str())
+            .bind(payment.status.is_open())
+            .bind(json(payment)?);
+        if let Some(at) = at {
+            query = query.bind(at);
+        }
+        let done = query.execute(&self.pool).await.map_err(backend)?;
         Ok(done.rows_affected() == 1)
     }
 

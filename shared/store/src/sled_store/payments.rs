@@ -4,7 +4,7 @@
 //! the time-ordered payment id so a page is one reverse range scan.
 
 use super::*;
-use crate::traits::PaymentQuery;
+use crate::traits::{PaymentGuard, PaymentQuery};
 use paygate_domain::model::{PaymentIdRecord, PaymentStatus};
 
 /// Inside a transaction: writes `p` and its indexes (open, ledger); a status change moves its
@@ -92,18 +92,22 @@ impl PaymentStore for SledStore {
         self.durable().await
     }
 
-    async fn decide_open_payment(&self, payment: &GatewayPayment) -> StoreResult<bool> {
+    async fn write_payment_if(
+        &self,
+        payment: &GatewayPayment,
+        guard: PaymentGuard<'_>,
+    ) -> StoreResult<bool> {
         let bytes = enc(payment)?;
         let id = payment.id.as_bytes();
         let written = (&self.payments, &self.payments_open, &self.payments_ledger)
             .transaction(|(payments, open, ledger)| {
-                let still_open = match payments.get(id)? {
+                let holds = match payments.get(id)? {
                     Some(v) => dec::<GatewayPayment>(&v)
-                        .map(|p| p.status.is_open())
+                        .map(|p| guard.holds(&p))
                         .or_else(abort)?,
                     None => false,
                 };
-                if !still_open {
+                if !holds {
                     return Ok(false);
                 }
                 put_payment((payments, open, ledger), payment, &bytes)?;

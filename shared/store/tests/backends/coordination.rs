@@ -164,6 +164,37 @@ async fn reconciliation_decides_only_a_payment_still_open() {
 }
 
 #[tokio::test]
+async fn a_payment_is_written_over_only_as_it_was_read() {
+    use paygate_store::PaymentGuard;
+    let both = Both::new().await;
+    for (name, s) in both.each() {
+        let mut p = payment("pay_c", "n_c");
+        p.status = PaymentStatus::Settled;
+        s.reserve_payment(&p).await.unwrap();
+        let read = s.get_payment("pay_c").await.unwrap().unwrap();
+        // Two writers that read the same version: the first wins, the second writes nothing.
+        let mut first = read.clone();
+        first.failure = Some("first".into());
+        first.updated_at = "2026-11-28T00:00:01.000001Z".into();
+        let mut second = read.clone();
+        second.failure = Some("second".into());
+        second.updated_at = "2026-11-28T00:00:01.000002Z".into();
+        let at = PaymentGuard::Unchanged(&read.updated_at);
+        assert!(s.write_payment_if(&first, at).await.unwrap(), "{name}");
+        assert!(!s.write_payment_if(&second, at).await.unwrap(), "{name}");
+        let kept = s.get_payment("pay_c").await.unwrap().unwrap();
+        assert_eq!(kept.failure.as_deref(), Some("first"), "{name}");
+        // Settled is not open: a reconciliation-style write is refused too.
+        assert!(
+            !s.write_payment_if(&second, PaymentGuard::StillOpen)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn payment_identifiers_are_claimed_once_kept_and_purged() {
     use paygate_domain::model::{PaidAnswer, PaymentIdRecord};
     let both = Both::new().await;

@@ -109,7 +109,8 @@ impl Way for AuthCapture {
             authorized_tx: None,
             captured: UsdcAmount(0),
             voided_tx: None,
-            refunded: UsdcAmount(0),
+            refunds: Vec::new(),
+            pending_refund: None,
         }));
         let charge = Charge {
             org_id: p.req.org_id,

@@ -1,0 +1,354 @@
+//! Refunds of captured `auth-capture` payments (`POST /api/payments/{id}/refund`): the escrow's
+//! `refund`, funded by the operator (this deployment's relayer) through the operator refund
+//! collector, within the payment's refund deadline, up to what was captured and not refunded.
+//!
+//! Exactly once, across retries, concurrent requests, nodes and crashes: a refund is first
+//! written on the payment as pending (a compare-and-set on the record as read: of two concurrent
+//! refunds one is pending, the other sees it), then sent, then recorded done. A pending refund
+//! whose outcome was never recorded (a crash, an unknown outcome) is decided by the next refund
+//! request of the payment from the escrow's `refundableAmount`: lower by its amount, it landed;
+//! unchanged, it did not (and may be asked again). A retry under the same `Idempotency-Key`
+//! answers the refund it made.
+
+use super::PaymentService;
+use alloy_primitives::{Address, U256};
+use paygate_domain::model::{EscrowRefund, GatewayPayment, PaymentStatus, PaymentTransfer};
+use paygate_domain::StoreError;
+use paygate_store::PaymentGuard;
+use paygate_x402::auth_capture::{self, PaymentInfo};
+use paygate_x402::facilitator::{CallError, ChainCalls};
+use paygate_x402::money::UsdcAmount;
+use paygate_x402::permit2::IErc20Permit2;
+
+/// Gas for the escrow's `refund` (and the operator's one approval of the refund collector).
+const REFUND_GAS: u64 = 300_000;
+
+/// Why a refund was not made. Nothing was refunded, except where it says the outcome is not
+/// known.
+#[derive(Debug, thiserror::Error)]
+pub enum RefundError {
+    #[error("no payment with this id in your organisation")]
+    NotFound,
+    #[error("{0}")]
+    NotRefundable(&'static str),
+    #[error(
+        "the payment's refund window is closed (or its route had refunds off when it was paid)"
+    )]
+    WindowClosed,
+    #[error("the refund is above what was captured and not refunded ({0} USDC)")]
+    ExceedsCapture(UsdcAmount),
+    #[error("another refund of this payment is being made; retry in a moment")]
+    Busy,
+    #[error("this Idempotency-Key made a refund of another amount")]
+    KeyReused,
+    #[error("the chain cannot be reached; nothing was refunded: {0}")]
+    ChainDown(String),
+    #[error("the refund was sent and its outcome is not known yet; ask again with the same Idempotency-Key")]
+    Pending,
+    #[error("the escrow refused the refund: {0}")]
+    Refused(String),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// A refund made (or, under the same key, made before) and the payment after it.
+#[derive(Debug, Clone)]
+pub struct Refunded {
+    pub refund: EscrowRefund,
+    pub payment: GatewayPayment,
+}
+
+/// How many times a refund re-reads the payment when another writer changed it meanwhile.
+const ATTEMPTS: usize = 5;
+
+impl PaymentService {
+    /// Refunds `amount` (all that is refundable when `None`) of `org_id`'s payment `id`, once per
+    /// `key`.
+    pub async fn refund(
+        &self,
+        org_id: &str,
+        id: &str,
+        amount: Option<UsdcAmount>,
+        key: Option<&str>,
+    ) -> Result<Refunded, RefundError> {
+        let chain = self.chain.clone().ok_or_else(|| {
+            RefundError::ChainDown("no relayer key: refunds cannot be sent".into())
+        })?;
+        for _ in 0..ATTEMPTS {
+            let p = match self.store.get_payment(id).await? {
+                Some(p) if p.org_id == org_id => p,
+                _ => return Err(RefundError::NotFound),
+            };
+            let esc = Escrow::of(self, &p)?;
+            if let Some(pending) = p.escrow.as_ref().and_then(|e| e.pending_refund.clone()) {
+                let decided = esc.decide_pending(chain.as_ref(), &p, &pending).await?;
+                let landed = decided
+                    .escrow
+                    .as_ref()
+                    .is_some_and(|e| e.refunds.iter().any(|r| r.id == pending.id));
+                let written = self
+                    .store
+                    .write_payment_if(&decided, PaymentGuard::Unchanged(&p.updated_at))
+                    .await?;
+                if written && landed {
+                    self.refunded_event(&decided, &pending);
+                }
+                continue;
+            }
+            let escrow = p
+                .escrow
+                .as_ref()
+                .ok_or(RefundError::NotRefundable("not an escrowed payment"))?;
+            if let Some(done) = escrow
+                .refunds
+                .iter()
+                .find(|r| key.is_some() && r.idempotency_key.as_deref() == key)
+            {
+                if amount.is_some_and(|a| a != done.amount) {
+                    return Err(RefundError::KeyReused);
+                }
+                return Ok(Refunded {
+                    refund: done.clone(),
+                    payment: p.clone(),
+                });
+            }
+            let refundable = escrow.refundable();
+            let amount = amount.unwrap_or(refundable);
+            if refundable.0 == 0 {
+                return Err(RefundError::NotRefundable(
+                    "the payment is refunded in full",
+                ));
+            }
+            if amount.0 == 0 || amount > refundable {
+                return Err(RefundError::ExceedsCapture(refundable));
+            }
+            let terms = &escrow.terms;
+            let refunds_on = terms.refund_expiry > terms.authorization_expiry;
+            if !refunds_on || paygate_domain::unix_now() >= terms.refund_expiry {
+                return Err(RefundError::WindowClosed);
+            }
+            let pending = EscrowRefund {
+                id: paygate_domain::ids::new_id("rfd"),
+                amount,
+                idempotency_key: key.map(str::to_string),
+                transaction: None,
+                created_at: paygate_domain::now_rfc3339(),
+            };
+            let mut asked = p.clone();
+            asked.updated_at = paygate_domain::now_rfc3339();
+            if let Some(e) = asked.escrow.as_mut() {
+                e.pending_refund = Some(pending.clone());
+            }
+            if !self
+                .store
+                .write_payment_if(&asked, PaymentGuard::Unchanged(&p.updated_at))
+                .await?
+            {
+                continue;
+            }
+            return self.send(chain.as_ref(), &esc, asked, pending).await;
+        }
+        Err(RefundError::Busy)
+    }
+
+    /// Sends the refund written pending on `asked`, then records its outcome.
+    async fn send(
+        &self,
+        chain: &dyn ChainCalls,
+        esc: &Escrow,
+        asked: GatewayPayment,
+        mut pending: EscrowRefund,
+    ) -> Result<Refunded, RefundError> {
+        let sent = match esc.approve(chain).await {
+            Ok(()) => {
+                esc.call(
+                    chain,
+                    auth_capture::refund_call(&esc.info, esc.units(pending.amount)),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        let mut after = asked.clone();
+        after.updated_at = paygate_domain::now_rfc3339();
+        let outcome = match sent {
+            Ok(tx) => {
+                pending.transaction = Some(tx.to_string());
+                if let Some(e) = after.escrow.as_mut() {
+                    e.refunds.push(pending.clone());
+                    e.pending_refund = None;
+                }
+                Ok(())
+            }
+            // Sent, outcome unknown: left pending, decided by the next request from the escrow.
+            Err(CallError::Ambiguous(m)) => {
+                tracing::warn!(payment = %asked.id, error = %m, "escrow refund sent, outcome unknown");
+                return Err(RefundError::Pending);
+            }
+            Err(e) => {
+                if let Some(x) = after.escrow.as_mut() {
+                    x.pending_refund = None;
+                }
+                Err(match e {
+                    CallError::Reverted(m) => {
+                        tracing::error!(payment = %asked.id, operator = %esc.info.operator, error = %m, "the escrow refused a refund: is the operator funded in the token?");
+                        RefundError::Refused(m)
+                    }
+                    other => RefundError::ChainDown(other.to_string()),
+                })
+            }
+        };
+        if !self
+            .store
+            .write_payment_if(&after, PaymentGuard::Unchanged(&asked.updated_at))
+            .await?
+        {
+            // Another request decided the pending refund meanwhile (from the escrow): its record
+            // stands.
+            tracing::debug!(payment = %asked.id, "a refund's outcome was recorded by another request");
+        }
+        outcome?;
+        self.refunded_event(&after, &pending);
+        tracing::info!(payment = %after.id, refund = %pending.id, amount = pending.amount.0, "auth-capture payment refunded");
+        Ok(Refunded {
+            refund: pending,
+            payment: after,
+        })
+    }
+
+    fn refunded_event(&self, p: &GatewayPayment, refund: &EscrowRefund) {
+        let Some(events) = &self.events else { return };
+        let mut data = crate::events::payment_data(p);
+        data["refund"] = serde_json::json!({
+            "id": refund.id,
+            "amountUSD": refund.amount.to_decimal().to_string(),
+            "transaction": refund.transaction,
+        });
+        events.emit_later(&p.org_id, "payment.refunded", &refund.id, data);
+    }
+}
+
+/// A captured escrowed payment, as the chain knows it. Its token is USDC (the scheme is
+/// offered for USDC only): one token unit a USDC base unit.
+struct Escrow {
+    info: PaymentInfo,
+    chain_id: u64,
+}
+
+impl Escrow {
+    fn of(svc: &PaymentService, p: &GatewayPayment) -> Result<Self, RefundError> {
+        let escrow = match (&p.escrow, p.transfer, p.status) {
+            (Some(e), PaymentTransfer::AuthCapture, PaymentStatus::Settled) => e,
+            _ => {
+                return Err(RefundError::NotRefundable(
+                    "only a captured auth-capture payment can be refunded",
+                ))
+            }
+        };
+        let network =
+            svc.settleable
+                .networks()
+                .resolve(&p.network)
+                .ok_or(RefundError::NotRefundable(
+                    "the payment's network is not configured here",
+                ))?;
+        let payer: Address = paygate_x402::address::parse_address(&p.payer)
+            .ok_or(RefundError::NotRefundable("malformed payment record"))?;
+        let info = escrow
+            .terms
+            .info(payer)
+            .ok_or(RefundError::NotRefundable("malformed payment record"))?;
+        Ok(Self {
+            info,
+            chain_id: network.config.chain_id,
+        })
+    }
+
+    fn units(&self, usd: UsdcAmount) -> U256 {
+        U256::from(usd.0)
+    }
+
+    async fn call(
+        &self,
+        chain: &dyn ChainCalls,
+        data: Vec<u8>,
+    ) -> Result<alloy_primitives::B256, CallError> {
+        chain
+            .send_call(
+                self.chain_id,
+                auth_capture::ESCROW_ADDRESS,
+                data,
+                REFUND_GAS,
+            )
+            .await
+    }
+
+    /// The operator lets the refund collector take refunds from its balance (once: an
+    /// unlimited approval of this one collector).
+    async fn approve(&self, chain: &dyn ChainCalls) -> Result<(), CallError> {
+        use alloy_sol_types::SolCall;
+        let read = IErc20Permit2::allowanceCall {
+            owner: self.info.operator,
+            spender: auth_capture::REFUND_COLLECTOR_ADDRESS,
+        }
+        .abi_encode();
+        let out = chain
+            .view_call(self.chain_id, self.info.token, read)
+            .await?;
+        let allowance = IErc20Permit2::allowanceCall::abi_decode_returns(&out).unwrap_or_default();
+        if allowance >= U256::from(u128::MAX) {
+            return Ok(());
+        }
+        let approve = IErc20Permit2::approveCall {
+            spender: auth_capture::REFUND_COLLECTOR_ADDRESS,
+            amount: U256::MAX,
+        }
+        .abi_encode();
+        chain
+            .send_call(self.chain_id, self.info.token, approve, REFUND_GAS)
+            .await
+            .map(|_| ())
+    }
+
+    /// `p` with its pending refund decided from the escrow: landed (the escrow's refundable
+    /// amount is lower by it) or not (unchanged).
+    async fn decide_pending(
+        &self,
+        chain: &dyn ChainCalls,
+        p: &GatewayPayment,
+        pending: &EscrowRefund,
+    ) -> Result<GatewayPayment, RefundError> {
+        let hash = auth_capture::payment_hash(self.chain_id, &self.info);
+        let out = chain
+            .view_call(
+                self.chain_id,
+                auth_capture::ESCROW_ADDRESS,
+                auth_capture::state_call(hash),
+            )
+            .await
+            .map_err(|e| RefundError::ChainDown(e.to_string()))?;
+        let state = auth_capture::decode_state(&out)
+            .ok_or_else(|| RefundError::ChainDown("unreadable escrow state".into()))?;
+        let escrow = p
+            .escrow
+            .as_ref()
+            .ok_or(RefundError::NotRefundable("not an escrowed payment"))?;
+        let before = self.units(escrow.refundable());
+        let mut decided = p.clone();
+        decided.updated_at = paygate_domain::now_rfc3339();
+        let e = decided
+            .escrow
+            .as_mut()
+            .ok_or(RefundError::NotRefundable("not an escrowed payment"))?;
+        e.pending_refund = None;
+        if state.refundable + self.units(pending.amount) == before {
+            e.refunds.push(pending.clone());
+        } else if state.refundable != before {
+            return Err(RefundError::ChainDown(format!(
+                "the escrow's refundable amount ({}) matches neither outcome of the pending refund",
+                state.refundable
+            )));
+        }
+        Ok(decided)
+    }
+}
