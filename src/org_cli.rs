@@ -93,6 +93,16 @@ pub enum PaymentsCommand {
     },
     /// One payment with its transaction and receipt.
     Get { id: String },
+    /// Refund a captured `auth-capture` payment to its payer, within its refund window.
+    Refund {
+        id: String,
+        /// USD to refund (a decimal); without it, all that is refundable.
+        #[arg(long)]
+        amount: Option<String>,
+        /// Any unique text: the same key never refunds twice (repeat it to learn the outcome).
+        #[arg(long)]
+        idempotency_key: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -279,6 +289,18 @@ pub fn payments(args: OrgArgs, cmd: PaymentsCommand) -> anyhow::Result<ExitCode>
             )
         }
         PaymentsCommand::Get { id } => call(Method::GET, format!("/api/payments/{id}"), None),
+        PaymentsCommand::Refund {
+            id,
+            amount,
+            idempotency_key,
+        } => Call {
+            headers: vec![("Idempotency-Key", idempotency_key)],
+            ..call(
+                Method::POST,
+                format!("/api/payments/{id}/refund"),
+                Some(given([("amountUSDC", amount.map(Value::from))])),
+            )
+        },
     };
     run(args, c)
 }

@@ -503,7 +503,36 @@ async function paymentDetail(id) {
       ['Verification', `${p.verifyMs} ms`], ['Settlement', p.settleMs === null ? '—' : `${p.settleMs} ms`],
       ['Upstream answered', p.upstreamStatus], ['Failure', p.failure], ['Taken', p.createdAt], ['Updated', p.updatedAt]]),
     p.receipt ? el('details', {}, el('summary', { text: 'Receipt' }), el('pre', { text: JSON.stringify(p.receipt, null, 2) })) : null,
+    p.escrow ? escrowPart(p) : null,
     el('p', {}, el('a', { href: '#/payments', text: 'All payments' })));
+}
+
+// An auth-capture payment's escrow: what was captured and refunded, and a refund form while
+// something is refundable before its deadline (one Idempotency-Key per form: confirming twice
+// refunds once).
+function escrowPart(p) {
+  const e = p.escrow;
+  const deadline = new Date(e.refundDeadline * 1000);
+  const refundable = Number(e.capturedUSDC) - Number(e.refundedUSDC);
+  const open = refundable > 0 && deadline > new Date() && p.status === 'SETTLED';
+  const key = crypto.randomUUID();
+  return el('section', { 'aria-label': 'Escrow' },
+    el('h2', { text: 'Escrow (auth-capture)' }),
+    facts([['Captured', `${e.capturedUSDC} USDC`], ['Refunded', `${e.refundedUSDC} USDC`],
+      ['Refundable until', deadline.toISOString()], ['Refund in progress', e.pendingRefund ? `${e.pendingRefund.amountUSDC} USDC` : null]]),
+    e.refunds.length ? table(['Refund', { label: 'Amount (USDC)', num: 1 }, 'Transaction', 'Made'],
+      e.refunds.map((r) => el('tr', { 'data-refund': r.id },
+        el('td', { class: 'mono', text: short(r.id) }), el('td', { class: 'num', text: r.amountUSDC }),
+        el('td', { class: 'mono', text: r.transaction ? short(r.transaction) : '—' }), el('td', { text: r.createdAt })))) : null,
+    open ? form('inline', [
+      field('Refund (USD)', input('amount', { inputmode: 'decimal', placeholder: refundable.toFixed(6) }), 'Empty: all that is refundable.'),
+    ], 'Refund to payer', async (d) => {
+      const amount = (d.get('amount') || '').trim();
+      const r = await api('POST', `/api/payments/${encodeURIComponent(p.id)}/refund`, amount ? { amountUSDC: amount } : {},
+        { headers: { 'Idempotency-Key': key } });
+      say(`Refunded ${r.refund.amountUSDC} USDC to ${short(p.payer)}.`);
+      await route();
+    }) : null);
 }
 
 const CURRENCIES = [['BRL', 'BR'], ['MXN', 'MX'], ['NGN', 'NG'], ['KES', 'KE'], ['ZAR', 'ZA']];

@@ -472,9 +472,15 @@ async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_it
         usdc_of(&s, payer).await,
         after_paying + U256::from(4_000u64)
     );
-    // The rest, then nothing is left.
-    let (status, _, rest) = refund(&s, &id, Some("k2"), json!({})).await;
-    assert_eq!(status, 200, "{rest}");
+    // The rest, from the command line, then nothing is left.
+    let (ok, out, err) = cli(
+        &s.gw,
+        Some(&s.key),
+        &["payments", "refund", &id, "--idempotency-key", "k2"],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let rest: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(rest["refund"]["amountUSDC"], "0.006000", "{rest}");
     assert_eq!(
         usdc_of(&s, payer).await,

@@ -4,16 +4,8 @@
 
 use crate::common;
 
-use common::{Gateway, WALLET_A, WALLET_B};
+use common::{cli, run_paygate as run, Gateway, WALLET_A, WALLET_B};
 use serde_json::Value;
-
-/// Runs `paygate ARGS` against `gw` with `key` in the environment: (success, stdout, stderr).
-async fn cli(gw: &Gateway, key: Option<&str>, args: &[&str]) -> (bool, String, String) {
-    let url = gw.url("");
-    let mut env = vec![("PAYGATE_URL", url.as_str())];
-    env.extend(key.map(|k| ("PAYGATE_API_KEY", k)));
-    run(&env, args).await
-}
 
 #[tokio::test]
 async fn a_seller_manages_routes_and_payouts_from_the_command_line() {
@@ -196,18 +188,6 @@ async fn a_seller_manages_routes_and_payouts_from_the_command_line() {
     assert!(ok);
     let (ok, _, err) = cli(&gw, k, &["routes", "get", id]).await;
     assert!(!ok && err.contains("404"), "{err}");
-}
-
-/// Runs `paygate ARGS` with `env` only: (success, stdout, stderr).
-async fn run(env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_paygate"));
-    cmd.env_clear().envs(env.iter().copied()).args(args);
-    let out = cmd.output().await.expect("run paygate");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]

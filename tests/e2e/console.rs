@@ -1,7 +1,8 @@
 //! The web console in a real browser (issue 19): headless Chromium from Debian's packages,
 //! driven by Selenium (`tests/interop/console_browser.py`) against the real binary on anvil,
 //! with the official x402 Python client paying, `paygate pay --channel` paying over a payment
-//! channel, and the sandbox payout provider settling.
+//! channel, the official npm client paying an escrowed route whose payment the seller refunds
+//! from its page, and the sandbox payout provider settling.
 //! Screenshots of each page land in `target/console/` (the README shows two of them).
 
 use crate::common;
@@ -53,6 +54,8 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
     let w: Value = r.json().await.unwrap();
     let wallet = w["address"].as_str().unwrap().parse().unwrap();
     chain.send_usdc(1, wallet, 100_000_000).await;
+    // The relayer (the escrow's operator) holds USDC to fund the escrowed payment's refund.
+    chain.send_usdc(1, address(0), 1_000_000).await;
     let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console");
     std::fs::create_dir_all(&shots).expect("screenshot directory");
     let python = std::env::var("PAYGATE_TEST_PYTHON").expect("PAYGATE_TEST_PYTHON (make test)");
@@ -67,6 +70,13 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
         .env("PAY_SCRIPT", format!("{interop}/x402_python_pay.py"))
         .env("PAYGATE_BIN", env!("CARGO_BIN_EXE_paygate"))
         .env("SCREENSHOTS", &shots)
+        .env("RPC", &chain.rpc)
+        .env("NODE_PAYER_KEY", KEYS[3])
+        .env("NODE_PAY_SCRIPT", format!("{interop}/x402_permit2_pay.cjs"))
+        .env(
+            "NODE_PATH",
+            std::env::var("PAYGATE_TEST_NODE_MODULES").expect("PAYGATE_TEST_NODE_MODULES"),
+        )
         .output()
         .await
         .expect("run the browser test");
@@ -81,9 +91,10 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
     println!("{seen}");
     assert_eq!(
         upstream.hits(),
-        6,
-        "the upstream served the paid call, the two channel calls and the windowed route's paid \
-         call, and received the webhook endpoint's route.changed delivery and its replay"
+        8,
+        "the upstream served the paid call, the two channel calls, the windowed route's paid call \
+         and the escrowed call, and received the webhook endpoint's route.changed delivery, its \
+         replay and the escrowed route's route.changed"
     );
     assert_eq!(seen["webhook"], "DELIVERED");
     for page in [
@@ -99,6 +110,7 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
         "payout",
         "channels",
         "windows",
+        "payment-refund",
         "keys",
         "keys-read-only",
         "audit",

@@ -7,11 +7,13 @@ link and the overview's charts move; the seller opens a corridor, the operator a
 the seller quotes (the fee breakdown before confirming) and pays out, and watches the payout
 reach SETTLED; an agent pays a channel route twice over one deposit (`paygate pay --channel`)
 and the seller sees the channel, claims it and refunds the rest; then rotates an API key. Every
-page is screenshotted into SCREENSHOTS.
+page is screenshotted into SCREENSHOTS. Before the keys, the official npm client pays an escrowed
+(auth-capture) route and the seller refunds part of the payment from its page.
 
 Environment: BASE (gateway URL), ORG_KEY, ADMIN_TOKEN, UPSTREAM (the route's target),
 PAYER_KEY (a funded anvil key), PAY_SCRIPT (x402_python_pay.py), PAYGATE_BIN (the binary),
-SCREENSHOTS (a directory).
+SCREENSHOTS (a directory), RPC, NODE_PAY_SCRIPT (x402_permit2_pay.cjs), NODE_PAYER_KEY and
+NODE_PATH (the npm clients).
 Prints one JSON line with what it saw; exits non-zero on the first failed expectation.
 """
 
@@ -340,6 +342,32 @@ try:
     shot("webhooks")
 
     # API keys: a new one is shown once.
+    # An escrowed (auth-capture) route with a refund window, paid by the official npm client;
+    # the payment refunded in part from its page: the refund listed, the refunded total shown.
+    req = urllib.request.Request(f"{BASE}/api/routes", method="POST", data=json.dumps({
+        "path": "/escrowed", "priceUSD": "0.01", "targetUrl": f"{os.environ['UPSTREAM']}/escrowed",
+        "network": "base-sepolia", "schemes": ["auth-capture"], "refundWindowSeconds": 3600}).encode(),
+        headers={"Authorization": f"Bearer {os.environ['ORG_KEY']}", "Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+    paid = subprocess.run(["node", os.environ["NODE_PAY_SCRIPT"], json.dumps({
+        "url": f"{BASE}/gateway/acme/escrowed", "key": os.environ["NODE_PAYER_KEY"],
+        "rpc": os.environ["RPC"], "calls": 1})], capture_output=True, text=True, timeout=120)
+    assert paid.returncode == 0, paid.stdout + paid.stderr
+    assert json.loads(paid.stdout.strip().splitlines()[-1])["results"][0]["status"] == 200, paid.stdout
+    req = urllib.request.Request(f"{BASE}/api/payments?limit=1",
+                                 headers={"Authorization": f"Bearer {os.environ['ORG_KEY']}"})
+    escrowed = json.loads(urllib.request.urlopen(req, timeout=30).read())["payments"][0]["id"]
+    go(f"#/payments/{escrowed}")
+    heading("Payment")
+    amount = wait.until(EC.visibility_of_element_located((By.NAME, "amount")))
+    amount.send_keys("0.004")
+    submit("Refund to payer")
+    wait.until(EC.text_to_be_present_in_element((By.ID, "status"), "Refunded 0.004000 USDC"))
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-refund]")))
+    assert "0.004000 USDC" in d.find_element(By.TAG_NAME, "main").text
+    seen["refund"] = "0.004000"
+    shot("payment-refund")
+
     go("#/keys")
     heading("API keys")
     submit("Create key")

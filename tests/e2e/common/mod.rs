@@ -598,3 +598,23 @@ pub async fn mcp_x402_rpc(gw: &Gateway, slug: &str, method: &str, params: Value)
         .cloned()
         .unwrap_or(v)
 }
+
+/// Runs `paygate ARGS` against `gw` with `key` in the environment: (success, stdout, stderr).
+pub async fn cli(gw: &Gateway, key: Option<&str>, args: &[&str]) -> (bool, String, String) {
+    let url = gw.url("");
+    let mut env = vec![("PAYGATE_URL", url.as_str())];
+    env.extend(key.map(|k| ("PAYGATE_API_KEY", k)));
+    run_paygate(&env, args).await
+}
+
+/// Runs `paygate ARGS` with `env` only: (success, stdout, stderr).
+pub async fn run_paygate(env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_paygate"));
+    cmd.env_clear().envs(env.iter().copied()).args(args);
+    let out = cmd.output().await.expect("run paygate");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
