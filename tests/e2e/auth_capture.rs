@@ -514,3 +514,42 @@ async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_it
         .collect();
     assert_eq!(amounts, [json!("0.004"), json!("0.006")], "{events:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_smart_wallet_pays_and_one_that_says_no_is_refused() {
+    let s = setup().await;
+    route(&s, "report").await;
+    // The wallet: its code at a fixed address, its owner (account 6) in slot 0, and USDC.
+    let wallet: Address = "0x0000000000000000000000000000000000001271"
+        .parse()
+        .unwrap();
+    s.chain.place_eip1271_wallet(wallet, address(6)).await;
+    s.chain.send_usdc(6, wallet, 50_000).await;
+    let pay_as = |owner: usize| {
+        let input = json!({"url": s.gw.url("/gateway/acme/report"), "key": KEYS[owner],
+            "rpc": s.chain.rpc, "calls": 1, "wallet": wallet.to_checksum(None)});
+        node_json("x402_permit2_pay.cjs", &input)["results"][0].clone()
+    };
+    // Signed by another key than its owner's: the wallet says no, nothing moves.
+    let refused = pay_as(5);
+    assert_eq!(refused["status"], 402, "{refused}");
+    assert_eq!(
+        refused["error"], "invalid_exact_evm_payload_signature",
+        "{refused}"
+    );
+    assert_eq!(usdc_of(&s, wallet).await, U256::from(50_000u64));
+    assert_eq!(s.upstream.hits(), 0);
+    // Its owner's signature: held, served, captured from the wallet.
+    let paid = pay_as(6);
+    assert_eq!(paid["status"], 200, "{paid}");
+    assert_eq!(usdc_of(&s, wallet).await, U256::from(40_000u64));
+    assert_eq!(usdc_of(&s, s.receiver).await, U256::from(10_000u64));
+    let payments = ledger(&s).await;
+    assert!(
+        payments[0]["payer"]
+            .as_str()
+            .unwrap()
+            .eq_ignore_ascii_case(&wallet.to_string()),
+        "{payments:?}"
+    );
+}

@@ -5,7 +5,8 @@
 // paygate's on the client side.
 //
 // Usage: NODE_PATH=<node_modules> node x402_permit2_pay.cjs '{"url","key","rpc","approve"?,"calls"?}'
-// `approve`: a token address to approve Permit2 for first. `allow`: token addresses the agent
+// `approve`: a token address to approve Permit2 for first. `wallet`: pay as that smart wallet
+// (EIP-1271), signing with `key` (its owner). `allow`: token addresses the agent
 // accepts paying in beyond the client's default assets (its spend controls). `calls`: how many
 // calls (1).
 // Prints one JSON line {results: [{status, error, receipt, body}]}; exits non-zero only when the
@@ -25,7 +26,7 @@ function decodeRequired(raw) {
 }
 
 async function main(input) {
-  const { url, key, rpc, approve, allow, calls } = JSON.parse(input);
+  const { url, key, rpc, approve, allow, calls, wallet } = JSON.parse(input);
   const account = privateKeyToAccount(key);
   const transport = http(rpc);
   const publicClient = createPublicClient({ chain: baseSepolia, transport });
@@ -35,7 +36,11 @@ async function main(input) {
     const hash = await wallet.sendTransaction({ to: tx.to, data: tx.data });
     await publicClient.waitForTransactionReceipt({ hash });
   }
-  const signer = toClientEvmSigner(account, publicClient);
+  // `wallet`: the payer is that smart wallet (EIP-1271), whose owner's key signs for it.
+  const signer = toClientEvmSigner(
+    wallet ? { address: wallet, signTypedData: (m) => account.signTypedData(m) } : account,
+    publicClient,
+  );
   const client = new x402Client();
   if (allow) {
     client.setSpendControls({

@@ -9,12 +9,10 @@
 //! A window call takes no plan slot and settles nothing; its receipt says it was a window's.
 
 use crate::route_entry::RouteEntry;
-use alloy_sol_types::SolCall;
 use paygate_domain::model::GatewayPayment;
 use paygate_domain::window::{AccessWindow, WindowUse};
 use paygate_store::Store;
-use paygate_x402::batch;
-use paygate_x402::facilitator::{CallError, ChainCalls};
+use paygate_x402::facilitator::ChainCalls;
 use paygate_x402::siwx::{self, Origin, SignIn, SignInError, Signer};
 use paygate_x402::PaymentRequirements;
 use std::sync::Arc;
@@ -137,15 +135,12 @@ impl Windows {
         let Some(chain) = &self.chain else {
             return Err(SignInError::Signature);
         };
-        let call = batch::IERC1271::isValidSignatureCall { hash, signature };
-        match chain.view_call(chain_id, address, call.abi_encode()).await {
-            Ok(out) => batch::IERC1271::isValidSignatureCall::abi_decode_returns(&out)
-                .ok()
-                .filter(|magic| magic.0 == batch::EIP1271_MAGIC)
-                .map(|_| ())
-                .ok_or(SignInError::Signature),
-            // An account without code answers nothing, or reverts.
-            Err(CallError::Reverted(_)) => Err(SignInError::Signature),
+        match chain
+            .wallet_accepts(chain_id, address, hash, signature)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(SignInError::Signature),
             Err(e) => Err(SignInError::Verifier(e.to_string())),
         }
     }

@@ -87,6 +87,9 @@ pub fn payer_agnostic_hash(chain_id: u64, info: &PaymentInfo) -> B256 {
 pub struct Escrowed {
     pub info: PaymentInfo,
     pub auth: SignedAuthorization,
+    /// The digest the payer must accept on chain: a signature its own key did not make (a
+    /// smart wallet's, EIP-1271); `None` when the payer's key signed it.
+    pub wallet_check: Option<B256>,
 }
 
 impl Escrowed {
@@ -206,11 +209,12 @@ pub fn verify(
         nonce: auth.nonce,
     }
     .eip712_signing_hash(&crate::verify::token_domain(req));
-    // A smart wallet's signature (longer than an EOA's) is left to the chain's simulation.
-    if let Err(SignatureError::Mismatch) = check_eoa_signature(&digest, &auth.signature, auth.from)
-    {
-        return Err(Rejection::InvalidSignature);
-    }
+    // A signature the payer's key did not make may be its smart wallet's: the caller asks the
+    // chain (EIP-1271) before anything is reserved.
+    let wallet_check = match check_eoa_signature(&digest, &auth.signature, auth.from) {
+        Ok(()) => None,
+        Err(SignatureError::NotEoa | SignatureError::Mismatch) => Some(digest),
+    };
     if auth.value != req.token_amount() {
         return Err(Rejection::WrongAmount);
     }
@@ -243,7 +247,11 @@ pub fn verify(
     if payer_agnostic_hash(chain_id, &info) != auth.nonce {
         return Err(Rejection::NonceMismatch);
     }
-    Ok(Escrowed { info, auth })
+    Ok(Escrowed {
+        info,
+        auth,
+        wallet_check,
+    })
 }
 
 /// A payment's terms as a record keeps them (every number a string or an integer), enough to

@@ -31,8 +31,7 @@ pub struct ChainCheck {
     pub signature: alloy_primitives::Bytes,
 }
 
-/// What an EIP-1271 wallet's `isValidSignature` answers for a signature it accepts.
-pub const EIP1271_MAGIC: [u8; 4] = [0x16, 0x26, 0xba, 0x7e];
+pub use crate::signature::{EIP1271_MAGIC, IERC1271};
 
 /// The settlement contract's EIP-712 domain on `chain_id`.
 pub fn settlement_domain(chain_id: u64) -> Eip712Domain {

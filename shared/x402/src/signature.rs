@@ -3,6 +3,16 @@
 
 use alloy_primitives::{Address, Signature, B256};
 
+alloy_sol_types::sol! {
+    /// A smart wallet's signature check (EIP-1271).
+    interface IERC1271 {
+        function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4);
+    }
+}
+
+/// What an EIP-1271 wallet's `isValidSignature` answers for a signature it accepts.
+pub const EIP1271_MAGIC: [u8; 4] = [0x16, 0x26, 0xba, 0x7e];
+
 /// Why a signature does not prove what it should.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {

@@ -19,20 +19,11 @@ impl Channels {
         rejection: ChannelRejection,
     ) -> Result<(), ChannelRefusal> {
         let Some(c) = check else { return Ok(()) };
-        let call = batch::IERC1271::isValidSignatureCall {
-            hash: c.digest,
-            signature: c.signature,
-        };
-        let valid = match self
+        let valid = self
             .chain
-            .view_call(chain_id, c.signer, call.abi_encode())
+            .wallet_accepts(chain_id, c.signer, c.digest, c.signature)
             .await
-        {
-            Ok(out) => batch::IERC1271::isValidSignatureCall::abi_decode_returns(&out)
-                .is_ok_and(|magic| magic.0 == batch::EIP1271_MAGIC),
-            Err(CallError::Reverted(_)) => false,
-            Err(e) => return Err(unavailable(e)),
-        };
+            .map_err(unavailable)?;
         if valid {
             Ok(())
         } else {

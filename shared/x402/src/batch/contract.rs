@@ -64,11 +64,6 @@ sol! {
     }
 
     /// The contract's interface, as the official clients call it.
-    /// A smart wallet's signature check (EIP-1271).
-    interface IERC1271 {
-        function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4);
-    }
-
     interface IBatchSettlement {
         struct VoucherBody {
             ChannelConfig channel;

@@ -103,6 +103,29 @@ pub trait ChainCalls: Send + Sync + 'static {
     ) -> Result<alloy_primitives::Bytes, CallError>;
     /// The chains these calls reach.
     fn chain_ids(&self) -> Vec<u64>;
+    /// Whether `signer`, a smart wallet, accepts `signature` over `digest` (EIP-1271
+    /// `isValidSignature`); an account without code (the call reverts or answers nothing)
+    /// does not.
+    async fn wallet_accepts(
+        &self,
+        chain_id: u64,
+        signer: Address,
+        digest: B256,
+        signature: alloy_primitives::Bytes,
+    ) -> Result<bool, CallError> {
+        use crate::signature::{EIP1271_MAGIC, IERC1271};
+        use alloy_sol_types::SolCall;
+        let call = IERC1271::isValidSignatureCall {
+            hash: digest,
+            signature,
+        };
+        match self.view_call(chain_id, signer, call.abi_encode()).await {
+            Ok(out) => Ok(IERC1271::isValidSignatureCall::abi_decode_returns(&out)
+                .is_ok_and(|magic| magic.0 == EIP1271_MAGIC)),
+            Err(CallError::Reverted(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
     /// The number of the chain's latest block.
     async fn block_number(&self, chain_id: u64) -> Result<u64, CallError>;
     /// The logs `address` emitted with one of `events` as first topic in blocks `from..=to`,

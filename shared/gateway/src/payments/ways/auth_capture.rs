@@ -92,6 +92,19 @@ impl Way for AuthCapture {
         let escrowed =
             auth_capture::verify(&payload, requirements, terms, paygate_domain::unix_now())
                 .map_err(|r| refused(Refusal::Rejected(r)))?;
+        let chain_id = requirements.network.config.chain_id;
+        if let Some(digest) = escrowed.wallet_check {
+            // Not the payer's key: its smart wallet must accept it (EIP-1271), before anything
+            // is reserved.
+            let auth = &escrowed.auth;
+            let accepted = chain
+                .wallet_accepts(chain_id, auth.from, digest, auth.signature.clone())
+                .await
+                .map_err(|_| refused(Refusal::FacilitatorDown))?;
+            if !accepted {
+                return Err(refused(Refusal::Rejected(Rejection::InvalidSignature)));
+            }
+        }
         let verify_us = t0.elapsed().as_micros() as u64;
         gate.payer(&escrowed.auth.from).map_err(refused)?;
         let upstream = gate.upstream(true).await.map_err(refused)?;
@@ -126,7 +139,6 @@ impl Way for AuthCapture {
             }
             Reserve::Held(..) => return Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
         };
-        let chain_id = requirements.network.config.chain_id;
         let held = hold(svc, chain.as_ref(), chain_id, &escrowed, &mut record, slot).await;
         let slot = held.map_err(refused)?;
         Ok(Admission {
@@ -190,7 +202,8 @@ impl Way for AuthCapture {
             p.failure = Some("authorization expired without being held".into());
             return Ok(Some(p));
         }
-        if state.capturable > U256::ZERO {
+        let held = state.capturable > U256::ZERO;
+        if held {
             let tx = chain
                 .send_call(
                     chain_id,
@@ -204,20 +217,26 @@ impl Way for AuthCapture {
                 e.voided_tx = Some(tx.to_string());
             }
         }
-        // What the escrow paid out, refunds included (none before the record is decided).
+        // What the escrow paid out, refunds included (none before the record is decided). A
+        // capture follows the origin's answer, so this is no payment whose request is owed a
+        // retry (`settled_by_reconciliation` stays false).
         let captured = usd(state.refundable);
         if captured.0 > 0 {
             p.status = PaymentStatus::Settled;
             p.amount = captured;
-            p.settled_by_reconciliation = true;
             p.failure = None;
             if let Some(e) = p.escrow.as_mut() {
                 e.captured = captured;
             }
         } else {
             p.status = PaymentStatus::Failed;
-            p.failure =
-                Some("voided by reconciliation: the request's outcome was not recorded".into());
+            p.failure = Some(if held {
+                "voided by reconciliation: the request's outcome was not recorded".into()
+            } else {
+                "released before reconciliation read it (voided, or reclaimed by the payer after \
+                 the capture deadline)"
+                    .into()
+            });
         }
         Ok(Some(p))
     }
