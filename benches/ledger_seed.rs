@@ -80,6 +80,7 @@ async fn main() -> anyhow::Result<()> {
             asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e".into(),
             payer: format!("0x{:040x}", 0xA000 + i % 16),
             pay_to: "0xa0Ee7A142d267C1f36714E4a8F75612F20a79720".into(),
+            resource: String::new(),
             amount: UsdcAmount(10_000),
             transfer: Default::default(),
             status: if i % 50 == 0 {

@@ -345,6 +345,9 @@ fn paid_path(
     if let Some(chain) = &chain_calls {
         payments = payments.with_chain(chain.clone());
     }
+    if let Some(key) = paygate_domain::secrets::receipt_signer(&cfg.orgs.master_key_env) {
+        payments = payments.with_receipt_key(key);
+    }
     if let Some(c) = crate::settlement::build_channels(
         cfg,
         store.clone(),

@@ -156,6 +156,7 @@ pub async fn settle(
             payer,
             amount: None,
             extra: None,
+            extensions: None,
         })
     };
     let (v, requirements) = match check(&state, &req, version) {
@@ -181,6 +182,7 @@ pub async fn settle(
             payer,
             amount: None,
             extra: None,
+            extensions: None,
         })),
         Err(r) => match Answer::from(r) {
             Answer::Invalid(reason) => Ok(failed(reason, network, payer)),

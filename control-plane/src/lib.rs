@@ -21,6 +21,7 @@ pub mod openapi;
 mod origin_api;
 mod payments_api;
 mod payout_events;
+mod receipts_api;
 mod refunds_api;
 mod revenue;
 mod routes_api;
@@ -98,6 +99,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/payments", get(payments_api::list))
         .route("/api/payments/{id}", get(payments_api::get_one))
         .route("/api/payments/{id}/refund", post(refunds_api::refund))
+        .route("/api/payments/{id}/receipt", get(receipts_api::receipt))
         .route("/api/origin-secret", get(origin_api::get))
         .route("/api/origin-secret/rotate", post(origin_api::rotate))
         .route("/admin/orgs", post(admin::create_org).get(admin::list_orgs))
@@ -157,6 +159,7 @@ pub fn app(state: AppState) -> Router {
             mcp::x402::service(&state, mcp::allowed_origins(&state)),
         )
         .route("/.well-known/x402", get(discovery::well_known))
+        .route("/.well-known/did.json", get(receipts_api::did_document))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))

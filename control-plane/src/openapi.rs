@@ -58,6 +58,8 @@ use utoipa::{Modify, OpenApi};
         crate::payments_api::list,
         crate::payments_api::get_one,
         crate::refunds_api::refund,
+        crate::receipts_api::receipt,
+        crate::receipts_api::did_document,
         crate::discovery::list,
         crate::discovery::well_known,
         crate::metrics_api::org_metrics,

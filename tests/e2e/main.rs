@@ -38,6 +38,7 @@ mod payments;
 mod payout_funding;
 mod permit2;
 mod permit2_contracts;
+mod receipts;
 mod self_service;
 mod settleable;
 mod soak;

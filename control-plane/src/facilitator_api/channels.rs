@@ -146,6 +146,7 @@ pub(super) async fn settle(
             payer: payer.map(|p| p.to_checksum(None)),
             amount: Some(amount.map(|a| a.to_string()).unwrap_or_default()),
             extra: snapshot.map(|s| serde_json::json!({ "channelState": s })),
+            extensions: None,
         })),
         Err(Invalid::Reason(reason)) => Ok(Json(SettleResponse {
             success: false,
@@ -155,6 +156,7 @@ pub(super) async fn settle(
             payer: None,
             amount: None,
             extra: None,
+            extensions: None,
         })),
         Err(Invalid::Error(e)) => Err(e),
     }

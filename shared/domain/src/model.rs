@@ -405,6 +405,9 @@ pub struct GatewayPayment {
     pub payer: String,
     pub pay_to: String,
     pub amount: UsdcAmount,
+    /// The paid resource's URL as the challenge named it (a signed receipt names it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource: String,
     /// How the token moves (EIP-3009 for records written before Permit2 payments).
     #[serde(default, skip_serializing_if = "PaymentTransfer::is_eip3009")]
     pub transfer: PaymentTransfer,
@@ -458,6 +461,7 @@ impl GatewayPayment {
             payer: auth.from.to_checksum(None),
             pay_to: req.pay_to.to_checksum(None),
             amount: req.amount,
+            resource: req.resource.clone(),
             transfer: if req.permit2() {
                 PaymentTransfer::Permit2
             } else {

@@ -125,11 +125,22 @@ fn derived_signer(hex_key: &str, label: &[u8]) -> Option<alloy_signer_local::Pri
     alloy_signer_local::PrivateKeySigner::from_slice(&derived).ok()
 }
 
-/// The receiver authorizer: the key in `key_env` when set, else derived from the master key in
-/// `master_env`; `None` when neither is (payment channels are then not offered).
-pub fn receiver_authorizer(
+/// The environment variable that may hold the key signing offers and receipts.
+pub const RECEIPT_KEY_ENV: &str = "PAYGATE_RECEIPT_KEY";
+
+/// The key this deployment signs receipts with (x402 `offer-and-receipt`): the key in
+/// [`RECEIPT_KEY_ENV`] when set, else derived from the master key in `master_env`; `None` when
+/// neither is (receipts are then not signed).
+pub fn receipt_signer(master_env: &str) -> Option<alloy_signer_local::PrivateKeySigner> {
+    key_or_derived(RECEIPT_KEY_ENV, master_env, b"paygate/receipts/v1")
+}
+
+/// The key in `key_env` when set, else the key derived from the master key in `master_env`
+/// under `label`.
+fn key_or_derived(
     key_env: &str,
     master_env: &str,
+    label: &[u8],
 ) -> Option<alloy_signer_local::PrivateKeySigner> {
     let given = (!key_env.is_empty())
         .then(|| std::env::var(key_env).ok())
@@ -139,8 +150,17 @@ pub fn receiver_authorizer(
         Some(k) => k.trim().parse().ok(),
         None => std::env::var(master_env)
             .ok()
-            .and_then(|m| receiver_authorizer_from_master(&m)),
+            .and_then(|m| derived_signer(&m, label)),
     }
+}
+
+/// The receiver authorizer: the key in `key_env` when set, else derived from the master key in
+/// `master_env`; `None` when neither is (payment channels are then not offered).
+pub fn receiver_authorizer(
+    key_env: &str,
+    master_env: &str,
+) -> Option<alloy_signer_local::PrivateKeySigner> {
+    key_or_derived(key_env, master_env, b"paygate/receiver-authorizer/v1")
 }
 
 pub fn address_of_key(key_hex: &str) -> Option<alloy_primitives::Address> {

@@ -81,6 +81,8 @@ pub struct PaymentService {
     events: Option<Arc<crate::events::Events>>,
     /// Contract calls from the relayer (the `auth-capture` escrow's), where it has a key.
     chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
+    /// The key receipts are signed with (x402 `offer-and-receipt`).
+    receipt_key: Option<Arc<alloy_signer_local::PrivateKeySigner>>,
 }
 
 impl PaymentService {
@@ -104,6 +106,7 @@ impl PaymentService {
             windows: None,
             events: None,
             chain: None,
+            receipt_key: None,
         }
     }
 
@@ -276,7 +279,7 @@ impl PaymentService {
         let slot = match self.reserve(&mut record, charge).await? {
             Reserve::Held(held, slot) => {
                 let redeemed = self.retried(&record, *held, charge.redeliver).await?;
-                return Ok(paid(v.payment.version(), req, redeemed, slot));
+                return Ok(self.paid(v.payment.version(), req, redeemed, slot));
             }
             Reserve::Fresh(slot) => slot,
         };
@@ -287,7 +290,7 @@ impl PaymentService {
         };
         let slot = self.settle_with_slot(&mut record, &preq, slot).await?;
         tracing::info!(payment = %record.id, settle_ms = record.settle_ms, "payment settled");
-        Ok(paid(v.payment.version(), req, record, slot))
+        Ok(self.paid(v.payment.version(), req, record, slot))
     }
 
     /// [`Self::settle_reserved`] through the facilitator, for a payment holding `slot`: given
@@ -354,11 +357,82 @@ impl PaymentService {
         match self.store.payment_for_nonce(&record.nonce_key).await {
             Ok(Some(held)) => {
                 let redeemed = self.retried(&record, held, charge.redeliver).await?;
-                Ok(paid(v.payment.version(), req, redeemed, None))
+                Ok(self.paid(v.payment.version(), req, redeemed, None))
             }
             Ok(None) => Err(Refusal::Rejected(Rejection::Expired)),
             Err(e) => Err(Refusal::store(&e, "could not read a retried payment")),
         }
+    }
+
+    /// The settled `record` as a [`Paid`], with the receipt for `version` (`transaction` is empty
+    /// only for a payment reconciliation found settled, which knows the transfer happened but not
+    /// its transaction).
+    pub(crate) fn paid(
+        &self,
+        version: ProtocolVersion,
+        req: &PaymentRequirements,
+        record: GatewayPayment,
+        slot: Option<Slot>,
+    ) -> Paid {
+        let network = req.network_name(version);
+        let receipt = SettleResponse {
+            success: true,
+            error_reason: None,
+            transaction: record.transaction.clone().unwrap_or_default(),
+            network,
+            payer: Some(record.payer.clone()),
+            // `upto` says what it settled (in the token's units).
+            amount: matches!(
+                record.transfer,
+                PaymentTransfer::Upto | PaymentTransfer::AuthCapture
+            )
+            .then(|| req.token_units(record.amount).to_string()),
+            extra: None,
+            extensions: self.signed_receipt(&record).map(|r| r.extension()),
+        };
+        let receipt = base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&receipt).unwrap_or_default());
+        Paid {
+            record,
+            receipt_header: version.receipt_header(),
+            receipt,
+            slot,
+        }
+    }
+
+    /// The signed receipt of a settled payment (x402 `offer-and-receipt`), where this deployment
+    /// has a receipt key: the same for the same record (issued at the payment's time; the
+    /// signature is deterministic), so `GET /api/payments/{id}/receipt` gives it again.
+    pub fn signed_receipt(
+        &self,
+        record: &GatewayPayment,
+    ) -> Option<paygate_x402::offer_receipt::SignedReceipt> {
+        let key = self.receipt_key.as_ref()?;
+        let issued_at = time::OffsetDateTime::parse(
+            &record.created_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map_or(0, |t| t.unix_timestamp().max(0) as u64);
+        paygate_x402::offer_receipt::ReceiptPayload {
+            version: paygate_x402::offer_receipt::VERSION,
+            network: record.network.clone(),
+            resource_url: record.resource.clone(),
+            payer: record.payer.clone(),
+            issued_at,
+            transaction: record.transaction.clone().unwrap_or_default(),
+        }
+        .sign(key)
+    }
+
+    /// The address receipts are signed by (published at `/.well-known/did.json`).
+    pub fn receipt_signer(&self) -> Option<alloy_primitives::Address> {
+        self.receipt_key.as_ref().map(|k| k.address())
+    }
+
+    /// With receipts signed by `key`.
+    pub fn with_receipt_key(mut self, key: alloy_signer_local::PrivateKeySigner) -> Self {
+        self.receipt_key = Some(Arc::new(key));
+        self
     }
 
     /// The request a payment was taken for has been answered: the plan slot is kept and
@@ -516,40 +590,6 @@ async fn upstream_status_of(store: &dyn Store, delivered: &GatewayPayment) {
                 return;
             }
         }
-    }
-}
-
-/// The settled `record` as a [`Paid`], with the receipt for `version` (`transaction` is empty
-/// only for a payment reconciliation found settled, which knows the transfer happened but not
-/// its transaction).
-fn paid(
-    version: ProtocolVersion,
-    req: &PaymentRequirements,
-    record: GatewayPayment,
-    slot: Option<Slot>,
-) -> Paid {
-    let network = req.network_name(version);
-    let receipt = SettleResponse {
-        success: true,
-        error_reason: None,
-        transaction: record.transaction.clone().unwrap_or_default(),
-        network,
-        payer: Some(record.payer.clone()),
-        // `upto` says what it settled (in the token's units).
-        amount: matches!(
-            record.transfer,
-            PaymentTransfer::Upto | PaymentTransfer::AuthCapture
-        )
-        .then(|| req.token_units(record.amount).to_string()),
-        extra: None,
-    };
-    let receipt = base64::engine::general_purpose::STANDARD
-        .encode(serde_json::to_vec(&receipt).unwrap_or_default());
-    Paid {
-        record,
-        receipt_header: version.receipt_header(),
-        receipt,
-        slot,
     }
 }
 

@@ -15,6 +15,7 @@ mod extra;
 pub mod facilitator;
 pub mod money;
 pub mod network;
+pub mod offer_receipt;
 pub mod payment;
 pub mod permit2;
 mod requirements;

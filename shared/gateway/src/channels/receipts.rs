@@ -49,6 +49,7 @@ pub(super) fn settle_header(
         payer: Some(r.config.payer.clone()),
         amount: amount.map(|a| a.to_string()),
         extra: Some(extra),
+        extensions: None,
     };
     base64::engine::general_purpose::STANDARD
         .encode(serde_json::to_vec(&response).unwrap_or_default())

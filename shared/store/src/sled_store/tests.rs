@@ -94,6 +94,7 @@ fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         asset: "0xA".into(),
         payer: "0xP".into(),
         pay_to: "0xQ".into(),
+        resource: String::new(),
         amount: UsdcAmount(10_000),
         transfer: Default::default(),
         status: PaymentStatus::Reserved,

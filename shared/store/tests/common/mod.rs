@@ -54,6 +54,7 @@ pub fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         asset: "0xa".into(),
         payer: "0xp".into(),
         pay_to: "0xt".into(),
+        resource: String::new(),
         amount: UsdcAmount(10_000),
         transfer: Default::default(),
         status: PaymentStatus::Reserved,

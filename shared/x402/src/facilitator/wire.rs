@@ -54,6 +54,10 @@ pub struct SettleResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub extra: Option<serde_json::Value>,
+    /// Extensions' answers (`offer-receipt`: the server's signed receipt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub extensions: Option<serde_json::Value>,
 }
 
 /// A sandbox route's receipt: a settle response marked `sandbox: true`, carrying no

@@ -409,8 +409,7 @@ impl EscrowHeld {
                     events.payment_settled(&record);
                 }
                 tracing::info!(payment = %record.id, charge, "auth-capture payment captured");
-                let paid =
-                    crate::payments::paid(ProtocolVersion::V2, &self.requirements, record, slot);
+                let paid = svc.paid(ProtocolVersion::V2, &self.requirements, record, slot);
                 let receipt = Receipt {
                     header: paid.receipt_header,
                     value: paid.receipt.clone(),

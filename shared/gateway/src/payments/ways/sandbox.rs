@@ -41,6 +41,7 @@ impl Way for Sandbox {
                 payer: Some(payer.clone()),
                 amount: None,
                 extra: None,
+                extensions: None,
             },
             sandbox: true,
         };

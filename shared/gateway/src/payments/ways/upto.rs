@@ -222,7 +222,7 @@ impl UptoHeld {
         if let Some(events) = &svc.events {
             events.payment_settled(&record);
         }
-        let paid = crate::payments::paid(version, &self.requirements, record, slot);
+        let paid = svc.paid(version, &self.requirements, record, slot);
         let receipt = Receipt {
             header: paid.receipt_header,
             value: paid.receipt.clone(),

@@ -1,0 +1,133 @@
+//! Signed receipts (issue 44, item 4: x402 `offer-and-receipt`, EIP-712): every settled paid
+//! request's `PAYMENT-RESPONSE` carries a receipt signed by the deployment's key (derived from
+//! the master key here), verified with the official npm helper (@x402/extensions'
+//! `verifyReceiptSignatureEIP712`, no code of paygate's) against the key the deployment
+//! publishes in its `did:web` document; `GET /api/payments/{id}/receipt` gives the same receipt
+//! again; a changed receipt recovers to another signer.
+
+use crate::common;
+
+use common::chain::{address, Chain, KEYS};
+use common::upstream::Upstream;
+use common::*;
+use serde_json::{json, Value};
+
+const MASTER_KEY: &str = "7d1e5c8e9f0a1b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aab";
+
+/// The id of the organisation's newest payment.
+async fn newest_payment(gw: &Gateway, key: &str) -> String {
+    let list: Value = gw
+        .api(key, reqwest::Method::GET, "/api/payments?limit=1", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    list["payments"][0]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
+    let gw = Gateway::start_with_owned(env).await;
+    let upstream = Upstream::start().await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    for (path, schemes) in [
+        ("exact", json!(["exact"])),
+        ("escrowed", json!(["auth-capture"])),
+    ] {
+        gw.create_route(
+            &key,
+            json!({"path": path, "priceUSD": 0.01, "schemes": schemes,
+                "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+        )
+        .await;
+    }
+    // The published key.
+    let did: Value = gw
+        .http
+        .get(gw.url("/.well-known/did.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let account = did["verificationMethod"][0]["blockchainAccountId"]
+        .as_str()
+        .unwrap();
+    let published = account.rsplit(':').next().unwrap().to_ascii_lowercase();
+    assert_eq!(
+        did["assertionMethod"][0], did["verificationMethod"][0]["id"],
+        "{did}"
+    );
+
+    for path in ["exact", "escrowed"] {
+        let url = gw.url(&format!("/gateway/acme/{path}"));
+        let paid = node_json(
+            "x402_permit2_pay.cjs",
+            &json!({"url": url, "key": KEYS[4], "rpc": chain.rpc, "calls": 1}),
+        )["results"][0]
+            .clone();
+        assert_eq!(paid["status"], 200, "{paid}");
+        let receipt = paid["receipt"]["extensions"]["offer-receipt"]["info"]["receipt"].clone();
+        assert_eq!(receipt["format"], "eip712", "{paid}");
+        let checked = node_json("x402_receipt_verify.cjs", &json!({"receipt": receipt}));
+        assert_eq!(
+            checked["signer"].as_str().unwrap().to_ascii_lowercase(),
+            published,
+            "{checked}"
+        );
+        let payload = &checked["payload"];
+        assert_eq!(payload["resourceUrl"], url, "{payload}");
+        assert_eq!(payload["network"], "eip155:84532");
+        assert_eq!(payload["transaction"], paid["receipt"]["transaction"]);
+        assert!(payload["payer"]
+            .as_str()
+            .unwrap()
+            .eq_ignore_ascii_case(&address(4).to_string()));
+
+        // The same receipt again from the API.
+        let id = newest_payment(&gw, &key).await;
+        let id = id.as_str();
+        let again: Value = gw
+            .api(
+                &key,
+                reqwest::Method::GET,
+                &format!("/api/payments/{id}/receipt"),
+                None,
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(again["receipt"], receipt, "{again}");
+
+        // A changed receipt (another payer) no longer recovers to the published key.
+        let mut forged = receipt.clone();
+        forged["payload"]["payer"] = json!(address(5).to_checksum(None));
+        let checked = node_json("x402_receipt_verify.cjs", &json!({"receipt": forged}));
+        assert_ne!(
+            checked["signer"].as_str().unwrap().to_ascii_lowercase(),
+            published,
+            "{checked}"
+        );
+    }
+    // Another organisation sees no receipt of acme's payments.
+    let (_, other) = gw
+        .create_org("beta", Some(&address(8).to_checksum(None)))
+        .await;
+    let id = newest_payment(&gw, &key).await;
+    let r = gw
+        .api(
+            &other,
+            reqwest::Method::GET,
+            &format!("/api/payments/{id}/receipt"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), 404);
+}

@@ -1,0 +1,22 @@
+// Verifies a signed receipt with the official npm helper (@x402/extensions' offer-receipt
+// `verifyReceiptSignatureEIP712`): the signer recovered from the receipt alone. No code of
+// paygate's.
+//
+// Usage: NODE_PATH=<node_modules> node x402_receipt_verify.cjs '{"receipt": {...}}'
+// Prints one JSON line {signer, payload}.
+"use strict";
+const { verifyReceiptSignatureEIP712 } = require("@x402/extensions/offer-receipt");
+
+async function main(input) {
+  const { receipt } = JSON.parse(input);
+  const { signer, payload } = await verifyReceiptSignatureEIP712(receipt);
+  console.log(JSON.stringify({ signer, payload }));
+}
+
+main(process.argv[2]).then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err && err.stack ? err.stack : err);
+    process.exit(2);
+  },
+);
