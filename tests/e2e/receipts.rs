@@ -1,5 +1,6 @@
-//! Signed receipts (issue 44, item 4: x402 `offer-and-receipt`, EIP-712): every settled paid
-//! request's `PAYMENT-RESPONSE` carries a receipt signed by the deployment's key (derived from
+//! Signed offers and receipts (issue 44, item 4: x402 `offer-and-receipt`, EIP-712): every `402`
+//! carries an offer per `accepts` entry and every settled paid request's `PAYMENT-RESPONSE` a
+//! receipt signed by the deployment's key (derived from
 //! the master key here), verified with the official npm helper (@x402/extensions'
 //! `verifyReceiptSignatureEIP712`, no code of paygate's) against the key the deployment
 //! publishes in its `did:web` document; `GET /api/payments/{id}/receipt` gives the same receipt
@@ -67,6 +68,22 @@ async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
 
     for path in ["exact", "escrowed"] {
         let url = gw.url(&format!("/gateway/acme/{path}"));
+        // The 402's offer, one per accepts entry, signed by the same key.
+        let challenge = common::windows::challenge_at(&gw, &format!("/gateway/acme/{path}")).await;
+        let offers = &challenge["extensions"]["offer-receipt"]["info"]["offers"];
+        assert_eq!(offers.as_array().map(Vec::len), Some(1), "{challenge}");
+        let checked = node_json("x402_receipt_verify.cjs", &json!({"offer": offers[0]}));
+        assert_eq!(
+            checked["signer"].as_str().unwrap().to_ascii_lowercase(),
+            published,
+            "{checked}"
+        );
+        let (offer, accepted) = (&checked["payload"], &challenge["accepts"][0]);
+        for field in ["scheme", "network", "asset", "payTo", "amount"] {
+            assert_eq!(offer[field], accepted[field], "{field}: {checked}");
+        }
+        assert_eq!(offer["resourceUrl"], url);
+        assert!(offer["validUntil"].as_u64().unwrap() > paygate_domain::unix_now());
         let paid = node_json(
             "x402_permit2_pay.cjs",
             &json!({"url": url, "key": KEYS[4], "rpc": chain.rpc, "calls": 1}),

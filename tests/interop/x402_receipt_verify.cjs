@@ -1,15 +1,20 @@
-// Verifies a signed receipt with the official npm helper (@x402/extensions' offer-receipt
-// `verifyReceiptSignatureEIP712`): the signer recovered from the receipt alone. No code of
-// paygate's.
+// Verifies a signed receipt or offer with the official npm helpers (@x402/extensions'
+// offer-receipt `verifyReceiptSignatureEIP712` / `verifyOfferSignatureEIP712`): the signer
+// recovered from the document alone. No code of paygate's.
 //
-// Usage: NODE_PATH=<node_modules> node x402_receipt_verify.cjs '{"receipt": {...}}'
-// Prints one JSON line {signer, payload}.
+// Usage: NODE_PATH=<node_modules> node x402_receipt_verify.cjs '{"receipt": {...}}' (or
+// '{"offer": {...}}'). Prints one JSON line {signer, payload}.
 "use strict";
-const { verifyReceiptSignatureEIP712 } = require("@x402/extensions/offer-receipt");
+const {
+  verifyReceiptSignatureEIP712,
+  verifyOfferSignatureEIP712,
+} = require("@x402/extensions/offer-receipt");
 
 async function main(input) {
-  const { receipt } = JSON.parse(input);
-  const { signer, payload } = await verifyReceiptSignatureEIP712(receipt);
+  const { receipt, offer } = JSON.parse(input);
+  const { signer, payload } = offer
+    ? await verifyOfferSignatureEIP712(offer)
+    : await verifyReceiptSignatureEIP712(receipt);
   console.log(JSON.stringify({ signer, payload }));
 }
 

@@ -83,6 +83,8 @@ pub struct PaymentService {
     chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
     /// The key receipts are signed with (x402 `offer-and-receipt`).
     receipt_key: Option<Arc<alloy_signer_local::PrivateKeySigner>>,
+    /// Routes' signed offers, with the same key.
+    offers: Option<offers::Offers>,
 }
 
 impl PaymentService {
@@ -107,6 +109,7 @@ impl PaymentService {
             events: None,
             chain: None,
             receipt_key: None,
+            offers: None,
         }
     }
 
@@ -400,41 +403,6 @@ impl PaymentService {
         }
     }
 
-    /// The signed receipt of a settled payment (x402 `offer-and-receipt`), where this deployment
-    /// has a receipt key: the same for the same record (issued at the payment's time; the
-    /// signature is deterministic), so `GET /api/payments/{id}/receipt` gives it again.
-    pub fn signed_receipt(
-        &self,
-        record: &GatewayPayment,
-    ) -> Option<paygate_x402::offer_receipt::SignedReceipt> {
-        let key = self.receipt_key.as_ref()?;
-        let issued_at = time::OffsetDateTime::parse(
-            &record.created_at,
-            &time::format_description::well_known::Rfc3339,
-        )
-        .map_or(0, |t| t.unix_timestamp().max(0) as u64);
-        paygate_x402::offer_receipt::ReceiptPayload {
-            version: paygate_x402::offer_receipt::VERSION,
-            network: record.network.clone(),
-            resource_url: record.resource.clone(),
-            payer: record.payer.clone(),
-            issued_at,
-            transaction: record.transaction.clone().unwrap_or_default(),
-        }
-        .sign(key)
-    }
-
-    /// The address receipts are signed by (published at `/.well-known/did.json`).
-    pub fn receipt_signer(&self) -> Option<alloy_primitives::Address> {
-        self.receipt_key.as_ref().map(|k| k.address())
-    }
-
-    /// With receipts signed by `key`.
-    pub fn with_receipt_key(mut self, key: alloy_signer_local::PrivateKeySigner) -> Self {
-        self.receipt_key = Some(Arc::new(key));
-        self
-    }
-
     /// The request a payment was taken for has been answered: the plan slot is kept and
     /// stored, and the origin's status (`None`: the origin never answered) recorded on the
     /// payment, off the response path.
@@ -594,6 +562,8 @@ async fn upstream_status_of(store: &dyn Store, delivered: &GatewayPayment) {
 }
 
 pub mod ids;
+mod offers;
+mod receipts;
 pub mod reconcile;
 pub mod refunds;
 mod refusal;

@@ -32,6 +32,13 @@ pub struct Extensions {
         skip_serializing_if = "Option::is_none"
     )]
     pub sign_in_with_x: Option<Value>,
+    /// `offer-receipt`: the server's signed offers, one per `accepts` entry.
+    #[serde(
+        rename = "offer-receipt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub offer_receipt: Option<Value>,
     /// Extensions paygate does not speak, as another server declared them.
     #[serde(flatten)]
     pub other: BTreeMap<String, Value>,
@@ -43,6 +50,7 @@ impl Extensions {
         self.bazaar.is_none()
             && self.payment_identifier.is_none()
             && self.sign_in_with_x.is_none()
+            && self.offer_receipt.is_none()
             && self.other.is_empty()
     }
 }

@@ -18,6 +18,18 @@ pub const EXTENSION: &str = "offer-receipt";
 pub const VERSION: u64 = 1;
 
 sol! {
+    /// What an offer says (the extension's §4.3 type).
+    struct Offer {
+        uint256 version;
+        string resourceUrl;
+        string scheme;
+        string network;
+        string asset;
+        string payTo;
+        string amount;
+        uint256 validUntil;
+    }
+
     /// What a receipt says (the extension's §5.3 type).
     struct Receipt {
         uint256 version;
@@ -37,6 +49,83 @@ fn domain(name: &'static str) -> Eip712Domain {
         None,
         None,
     )
+}
+
+/// An offer's payload as it travels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferPayload {
+    pub version: u64,
+    pub resource_url: String,
+    pub scheme: String,
+    /// CAIP-2.
+    pub network: String,
+    pub asset: String,
+    pub pay_to: String,
+    /// In the asset's units.
+    pub amount: String,
+    /// Unix seconds.
+    pub valid_until: u64,
+}
+
+/// A signed offer (`format: "eip712"`), for the `accepts` entry at `acceptIndex`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignedOffer {
+    pub format: String,
+    pub accept_index: usize,
+    pub payload: OfferPayload,
+    pub signature: String,
+}
+
+/// The offers of a `402`'s `accepts` (resource `resource_url`), each valid until
+/// `valid_until`, signed with `key`: the `extensions["offer-receipt"]` declaration.
+pub fn signed_offers(
+    key: &PrivateKeySigner,
+    resource_url: &str,
+    accepts: &[crate::v2::PaymentRequirementsV2],
+    valid_until: u64,
+) -> serde_json::Value {
+    let offers: Vec<SignedOffer> = accepts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| {
+            let payload = OfferPayload {
+                version: VERSION,
+                resource_url: resource_url.to_string(),
+                scheme: a.scheme.clone(),
+                network: a.network.clone(),
+                asset: a.asset.clone(),
+                pay_to: a.pay_to.clone(),
+                amount: a.amount.clone(),
+                valid_until,
+            };
+            let digest = payload.typed().eip712_signing_hash(&domain("x402 offer"));
+            let sig = key.sign_hash_sync(&digest).ok()?;
+            Some(SignedOffer {
+                format: "eip712".into(),
+                accept_index: i,
+                signature: format!("0x{}", alloy_primitives::hex::encode(sig.as_bytes())),
+                payload,
+            })
+        })
+        .collect();
+    serde_json::json!({ "info": { "offers": offers } })
+}
+
+impl OfferPayload {
+    fn typed(&self) -> Offer {
+        Offer {
+            version: U256::from(self.version),
+            resourceUrl: self.resource_url.clone(),
+            scheme: self.scheme.clone(),
+            network: self.network.clone(),
+            asset: self.asset.clone(),
+            payTo: self.pay_to.clone(),
+            amount: self.amount.clone(),
+            validUntil: U256::from(self.valid_until),
+        }
+    }
 }
 
 /// A receipt's payload as it travels.

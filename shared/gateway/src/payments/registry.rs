@@ -145,22 +145,31 @@ impl PaymentService {
     }
 
     /// The challenge a `402` of `entry` carries: the route's, rendered again only where a way
-    /// declares afresh in every `402` (a sign-in's nonce and time).
+    /// declares afresh in every `402` (a sign-in's nonce and time, escrow deadlines), with the
+    /// deployment's signed offers where it signs them (kept per route, `offers.rs`).
     pub fn challenge(&self, entry: &RouteEntry) -> Option<Challenge> {
         let (req, challenge) = entry.payment.as_ref()?;
-        if !WAYS.iter().any(|w| w.declares_fresh(self, entry)) {
-            return Some(challenge.clone());
-        }
-        let mut ext = (*challenge.extensions).clone();
-        for w in WAYS {
-            w.declare_fresh(self, entry, &mut ext);
-        }
-        Some(Challenge::render_offered(
-            req,
-            NO_PAYMENT_ERROR,
-            Arc::new(ext),
-            challenge.offer.clone(),
-        ))
+        let fresh = WAYS.iter().any(|w| w.declares_fresh(self, entry));
+        let render = |offers: Option<serde_json::Value>| {
+            let mut ext = (*challenge.extensions).clone();
+            if fresh {
+                for w in WAYS {
+                    w.declare_fresh(self, entry, &mut ext);
+                }
+            }
+            ext.offer_receipt = offers;
+            Challenge::render_offered(
+                req,
+                NO_PAYMENT_ERROR,
+                Arc::new(ext),
+                challenge.offer.clone(),
+            )
+        };
+        Some(match &self.offers {
+            Some(o) => o.challenge(entry, req, challenge, fresh, |d| render(Some(d))),
+            None if fresh => render(None),
+            None => challenge.clone(),
+        })
     }
 
     /// `refusal` of a request to `entry`, to be rendered in `version` (against the route's

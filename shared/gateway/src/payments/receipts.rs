@@ -1,0 +1,46 @@
+//! Signed receipts (x402 `offer-and-receipt`) of settled payments, with the deployment's receipt
+//! key (which signs the routes' offers too, `offers.rs`): signed from the record alone, so a
+//! receipt can be issued again the same.
+
+use super::offers::Offers;
+use super::PaymentService;
+use std::sync::Arc;
+
+impl PaymentService {
+    /// The signed receipt of a settled payment (x402 `offer-and-receipt`), where this deployment
+    /// has a receipt key: the same for the same record (issued at the payment's time; the
+    /// signature is deterministic), so `GET /api/payments/{id}/receipt` gives it again.
+    pub fn signed_receipt(
+        &self,
+        record: &paygate_domain::model::GatewayPayment,
+    ) -> Option<paygate_x402::offer_receipt::SignedReceipt> {
+        let key = self.receipt_key.as_ref()?;
+        let issued_at = time::OffsetDateTime::parse(
+            &record.created_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map_or(0, |t| t.unix_timestamp().max(0) as u64);
+        paygate_x402::offer_receipt::ReceiptPayload {
+            version: paygate_x402::offer_receipt::VERSION,
+            network: record.network.clone(),
+            resource_url: record.resource.clone(),
+            payer: record.payer.clone(),
+            issued_at,
+            transaction: record.transaction.clone().unwrap_or_default(),
+        }
+        .sign(key)
+    }
+
+    /// The address receipts are signed by (published at `/.well-known/did.json`).
+    pub fn receipt_signer(&self) -> Option<alloy_primitives::Address> {
+        self.receipt_key.as_ref().map(|k| k.address())
+    }
+
+    /// With receipts and offers signed by `key`.
+    pub fn with_receipt_key(mut self, key: alloy_signer_local::PrivateKeySigner) -> Self {
+        let key = Arc::new(key);
+        self.offers = Some(Offers::new(key.clone()));
+        self.receipt_key = Some(key);
+        self
+    }
+}
