@@ -52,7 +52,9 @@ fn benches(c: &mut Criterion) {
             let p = PaymentPayload::decode(black_box(header.as_bytes()), ProtocolVersion::V2)
                 .expect("decode");
             let a = p.authorization().expect("auth");
-            black_box(check_signature(&a, &domain).expect("valid"))
+            let signed = check_signature(&a, &domain);
+            assert_eq!(signed, paygate_x402::verify::Signed::ByKey);
+            black_box(signed)
         })
     });
     c.bench_function("payment/eip712_hash", |b| {

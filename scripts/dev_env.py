@@ -52,6 +52,7 @@ PROVIDER_FUNDING = ACCOUNTS[8]
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 # The dev chain's test token without EIP-3009 (paid through Permit2), placed by `devchain setup`.
 TDOL = "0x7E57D011A0000000000000000000000000000D01"
+WALLET_FACTORY = "0x6492fac700000000000000000000000000006492"
 RPC_ADDR = "127.0.0.1:8545"
 RPC_URL = f"http://{RPC_ADDR}"
 
@@ -359,6 +360,9 @@ def gateway_env():
             "PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__EIP712_NAME": '"Test Dollar"',
             "PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__EIP712_VERSION": '"1"',
             "PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__EIP3009": "false",
+            # Counterfactual smart wallets (ERC-6492) of the dev chain's wallet factory are
+            # deployed by the relayer when they first pay.
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__SMART_WALLET_FACTORIES": f'["{WALLET_FACTORY}"]',
         }
     )
     return env

@@ -272,6 +272,11 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
                 "OperatorRefundCollector",
                 auth_capture::REFUND_COLLECTOR_ADDRESS,
             ),
+            ("Multicall3", paygate_x402::facilitator::MULTICALL3_ADDRESS),
+            (
+                "Eip1271WalletFactory",
+                paygate_x402::signature::DEV_WALLET_FACTORY_ADDRESS,
+            ),
         ] {
             place(&provider, dir, name, at).await?;
             contracts.insert(name.into(), at.to_checksum(None).into());

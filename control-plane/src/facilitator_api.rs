@@ -151,6 +151,7 @@ pub async fn settle(
         Json(SettleResponse {
             success: false,
             error_reason: Some(reason.to_string()),
+            error_message: None,
             transaction: String::new(),
             network,
             payer,
@@ -174,9 +175,24 @@ pub async fn settle(
         redeliver: false,
     };
     match state.payments.take(v, &charge).await {
+        // Sent and not confirmed in time: x402's `settlement_pending` with the transaction; the
+        // same payment again answers from it, and once reconciliation has seen it land, with
+        // the settlement.
+        Err(Refusal::Unconfirmed { transaction, payer }) => Ok(Json(SettleResponse {
+            success: false,
+            error_reason: Some(paygate_x402::facilitator::wire::SETTLEMENT_PENDING.into()),
+            error_message: None,
+            transaction: format!("{transaction:#x}"),
+            network,
+            payer: Some(payer.to_checksum(None)),
+            amount: None,
+            extra: None,
+            extensions: None,
+        })),
         Ok(paid) => Ok(Json(SettleResponse {
             success: true,
             error_reason: None,
+            error_message: None,
             transaction: paid.record.transaction.clone().unwrap_or_default(),
             network,
             payer,
@@ -203,7 +219,13 @@ pub async fn supported(State(state): State<AppState>) -> Result<Json<SupportedRe
     if kinds.is_empty() {
         return Err(ApiError::from(Refusal::FacilitatorDown));
     }
+    // Settling on chain itself, it submits a Permit2 payer's permit with the settlement.
+    let extensions = match state.payments.chain() {
+        Some(_) => vec![paygate_x402::gas_sponsoring::EIP2612_GAS_SPONSORING.to_string()],
+        None => Vec::new(),
+    };
     Ok(Json(SupportedResponse {
+        extensions,
         kinds: kinds
             .into_iter()
             .map(|k| SupportedKindWire {

@@ -64,6 +64,11 @@ pub(crate) fn refused(r: Refused, entry: &RouteEntry, request_id: &str) -> Answe
         challenge,
         version,
     } = r;
+    if let (Refusal::Unconfirmed { transaction, payer }, Some((req, _))) =
+        (&refusal, &entry.payment)
+    {
+        return unconfirmed(&refusal, *transaction, *payer, req, version, request_id);
+    }
     let (Some(reason), Some(challenge), Some((req, _))) =
         (refusal.challenge_reason(), challenge, &entry.payment)
     else {
@@ -100,6 +105,48 @@ pub(crate) fn refused(r: Refused, entry: &RouteEntry, request_id: &str) -> Answe
         },
         refused: Some(code),
     }
+}
+
+/// A payment sent and not confirmed in the request's time: `504 SETTLEMENT_PENDING` (never a
+/// `402`: paying again could pay twice), with the receipt header in x402's pending form
+/// (`success: false`, `errorReason: "settlement_pending"`, the transaction sent), so the payer
+/// knows what to watch; reconciliation finishes it and a retry of the same payment is then
+/// served.
+fn unconfirmed(
+    refusal: &Refusal,
+    transaction: alloy_primitives::B256,
+    payer: alloy_primitives::Address,
+    req: &paygate_x402::PaymentRequirements,
+    version: ProtocolVersion,
+    request_id: &str,
+) -> Answer {
+    use base64::Engine;
+    let receipt = paygate_x402::facilitator::wire::SettleResponse {
+        success: false,
+        error_reason: Some(paygate_x402::facilitator::wire::SETTLEMENT_PENDING.into()),
+        error_message: None,
+        transaction: format!("{transaction:#x}"),
+        network: req.network_name(version),
+        payer: Some(payer.to_checksum(None)),
+        amount: None,
+        extra: None,
+        extensions: None,
+    };
+    let code = refusal.code();
+    let message = refusal.to_string();
+    let body = ErrorBody::new(code, &message, request_id);
+    Answer::Served(Box::new(Served {
+        outcome: code.as_str(),
+        status: code.status(),
+        content_type: Some("application/json".into()),
+        body: serde_json::to_vec(&body).unwrap_or_default(),
+        receipt: (
+            version.receipt_header().to_string(),
+            base64::engine::general_purpose::STANDARD
+                .encode(serde_json::to_vec(&receipt).unwrap_or_default()),
+        ),
+        mark: None,
+    }))
 }
 
 impl Answer {

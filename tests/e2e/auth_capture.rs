@@ -171,19 +171,7 @@ type Tamper = Box<dyn FnOnce(&mut Value)>;
 
 /// Sends `header` to `path`: the status and the refusal's reason word.
 async fn send(s: &Setup, path: &str, header: &str) -> (u16, Option<String>) {
-    let r = reqwest::Client::new()
-        .get(s.gw.url(path))
-        .header("payment-signature", header)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    let reason = r
-        .headers()
-        .get("payment-required")
-        .and_then(|h| paygate_x402::b64_json(h.to_str().ok()?))
-        .and_then(|d| d["error"].as_str().map(str::to_string));
-    (status, reason)
+    send_paid(&s.gw, path, header).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -355,19 +355,7 @@ async fn a_gateway_settles_through_a_remote_facilitator() {
     let facilitator = Gateway::start_with_owned(chain.gateway_env()).await;
     let (_, fkey) = facilitator.create_org("relay-customer", None).await;
 
-    let gw = Gateway::start_with_owned(vec![
-        ("PAYGATE__FACILITATOR__KIND".into(), "remote".into()),
-        (
-            "PAYGATE__FACILITATOR__URL".into(),
-            facilitator.url("/facilitator"),
-        ),
-        (
-            "PAYGATE__FACILITATOR__BEARER_TOKEN_ENV".into(),
-            "FACILITATOR_TOKEN".into(),
-        ),
-        ("FACILITATOR_TOKEN".into(), fkey),
-    ])
-    .await;
+    let gw = Gateway::start_with_owned(remote_facilitator_env(&facilitator, fkey)).await;
     let (upstream, seller, _) = acme_echo(&gw).await;
 
     let before = (chain.balance(address(4)).await, chain.balance(seller).await);
@@ -485,4 +473,169 @@ async fn payments_fail_over_from_a_stopped_remote_facilitator_to_the_embedded_on
     // The console's overview says the same.
     let m = gw.org_metrics(&key, "24h").await;
     assert_eq!(m["facilitator"]["facilitators"][1]["settled"], 1, "{m}");
+}
+
+/// A settlement that outlives its request (issue 44, item 7): the chain does not confirm the
+/// transfer within the gateway's settle timeout (anvil's automine off). The payer is told
+/// `504 SETTLEMENT_PENDING` with the receipt header in x402's pending form (`success: false`,
+/// `errorReason: "settlement_pending"`, the transaction sent), never a `402`; another server
+/// settling through `/facilitator/settle` gets x402's `settlement_pending` answer with the
+/// transaction. Once the block is mined, reconciliation records both, each payment's retry is
+/// served (or answered) once with that transaction, and nothing is sent twice.
+#[tokio::test]
+async fn a_settlement_not_confirmed_in_time_is_pending_then_finished_once() {
+    use alloy_provider::Provider;
+    let chain = Chain::start();
+    let upstream = Upstream::start().await;
+    let seller = address(8);
+    let mut env = chain.gateway_env();
+    env.push((
+        "PAYGATE__FACILITATOR__SETTLE_TIMEOUT_SECONDS".into(),
+        "2".into(),
+    ));
+    env.push((
+        "PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS".into(),
+        "1".into(),
+    ));
+    // Reconciliation leaves this process's payments to their requests for settle + 2 RPC
+    // timeouts + 5 s: 9 s here.
+    env.push((
+        "PAYGATE__FACILITATOR__REQUEST_TIMEOUT_SECONDS".into(),
+        "1".into(),
+    ));
+    let gw = Gateway::start_with_owned(env).await;
+    let (_, key) = gw.create_org("acme", Some(&seller.to_checksum(None))).await;
+    gw.create_paid_route(&key, "/echo", &format!("{}/echo", upstream.url), false)
+        .await;
+    let seller_before = chain.balance(seller).await;
+    let p = chain.provider(0);
+    let _: Value = p
+        .raw_request("evm_setAutomine".into(), (false,))
+        .await
+        .unwrap();
+
+    let spec = PaymentSpec::new(3, seller, PRICE);
+    let pay = || {
+        gw.http
+            .get(gw.url("/gateway/acme/echo"))
+            .header("X-PAYMENT", spec.v1_header())
+    };
+    let r = pay().send().await.unwrap();
+    let pending = receipt(&r, "x-payment-response");
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (504, "SETTLEMENT_PENDING"));
+    assert_eq!(pending["success"], false, "{pending}");
+    assert_eq!(pending["errorReason"], "settlement_pending", "{pending}");
+    let sent = pending["transaction"].as_str().unwrap().to_string();
+    assert_eq!(sent.len(), 66, "{pending}");
+    assert_eq!(
+        upstream.hits(),
+        0,
+        "nothing served on an unconfirmed payment"
+    );
+    // Its retry before the block: the same transaction, nothing sent again.
+    let r = pay().send().await.unwrap();
+    assert_eq!(receipt(&r, "x-payment-response")["transaction"], sent);
+    assert_eq!(r.status(), 504);
+
+    // Another server's payment through the facilitator API: x402's pending answer.
+    let other = PaymentSpec::new(4, seller, PRICE);
+    let body = json!({"x402Version": 1, "paymentPayload": other.v1_payload(),
+                      "paymentRequirements": v1_requirements(seller, PRICE)});
+    let (status, s) = call(&gw, &key, "settle", body.clone()).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["success"], false, "{s}");
+    assert_eq!(s["errorReason"], "settlement_pending", "{s}");
+    let other_sent = s["transaction"].as_str().unwrap().to_string();
+    assert_eq!(other_sent.len(), 66, "{s}");
+
+    // The block: both land; reconciliation records them with their transactions.
+    let _: Value = p.raw_request("evm_mine".into(), ()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let served = loop {
+        let r = pay().send().await.unwrap();
+        if r.status() == 200 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        assert_eq!(r.status(), 504);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(served.status(), 200, "{}", gw.log());
+    let done = receipt(&served, "x-payment-response");
+    assert_eq!(
+        (&done["success"], &done["transaction"]),
+        (&json!(true), &json!(sent))
+    );
+    assert_eq!(upstream.hits(), 1);
+    // The other server's retry: pending (the same transaction) until its record is decided.
+    let s = loop {
+        let (status, s) = call(&gw, &key, "settle", body.clone()).await;
+        assert_eq!(status, 200, "{s}");
+        if s["success"] == true || std::time::Instant::now() > deadline {
+            break s;
+        }
+        assert_eq!(s["transaction"], json!(other_sent), "{s}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (&s["success"], &s["transaction"]),
+        (&json!(true), &json!(other_sent)),
+        "{s}"
+    );
+    // Served once; each moved once.
+    let (status, code, _) = send_error(pay()).await;
+    assert_eq!((status, code.as_str()), (402, "NONCE_REPLAY"));
+    assert_eq!(chain.balance(seller).await, seller_before + 2 * PRICE);
+}
+
+/// Behind a remote facilitator that answers x402's `settlement_pending` (gateway B, its chain
+/// not mining), gateway A asks once more with the same payment, as x402's servers do (B answers
+/// from the transaction it sent: nothing is sent twice), then tells its payer `504
+/// SETTLEMENT_PENDING` with that transaction, never a `402`; nothing is served.
+#[tokio::test]
+async fn a_remote_facilitators_pending_settlement_is_pending_here_too() {
+    use alloy_provider::Provider;
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push((
+        "PAYGATE__FACILITATOR__SETTLE_TIMEOUT_SECONDS".into(),
+        "2".into(),
+    ));
+    let facilitator = Gateway::start_with_owned(env).await;
+    let (_, fkey) = facilitator.create_org("relay-customer", None).await;
+    let gw = Gateway::start_with_owned(remote_facilitator_env(&facilitator, fkey)).await;
+    let (upstream, seller, _) = acme_echo(&gw).await;
+    let p = chain.provider(0);
+    let _: Value = p
+        .raw_request("evm_setAutomine".into(), (false,))
+        .await
+        .unwrap();
+    let spec = PaymentSpec::new(4, seller, PRICE);
+    let r = gw
+        .http
+        .get(gw.url("/gateway/acme/echo"))
+        .header("X-PAYMENT", spec.v1_header())
+        .send()
+        .await
+        .unwrap();
+    let pending = receipt(&r, "x-payment-response");
+    let (status, code, _) = error_of(r).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (504, "SETTLEMENT_PENDING"),
+        "{}",
+        gw.log()
+    );
+    assert_eq!(pending["errorReason"], "settlement_pending", "{pending}");
+    assert_eq!(upstream.hits(), 0);
+    // One transaction in B's pool: the retry was answered from it.
+    let pool: Value = p.raw_request("txpool_content".into(), ()).await.unwrap();
+    let sent: Vec<String> = pool["pending"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|by_nonce| by_nonce.as_object().unwrap().values())
+        .map(|tx| tx["hash"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sent, [pending["transaction"].as_str().unwrap()], "{pool}");
 }

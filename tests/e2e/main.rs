@@ -41,6 +41,7 @@ mod permit2_contracts;
 mod receipts;
 mod self_service;
 mod settleable;
+mod smart_wallets;
 mod soak;
 mod telemetry;
 mod tls;

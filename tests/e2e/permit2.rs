@@ -273,26 +273,8 @@ async fn pay_altered(
 }
 
 async fn pay_with(s: &Setup, path: &str, accepted: &Value, payload: Value) -> (u16, String) {
-    use base64::Engine;
     let header = json!({"x402Version": 2, "accepted": accepted, "payload": payload});
-    let r =
-        s.gw.http
-            .get(s.gw.url(path))
-            .header(
-                "PAYMENT-SIGNATURE",
-                base64::engine::general_purpose::STANDARD.encode(header.to_string()),
-            )
-            .send()
-            .await
-            .unwrap();
-    let status = r.status().as_u16();
-    let reason = r
-        .headers()
-        .get("payment-required")
-        .and_then(|v| paygate_x402::b64_json(v.to_str().unwrap()))
-        .map(|v| v["error"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_default();
-    (status, reason)
+    send_payment(&s.gw, path, &header).await
 }
 
 /// How a bad case changes the requirement the payer signs.
@@ -409,4 +391,97 @@ async fn bad_permit2_authorizations_are_refused_with_their_reason_and_charge_not
     // Nothing moved for any of them.
     assert_eq!(balance(&s, TDOL, payer).await, tdol);
     assert_eq!(balance(&s, usdc(), payer).await, usd);
+}
+
+/// Gas sponsoring (`eip2612GasSponsoring`, issue 44 item 6): a payer that never approved
+/// Permit2 pays a USDC `upto` route with the official client and no transaction of its own:
+/// the client reads the extension in the `402`, signs USDC's permit to Permit2 with its
+/// payment, and the relayer submits both in one `settleWithPermit`. A permit that is not the
+/// payer's, not for the token, not to Permit2, expired or not in the format is refused with the
+/// extension's reason, and nothing moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payer_that_never_approved_permit2_pays_with_its_permit() {
+    use alloy_provider::Provider;
+    let s = setup().await;
+    upto_route(&s).await;
+    let challenge = challenge_at(&s.gw, "/gateway/acme/llm").await;
+    let declared = &challenge["extensions"]["eip2612GasSponsoring"];
+    assert_eq!(declared["info"]["version"], "1", "{challenge}");
+    assert!(declared["schema"]["required"].as_array().unwrap().len() == 8);
+    // A TDOL (no EIP-2612) route declares nothing of it.
+    s.gw.create_route(
+        &s.key,
+        json!({"path": "report", "priceUSD": 0.01, "token": "TDOL",
+            "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    let tdol_challenge = challenge_at(&s.gw, "/gateway/acme/report").await;
+    assert!(tdol_challenge["extensions"]["eip2612GasSponsoring"].is_null());
+
+    // Bad permits, each with the official client's Permit2 authorization: refused by reason.
+    let accepted = challenge["accepts"][0].clone();
+    let payer = address(3);
+    let payload = node_json(
+        "x402_permit2_sign.cjs",
+        &json!({"scheme": "upto", "key": KEYS[3], "requirements": accepted}),
+    )["payload"]
+        .clone();
+    let permit = json!({"from": payer.to_checksum(None), "asset": USDC,
+        "spender": paygate_x402::permit2::PERMIT2_ADDRESS.to_checksum(None),
+        "amount": "10000", "nonce": "0", "deadline": (paygate_domain::unix_now() + 300).to_string(),
+        "signature": format!("0x{}1b", "11".repeat(64)), "version": "1"});
+    let other = address(8).to_checksum(None);
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("from", json!(other), "eip2612_from_mismatch"),
+        (
+            "asset",
+            json!(TDOL.to_checksum(None)),
+            "eip2612_asset_mismatch",
+        ),
+        ("spender", json!(other), "eip2612_spender_not_permit2"),
+        ("deadline", json!("1"), "eip2612_deadline_expired"),
+        ("amount", json!("ten"), "invalid_eip2612_extension_format"),
+        // Well formed, but not signed by the payer: the token refuses it, the transfer has no
+        // allowance (answered 412 like any missing approval), nothing is forwarded.
+        ("version", json!("1"), "permit2_allowance_required"),
+    ];
+    let usd = balance(&s, usdc(), payer).await;
+    for (field, value, reason) in cases {
+        let mut info = permit.clone();
+        info[field] = value;
+        let header = json!({"x402Version": 2, "accepted": accepted, "payload": payload,
+            "extensions": {"eip2612GasSponsoring": {"info": info}}});
+        let r = send_payment(&s.gw, "/gateway/acme/llm?upstream_charge=0.004", &header).await;
+        let status = if reason == "permit2_allowance_required" {
+            412
+        } else {
+            402
+        };
+        assert_eq!(r, (status, reason.to_string()), "{field}");
+    }
+    assert_eq!(s.upstream.hits(), 0);
+
+    // The official client, no approval first: one call served and charged, the payer's
+    // transaction count still zero.
+    let r = official_pay(&s, "/gateway/acme/llm?upstream_charge=0.00042", 3, None, 1);
+    assert_eq!(r[0]["status"], 200, "{r:?}\n{}", s.gw.log());
+    assert_eq!(r[0]["receipt"]["amount"], "420", "{r:?}");
+    assert_eq!(balance(&s, usdc(), payer).await, usd - U256::from(420u64));
+    let sent = s
+        .chain
+        .provider(3)
+        .get_transaction_count(payer)
+        .await
+        .unwrap();
+    assert_eq!(sent, 0, "the payer sent no transaction");
+    // Permit2 holds the rest of the permitted allowance: the next call needs no permit.
+    let r = official_pay(&s, "/gateway/acme/llm?upstream_charge=0.001", 3, None, 1);
+    assert_eq!(r[0]["status"], 200, "{r:?}");
+    assert_eq!(balance(&s, usdc(), payer).await, usd - U256::from(1420u64));
+}
+
+/// Sends `header` (a payment document) to `path`: the status and the `402`'s reason.
+async fn send_payment(gw: &Gateway, path: &str, header: &Value) -> (u16, String) {
+    let (status, reason) = send_paid(gw, path, &b64_header(header)).await;
+    (status, reason.unwrap_or_default())
 }

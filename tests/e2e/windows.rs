@@ -450,23 +450,12 @@ async fn a_window_serves_while_the_facilitator_is_down() {
     let chain = Chain::start();
     let mut facilitator = Gateway::start_with_owned(chain.gateway_env()).await;
     let (_, fkey) = facilitator.create_org("relay-customer", None).await;
-    let gw = Gateway::start_with_owned(vec![
-        ("PAYGATE__FACILITATOR__KIND".into(), "remote".into()),
-        (
-            "PAYGATE__FACILITATOR__URL".into(),
-            facilitator.url("/facilitator"),
-        ),
-        (
-            "PAYGATE__FACILITATOR__BEARER_TOKEN_ENV".into(),
-            "FACILITATOR_TOKEN".into(),
-        ),
-        ("FACILITATOR_TOKEN".into(), fkey),
-        (
-            "PAYGATE__METRICS__PROBE_INTERVAL_SECONDS".into(),
-            "1".into(),
-        ),
-    ])
-    .await;
+    let mut env = remote_facilitator_env(&facilitator, fkey);
+    env.push((
+        "PAYGATE__METRICS__PROBE_INTERVAL_SECONDS".into(),
+        "1".into(),
+    ));
+    let gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
     let receiver = address(9);
     let (_, key) = gw

@@ -6,7 +6,9 @@
 //
 // Usage: NODE_PATH=<node_modules> node x402_permit2_pay.cjs '{"url","key","rpc","approve"?,"calls"?}'
 // `approve`: a token address to approve Permit2 for first. `wallet`: pay as that smart wallet
-// (EIP-1271), signing with `key` (its owner). `allow`: token addresses the agent
+// (EIP-1271), signing with `key` (its owner); with `factory` ({address, data}) the wallet is not
+// deployed yet and each signature is wrapped as ERC-6492 (viem's own serializer) with the
+// factory call that deploys it. `allow`: token addresses the agent
 // accepts paying in beyond the client's default assets (its spend controls). `calls`: how many
 // calls (1).
 // Prints one JSON line {results: [{status, error, receipt, body}]}; exits non-zero only when the
@@ -18,7 +20,12 @@ const { UptoEvmScheme } = require("@x402/evm/upto/client");
 const { AuthCaptureEvmScheme } = require("@x402/evm/auth-capture/client");
 const { toClientEvmSigner } = require("@x402/evm");
 const { privateKeyToAccount } = require("viem/accounts");
-const { createPublicClient, createWalletClient, http } = require("viem");
+const {
+  createPublicClient,
+  createWalletClient,
+  http,
+  serializeErc6492Signature,
+} = require("viem");
 const { baseSepolia } = require("viem/chains");
 
 function decodeRequired(raw) {
@@ -26,7 +33,7 @@ function decodeRequired(raw) {
 }
 
 async function main(input) {
-  const { url, key, rpc, approve, allow, calls, wallet } = JSON.parse(input);
+  const { url, key, rpc, approve, allow, calls, wallet, factory } = JSON.parse(input);
   const account = privateKeyToAccount(key);
   const transport = http(rpc);
   const publicClient = createPublicClient({ chain: baseSepolia, transport });
@@ -37,8 +44,16 @@ async function main(input) {
     await publicClient.waitForTransactionReceipt({ hash });
   }
   // `wallet`: the payer is that smart wallet (EIP-1271), whose owner's key signs for it.
+  const signTypedData = factory
+    ? async (m) =>
+        serializeErc6492Signature({
+          address: factory.address,
+          data: factory.data,
+          signature: await account.signTypedData(m),
+        })
+    : (m) => account.signTypedData(m);
   const signer = toClientEvmSigner(
-    wallet ? { address: wallet, signTypedData: (m) => account.signTypedData(m) } : account,
+    wallet ? { address: wallet, signTypedData } : account,
     publicClient,
   );
   const client = new x402Client();

@@ -141,6 +141,7 @@ pub(super) async fn settle(
         }) => Ok(Json(SettleResponse {
             success: true,
             error_reason: None,
+            error_message: None,
             transaction: format!("{transaction:#x}"),
             network,
             payer: payer.map(|p| p.to_checksum(None)),
@@ -151,6 +152,7 @@ pub(super) async fn settle(
         Err(Invalid::Reason(reason)) => Ok(Json(SettleResponse {
             success: false,
             error_reason: Some(reason.to_string()),
+            error_message: None,
             transaction: String::new(),
             network,
             payer: None,

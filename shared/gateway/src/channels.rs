@@ -513,7 +513,10 @@ impl Channels {
             next.charged = read_charged + charged;
             if a.payment.max_claimable >= next.voucher_max {
                 next.voucher_max = a.payment.max_claimable;
-                next.voucher_signature = a.payment.signature.to_string();
+                // Claimed later through the contract's own check, when a counterfactual
+                // wallet has been deployed: its inner signature is the one kept.
+                next.voucher_signature =
+                    paygate_x402::signature::unwrapped(&a.payment.signature).to_string();
             }
             next.requests += 1;
             if charged > 0 && next.unclaimed_since.is_none() {

@@ -30,6 +30,9 @@ pub struct Verified {
     /// Well signed but too close to its expiry (or past it) to be settled now: only a retry of a
     /// payment already taken (its nonce held) goes on, answered by that payment's record.
     expiring: bool,
+    /// Who vouches for the signature: a smart wallet's is asked before anything is reserved
+    /// ([`PaymentService::ask_wallet`]).
+    signed: verify::Signed,
 }
 
 impl Verified {
@@ -222,11 +225,16 @@ impl PaymentService {
         let _verify = paygate_x402::span!("verify").entered();
         let auth = payment.authorization()?;
         let t0 = Instant::now();
-        let expiring = match verify::verify_scheme(&payment, &auth, requirements, now, upto) {
-            Ok(_) => false,
-            Err(r) if r.is_expiry() && retry_may_expire => true,
-            Err(r) => return Err(Refusal::Rejected(r)),
-        };
+        let (expiring, signed) =
+            match verify::verify_scheme(&payment, &auth, requirements, now, upto) {
+                Ok(signed) => (false, signed),
+                // Too late to settle: only answered by a payment already taken for it.
+                Err(r) if r.is_expiry() && retry_may_expire => (true, verify::Signed::ByKey),
+                Err(r) => return Err(Refusal::Rejected(r)),
+            };
+        // A Permit2 payer's permit to Permit2 (`eip2612GasSponsoring`) is its own, for its token.
+        paygate_x402::gas_sponsoring::Eip2612Permit::checked(&payment, now)
+            .map_err(Refusal::Rejected)?;
         let verify_us = t0.elapsed().as_micros() as u64;
         if self.facilitator.is_none() {
             return Err(Refusal::NoFacilitator);
@@ -236,6 +244,7 @@ impl PaymentService {
             auth,
             verify_us,
             expiring,
+            signed,
         })
     }
 
@@ -247,6 +256,7 @@ impl PaymentService {
         requirements: &PaymentRequirements,
     ) -> Result<Address, Refusal> {
         let f = self.facilitator.as_ref().ok_or(Refusal::NoFacilitator)?;
+        self.vouched(v, requirements).await?;
         let req = PaymentRequest {
             payment: &v.payment,
             auth: &v.auth,
@@ -259,7 +269,9 @@ impl PaymentService {
             FacilitatorError::Rejected(r) => Refusal::Rejected(r),
             // Verification sends nothing: a facilitator that did not answer clearly is down,
             // never "settlement pending".
-            FacilitatorError::Unavailable(m) | FacilitatorError::Ambiguous(m) => {
+            FacilitatorError::Unavailable(m)
+            | FacilitatorError::Ambiguous(m)
+            | FacilitatorError::Pending { message: m, .. } => {
                 tracing::warn!(error = %m, "facilitator unavailable");
                 Refusal::FacilitatorDown
             }
@@ -269,13 +281,14 @@ impl PaymentService {
     /// Takes the payment for `charge`: a plan slot (so a request over the limit is never
     /// charged), the nonce reserved durably with the `Reserved` record, then settlement. A
     /// nonce already held answers by the holder's state (see [`Self::retried`]).
-    pub async fn take(&self, v: Verified, charge: &Charge<'_>) -> Result<Paid, Refusal> {
+    pub async fn take(&self, mut v: Verified, charge: &Charge<'_>) -> Result<Paid, Refusal> {
         if self.facilitator.is_none() {
             return Err(Refusal::NoFacilitator);
         }
         if v.expiring {
             return self.expiring_retry(v, charge).await;
         }
+        self.ask_wallet(&mut v, charge.requirements).await?;
         let req = charge.requirements;
         let mut record =
             GatewayPayment::reserved(charge.org_id, charge.route_id, req, &v.auth, v.verify_us);
@@ -309,11 +322,11 @@ impl PaymentService {
             .settle_reserved(facilitator.as_ref(), record, preq)
             .await
         {
-            if let (FacilitatorError::Ambiguous(_), Some(s)) = (&e, slot) {
+            if let (true, Some(s)) = (e.may_land(), slot) {
                 // Sent, outcome unknown: reconciliation decides the payment and its slot.
                 s.leave_to_reconciliation();
             }
-            return Err(e.into());
+            return Err(Refusal::of_settlement(e, preq.auth.from));
         }
         Ok(slot)
     }
@@ -381,6 +394,7 @@ impl PaymentService {
         let receipt = SettleResponse {
             success: true,
             error_reason: None,
+            error_message: None,
             transaction: record.transaction.clone().unwrap_or_default(),
             network,
             payer: Some(record.payer.clone()),
@@ -448,7 +462,7 @@ impl PaymentService {
         redeliver: bool,
     ) -> Result<GatewayPayment, Refusal> {
         if held.status.is_open() {
-            return Err(Refusal::StillSettling);
+            return Err(Refusal::still_open(&held));
         }
         if redeliver && held.redeliverable_by(retry) {
             tracing::info!(payment = %held.id, "settled payment forwarded again to a deduplicating origin");
@@ -515,10 +529,14 @@ impl PaymentService {
                     record.failure = Some(format!("facilitator unavailable: {m}"));
                     store.release_payment(record).await
                 }
-                Err(FacilitatorError::Ambiguous(m)) => {
-                    tracing::warn!(payment = %record.id, error = %m, "settlement outcome unknown");
+                Err(e @ (FacilitatorError::Ambiguous(_) | FacilitatorError::Pending { .. })) => {
+                    tracing::warn!(payment = %record.id, error = %e, "settlement outcome unknown");
                     record.status = PaymentStatus::Unknown;
-                    record.failure = Some(m.clone());
+                    record.failure = Some(e.to_string());
+                    if let FacilitatorError::Pending { transaction, .. } = e {
+                        // Sent: the transaction the retry and the ledger are told of.
+                        record.transaction = Some(format!("{transaction:#x}"));
+                    }
                     store.update_payment(record).await
                 }
             }
@@ -571,5 +589,6 @@ pub use refusal::{Refusal, Stop};
 pub mod registry;
 #[cfg(test)]
 mod tests;
+mod wallets;
 pub mod way;
 mod ways;

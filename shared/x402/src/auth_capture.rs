@@ -9,7 +9,7 @@
 use crate::extra::EIP3009_METHOD;
 use crate::payment::{PaymentPayload, SignedAuthorization};
 use crate::requirements::PaymentRequirements;
-use crate::signature::{check_eoa_signature, SignatureError};
+use crate::signature::{payer_signed, Signed};
 use crate::verify::Rejection;
 use alloy_primitives::{address, Address, B256, U256};
 use alloy_sol_types::{sol, SolStruct, SolValue};
@@ -88,20 +88,21 @@ pub struct Escrowed {
     pub info: PaymentInfo,
     pub auth: SignedAuthorization,
     /// The digest the payer must accept on chain: a signature its own key did not make (a
-    /// smart wallet's, EIP-1271); `None` when the payer's key signed it.
+    /// smart wallet's, EIP-1271 or ERC-6492); `None` when the payer's key signed it.
     pub wallet_check: Option<B256>,
 }
 
 impl Escrowed {
     /// The escrow's `authorize` call: the whole authorization held, through the ERC-3009
-    /// collector, the signature its data.
-    pub fn authorize_call(&self) -> Vec<u8> {
+    /// collector, `signature` its data (the payer's, or a counterfactual wallet's inner one
+    /// once the wallet is deployed).
+    pub fn authorize_call(&self, signature: &alloy_primitives::Bytes) -> Vec<u8> {
         use alloy_sol_types::SolCall;
         IAuthCaptureEscrow::authorizeCall {
             paymentInfo: self.info.clone(),
             amount: U256::from(self.info.maxAmount),
             tokenCollector: ERC3009_COLLECTOR_ADDRESS,
-            collectorData: self.auth.signature.clone(),
+            collectorData: signature.clone(),
         }
         .abi_encode()
     }
@@ -211,9 +212,9 @@ pub fn verify(
     .eip712_signing_hash(&crate::verify::token_domain(req));
     // A signature the payer's key did not make may be its smart wallet's: the caller asks the
     // chain (EIP-1271) before anything is reserved.
-    let wallet_check = match check_eoa_signature(&digest, &auth.signature, auth.from) {
-        Ok(()) => None,
-        Err(SignatureError::NotEoa | SignatureError::Mismatch) => Some(digest),
+    let wallet_check = match payer_signed(digest, &auth.signature, auth.from) {
+        Signed::ByKey => None,
+        Signed::ByWallet(digest) => Some(digest),
     };
     if auth.value != req.token_amount() {
         return Err(Rejection::WrongAmount);

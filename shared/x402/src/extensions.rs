@@ -39,6 +39,14 @@ pub struct Extensions {
         skip_serializing_if = "Option::is_none"
     )]
     pub offer_receipt: Option<Value>,
+    /// `eip2612GasSponsoring`: a Permit2 payer may send its token's permit to Permit2 with the
+    /// payment instead of approving first (the facilitator submits it).
+    #[serde(
+        rename = "eip2612GasSponsoring",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub eip2612_gas_sponsoring: Option<Value>,
     /// Extensions paygate does not speak, as another server declared them.
     #[serde(flatten)]
     pub other: BTreeMap<String, Value>,
@@ -51,6 +59,7 @@ impl Extensions {
             && self.payment_identifier.is_none()
             && self.sign_in_with_x.is_none()
             && self.offer_receipt.is_none()
+            && self.eip2612_gas_sponsoring.is_none()
             && self.other.is_empty()
     }
 }

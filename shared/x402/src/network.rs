@@ -32,6 +32,11 @@ pub struct NetworkConfig {
     /// (`[networks.<name>.tokens.<SYMBOL>]`), by symbol.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens: BTreeMap<String, TokenConfig>,
+    /// Smart-wallet factories whose counterfactual (ERC-6492) wallets the relayer deploys when
+    /// it settles their first payment (it pays the deployment's gas); empty: a wallet not yet
+    /// deployed cannot pay.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub smart_wallet_factories: Vec<Address>,
 }
 
 /// One ERC-20 token of a network. Prices stay in USD: a route priced in a token asks the USD
@@ -238,6 +243,7 @@ pub fn builtin_networks() -> BTreeMap<String, NetworkConfig> {
             rpc_url: "https://mainnet.base.org".into(),
             facilitators: Vec::new(),
             tokens: BTreeMap::new(),
+            smart_wallet_factories: Vec::new(),
             explorer_tx_url: "https://basescan.org/tx/".into(),
         },
     );
@@ -253,6 +259,7 @@ pub fn builtin_networks() -> BTreeMap<String, NetworkConfig> {
             rpc_url: "https://sepolia.base.org".into(),
             facilitators: Vec::new(),
             tokens: BTreeMap::new(),
+            smart_wallet_factories: Vec::new(),
             explorer_tx_url: "https://sepolia.basescan.org/tx/".into(),
         },
     );

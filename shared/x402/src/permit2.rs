@@ -127,11 +127,13 @@ pub fn signing_hash(
 }
 
 /// The proxy call that settles a Permit2 payment: the exact proxy's `settle` for the whole
-/// permitted amount, or the upto proxy's for `amount` (at most the permitted one).
+/// permitted amount, or the upto proxy's for `amount` (at most the permitted one); its
+/// `settleWithPermit` when the payer sent its token's permit to Permit2 (`permit2612`).
 pub fn settle_call(
     auth: &crate::payment::SignedAuthorization,
     p: &crate::payment::Permit2Terms,
     amount: alloy_primitives::U256,
+    permit2612: Option<EIP2612Permit>,
 ) -> (Address, Vec<u8>) {
     use alloy_sol_types::SolCall;
     let permit = PermitTransferFrom {
@@ -142,35 +144,59 @@ pub fn settle_call(
         nonce: alloy_primitives::U256::from_be_bytes(auth.nonce.0),
         deadline: auth.valid_before,
     };
+    let (owner, signature) = (auth.from, auth.signature.clone());
     match p.facilitator {
-        None => (
-            EXACT_PROXY_ADDRESS,
-            IExactPermit2Proxy::settleCall {
-                permit,
-                owner: auth.from,
-                witness: ExactWitness {
-                    to: auth.to,
-                    validAfter: auth.valid_after,
-                },
-                signature: auth.signature.clone(),
-            }
-            .abi_encode(),
-        ),
-        Some(facilitator) => (
-            UPTO_PROXY_ADDRESS,
-            IUptoPermit2Proxy::settleCall {
-                permit,
-                amount,
-                owner: auth.from,
-                witness: UptoWitness {
-                    to: auth.to,
-                    facilitator,
-                    validAfter: auth.valid_after,
-                },
-                signature: auth.signature.clone(),
-            }
-            .abi_encode(),
-        ),
+        None => {
+            let witness = ExactWitness {
+                to: auth.to,
+                validAfter: auth.valid_after,
+            };
+            let data = match permit2612 {
+                None => IExactPermit2Proxy::settleCall {
+                    permit,
+                    owner,
+                    witness,
+                    signature,
+                }
+                .abi_encode(),
+                Some(permit2612) => IExactPermit2Proxy::settleWithPermitCall {
+                    permit2612,
+                    permit,
+                    owner,
+                    witness,
+                    signature,
+                }
+                .abi_encode(),
+            };
+            (EXACT_PROXY_ADDRESS, data)
+        }
+        Some(facilitator) => {
+            let witness = UptoWitness {
+                to: auth.to,
+                facilitator,
+                validAfter: auth.valid_after,
+            };
+            let data = match permit2612 {
+                None => IUptoPermit2Proxy::settleCall {
+                    permit,
+                    amount,
+                    owner,
+                    witness,
+                    signature,
+                }
+                .abi_encode(),
+                Some(permit2612) => IUptoPermit2Proxy::settleWithPermitCall {
+                    permit2612,
+                    permit,
+                    amount,
+                    owner,
+                    witness,
+                    signature,
+                }
+                .abi_encode(),
+            };
+            (UPTO_PROXY_ADDRESS, data)
+        }
     }
 }
 
@@ -202,14 +228,26 @@ alloy_sol_types::sol! {
         uint256 validAfter;
     }
 
+    /// The payer's EIP-2612 permit to Permit2, split as the proxies take it.
+    #[derive(Debug)]
+    struct EIP2612Permit {
+        uint256 value;
+        uint256 deadline;
+        bytes32 r;
+        bytes32 s;
+        uint8 v;
+    }
+
     /// `x402ExactPermit2Proxy`.
     interface IExactPermit2Proxy {
         function settle(PermitTransferFrom permit, address owner, ExactWitness witness, bytes signature) external;
+        function settleWithPermit(EIP2612Permit permit2612, PermitTransferFrom permit, address owner, ExactWitness witness, bytes signature) external;
     }
 
     /// `x402UptoPermit2Proxy`.
     interface IUptoPermit2Proxy {
         function settle(PermitTransferFrom permit, uint256 amount, address owner, UptoWitness witness, bytes signature) external;
+        function settleWithPermit(EIP2612Permit permit2612, PermitTransferFrom permit, uint256 amount, address owner, UptoWitness witness, bytes signature) external;
     }
 
     /// The ERC-20 calls around Permit2: the payer's one approval, and its check.

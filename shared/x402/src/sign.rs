@@ -123,7 +123,10 @@ mod tests {
         assert_eq!(auth.value, U256::from(12_345u64));
         assert_eq!(auth.valid_before, U256::from(1_000_060u64));
         assert_eq!(auth.valid_after, U256::from(999_940u64));
-        assert_eq!(check_signature(&auth, &token_domain(&req)), Ok(true));
+        assert_eq!(
+            check_signature(&auth, &token_domain(&req)),
+            crate::signature::Signed::ByKey
+        );
         let PaymentPayload::V2(v2) = p else {
             panic!("v2 expected")
         };
@@ -154,6 +157,9 @@ mod tests {
         assert_eq!(json["accepted"], offered);
         let p = PaymentPayload::decode(header.as_bytes(), ProtocolVersion::V2).unwrap();
         let auth = p.authorization().unwrap();
-        assert_eq!(crate::verify::verify(&p, &auth, &req, 1_000_000), Ok(true));
+        assert_eq!(
+            crate::verify::verify(&p, &auth, &req, 1_000_000),
+            Ok(crate::signature::Signed::ByKey)
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use super::payment::{PaymentPayload, SignedAuthorization};
 use crate::requirements::PaymentRequirements;
-pub use crate::signature::{check_eoa_signature, SignatureError};
+pub use crate::signature::{check_eoa_signature, payer_signed, SignatureError, Signed};
 use alloy_primitives::{Address, U256};
 use alloy_sol_types::{sol, Eip712Domain, SolStruct};
 use std::borrow::Cow;
@@ -75,11 +75,21 @@ pub enum Rejection {
     InvalidCollector,
     #[error("the authorization's nonce is not the hash of the payment's terms")]
     NonceMismatch,
+    #[error("the EIP-2612 permit is not in the extension's format")]
+    Eip2612Format,
+    #[error("the EIP-2612 permit is another owner's")]
+    Eip2612FromMismatch,
+    #[error("the EIP-2612 permit is for another token")]
+    Eip2612AssetMismatch,
+    #[error("the EIP-2612 permit's spender is not Permit2")]
+    Eip2612SpenderNotPermit2,
+    #[error("the EIP-2612 permit's deadline has passed or is too close")]
+    Eip2612DeadlineExpired,
 }
 
 impl Rejection {
     /// Every rejection, for reading reason words back.
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 29] = [
         Self::UnsupportedScheme,
         Self::NetworkMismatch,
         Self::RequirementsMismatch,
@@ -104,6 +114,11 @@ impl Rejection {
         Self::DeadlineOrdering,
         Self::InvalidCollector,
         Self::NonceMismatch,
+        Self::Eip2612Format,
+        Self::Eip2612FromMismatch,
+        Self::Eip2612AssetMismatch,
+        Self::Eip2612SpenderNotPermit2,
+        Self::Eip2612DeadlineExpired,
     ];
 
     /// The rejection whose [`Self::reason`] is exactly `word` (the inverse of the wire
@@ -142,6 +157,11 @@ impl Rejection {
             Self::DeadlineOrdering => "invalid_deadline_ordering",
             Self::InvalidCollector => "invalid_auth_capture_collector",
             Self::NonceMismatch => "invalid_auth_capture_nonce",
+            Self::Eip2612Format => "invalid_eip2612_extension_format",
+            Self::Eip2612FromMismatch => "eip2612_from_mismatch",
+            Self::Eip2612AssetMismatch => "eip2612_asset_mismatch",
+            Self::Eip2612SpenderNotPermit2 => "eip2612_spender_not_permit2",
+            Self::Eip2612DeadlineExpired => "eip2612_deadline_expired",
         }
     }
 
@@ -175,27 +195,20 @@ pub fn signing_hash(auth: &SignedAuthorization, domain: &Eip712Domain) -> alloy_
     .eip712_signing_hash(domain)
 }
 
-/// Checks an EOA signature (65 bytes, v in {27, 28} or {0, 1}, low s) against `from`.
-/// Returns `Ok(false)` for longer (smart-wallet) signatures, which only the chain can check.
-pub fn check_signature(
-    auth: &SignedAuthorization,
-    domain: &Eip712Domain,
-) -> Result<bool, Rejection> {
-    match check_eoa_signature(&signing_hash(auth, domain), &auth.signature, auth.from) {
-        Ok(()) => Ok(true),
-        Err(SignatureError::NotEoa) => Ok(false),
-        Err(SignatureError::Mismatch) => Err(Rejection::InvalidSignature),
-    }
+/// Checks the payer's signature: an EOA's (65 bytes, v in {27, 28} or {0, 1}, low s) here,
+/// anything else left to the payer's smart wallet ([`Signed::ByWallet`]).
+pub fn check_signature(auth: &SignedAuthorization, domain: &Eip712Domain) -> Signed {
+    payer_signed(signing_hash(auth, domain), &auth.signature, auth.from)
 }
 
-/// Verifies `payment` against the route's `req` at time `now` (unix seconds).
-/// `Ok(true)`: fully verified; `Ok(false)`: valid but the signature must be checked on-chain.
+/// Verifies `payment` against the route's `req` at time `now` (unix seconds); who vouches for
+/// its signature is the answer ([`Signed::ByWallet`]: the chain must still be asked).
 pub fn verify(
     payment: &PaymentPayload,
     auth: &SignedAuthorization,
     req: &PaymentRequirements,
     now: u64,
-) -> Result<bool, Rejection> {
+) -> Result<Signed, Rejection> {
     verify_scheme(payment, auth, req, now, None)
 }
 
@@ -207,7 +220,7 @@ pub fn verify_scheme(
     req: &PaymentRequirements,
     now: u64,
     upto: Option<Address>,
-) -> Result<bool, Rejection> {
+) -> Result<Signed, Rejection> {
     let permit2 = payment.permit2();
     // A requirement's transfer method decides the payload's (`upto` is always Permit2).
     if permit2.is_some() != (req.permit2() || upto.is_some()) {
@@ -254,7 +267,7 @@ fn verify_eip3009(
     auth: &SignedAuthorization,
     req: &PaymentRequirements,
     now: u64,
-) -> Result<bool, Rejection> {
+) -> Result<Signed, Rejection> {
     if auth.to != req.pay_to {
         return Err(Rejection::WrongPayee);
     }
@@ -266,11 +279,31 @@ fn verify_eip3009(
     }
     // The signature before the expiry, so `Expired` means "well signed, too late to settle":
     // a retry of a payment already taken may still be answered by its record.
-    let signed = check_signature(auth, &token_domain(req))?;
+    let signed = check_signature(auth, &token_domain(req));
     if auth.valid_before < U256::from(now.saturating_add(MIN_VALIDITY_SECONDS)) {
-        return Err(Rejection::Expired);
+        return Err(too_late(
+            signed,
+            auth,
+            Rejection::InvalidSignature,
+            Rejection::Expired,
+        ));
     }
     Ok(signed)
+}
+
+/// Why a payment past its time is refused: an EOA-length signature its payer's key did not
+/// make is told so (no wallet is asked about a payment too late to settle); otherwise it is
+/// expired, which a retry of a payment already taken may still be answered past.
+fn too_late(
+    signed: Signed,
+    auth: &SignedAuthorization,
+    forged: Rejection,
+    expired: Rejection,
+) -> Rejection {
+    match signed {
+        Signed::ByWallet(_) if auth.signature.len() <= 65 => forged,
+        _ => expired,
+    }
 }
 
 /// A Permit2 payment, checked as x402's facilitators check it: spender the scheme's proxy,
@@ -282,7 +315,7 @@ fn verify_permit2(
     req: &PaymentRequirements,
     now: u64,
     upto: Option<Address>,
-) -> Result<bool, Rejection> {
+) -> Result<Signed, Rejection> {
     use crate::permit2;
     let spender = match upto {
         Some(_) => permit2::UPTO_PROXY_ADDRESS,
@@ -307,13 +340,14 @@ fn verify_permit2(
         return Err(Rejection::Permit2NotYetValid);
     }
     let digest = permit2::signing_hash(auth, p, req.network.config.chain_id);
-    let signed = match check_eoa_signature(&digest, &auth.signature, auth.from) {
-        Ok(()) => true,
-        Err(SignatureError::NotEoa) => false,
-        Err(SignatureError::Mismatch) => return Err(Rejection::Permit2InvalidSignature),
-    };
+    let signed = payer_signed(digest, &auth.signature, auth.from);
     if auth.valid_before < U256::from(now.saturating_add(MIN_VALIDITY_SECONDS)) {
-        return Err(Rejection::Permit2DeadlineExpired);
+        return Err(too_late(
+            signed,
+            auth,
+            Rejection::Permit2InvalidSignature,
+            Rejection::Permit2DeadlineExpired,
+        ));
     }
     Ok(signed)
 }
@@ -381,7 +415,7 @@ mod tests {
             signing_hash(&auth, &token_domain(&req)),
             b256!("c72535830abf1dc4187193153665b256d688829ccda7ee169f8821f653253119")
         );
-        assert_eq!(verify(&v1_payload(), &auth, &req, NOW), Ok(true));
+        assert_eq!(verify(&v1_payload(), &auth, &req, NOW), Ok(Signed::ByKey));
     }
 
     #[test]
@@ -390,7 +424,7 @@ mod tests {
         let mut raw = auth.signature.to_vec();
         raw[64] -= 27;
         auth.signature = Bytes::from(raw);
-        assert_eq!(verify(&v1_payload(), &auth, &req, NOW), Ok(true));
+        assert_eq!(verify(&v1_payload(), &auth, &req, NOW), Ok(Signed::ByKey));
     }
 
     #[test]
@@ -409,24 +443,26 @@ mod tests {
             check(&auth, &req, 1_900_000_000 - 5),
             Err(Rejection::Expired)
         );
-        assert_eq!(check(&auth, &req, 1_900_000_000 - 6), Ok(true));
+        assert_eq!(check(&auth, &req, 1_900_000_000 - 6), Ok(Signed::ByKey));
         let mut a = auth.clone();
         a.valid_after = U256::from(NOW + 100);
         assert_eq!(check(&a, &req, NOW), Err(Rejection::NotYetValid));
-        // Any change to a signed field breaks the signature.
+        // Any change to a signed field breaks the signature: the payer's key did not sign it,
+        // so only a smart wallet at the payer's address could accept it (the chain is asked).
+        let by_wallet = |r: Result<Signed, Rejection>| matches!(r, Ok(Signed::ByWallet(_)));
         let mut a = auth.clone();
         a.nonce = B256::repeat_byte(0x12);
-        assert_eq!(check(&a, &req, NOW), Err(Rejection::InvalidSignature));
+        assert!(by_wallet(check(&a, &req, NOW)));
         // The wrong EIP-712 name (Base mainnet's) gives a digest the payer never signed.
         let mut r = req.clone();
         r.network.config.eip712_name = "USD Coin".into();
-        assert_eq!(check(&auth, &r, NOW), Err(Rejection::InvalidSignature));
+        assert!(by_wallet(check(&auth, &r, NOW)));
         // Truncated signature; smart-wallet length defers to the chain.
         let mut a = auth.clone();
         a.signature = Bytes::from(vec![1u8; 64]);
-        assert_eq!(check(&a, &req, NOW), Err(Rejection::InvalidSignature));
+        assert!(by_wallet(check(&a, &req, NOW)));
         a.signature = Bytes::from(vec![1u8; 200]);
-        assert_eq!(check(&a, &req, NOW), Ok(false));
+        assert!(by_wallet(check(&a, &req, NOW)));
         // High-s twin of a valid signature is refused.
         let sig = Signature::from_raw(&auth.signature).unwrap();
         let n = U256::from_str_radix(
@@ -437,7 +473,7 @@ mod tests {
         let high = Signature::new(sig.r(), n - sig.s(), !sig.v());
         let mut a = auth.clone();
         a.signature = Bytes::from(high.as_bytes().to_vec());
-        assert_eq!(check(&a, &req, NOW), Err(Rejection::InvalidSignature));
+        assert!(by_wallet(check(&a, &req, NOW)));
         // Wrong network and scheme in the v1 envelope.
         let mut p2 = v1_payload();
         if let PaymentPayload::V1(x) = &mut p2 {
@@ -473,10 +509,13 @@ mod tests {
                 extensions: None,
             }))
         };
-        assert_eq!(verify(&mk(req.to_v2()), &auth, &req, NOW), Ok(true));
+        assert_eq!(
+            verify(&mk(req.to_v2()), &auth, &req, NOW),
+            Ok(Signed::ByKey)
+        );
         let mut lower = req.to_v2();
         lower.pay_to = lower.pay_to.to_lowercase();
-        assert_eq!(verify(&mk(lower), &auth, &req, NOW), Ok(true));
+        assert_eq!(verify(&mk(lower), &auth, &req, NOW), Ok(Signed::ByKey));
         let mut a = req.to_v2();
         a.amount = "1".into();
         assert_eq!(

@@ -296,6 +296,52 @@ async fn a_smart_wallet_pays_through_a_channel() {
     assert_eq!(chain.balance(address(9)).await, receiver_before + 2 * PRICE);
 }
 
+/// A smart wallet not deployed yet paying through a channel: its deposit's authorization and
+/// first voucher come ERC-6492-wrapped; the gateway asks the wallet its factory would deploy
+/// (a simulated call), the relayer deploys it and sends the deposit with the inner signature;
+/// later vouchers are plain EIP-1271, and the claim (through the contract's own check of the
+/// kept voucher) moves exactly what was charged.
+#[tokio::test]
+async fn a_counterfactual_wallet_opens_a_channel() {
+    use alloy_primitives::{Address, Bytes};
+    let (chain, gw, upstream, key) = setup().await;
+    let c = chain.counterfactual_wallet(address(6), 3).await;
+    chain.send_usdc(6, c.address, 10 * PRICE).await;
+    let receiver_before = chain.balance(address(9)).await;
+
+    let mut payer = HandPayer::new(6, &channel_offer(&gw).await, 6);
+    (payer.config.payer, payer.config.payerAuthorizer) = (c.address, Address::ZERO);
+    payer.channel.config = payer.config.clone();
+    let pay = |payload: Value| send_payment(&gw, payer.header(payload));
+    let price = u128::from(PRICE);
+    let wrapped = |payload: &mut Value, key: &str| {
+        let plain: Bytes = payload["voucher"][key].as_str().unwrap().parse().unwrap();
+        payload["voucher"][key] = c.wrap(&plain).to_string().into();
+    };
+    let mut d = channel::deposit(&payer.config, 6, 3 * PRICE, 1);
+    d.signature = c.wrap(&d.signature);
+    // Another key's first voucher under the wrapper: the wallet-to-be says no, nothing sent.
+    let mut forged = payer.deposit(&d, price);
+    forged["voucher"] = HandPayer::voucher_of(&payer.config, price, 5);
+    wrapped(&mut forged, "signature");
+    let (status, body) = pay(forged).await;
+    assert_eq!(status, 402, "{body}");
+    assert!(!chain.has_code(c.address).await);
+    // Its owner's: deployed, deposited, served.
+    let mut first = payer.deposit(&d, price);
+    wrapped(&mut first, "signature");
+    let (status, body) = pay(first).await;
+    assert_eq!(status, 200, "{body}\n{}", gw.log());
+    assert!(chain.has_code(c.address).await, "deployed by its deposit");
+    assert_eq!(chain.balance(c.address).await, 7 * PRICE);
+    let (status, body) = pay(HandPayer::voucher_payload(&payer.config, 2 * price, 6)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(upstream.hits(), 2);
+    let claimed = gw.claim_channels(&key).await;
+    assert_eq!(claimed["claimedChannels"], 1, "{claimed}");
+    assert_eq!(chain.balance(address(9)).await, receiver_before + 2 * PRICE);
+}
+
 /// Another x402 server settling its own channels through paygate's facilitator API (the
 /// scheme's facilitator interface): its client's deposit verified and sent, vouchers checked
 /// against the chain (within the balance, signed by the payer), then its own claim (signed by
@@ -459,4 +505,10 @@ async fn supported_lists_every_kind_the_facilitator_endpoints_take() {
         "batch-settlement is a v2 scheme: {body}"
     );
     assert!(!kinds.iter().any(|k| k["scheme"] == "upto"), "{body}");
+    // It submits a Permit2 payer's permit with the settlement (gas sponsoring).
+    assert_eq!(
+        body["extensions"],
+        json!(["eip2612GasSponsoring"]),
+        "{body}"
+    );
 }

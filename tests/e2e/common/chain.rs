@@ -15,6 +15,46 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
+alloy_sol_types::sol! {
+    /// The dev chain's wallet factory (`shared/contracts/src/Eip1271Wallet.sol`).
+    function createWallet(address owner, bytes32 salt) external returns (address wallet);
+    function walletAddress(address owner, bytes32 salt) external view returns (address);
+}
+
+/// A smart wallet not deployed yet: its address and how its factory deploys it.
+#[derive(Debug, Clone)]
+pub struct Counterfactual {
+    pub address: Address,
+    pub factory: Address,
+    pub calldata: alloy_primitives::Bytes,
+}
+
+impl Counterfactual {
+    /// `signature` (its owner's) wrapped as ERC-6492 for this wallet.
+    pub fn wrap(&self, signature: &alloy_primitives::Bytes) -> alloy_primitives::Bytes {
+        self.wrap_through(self.factory, signature)
+    }
+
+    /// [`Self::wrap`] naming another factory.
+    pub fn wrap_through(
+        &self,
+        factory: Address,
+        signature: &alloy_primitives::Bytes,
+    ) -> alloy_primitives::Bytes {
+        paygate_x402::signature::Counterfactual {
+            factory,
+            factory_calldata: self.calldata.clone(),
+            signature: signature.clone(),
+        }
+        .wrap()
+    }
+
+    /// The script input naming it (`x402_permit2_pay.cjs`'s `factory`).
+    pub fn script_input(&self) -> Value {
+        json!({"address": self.factory.to_checksum(None), "data": self.calldata.to_string()})
+    }
+}
+
 /// anvil's well-known development keys (mnemonic "test test ... junk").
 pub const KEYS: [&str; 10] = [
     "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
@@ -110,6 +150,14 @@ impl Chain {
                 "PAYGATE__NETWORKS__BASE-SEPOLIA__RPC_URL".into(),
                 self.rpc.clone(),
             ),
+            // Counterfactual wallets of the test factory are deployed when they first pay.
+            (
+                "PAYGATE__NETWORKS__BASE-SEPOLIA__SMART_WALLET_FACTORIES".into(),
+                format!(
+                    "[\"{}\"]",
+                    paygate_x402::signature::DEV_WALLET_FACTORY_ADDRESS
+                ),
+            ),
         ]
     }
 
@@ -198,6 +246,36 @@ impl Chain {
             )
             .await
             .expect("anvil_setStorageAt");
+    }
+
+    /// A counterfactual smart wallet of `owner` (ERC-6492): the address the dev chain's wallet
+    /// factory deploys it to for `salt`, and the factory call that does.
+    pub async fn counterfactual_wallet(&self, owner: Address, salt: u8) -> Counterfactual {
+        use alloy_provider::Provider;
+        use alloy_sol_types::SolCall;
+        let factory = paygate_x402::signature::DEV_WALLET_FACTORY_ADDRESS;
+        let salt = B256::repeat_byte(salt);
+        let tx = alloy_rpc_types_eth::TransactionRequest::default()
+            .to(factory)
+            .input(walletAddressCall { owner, salt }.abi_encode().into());
+        let out = self.provider(0).call(tx).await.expect("walletAddress");
+        let address = walletAddressCall::abi_decode_returns(&out).expect("an address");
+        Counterfactual {
+            address,
+            factory,
+            calldata: createWalletCall { owner, salt }.abi_encode().into(),
+        }
+    }
+
+    /// Whether `at` holds code (a deployed wallet).
+    pub async fn has_code(&self, at: Address) -> bool {
+        use alloy_provider::Provider;
+        !self
+            .provider(0)
+            .get_code_at(at)
+            .await
+            .expect("eth_getCode")
+            .is_empty()
     }
 
     pub async fn balance(&self, who: Address) -> u64 {

@@ -552,6 +552,41 @@ pub fn b64_header(payload: &Value) -> String {
     base64::engine::general_purpose::STANDARD.encode(payload.to_string())
 }
 
+/// Environment for a gateway settling through `facilitator`'s served facilitator API (the
+/// remote facilitator client), with `token` (an org key of it) as its bearer token.
+pub fn remote_facilitator_env(facilitator: &Gateway, token: String) -> Vec<(String, String)> {
+    vec![
+        ("PAYGATE__FACILITATOR__KIND".into(), "remote".into()),
+        (
+            "PAYGATE__FACILITATOR__URL".into(),
+            facilitator.url("/facilitator"),
+        ),
+        (
+            "PAYGATE__FACILITATOR__BEARER_TOKEN_ENV".into(),
+            "FACILITATOR_TOKEN".into(),
+        ),
+        ("FACILITATOR_TOKEN".into(), token),
+    ]
+}
+
+/// Sends the payment header `header` to `path`: the status and the refusal's reason word.
+pub async fn send_paid(gw: &Gateway, path: &str, header: &str) -> (u16, Option<String>) {
+    let r = gw
+        .http
+        .get(gw.url(path))
+        .header("payment-signature", header)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let reason = r
+        .headers()
+        .get("payment-required")
+        .and_then(|h| paygate_x402::b64_json(h.to_str().ok()?))
+        .and_then(|d| d["error"].as_str().map(str::to_string));
+    (status, reason)
+}
+
 /// A gateway started with `env`, with org `acme` (receiver account 9) and its paid `/echo`.
 pub async fn gateway_with_echo(
     env: Vec<(String, String)>,

@@ -1,5 +1,6 @@
 //! The channels' calls to the chain: the settlement contract's figures for a channel, any
-//! read-only contract call, a smart wallet's signature check (EIP-1271), deposits and the
+//! read-only contract call, a smart wallet's signature check (EIP-1271, ERC-6492), deposits
+//! (a counterfactual payer's wallet deployed first) and the
 //! `multicall` transactions of claims and refunds.
 
 use super::{unavailable, ChannelRefusal, Channels, DEPOSIT_GAS};
@@ -64,7 +65,24 @@ impl Channels {
         d: &batch::Erc3009Deposit,
         chain_id: u64,
     ) -> Result<(B256, (u128, u128)), ChannelRefusal> {
-        let call = batch::deposit_call(&payment.config, d);
+        // A counterfactual wallet is deployed first; the collector sees its inner signature.
+        let signature = match self
+            .chain
+            .deploy_payer(chain_id, payment.config.payer, &d.signature)
+            .await
+        {
+            Ok(signature) => signature,
+            Err(CallError::Reverted(m)) => {
+                tracing::debug!(error = %m, "payer wallet deployment refused");
+                return Err(ChannelRefusal::rejected(ChannelRejection::DepositSignature));
+            }
+            Err(other) => return Err(unavailable(other)),
+        };
+        let d = batch::Erc3009Deposit {
+            signature,
+            ..d.clone()
+        };
+        let call = batch::deposit_call(&payment.config, &d);
         let tx = self
             .chain
             .send_call(

@@ -44,6 +44,7 @@ pub(super) fn settle_header(
     let response = paygate_x402::facilitator::wire::SettleResponse {
         success: true,
         error_reason: None,
+        error_message: None,
         transaction: transaction.map(|t| format!("{t:#x}")).unwrap_or_default(),
         network: r.network.clone(),
         payer: Some(r.config.payer.clone()),

@@ -34,6 +34,13 @@ pub enum Refusal {
     /// The transfer was sent and its outcome is not known yet; reconciliation decides it.
     #[error("settlement outcome is not known yet; do not pay again, it is being reconciled")]
     Pending,
+    /// The transfer was sent (this transaction) and not confirmed within the request's time
+    /// (x402's `settlement_pending`); reconciliation finishes it.
+    #[error("the payment was sent (transaction {transaction}) and is not confirmed yet; do not pay again, it is being reconciled")]
+    Unconfirmed {
+        transaction: alloy_primitives::B256,
+        payer: alloy_primitives::Address,
+    },
     /// The same signed payment is already being settled (a concurrent duplicate, or one a crash
     /// or a timeout left open).
     #[error("this payment is still being settled; do not pay again, retry it later")]
@@ -113,7 +120,9 @@ impl Refusal {
             Self::NoFacilitator | Self::FacilitatorDown => ErrorCode::FacilitatorUnavailable,
             Self::UpstreamUnavailable(_) => ErrorCode::UpstreamUnavailable,
             Self::PlanLimit => ErrorCode::PlanLimitExceeded,
-            Self::Pending | Self::StillSettling => ErrorCode::SettlementPending,
+            Self::Pending | Self::StillSettling | Self::Unconfirmed { .. } => {
+                ErrorCode::SettlementPending
+            }
             Self::StoreDown => ErrorCode::StoreUnavailable,
             Self::Internal => ErrorCode::InternalError,
             Self::Channel(r) if r.payment_required() => ErrorCode::PaymentRejected,
@@ -188,6 +197,31 @@ impl From<FacilitatorError> for Refusal {
             FacilitatorError::Rejected(r) => Self::Rejected(r),
             FacilitatorError::Unavailable(_) => Self::FacilitatorDown,
             FacilitatorError::Ambiguous(_) => Self::Pending,
+            FacilitatorError::Pending { .. } => Self::Pending,
+        }
+    }
+}
+
+impl Refusal {
+    /// How a settlement of `payer`'s payment that failed is told: one sent and not confirmed
+    /// in time names its transaction.
+    pub fn of_settlement(e: FacilitatorError, payer: alloy_primitives::Address) -> Self {
+        match e {
+            FacilitatorError::Pending { transaction, .. } => {
+                Self::Unconfirmed { transaction, payer }
+            }
+            e => e.into(),
+        }
+    }
+
+    /// A retry of a payment whose settlement is still open (`held`): its transaction when one
+    /// was sent, else "still settling".
+    pub fn still_open(held: &paygate_domain::model::GatewayPayment) -> Self {
+        let sent = held.transaction.as_deref().and_then(|t| t.parse().ok());
+        let payer = held.payer.parse().ok();
+        match (sent, payer) {
+            (Some(transaction), Some(payer)) => Self::Unconfirmed { transaction, payer },
+            _ => Self::StillSettling,
         }
     }
 }

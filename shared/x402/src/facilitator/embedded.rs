@@ -6,11 +6,12 @@ use super::{
     CallError, ChainCalls, Facilitator, FacilitatorError, PaymentRequest, Reach, Settlement,
     SetupError, SupportedKind,
 };
+use crate::gas_sponsoring::Eip2612Permit;
 use crate::network::{Network, Networks};
 use crate::verify::Rejection;
 use alloy_network::Ethereum;
 use alloy_network::TransactionBuilder;
-use alloy_primitives::{Address, B256, U256};
+use alloy_primitives::{Address, Bytes, B256, U256};
 use alloy_provider::{DynProvider, PendingTransactionBuilder, Provider, ProviderBuilder};
 use alloy_rpc_types_eth::{TransactionReceipt, TransactionRequest};
 use alloy_signer_local::PrivateKeySigner;
@@ -20,6 +21,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::Mutex;
 use tracing::Instrument;
+
+mod calls;
 
 pub use super::reads::{authorization_state, balance_of, permit2_nonce_used, ChainReadError};
 
@@ -160,13 +163,20 @@ impl EmbeddedFacilitator {
 
     /// The settling transaction: the token's `transferWithAuthorization`, or for a Permit2
     /// payment the proxy's `settle` (an `upto` one for the requirement's amount, the charge).
-    fn call_tx(&self, req: &PaymentRequest<'_>) -> TransactionRequest {
+    fn call_tx(&self, req: &PaymentRequest<'_>, signature: &Bytes) -> TransactionRequest {
+        let mut auth = req.auth.clone();
+        auth.signature = signature.clone();
         let (to, data) = match req.payment.permit2() {
             None => (
                 req.requirements.network.config.asset,
-                transfer_call_data(req.auth),
+                transfer_call_data(&auth),
             ),
-            Some(p) => crate::permit2::settle_call(req.auth, &p, req.requirements.token_amount()),
+            Some(p) => {
+                // Checked with the payment (`verify`): a permit in another format refused there.
+                let permit2612 = Eip2612Permit::of(req.payment).ok().flatten();
+                let amount = req.requirements.token_amount();
+                crate::permit2::settle_call(&auth, &p, amount, permit2612.map(|e| e.split()))
+            }
         };
         TransactionRequest::default()
             .with_from(self.relayer)
@@ -175,16 +185,17 @@ impl EmbeddedFacilitator {
     }
 
     /// A Permit2 payment's preconditions, read before simulating so the payer learns what to
-    /// do: the token approved to Permit2 (`permit2_allowance_required`, answered `412`), and
-    /// a balance that covers it.
+    /// do: the token approved to Permit2 (`permit2_allowance_required`, answered `412`) or a
+    /// permit to Permit2 sent with it, and a balance that covers it. `true`: the payment
+    /// relies on its permit for the allowance.
     async fn permit2_preconditions(
         &self,
         chain: &Chain,
         req: &PaymentRequest<'_>,
-    ) -> Result<(), FacilitatorError> {
+    ) -> Result<bool, FacilitatorError> {
         use crate::permit2::IErc20Permit2;
         if req.payment.permit2().is_none() {
-            return Ok(());
+            return Ok(false);
         }
         let token = req.requirements.network.config.asset;
         let read = |data: Vec<u8>| {
@@ -206,19 +217,51 @@ impl EmbeddedFacilitator {
         )
         .await?;
         let needed = req.requirements.token_amount();
-        if allowance < needed {
+        // A permit sent with the payment gives Permit2 its allowance in the settling
+        // transaction itself (`eip2612GasSponsoring`).
+        let permitted = Eip2612Permit::of(req.payment)
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.amount >= needed);
+        if allowance < needed && !permitted {
             return Err(FacilitatorError::Rejected(
                 Rejection::Permit2AllowanceRequired,
             ));
         }
-        let balance = read(
-            IErc20Permit2::balanceOfCall {
-                owner: req.auth.from,
-            }
-            .abi_encode(),
-        )
-        .await?;
-        if balance < needed {
+        self.covers(chain, req).await?;
+        Ok(allowance < needed)
+    }
+
+    /// Whether the payer signed as a smart wallet not deployed yet (ERC-6492, no code at its
+    /// address): its transfer cannot be simulated before the relayer deploys it.
+    async fn undeployed_payer(&self, req: &PaymentRequest<'_>) -> Result<bool, FacilitatorError> {
+        if crate::signature::Counterfactual::of(&req.auth.signature).is_none() {
+            return Ok(false);
+        }
+        let chain_id = req.requirements.network.config.chain_id;
+        self.has_code(chain_id, req.auth.from)
+            .await
+            .map(|deployed| !deployed)
+            .map_err(|e| unavailable(e.to_string()))
+    }
+
+    /// The payer's token balance covers the requirement.
+    async fn covers(
+        &self,
+        chain: &Chain,
+        req: &PaymentRequest<'_>,
+    ) -> Result<(), FacilitatorError> {
+        use crate::permit2::IErc20Permit2;
+        let tx = TransactionRequest::default()
+            .with_to(req.requirements.network.config.asset)
+            .with_input(
+                IErc20Permit2::balanceOfCall {
+                    owner: req.auth.from,
+                }
+                .abi_encode(),
+            );
+        let out = chain.provider.call(tx).await.map_err(unavailable)?;
+        if U256::abi_decode(&out).map_err(unavailable)? < req.requirements.token_amount() {
             return Err(FacilitatorError::Rejected(Rejection::InsufficientFunds));
         }
         Ok(())
@@ -340,7 +383,7 @@ impl EmbeddedFacilitator {
             .await_receipt(chain, pending)
             .instrument(crate::span!("rpc.wait_receipt"))
             .await
-            .map_err(|e| Broadcast::Ambiguous(format!("transaction {hash}: {e}")))?;
+            .map_err(|e| Broadcast::Pending(hash, e.to_string()))?;
         if !receipt.status() {
             return Err(Broadcast::Reverted(hash));
         }
@@ -356,18 +399,44 @@ impl EmbeddedFacilitator {
 impl Facilitator for EmbeddedFacilitator {
     async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError> {
         let chain = self.chain(req)?;
-        self.permit2_preconditions(chain, req).await?;
-        self.simulate(chain, &self.call_tx(req)).await?;
+        let on_permit = self.permit2_preconditions(chain, req).await?;
+        if self.undeployed_payer(req).await? {
+            // A wallet not deployed yet: nothing to simulate against until it is (its
+            // signature was asked of the wallet its factory deploys); its balance must cover.
+            return self.covers(chain, req).await.map(|()| req.auth.from);
+        }
+        self.simulate(chain, &self.call_tx(req, &req.auth.signature))
+            .await
+            .map_err(|e| permit_refused(on_permit, e))?;
         Ok(req.auth.from)
     }
 
     async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
         let chain = self.chain(req)?;
-        self.permit2_preconditions(chain, req)
+        let on_permit = self
+            .permit2_preconditions(chain, req)
             .instrument(crate::span!("rpc.permit2_checks"))
             .await?;
-        let tx = self.call_tx(req);
-        self.simulate(chain, &tx).await?;
+        // A counterfactual wallet is deployed first; the token sees its inner signature.
+        let signature = self
+            .deploy_payer(
+                chain.network.config.chain_id,
+                req.auth.from,
+                &req.auth.signature,
+            )
+            .await
+            .map_err(|e| match e {
+                CallError::Reverted(m) => {
+                    tracing::debug!(error = %m, "payer wallet deployment refused");
+                    FacilitatorError::Rejected(Rejection::InvalidSignature)
+                }
+                CallError::Unavailable(m) => FacilitatorError::Unavailable(m),
+                CallError::Ambiguous(m) => FacilitatorError::Unavailable(m),
+            })?;
+        let tx = self.call_tx(req, &signature);
+        self.simulate(chain, &tx)
+            .await
+            .map_err(|e| permit_refused(on_permit, e))?;
         let transaction = self
             .broadcast(chain, tx, GAS_LIMIT)
             .await
@@ -375,6 +444,10 @@ impl Facilitator for EmbeddedFacilitator {
                 Broadcast::Unfunded => self.unfunded(),
                 Broadcast::Refused(m) => FacilitatorError::Rejected(revert_reason(&m)),
                 Broadcast::Ambiguous(m) => FacilitatorError::Ambiguous(m),
+                Broadcast::Pending(transaction, message) => FacilitatorError::Pending {
+                    transaction,
+                    message,
+                },
                 Broadcast::Reverted(_) => FacilitatorError::Rejected(Rejection::SettlementFailed),
             })?;
         Ok(Settlement {
@@ -413,17 +486,21 @@ impl Facilitator for EmbeddedFacilitator {
     }
 }
 
+/// A settlement relying on the payer's permit for Permit2's allowance that would fail: the
+/// permit did not give it (not the payer's signature, or used), so the allowance is what is
+/// missing, as the extension's facilitator reports it.
+fn permit_refused(on_permit: bool, e: FacilitatorError) -> FacilitatorError {
+    match e {
+        FacilitatorError::Rejected(_) if on_permit => {
+            FacilitatorError::Rejected(Rejection::Permit2AllowanceRequired)
+        }
+        e => e,
+    }
+}
+
 /// The `exact` kinds of `chains`' networks.
 fn kinds_of<'a>(chains: impl Iterator<Item = &'a Chain>) -> Vec<SupportedKind> {
     SupportedKind::exact(chains.map(|c| &c.network))
-}
-
-impl EmbeddedFacilitator {
-    fn call_chain(&self, chain_id: u64) -> Result<&Chain, CallError> {
-        self.chains
-            .get(&chain_id)
-            .ok_or_else(|| CallError::Unavailable(format!("no RPC for chain {chain_id}")))
-    }
 }
 
 /// How a transaction the relayer sends failed.
@@ -434,98 +511,10 @@ enum Broadcast {
     Refused(String),
     /// It may have been broadcast; its outcome is not known.
     Ambiguous(String),
+    /// It was broadcast (this transaction), and not confirmed in time.
+    Pending(B256, String),
     /// Mined, and reverted.
     Reverted(B256),
-}
-
-#[async_trait]
-impl ChainCalls for EmbeddedFacilitator {
-    async fn send_call(
-        &self,
-        chain_id: u64,
-        to: Address,
-        data: Vec<u8>,
-        gas_limit: u64,
-    ) -> Result<B256, CallError> {
-        let chain = self.call_chain(chain_id)?;
-        let tx = TransactionRequest::default()
-            .with_from(self.relayer)
-            .with_to(to)
-            .with_input(data);
-        match chain.provider.call(tx.clone()).await {
-            Ok(_) => {}
-            Err(e) if relayer_unfunded(&e.to_string()) => {
-                self.unfunded();
-                return Err(CallError::Unavailable(
-                    "the relayer cannot pay for gas".into(),
-                ));
-            }
-            Err(e) if is_revert(&e) => return Err(CallError::Reverted(e.to_string())),
-            Err(e) => return Err(CallError::Unavailable(e.to_string())),
-        }
-        self.broadcast(chain, tx, gas_limit)
-            .await
-            .map_err(|e| match e {
-                Broadcast::Unfunded => {
-                    self.unfunded();
-                    CallError::Unavailable("the relayer cannot pay for gas".into())
-                }
-                Broadcast::Refused(m) => CallError::Reverted(m),
-                Broadcast::Ambiguous(m) => CallError::Ambiguous(m),
-                Broadcast::Reverted(h) => CallError::Reverted(format!("transaction {h} reverted")),
-            })
-    }
-
-    async fn view_call(
-        &self,
-        chain_id: u64,
-        to: Address,
-        data: Vec<u8>,
-    ) -> Result<alloy_primitives::Bytes, CallError> {
-        let chain = self.call_chain(chain_id)?;
-        let tx = TransactionRequest::default().with_to(to).with_input(data);
-        chain.provider.call(tx).await.map_err(|e| {
-            if is_revert(&e) {
-                CallError::Reverted(e.to_string())
-            } else {
-                CallError::Unavailable(e.to_string())
-            }
-        })
-    }
-
-    fn chain_ids(&self) -> Vec<u64> {
-        self.chains.keys().copied().collect()
-    }
-
-    async fn block_number(&self, chain_id: u64) -> Result<u64, CallError> {
-        self.call_chain(chain_id)?
-            .provider
-            .get_block_number()
-            .await
-            .map_err(|e| CallError::Unavailable(e.to_string()))
-    }
-
-    async fn logs(
-        &self,
-        chain_id: u64,
-        address: Address,
-        events: &[B256],
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<alloy_primitives::Log>, CallError> {
-        let filter = alloy_rpc_types_eth::Filter::new()
-            .address(address)
-            .event_signature(events.to_vec())
-            .from_block(from)
-            .to_block(to);
-        let logs = self
-            .call_chain(chain_id)?
-            .provider
-            .get_logs(&filter)
-            .await
-            .map_err(|e| CallError::Unavailable(e.to_string()))?;
-        Ok(logs.into_iter().map(|l| l.inner).collect())
-    }
 }
 
 /// Why a receipt could not be read after broadcasting (the settlement is then ambiguous).

@@ -65,6 +65,17 @@ pub enum FacilitatorError {
     Unavailable(String),
     #[error("settlement outcome unknown: {0}")]
     Ambiguous(String),
+    /// Sent, and its transaction is known, but not confirmed within the request's time (x402's
+    /// `settlement_pending`): it may still land; reconciliation finishes it.
+    #[error("settlement pending: transaction {transaction}: {message}")]
+    Pending { transaction: B256, message: String },
+}
+
+impl FacilitatorError {
+    /// Whether the transfer may still land (its outcome is reconciliation's to decide).
+    pub fn may_land(&self) -> bool {
+        matches!(self, Self::Ambiguous(_) | Self::Pending { .. })
+    }
 }
 
 /// How a contract call the relayer sends (or reads) failed.
@@ -80,6 +91,23 @@ pub enum CallError {
     #[error("outcome unknown: {0}")]
     Ambiguous(String),
 }
+
+alloy_sol_types::sol! {
+    /// Multicall3 (at the same address on every chain that has it): several calls in one.
+    interface IMulticall3 {
+        struct Call3 { address target; bool allowFailure; bytes callData; }
+        struct Result3 { bool success; bytes returnData; }
+        function aggregate3(Call3[] calldata calls) external payable returns (Result3[] memory returnData);
+    }
+}
+
+/// Multicall3's address.
+pub const MULTICALL3_ADDRESS: Address =
+    alloy_primitives::address!("cA11bde05977b3631167028862bE2a173976CA11");
+
+/// Gas for deploying a counterfactual wallet through its factory (a proxy account's deployment
+/// takes ~300k).
+pub const WALLET_DEPLOY_GAS: u64 = 1_000_000;
 
 /// Contract calls beyond a token transfer, sent from the relayer (payment channels: deposits,
 /// claims, settlement, refunds) and read from the chain.
@@ -103,9 +131,17 @@ pub trait ChainCalls: Send + Sync + 'static {
     ) -> Result<alloy_primitives::Bytes, CallError>;
     /// The chains these calls reach.
     fn chain_ids(&self) -> Vec<u64>;
+    /// Whether `at` holds contract code (a deployed smart wallet).
+    async fn has_code(&self, chain_id: u64, at: Address) -> Result<bool, CallError>;
+    /// Whether the relayer deploys counterfactual (ERC-6492) wallets through `factory` on
+    /// chain `chain_id` (the network's `smart_wallet_factories`): a deployment costs it gas,
+    /// so only factories the operator listed are used.
+    fn deploys_through(&self, chain_id: u64, factory: Address) -> bool;
     /// Whether `signer`, a smart wallet, accepts `signature` over `digest` (EIP-1271
     /// `isValidSignature`); an account without code (the call reverts or answers nothing)
-    /// does not.
+    /// does not. An ERC-6492 signature of a wallet not deployed yet is asked of the wallet its
+    /// factory would deploy, in one simulated call (Multicall3: the factory call, then the
+    /// check), changing nothing; its factory must be one the relayer deploys through.
     async fn wallet_accepts(
         &self,
         chain_id: u64,
@@ -113,18 +149,102 @@ pub trait ChainCalls: Send + Sync + 'static {
         digest: B256,
         signature: alloy_primitives::Bytes,
     ) -> Result<bool, CallError> {
-        use crate::signature::{EIP1271_MAGIC, IERC1271};
+        use crate::signature::{Counterfactual, EIP1271_MAGIC, IERC1271};
         use alloy_sol_types::SolCall;
-        let call = IERC1271::isValidSignatureCall {
-            hash: digest,
-            signature,
+        let accepts = |out: &[u8]| {
+            IERC1271::isValidSignatureCall::abi_decode_returns(out)
+                .is_ok_and(|magic| magic.0 == EIP1271_MAGIC)
         };
-        match self.view_call(chain_id, signer, call.abi_encode()).await {
-            Ok(out) => Ok(IERC1271::isValidSignatureCall::abi_decode_returns(&out)
-                .is_ok_and(|magic| magic.0 == EIP1271_MAGIC)),
+        let wrapped = Counterfactual::of(&signature);
+        let check = |signature| {
+            IERC1271::isValidSignatureCall {
+                hash: digest,
+                signature,
+            }
+            .abi_encode()
+        };
+        let Some(c) = wrapped else {
+            return match self.view_call(chain_id, signer, check(signature)).await {
+                Ok(out) => Ok(accepts(&out)),
+                Err(CallError::Reverted(_)) => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        if self.has_code(chain_id, signer).await? {
+            // Deployed since it signed: the wallet itself answers for the inner signature.
+            return match self.view_call(chain_id, signer, check(c.signature)).await {
+                Ok(out) => Ok(accepts(&out)),
+                Err(CallError::Reverted(_)) => Ok(false),
+                Err(e) => Err(e),
+            };
+        }
+        if !self.deploys_through(chain_id, c.factory) {
+            return Ok(false);
+        }
+        let calls = vec![
+            IMulticall3::Call3 {
+                target: c.factory,
+                allowFailure: true,
+                callData: c.factory_calldata,
+            },
+            IMulticall3::Call3 {
+                target: signer,
+                allowFailure: true,
+                callData: check(c.signature).into(),
+            },
+        ];
+        let data = IMulticall3::aggregate3Call { calls }.abi_encode();
+        match self.view_call(chain_id, MULTICALL3_ADDRESS, data).await {
+            Ok(out) => Ok(IMulticall3::aggregate3Call::abi_decode_returns(&out)
+                .ok()
+                .and_then(|r| r.into_iter().nth(1))
+                .is_some_and(|r| r.success && accepts(&r.returnData))),
             Err(CallError::Reverted(_)) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+    /// Readies a payer's signature for the contract that checks it: an ERC-6492 signature's
+    /// wallet is deployed first (the relayer sends its factory call, through a listed factory)
+    /// and its inner signature returned; any other signature is returned as it is. A
+    /// deployment that reverts because the wallet appeared meanwhile (another settlement
+    /// deployed it) is no failure.
+    async fn deploy_payer(
+        &self,
+        chain_id: u64,
+        payer: Address,
+        signature: &alloy_primitives::Bytes,
+    ) -> Result<alloy_primitives::Bytes, CallError> {
+        let Some(c) = crate::signature::Counterfactual::of(signature) else {
+            return Ok(signature.clone());
+        };
+        if self.has_code(chain_id, payer).await? {
+            return Ok(c.signature);
+        }
+        if !self.deploys_through(chain_id, c.factory) {
+            return Err(CallError::Reverted(format!(
+                "wallet factory {} is not one the relayer deploys through",
+                c.factory
+            )));
+        }
+        let sent = self
+            .send_call(
+                chain_id,
+                c.factory,
+                c.factory_calldata.to_vec(),
+                WALLET_DEPLOY_GAS,
+            )
+            .await;
+        match sent {
+            Ok(_) => {}
+            Err(CallError::Reverted(_)) if self.has_code(chain_id, payer).await? => {}
+            Err(e) => return Err(e),
+        }
+        if !self.has_code(chain_id, payer).await? {
+            return Err(CallError::Reverted(
+                "the factory call deployed no wallet at the payer's address".into(),
+            ));
+        }
+        Ok(c.signature)
     }
     /// The number of the chain's latest block.
     async fn block_number(&self, chain_id: u64) -> Result<u64, CallError>;

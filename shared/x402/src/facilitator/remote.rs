@@ -87,6 +87,14 @@ impl RemoteFacilitator {
     }
 }
 
+/// The transaction of a settlement the facilitator sent and has not seen confirmed
+/// (`settlement_pending` with its hash).
+fn pending(s: &SettleResponse) -> Option<B256> {
+    let pending = !s.success
+        && s.error_reason.as_deref() == Some(crate::facilitator::wire::SETTLEMENT_PENDING);
+    pending.then(|| s.transaction.parse().ok()).flatten()
+}
+
 #[async_trait]
 impl Facilitator for RemoteFacilitator {
     async fn verify(&self, req: &PaymentRequest<'_>) -> Result<Address, FacilitatorError> {
@@ -101,7 +109,19 @@ impl Facilitator for RemoteFacilitator {
     }
 
     async fn settle(&self, req: &PaymentRequest<'_>) -> Result<Settlement, FacilitatorError> {
-        let s: SettleResponse = self.post("/settle", &Self::body(req), true).await?;
+        let body = Self::body(req);
+        let mut s: SettleResponse = self.post("/settle", &body, true).await?;
+        if pending(&s).is_some() {
+            // Sent, not confirmed in its time: asked once more with the same payment (x402's
+            // servers do), which the facilitator answers from the transaction it sent.
+            s = self.post("/settle", &body, true).await?;
+        }
+        if let Some(transaction) = pending(&s) {
+            return Err(FacilitatorError::Pending {
+                transaction,
+                message: s.error_message.clone().unwrap_or_default(),
+            });
+        }
         if !s.success {
             return Err(FacilitatorError::Rejected(reason_to_rejection(
                 s.error_reason.as_deref(),

@@ -39,7 +39,11 @@ pub struct SettleResponse {
     pub success: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_reason: Option<String>,
-    /// Transaction hash; empty when `success` is false.
+    /// A failure's words, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Transaction hash; empty when `success` is false, except `settlement_pending` (the
+    /// transaction sent and not confirmed yet).
     #[serde(default)]
     pub transaction: String,
     #[serde(default)]
@@ -59,6 +63,9 @@ pub struct SettleResponse {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub extensions: Option<serde_json::Value>,
 }
+
+/// The `errorReason` of a settlement sent and not confirmed within the request's time.
+pub const SETTLEMENT_PENDING: &str = "settlement_pending";
 
 /// A sandbox route's receipt: a settle response marked `sandbox: true`, carrying no
 /// transaction (nothing was settled).
@@ -97,6 +104,10 @@ pub struct SupportedKindWire {
 #[cfg_attr(feature = "openapi", schema(as = Supported))]
 pub struct SupportedResponse {
     pub kinds: Vec<SupportedKindWire>,
+    /// The extensions it carries out when settling (x402's `supported.extensions`): here
+    /// `eip2612GasSponsoring` when it settles on chain itself.
+    #[serde(default)]
+    pub extensions: Vec<String>,
     /// paygate's extension: when a network lists several facilitators, each of them (tried in
     /// order), whether it answers and how many settlements it made: which one is serving.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

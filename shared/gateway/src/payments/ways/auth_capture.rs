@@ -94,16 +94,15 @@ impl Way for AuthCapture {
                 .map_err(|r| refused(Refusal::Rejected(r)))?;
         let chain_id = requirements.network.config.chain_id;
         if let Some(digest) = escrowed.wallet_check {
-            // Not the payer's key: its smart wallet must accept it (EIP-1271), before anything
-            // is reserved.
-            let auth = &escrowed.auth;
-            let accepted = chain
-                .wallet_accepts(chain_id, auth.from, digest, auth.signature.clone())
-                .await
-                .map_err(|_| refused(Refusal::FacilitatorDown))?;
-            if !accepted {
-                return Err(refused(Refusal::Rejected(Rejection::InvalidSignature)));
-            }
+            // Not the payer's key: its smart wallet must accept it, before anything is reserved.
+            svc.wallet_must_accept(
+                chain_id,
+                &escrowed.auth,
+                digest,
+                Rejection::InvalidSignature,
+            )
+            .await
+            .map_err(refused)?;
         }
         let verify_us = t0.elapsed().as_micros() as u64;
         gate.payer(&escrowed.auth.from).map_err(refused)?;
@@ -242,7 +241,8 @@ impl Way for AuthCapture {
     }
 }
 
-/// Holds the payment in escrow (`authorize`, simulated first). Refused, nothing moved and the
+/// Holds the payment in escrow (`authorize`, simulated first; a counterfactual payer's wallet
+/// deployed before). Refused, nothing moved and the
 /// nonce is freed; sent with its outcome unknown, the record stays open for reconciliation.
 async fn hold(
     svc: &PaymentService,
@@ -252,14 +252,20 @@ async fn hold(
     record: &mut GatewayPayment,
     slot: Option<Slot>,
 ) -> Result<Option<Slot>, Refusal> {
-    let sent = chain
-        .send_call(
-            chain_id,
-            auth_capture::ESCROW_ADDRESS,
-            e.authorize_call(),
-            ESCROW_GAS,
-        )
-        .await;
+    // A counterfactual wallet is deployed first (nothing of the payment is sent until it is).
+    let sent = match chain
+        .deploy_payer(chain_id, e.auth.from, &e.auth.signature)
+        .await
+    {
+        Ok(signature) => {
+            let call = e.authorize_call(&signature);
+            chain
+                .send_call(chain_id, auth_capture::ESCROW_ADDRESS, call, ESCROW_GAS)
+                .await
+        }
+        Err(CallError::Ambiguous(m)) => Err(CallError::Unavailable(m)),
+        Err(other) => Err(other),
+    };
     record.updated_at = paygate_domain::now_rfc3339();
     match sent {
         Ok(tx) => {

@@ -47,8 +47,12 @@ impl Way for Exact {
             return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
         }
         let now = paygate_domain::unix_now();
-        let verified = svc
+        let mut verified = svc
             .verify_header_json(p.json, p.version, p.requirements, now)
+            .map_err(refused)?;
+        // A smart wallet's signature is asked of it before the payer is counted.
+        svc.ask_wallet(&mut verified, p.requirements)
+            .await
             .map_err(refused)?;
         gate.payer(&verified.payer()).map_err(refused)?;
         let key = match svc

@@ -7,6 +7,7 @@
 use crate::payments::way::{Admission, Claim, Gate, PaidRequest, Paying, Served, Unadmitted, Way};
 use crate::payments::{PaymentService, Refusal};
 use paygate_x402::facilitator::wire::{SandboxReceipt, SettleResponse};
+use paygate_x402::verify::Rejection;
 
 pub(crate) struct Sandbox;
 
@@ -28,14 +29,22 @@ impl Way for Sandbox {
             .map_err(|e| refused(e.into()))?;
         let auth = payment.authorization().map_err(|e| refused(e.into()))?;
         let now = paygate_domain::unix_now();
-        paygate_x402::verify::verify(&payment, &auth, requirements, now)
+        let signed = paygate_x402::verify::verify(&payment, &auth, requirements, now)
             .map_err(|r| refused(Refusal::Rejected(r)))?;
+        if let paygate_x402::verify::Signed::ByWallet(digest) = signed {
+            // Not the payer's key: valid only if its smart wallet says so (no chain, no wallet).
+            let chain_id = requirements.network.config.chain_id;
+            svc.wallet_must_accept(chain_id, &auth, digest, Rejection::InvalidSignature)
+                .await
+                .map_err(refused)?;
+        }
         let network = requirements.network_name(p.version);
         let payer = auth.from.to_checksum(None);
         let receipt = SandboxReceipt {
             settle: SettleResponse {
                 success: true,
                 error_reason: None,
+                error_message: None,
                 transaction: String::new(),
                 network: network.clone(),
                 payer: Some(payer.clone()),

@@ -27,7 +27,7 @@ use paygate_x402::facilitator::PaymentRequest;
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_x402::verify::Rejection;
-use paygate_x402::{Offered, PaymentRequirements};
+use paygate_x402::{Extensions, Offered, PaymentRequirements};
 use std::sync::Arc;
 
 /// `upto`: one Permit2 authorization per request, settled for the origin's stated charge.
@@ -46,6 +46,13 @@ impl Way for Upto {
             .map(Offered::Upto)
     }
 
+    fn declare(&self, route: &Route, ext: &mut Extensions) {
+        // USDC implements EIP-2612: a payer that never approved Permit2 sends its permit.
+        if route.schemes.contains(&Scheme::Upto) && route.token.eq_ignore_ascii_case("USDC") {
+            ext.eip2612_gas_sponsoring = Some(paygate_x402::gas_sponsoring::declaration());
+        }
+    }
+
     async fn admit(
         &self,
         svc: &PaymentService,
@@ -60,8 +67,13 @@ impl Way for Upto {
         let payload =
             PaymentPayload::from_json(p.json, p.version).map_err(|e| refused(e.into()))?;
         let now = paygate_domain::unix_now();
-        let v = svc
+        let mut v = svc
             .check(payload, requirements, now, false, Some(facilitator))
+            .map_err(refused)?;
+        // A smart wallet's signature is asked of it before the payer is counted or anything
+        // reserved.
+        svc.ask_wallet(&mut v, requirements)
+            .await
             .map_err(refused)?;
         gate.payer(&v.payer()).map_err(refused)?;
         let upstream = gate.upstream(true).await.map_err(refused)?;
@@ -103,7 +115,7 @@ impl Way for Upto {
         Ok(Admission {
             upstream,
             payment: Admitted(Box::new(UptoHeld {
-                stage: UptoStage::Held(HeldAuth { v, record, slot }),
+                stage: UptoStage::Held(Box::new(HeldAuth { v, record, slot })),
                 requirements: requirements.clone(),
                 entry: entry.clone(),
                 at_end: false,
@@ -148,9 +160,9 @@ struct HeldAuth {
 /// Where an admitted `upto` authorization stands.
 enum UptoStage {
     /// Reserved, until its charge is settled.
-    Held(HeldAuth),
+    Held(Box<HeldAuth>),
     /// Settled, until the answer is over.
-    Paid(Paid),
+    Paid(Box<Paid>),
     /// Its settlement failed, or its answer was told over: nothing is left to do.
     Done,
 }
@@ -187,7 +199,7 @@ impl UptoHeld {
             mut record,
             mut slot,
         } = match self.take_stage() {
-            UptoStage::Held(held) => held,
+            UptoStage::Held(held) => *held,
             other => {
                 self.stage = other;
                 return Err(Refusal::Internal);
@@ -228,7 +240,7 @@ impl UptoHeld {
             value: paid.receipt.clone(),
             charged: charge,
         };
-        self.stage = UptoStage::Paid(paid);
+        self.stage = UptoStage::Paid(Box::new(paid));
         Ok(receipt)
     }
 }
@@ -292,7 +304,7 @@ impl Held for UptoHeld {
             }
         }
         if let UptoStage::Paid(paid) = self.take_stage() {
-            svc.delivered(paid, end.upstream_status);
+            svc.delivered(*paid, end.upstream_status);
         }
         receipt
     }

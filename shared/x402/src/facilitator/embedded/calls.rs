@@ -1,0 +1,124 @@
+//! The embedded facilitator's contract calls beyond a token transfer ([`ChainCalls`]): sent from
+//! the relayer (simulated first) or read, on the chains it settles on.
+
+use super::{is_revert, relayer_unfunded, Broadcast, Chain, EmbeddedFacilitator};
+use crate::facilitator::{CallError, ChainCalls};
+use alloy_network::TransactionBuilder;
+use alloy_primitives::{Address, B256};
+use alloy_provider::Provider;
+use alloy_rpc_types_eth::TransactionRequest;
+use async_trait::async_trait;
+
+impl EmbeddedFacilitator {
+    fn call_chain(&self, chain_id: u64) -> Result<&Chain, CallError> {
+        self.chains
+            .get(&chain_id)
+            .ok_or_else(|| CallError::Unavailable(format!("no RPC for chain {chain_id}")))
+    }
+}
+
+#[async_trait]
+impl ChainCalls for EmbeddedFacilitator {
+    async fn send_call(
+        &self,
+        chain_id: u64,
+        to: Address,
+        data: Vec<u8>,
+        gas_limit: u64,
+    ) -> Result<B256, CallError> {
+        let chain = self.call_chain(chain_id)?;
+        let tx = TransactionRequest::default()
+            .with_from(self.relayer)
+            .with_to(to)
+            .with_input(data);
+        match chain.provider.call(tx.clone()).await {
+            Ok(_) => {}
+            Err(e) if relayer_unfunded(&e.to_string()) => {
+                self.unfunded();
+                return Err(CallError::Unavailable(
+                    "the relayer cannot pay for gas".into(),
+                ));
+            }
+            Err(e) if is_revert(&e) => return Err(CallError::Reverted(e.to_string())),
+            Err(e) => return Err(CallError::Unavailable(e.to_string())),
+        }
+        self.broadcast(chain, tx, gas_limit)
+            .await
+            .map_err(|e| match e {
+                Broadcast::Unfunded => {
+                    self.unfunded();
+                    CallError::Unavailable("the relayer cannot pay for gas".into())
+                }
+                Broadcast::Refused(m) => CallError::Reverted(m),
+                Broadcast::Ambiguous(m) => CallError::Ambiguous(m),
+                Broadcast::Pending(h, m) => CallError::Ambiguous(format!("transaction {h}: {m}")),
+                Broadcast::Reverted(h) => CallError::Reverted(format!("transaction {h} reverted")),
+            })
+    }
+
+    async fn view_call(
+        &self,
+        chain_id: u64,
+        to: Address,
+        data: Vec<u8>,
+    ) -> Result<alloy_primitives::Bytes, CallError> {
+        let chain = self.call_chain(chain_id)?;
+        let tx = TransactionRequest::default().with_to(to).with_input(data);
+        chain.provider.call(tx).await.map_err(|e| {
+            if is_revert(&e) {
+                CallError::Reverted(e.to_string())
+            } else {
+                CallError::Unavailable(e.to_string())
+            }
+        })
+    }
+
+    fn chain_ids(&self) -> Vec<u64> {
+        self.chains.keys().copied().collect()
+    }
+
+    async fn has_code(&self, chain_id: u64, at: Address) -> Result<bool, CallError> {
+        self.call_chain(chain_id)?
+            .provider
+            .get_code_at(at)
+            .await
+            .map(|code| !code.is_empty())
+            .map_err(|e| CallError::Unavailable(e.to_string()))
+    }
+
+    fn deploys_through(&self, chain_id: u64, factory: Address) -> bool {
+        self.chains
+            .get(&chain_id)
+            .is_some_and(|c| c.network.config.smart_wallet_factories.contains(&factory))
+    }
+
+    async fn block_number(&self, chain_id: u64) -> Result<u64, CallError> {
+        self.call_chain(chain_id)?
+            .provider
+            .get_block_number()
+            .await
+            .map_err(|e| CallError::Unavailable(e.to_string()))
+    }
+
+    async fn logs(
+        &self,
+        chain_id: u64,
+        address: Address,
+        events: &[B256],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<alloy_primitives::Log>, CallError> {
+        let filter = alloy_rpc_types_eth::Filter::new()
+            .address(address)
+            .event_signature(events.to_vec())
+            .from_block(from)
+            .to_block(to);
+        let logs = self
+            .call_chain(chain_id)?
+            .provider
+            .get_logs(&filter)
+            .await
+            .map_err(|e| CallError::Unavailable(e.to_string()))?;
+        Ok(logs.into_iter().map(|l| l.inner).collect())
+    }
+}
