@@ -25,21 +25,23 @@ TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAY
   PAYGATE_TEST_CONTRACTS=$(CONTRACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: bench-ab browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: test-tools bench-ab browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
-## run: the gateway on the embedded defaults, with a dev org and route, ready for curl.
-run: deps release
-	$(PY) scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
+## run: the gateway on the embedded defaults, with a dev org and route, ready for curl. It needs
+## the chain's tools (npm) and the binary only: its script is plain Python (no venv), and the
+## test tools (nextest, the Python test clients) are left to `make test`.
+run: chain-deps release
+	python3 scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## cluster: three nodes on one throwaway PostgreSQL (under .run/cluster), on :8402, :8412 and
 ## :8422, with the chain, org, route and corridor of `make run`; writes .run/cluster.json.
-cluster: deps pg-deps release
-	$(PY) scripts/dev_cluster.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
+cluster: chain-deps pg-deps release
+	python3 scripts/dev_cluster.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
 ## clients; the store's tests on sled and on a throwaway PostgreSQL), the end-to-end suite again
 ## with every gateway on PostgreSQL, then a short libFuzzer run of each parser target.
-test: deps pg-deps browser-deps
+test: deps test-tools pg-deps browser-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast
 	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --workspace --no-fail-fast -E 'binary(e2e) - test(/^(cluster|jwe_interop)/)'
 	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
@@ -83,11 +85,11 @@ fuzz-deps: sys-deps
 ## `upto` payments, and three nodes on one PostgreSQL with the elected node killed), 120 trials each (`make test` runs
 ## 20, 8 for the cluster); prints the tallies RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
-crash: deps pg-deps
+crash: deps test-tools pg-deps
 	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e) & (test(/^crash(_windows|_upto|_auth_capture)?::/) | test(cluster_sigkill))' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
-test-fast: sys-deps pg-deps
+test-fast: sys-deps test-tools pg-deps
 	$(NEXTEST) run --workspace -E 'not binary(e2e)'
 
 ## bench: paygate next to nginx on this machine (and criterion verification costs), and the paid
@@ -227,12 +229,16 @@ $(NPM_STAMP): $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json
 	@test -x $(ANVIL)
 	@touch $@
 
-# cmake builds pingora's zlib-ng; nextest runs the tests. Installed when missing.
+# cmake builds pingora's zlib-ng. Installed when missing.
 sys-deps:
 	@command -v cmake >/dev/null 2>&1 || { \
 	  echo "installing cmake"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq cmake >/dev/null; }
+
+# nextest runs the tests (built from crates.io when missing: minutes on a fresh machine, so only
+# the targets that run tests ask for it).
+test-tools:
 	@command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
 
 py-deps: $(PY_STAMP)

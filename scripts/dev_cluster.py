@@ -191,7 +191,7 @@ Try it:
   curl -s -X POST {bases[1]}/api/routes -H 'Authorization: Bearer {api_key}' -H 'content-type: application/json' \\
        -d '{{"path":"/hello","priceUSD":0.02,"targetUrl":"{facts['echoUrl']}","network":"base-sepolia"}}'
   curl -i {bases[2]}/gateway/acme/hello
-  # pay on one node; the same payment on another is a replay
+  # pay on one node; the same payment on another is a replay (`make py-deps` installs the client)
   .venv/bin/python tests/interop/x402_python_pay.py {bases[0]}/gateway/acme/echo {ACCOUNTS[2][1]}
   # which node does the cluster's reconciliation now
   for n in {' '.join(bases)}; do curl -s $n/healthz; echo; done

@@ -469,7 +469,8 @@ paygate is running
 Try it:
   # the paid route answers 402 with x402 payment requirements
   curl -i {BASE}/gateway/acme/echo
-  # pay it with the official x402 Python client (test USDC of anvil account 2)
+  # pay it with the official x402 Python client (test USDC of anvil account 2; `make py-deps`
+  # installs the Python clients once: `make run` itself needs none)
   .venv/bin/python tests/interop/x402_python_pay.py {BASE}/gateway/acme/echo {ACCOUNTS[2][1]}
   # as an agent developer: a wallet of your own with test USDC, then pay with the CLI
   export PAYGATE_PAYER_KEY=$(python3 -c 'import secrets;print("0x"+secrets.token_hex(32))')
@@ -482,8 +483,9 @@ Try it:
   # answers 412 permit2_allowance_required; with "approve" the payer approves Permit2 once
   NODE_PATH=.tools/node_modules node tests/interop/x402_permit2_pay.cjs '{{"url":"{BASE}/gateway/acme/report","key":"{ACCOUNTS[4][1]}","rpc":"{RPC_URL}","allow":["{TDOL}"]}}'
   NODE_PATH=.tools/node_modules node tests/interop/x402_permit2_pay.cjs '{{"url":"{BASE}/gateway/acme/report","key":"{ACCOUNTS[4][1]}","rpc":"{RPC_URL}","allow":["{TDOL}"],"approve":"{TDOL}"}}'
-  # upto: authorizes $0.01, settles what the LLM-like origin states (receipt "amount")
-  NODE_PATH=.tools/node_modules node tests/interop/x402_permit2_pay.cjs '{{"url":"{BASE}/gateway/acme/llm?prompt=hello","key":"{ACCOUNTS[5][1]}","rpc":"{RPC_URL}","approve":"{USDC}"}}'
+  # upto: authorizes $0.01, settles what the LLM-like origin states (receipt "amount"); no
+  # approval first: the client signs USDC's permit to Permit2 with it (eip2612GasSponsoring)
+  NODE_PATH=.tools/node_modules node tests/interop/x402_permit2_pay.cjs '{{"url":"{BASE}/gateway/acme/llm?prompt=hello","key":"{ACCOUNTS[5][1]}","rpc":"{RPC_URL}"}}'
   # MCP: the org's routes as paid tools (legacy SSE stream; Streamable HTTP is at {BASE}/mcp)
   curl -N {BASE}/mcp/sse -H 'Authorization: Bearer {api_key}'
   .venv/bin/python tests/interop/mcp_sse_client.py {BASE}/mcp/sse {api_key} --call echo --args '{{"query":{{"hi":"there"}}}}'
