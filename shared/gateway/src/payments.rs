@@ -88,6 +88,8 @@ pub struct PaymentService {
     receipt_key: Option<Arc<alloy_signer_local::PrivateKeySigner>>,
     /// Routes' signed offers, with the same key.
     offers: Option<offers::Offers>,
+    /// Payers the chain said hold no code (forgeries in their name cost no further call).
+    eoas: eoas::KnownEoas,
 }
 
 impl PaymentService {
@@ -113,6 +115,7 @@ impl PaymentService {
             chain: None,
             receipt_key: None,
             offers: None,
+            eoas: Default::default(),
         }
     }
 
@@ -586,6 +589,7 @@ pub mod reconcile;
 pub mod refunds;
 mod refusal;
 pub use refusal::{Refusal, Stop};
+mod eoas;
 pub mod registry;
 #[cfg(test)]
 mod tests;

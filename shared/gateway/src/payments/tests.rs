@@ -521,3 +521,102 @@ async fn an_expired_retry_of_a_payment_taken_is_answered_by_its_record_and_nothi
     assert_eq!(r, Some(Refusal::Rejected(Rejection::Expired)));
     assert_eq!(f.facilitator.settles.load(Ordering::SeqCst), 1);
 }
+
+/// A chain whose accounts hold no code, counting what is asked of it.
+#[derive(Default)]
+struct CodelessChain {
+    asked: AtomicUsize,
+}
+
+#[async_trait]
+impl paygate_x402::facilitator::ChainCalls for CodelessChain {
+    async fn send_call(
+        &self,
+        _: u64,
+        _: Address,
+        _: Vec<u8>,
+        _: u64,
+    ) -> Result<B256, paygate_x402::facilitator::CallError> {
+        Err(paygate_x402::facilitator::CallError::Unavailable(
+            "sends nothing".into(),
+        ))
+    }
+    async fn view_call(
+        &self,
+        _: u64,
+        _: Address,
+        _: Vec<u8>,
+    ) -> Result<alloy_primitives::Bytes, paygate_x402::facilitator::CallError> {
+        // An account without code answers any call with nothing.
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(alloy_primitives::Bytes::new())
+    }
+    fn chain_ids(&self) -> Vec<u64> {
+        vec![84532]
+    }
+    async fn has_code(
+        &self,
+        _: u64,
+        _: Address,
+    ) -> Result<bool, paygate_x402::facilitator::CallError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(false)
+    }
+    fn deploys_through(&self, _: u64, _: Address) -> bool {
+        false
+    }
+    async fn block_number(&self, _: u64) -> Result<u64, paygate_x402::facilitator::CallError> {
+        Ok(0)
+    }
+    async fn logs(
+        &self,
+        _: u64,
+        _: Address,
+        _: &[B256],
+        _: u64,
+        _: u64,
+    ) -> Result<Vec<alloy_primitives::Log>, paygate_x402::facilitator::CallError> {
+        Ok(Vec::new())
+    }
+}
+
+/// A forged EOA-length signature is asked of the chain once per payer: the payer found to hold
+/// no code, later forgeries in its name are refused without a call. A smart wallet's (longer)
+/// signature is always asked.
+#[tokio::test]
+async fn a_payer_without_code_is_asked_about_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
+    let usage = Arc::new(PlanUsage::new(store.clone()));
+    let chain = Arc::new(CodelessChain::default());
+    let service = PaymentService::new(
+        store,
+        None,
+        usage,
+        Networks::from_config(&builtin_networks()),
+    )
+    .with_chain(chain.clone());
+    let (payer, digest) = (Address::repeat_byte(7), B256::repeat_byte(1));
+    let forged = alloy_primitives::Bytes::from(vec![1u8; 65]);
+    for _ in 0..3 {
+        let accepted = service.wallet_signed(84532, payer, digest, &forged).await;
+        assert_eq!(accepted, Ok(false));
+    }
+    // One isValidSignature call and one code check, then nothing.
+    assert_eq!(chain.asked.load(Ordering::SeqCst), 2);
+    // Another payer is asked; a longer signature is asked every time.
+    let other = Address::repeat_byte(8);
+    assert_eq!(
+        service.wallet_signed(84532, other, digest, &forged).await,
+        Ok(false)
+    );
+    assert_eq!(chain.asked.load(Ordering::SeqCst), 4);
+    let long = alloy_primitives::Bytes::from(vec![1u8; 100]);
+    for _ in 0..2 {
+        assert_eq!(
+            service.wallet_signed(84532, payer, digest, &long).await,
+            Ok(false)
+        );
+    }
+    assert_eq!(chain.asked.load(Ordering::SeqCst), 6);
+}

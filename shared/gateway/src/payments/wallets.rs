@@ -79,12 +79,27 @@ impl PaymentService {
         let Some(chain) = &self.chain else {
             return Ok(false);
         };
+        let eoa_length = signature.len() <= 65;
+        if eoa_length && self.eoas.holds(payer) {
+            // Known to hold no code: a plain signature its key did not make is a forgery.
+            return Ok(false);
+        }
         match chain
             .wallet_accepts(chain_id, payer, digest, signature.clone())
             .await
         {
-            Ok(accepted) => Ok(accepted),
-            Err(_) if signature.len() <= 65 => Ok(false),
+            Ok(true) => {
+                // A wallet after all (a counterfactual one, say, before its deployment).
+                self.eoas.forget(payer);
+                Ok(true)
+            }
+            Ok(false) => {
+                if eoa_length && matches!(chain.has_code(chain_id, payer).await, Ok(false)) {
+                    self.eoas.remember(payer);
+                }
+                Ok(false)
+            }
+            Err(_) if eoa_length => Ok(false),
             Err(e) => {
                 tracing::warn!(error = %e, "could not ask a smart wallet about its signature");
                 Err(Refusal::FacilitatorDown)
