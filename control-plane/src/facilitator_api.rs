@@ -178,17 +178,9 @@ pub async fn settle(
         // Sent and not confirmed in time: x402's `settlement_pending` with the transaction; the
         // same payment again answers from it, and once reconciliation has seen it land, with
         // the settlement.
-        Err(Refusal::Unconfirmed { transaction, payer }) => Ok(Json(SettleResponse {
-            success: false,
-            error_reason: Some(paygate_x402::facilitator::wire::SETTLEMENT_PENDING.into()),
-            error_message: None,
-            transaction: format!("{transaction:#x}"),
-            network,
-            payer: Some(payer.to_checksum(None)),
-            amount: None,
-            extra: None,
-            extensions: None,
-        })),
+        Err(Refusal::Unconfirmed { transaction, payer }) => {
+            Ok(Json(SettleResponse::pending(transaction, network, payer)))
+        }
         Ok(paid) => Ok(Json(SettleResponse {
             success: true,
             error_reason: None,

@@ -121,17 +121,11 @@ fn unconfirmed(
     request_id: &str,
 ) -> Answer {
     use base64::Engine;
-    let receipt = paygate_x402::facilitator::wire::SettleResponse {
-        success: false,
-        error_reason: Some(paygate_x402::facilitator::wire::SETTLEMENT_PENDING.into()),
-        error_message: None,
-        transaction: format!("{transaction:#x}"),
-        network: req.network_name(version),
-        payer: Some(payer.to_checksum(None)),
-        amount: None,
-        extra: None,
-        extensions: None,
-    };
+    let receipt = paygate_x402::facilitator::wire::SettleResponse::pending(
+        transaction,
+        req.network_name(version),
+        payer,
+    );
     let code = refusal.code();
     let message = refusal.to_string();
     let body = ErrorBody::new(code, &message, request_id);

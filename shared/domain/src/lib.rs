@@ -17,6 +17,7 @@ pub mod audit;
 pub mod channel;
 pub mod clock;
 pub mod error;
+pub mod escrow;
 pub mod ids;
 pub mod model;
 pub mod origin_proof;

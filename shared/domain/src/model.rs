@@ -1,5 +1,6 @@
 //! The records the service keeps: organisations, API keys, routes, idempotency records.
 
+pub use crate::escrow::{EscrowRecord, EscrowRefund};
 use alloy_primitives::Address;
 use paygate_x402::money::UsdcAmount;
 use serde::{Deserialize, Serialize};
@@ -515,58 +516,6 @@ impl GatewayPayment {
         let hex = self.nonce_key.rsplit(':').next()?;
         format!("{hex:0>64}").parse().ok()
     }
-}
-
-/// An `auth-capture` payment in the escrow: its terms (to call the escrow again and find it
-/// there) and its story. Amounts in USDC base units.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EscrowRecord {
-    pub terms: paygate_x402::auth_capture::PaymentInfoWire,
-    /// The `authorize` transaction, once it landed.
-    #[serde(default)]
-    pub authorized_tx: Option<String>,
-    /// Captured (paid to the seller).
-    #[serde(default)]
-    pub captured: UsdcAmount,
-    /// The `void` (or reconciliation's) transaction that gave the hold back.
-    #[serde(default)]
-    pub voided_tx: Option<String>,
-    /// Refunds done, oldest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub refunds: Vec<EscrowRefund>,
-    /// A refund asked for whose outcome is not recorded yet (at most one at a time): the next
-    /// refund request of this payment reads the escrow and records it, or clears it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_refund: Option<EscrowRefund>,
-}
-
-impl EscrowRecord {
-    /// What was refunded so far.
-    pub fn refunded(&self) -> UsdcAmount {
-        UsdcAmount(self.refunds.iter().map(|r| r.amount.0).sum())
-    }
-
-    /// What may still be refunded.
-    pub fn refundable(&self) -> UsdcAmount {
-        UsdcAmount(self.captured.0.saturating_sub(self.refunded().0))
-    }
-}
-
-/// One refund of an `auth-capture` payment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EscrowRefund {
-    /// `rfd_` + UUIDv7 hex.
-    pub id: String,
-    pub amount: UsdcAmount,
-    /// The `Idempotency-Key` it was asked with, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-    /// The escrow's `refund` transaction, once it landed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transaction: Option<String>,
-    pub created_at: String,
 }
 
 /// `chainId:asset:from:nonce`, lower-case hex: one authorization, whatever casing it came in.

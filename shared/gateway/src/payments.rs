@@ -236,7 +236,7 @@ impl PaymentService {
                 Err(r) => return Err(Refusal::Rejected(r)),
             };
         // A Permit2 payer's permit to Permit2 (`eip2612GasSponsoring`) is its own, for its token.
-        paygate_x402::gas_sponsoring::Eip2612Permit::checked(&payment, now)
+        paygate_x402::gas_sponsoring::Eip2612Permit::checked(&payment, auth.from, now)
             .map_err(Refusal::Rejected)?;
         let verify_us = t0.elapsed().as_micros() as u64;
         if self.facilitator.is_none() {

@@ -132,15 +132,19 @@ impl Eip2612Permit {
         }))
     }
 
-    /// The permit a Permit2 payment carries, checked ([`Self::check`]) against its payer and
-    /// token at `now`; `None` without one (or for another transfer method).
-    pub fn checked(payment: &PaymentPayload, now: u64) -> Result<Option<Self>, Rejection> {
-        let (Some(terms), Ok(auth)) = (payment.permit2(), payment.authorization()) else {
+    /// The permit a Permit2 payment of `payer` carries, checked ([`Self::check`]) against its
+    /// payer and token at `now`; `None` without one (an EIP-3009 payment is not read further).
+    pub fn checked(
+        payment: &PaymentPayload,
+        payer: Address,
+        now: u64,
+    ) -> Result<Option<Self>, Rejection> {
+        let Some(terms) = payment.permit2() else {
             return Ok(None);
         };
         let permit = Self::of(payment)?;
         if let Some(p) = &permit {
-            p.check(auth.from, terms.token, now)?;
+            p.check(payer, terms.token, now)?;
         }
         Ok(permit)
     }

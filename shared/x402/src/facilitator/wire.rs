@@ -67,6 +67,27 @@ pub struct SettleResponse {
 /// The `errorReason` of a settlement sent and not confirmed within the request's time.
 pub const SETTLEMENT_PENDING: &str = "settlement_pending";
 
+impl SettleResponse {
+    /// x402's answer for a settlement sent (`transaction`) and not confirmed in its time.
+    pub fn pending(
+        transaction: alloy_primitives::B256,
+        network: String,
+        payer: alloy_primitives::Address,
+    ) -> Self {
+        Self {
+            success: false,
+            error_reason: Some(SETTLEMENT_PENDING.into()),
+            error_message: None,
+            transaction: format!("{transaction:#x}"),
+            network,
+            payer: Some(payer.to_checksum(None)),
+            amount: None,
+            extra: None,
+            extensions: None,
+        }
+    }
+}
+
 /// A sandbox route's receipt: a settle response marked `sandbox: true`, carrying no
 /// transaction (nothing was settled).
 #[derive(Debug, Clone, Serialize, Deserialize)]
