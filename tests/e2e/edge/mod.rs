@@ -45,11 +45,18 @@ fn forged_payment() -> String {
 #[tokio::test]
 async fn a_flood_of_bogus_payments_is_refused_before_signature_work_and_starves_no_one() {
     const RATE: usize = 40;
-    let gw = Gateway::start_with(&[
-        ("PAYGATE__LIMITS__CLIENT__PER_SECOND", "40"),
-        ("PAYGATE__LIMITS__CLIENT__BURST", "40"),
-    ])
-    .await;
+    // A deployment's chain answers: a forged plain signature's payer is asked about once (does
+    // a wallet there accept it?), then known to hold no code.
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.extend(
+        [
+            ("PAYGATE__LIMITS__CLIENT__PER_SECOND", "40"),
+            ("PAYGATE__LIMITS__CLIENT__BURST", "40"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let gw = Gateway::start_with_owned(env).await;
     org_with_route(&gw, "https://api.example.com/v1").await;
     let url = gw.url("/gateway/acme/echo");
     // Signed once: the test's own signing must not be what loads the machine.

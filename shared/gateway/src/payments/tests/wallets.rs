@@ -75,22 +75,23 @@ impl paygate_x402::facilitator::ChainCalls for CodelessChain {
     }
 }
 
+/// A payment service without a facilitator, asking its wallet questions of a codeless chain.
+fn on_codeless_chain() -> (tempfile::TempDir, Arc<CodelessChain>, PaymentService) {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
+    let usage = Arc::new(PlanUsage::new(store.clone()));
+    let chain = Arc::new(CodelessChain::default());
+    let networks = Networks::from_config(&builtin_networks());
+    let service = PaymentService::new(store, None, usage, networks).with_chain(chain.clone());
+    (dir, chain, service)
+}
+
 /// A forged EOA-length signature is asked of the chain once per payer: the payer found to hold
 /// no code, later forgeries in its name are refused without a call. A smart wallet's (longer)
 /// signature is always asked.
 #[tokio::test]
 async fn a_payer_without_code_is_asked_about_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
-    let usage = Arc::new(PlanUsage::new(store.clone()));
-    let chain = Arc::new(CodelessChain::default());
-    let service = PaymentService::new(
-        store,
-        None,
-        usage,
-        Networks::from_config(&builtin_networks()),
-    )
-    .with_chain(chain.clone());
+    let (_dir, chain, service) = on_codeless_chain();
     let (payer, digest) = (Address::repeat_byte(7), B256::repeat_byte(1));
     let forged = alloy_primitives::Bytes::from(vec![1u8; 65]);
     for _ in 0..3 {
@@ -121,17 +122,7 @@ async fn a_payer_without_code_is_asked_about_once() {
 /// signatures are asked of the chain again.
 #[tokio::test]
 async fn a_payer_found_to_be_a_wallet_is_asked_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
-    let usage = Arc::new(PlanUsage::new(store.clone()));
-    let chain = Arc::new(CodelessChain::default());
-    let service = PaymentService::new(
-        store,
-        None,
-        usage,
-        Networks::from_config(&builtin_networks()),
-    )
-    .with_chain(chain.clone());
+    let (_dir, chain, service) = on_codeless_chain();
     let (payer, digest) = (Address::repeat_byte(7), B256::repeat_byte(1));
     let plain = alloy_primitives::Bytes::from(vec![1u8; 65]);
     let wrapped = alloy_primitives::Bytes::from(vec![1u8; 200]);
