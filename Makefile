@@ -182,11 +182,13 @@ bench-deps:
 ## lint: formatting, clippy, and no module importing one that imports it back, as CI checks them.
 lint: sys-deps
 	cargo fmt --all -- --check
+	rustfmt --check --edition 2021 fuzz/fuzz_targets/*.rs
 	python3 scripts/module_cycles.py
 	cargo clippy --workspace --all-targets -- -D warnings
 
 fmt:
 	cargo fmt --all
+	rustfmt --edition 2021 fuzz/fuzz_targets/*.rs
 
 build: sys-deps
 	cargo build --workspace

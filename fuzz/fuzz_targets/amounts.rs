@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use paygate_x402::money::UsdcAmount;
 use paygate_payouts::money::{parse_amount, usdc_string};
+use paygate_x402::money::UsdcAmount;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

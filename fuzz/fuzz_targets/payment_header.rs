@@ -7,8 +7,8 @@
 
 use alloy_primitives::address;
 use libfuzzer_sys::fuzz_target;
-use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_x402::gas_sponsoring::Eip2612Permit;
+use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_x402::signature::Counterfactual;
 use paygate_x402::verify::check_signature;
 

@@ -8,7 +8,6 @@ use paygate_payouts::cpn;
 use paygate_payouts::webhook::{parse_event, parse_secrets, verify};
 use std::sync::OnceLock;
 
-
 fuzz_target!(|data: &[u8]| {
     let Some((&split, rest)) = data.split_first() else {
         return;
