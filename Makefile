@@ -194,10 +194,11 @@ build: sys-deps
 	cargo build --workspace
 
 # Only the binary `make run` serves: the benchmark's examples are built by `make bench` alone.
-# Says how long the build took (the first one is most of a fresh `make run`).
+# Says how long the build took (the first one is most of a fresh `make run`), and where it went:
+# cargo's --timings report (target/cargo-timings/cargo-timing.html, each crate's share).
 release: sys-deps
 	@start=$$(date +%s); echo "build: cargo build --release --bin paygate"; \
-	  cargo build --release --bin paygate && echo "build: $$(( $$(date +%s) - start )) s"
+	  cargo build --release --bin paygate --timings && echo "build: $$(( $$(date +%s) - start )) s (where it went: target/cargo-timings/cargo-timing.html)"
 
 deps: sys-deps py-deps chain-deps
 
