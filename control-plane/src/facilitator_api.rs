@@ -20,7 +20,7 @@ use paygate_x402::facilitator::wire::{
 };
 use paygate_x402::facilitator::Facilitator;
 use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
-use paygate_x402::{PaymentRequirements, RequirementsError};
+use paygate_x402::PaymentRequirements;
 use std::sync::Arc;
 
 mod channels;
@@ -70,12 +70,7 @@ fn check(
 ) -> Result<(Verified, PaymentRequirements), Answer> {
     let requirements =
         PaymentRequirements::from_wire(&req.payment_requirements, version, state.networks())
-            .map_err(|e| {
-                Answer::Invalid(match e {
-                    RequirementsError::UnsupportedNetwork(_) => "invalid_network",
-                    _ => "invalid_payment_requirements",
-                })
-            })?;
+            .map_err(|e| Answer::Invalid(e.reason()))?;
     let json = serde_json::to_vec(&req.payment_payload).unwrap_or_default();
     let payment = PaymentPayload::from_json(&json, version).map_err(Refusal::from)?;
     let verified = state.payments.verify(payment, &requirements, unix_now())?;

@@ -5,6 +5,7 @@ use crate::common;
 
 use alloy_primitives::Address;
 use common::chain::{self, address, Chain, PaymentSpec, USDC};
+use common::escrow;
 use common::upstream::Upstream;
 use common::*;
 use paygate_domain::model::{GatewayPayment, PaymentStatus};
@@ -136,6 +137,39 @@ async fn serves_verify_settle_and_supported_to_other_x402_servers() {
     )
     .await;
     assert_eq!(v["invalidReason"], "invalid_payment_requirements");
+
+    // `auth-capture` is not relayed for another server (README: the escrow's operator would be
+    // paygate's relayer): not listed, refused with the scheme's unsupported reason, nothing held.
+    assert!(
+        kinds.iter().all(|k| k["scheme"] != "auth-capture"),
+        "{kinds:?}"
+    );
+    let now = paygate_domain::unix_now();
+    let escrowed = json!({
+        "scheme": "auth-capture", "network": "eip155:84532", "amount": PRICE.to_string(),
+        "payTo": seller.to_checksum(None), "maxTimeoutSeconds": 60, "asset": USDC,
+        "extra": {"name": "USDC", "version": "2",
+            "authCaptureEscrow": paygate_x402::auth_capture::ESCROW_ADDRESS.to_checksum(None),
+            "captureAuthorizer": address(0).to_checksum(None),
+            "feeRecipient": address(0).to_checksum(None), "minFeeBps": 0, "maxFeeBps": 0,
+            "captureDeadline": now + 900, "refundDeadline": now + 900},
+    });
+    let doc = escrow::signed_doc(
+        &json!({"accepts": [escrowed], "resource": {"url": "https://seller.example/r"}}),
+        2,
+    );
+    let body = json!({"x402Version": 2, "paymentPayload": doc, "paymentRequirements": escrowed});
+    let held_before = chain.balance(payer).await;
+    let (status, v) = call(&gw, &key, "verify", body.clone()).await;
+    assert_eq!(
+        (status, &v["invalidReason"]),
+        (200, &json!("unsupported_scheme")),
+        "{v}"
+    );
+    let (status, s) = call(&gw, &key, "settle", body).await;
+    assert_eq!((status, &s["success"]), (200, &json!(false)), "{s}");
+    assert_eq!(s["errorReason"], "unsupported_scheme", "{s}");
+    assert_eq!(chain.balance(payer).await, held_before);
 }
 
 /// Moves `spec`'s money on the chain through a gateway of its own (its own store, stopped

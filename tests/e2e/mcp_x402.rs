@@ -6,6 +6,7 @@
 use crate::common;
 
 use common::chain::{address, Chain, PaymentSpec, KEYS};
+use common::escrow;
 use common::upstream::Upstream;
 use common::*;
 use serde_json::{json, Value};
@@ -31,12 +32,7 @@ async fn pay_tool(url: &str, payer: usize, tool: &str, args: Value) -> Value {
 
 #[tokio::test]
 async fn any_agent_lists_prices_pays_and_gets_the_result_once() {
-    let chain = Chain::start();
-    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
-    let upstream = Upstream::start().await;
-    let (_, key) = gw
-        .create_org("acme", Some(&address(RECEIVER).to_checksum(None)))
-        .await;
+    let (chain, gw, upstream, key) = acme().await;
     let input_schema = json!({"type": "object", "properties": {"city": {"type": "string"}},
                               "required": ["city"]});
     gw.create_route(
@@ -120,8 +116,24 @@ async fn any_agent_lists_prices_pays_and_gets_the_result_once() {
     assert_eq!(ledger["payments"][0]["status"], "SETTLED", "{ledger}");
 }
 
+/// A chain, a gateway on it, an origin, and the organisation `acme` paid to account
+/// `RECEIVER`: its API key.
+async fn acme() -> (Chain, Gateway, Upstream, String) {
+    let chain = Chain::start();
+    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let upstream = Upstream::start().await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(RECEIVER).to_checksum(None)))
+        .await;
+    (chain, gw, upstream, key)
+}
+
 async fn call(gw: &Gateway, tool: &str, payment: Option<Value>) -> Value {
-    let mut params = json!({"name": tool, "arguments": {}});
+    call_with(gw, tool, json!({}), payment).await
+}
+
+async fn call_with(gw: &Gateway, tool: &str, arguments: Value, payment: Option<Value>) -> Value {
+    let mut params = json!({"name": tool, "arguments": arguments});
     if let Some(p) = payment {
         params["_meta"] = json!({ "x402/payment": p });
     }
@@ -133,13 +145,8 @@ async fn call(gw: &Gateway, tool: &str, payment: Option<Value>) -> Value {
 /// nothing; a browser page of a foreign origin is refused.
 #[tokio::test]
 async fn refused_payments_answer_requirements_and_nothing_else() {
-    let chain = Chain::start();
-    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
-    let upstream = Upstream::start().await;
+    let (chain, gw, upstream, key) = acme().await;
     let receiver = address(RECEIVER);
-    let (_, key) = gw
-        .create_org("acme", Some(&receiver.to_checksum(None)))
-        .await;
     gw.create_route(
         &key,
         json!({"path": "echo", "priceUSD": 0.02, "targetUrl": format!("{}/echo", upstream.url),
@@ -234,4 +241,62 @@ async fn refused_payments_answer_requirements_and_nothing_else() {
         .await
         .unwrap();
     assert_eq!(foreign.status(), 403);
+}
+
+/// An `auth-capture` tool over MCP (issue 44): the tool error carries the escrow terms, the
+/// official npm client's signed hold pays, a served answer is captured, and a failing origin
+/// voids the hold: the caller pays nothing for it.
+#[tokio::test]
+async fn an_escrowed_tool_is_captured_when_served_and_voided_when_not() {
+    let (chain, gw, upstream, key) = acme().await;
+    let receiver = address(RECEIVER);
+    gw.create_route(
+        &key,
+        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
+               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia",
+               "publicTool": true}),
+    )
+    .await;
+    let escrow = paygate_x402::auth_capture::ESCROW_ADDRESS;
+    let payer = address(6);
+    let before = (chain.balance(payer).await, chain.balance(receiver).await);
+
+    let unpaid = call(&gw, "report", None).await;
+    let required = unpaid["structuredContent"].clone();
+    assert_eq!(required["accepts"][0]["scheme"], "auth-capture", "{unpaid}");
+    assert_eq!(
+        required["accepts"][0]["extra"]["authCaptureEscrow"],
+        escrow.to_checksum(None),
+        "{unpaid}"
+    );
+    let deadline = required["accepts"][0]["extra"]["captureDeadline"]
+        .as_u64()
+        .unwrap();
+    assert!(deadline > paygate_domain::unix_now(), "{unpaid}");
+
+    // Served: the hold is captured, the receipt says how much.
+    let paid = call(&gw, "report", Some(escrow::signed_doc(&required, 6))).await;
+    assert_eq!(paid["isError"], false, "{paid}");
+    let receipt = &paid["_meta"]["x402/payment-response"];
+    assert_eq!(receipt["success"], true, "{paid}");
+    assert_eq!(receipt["amount"], "10000", "{paid}");
+    assert_eq!(chain.balance(payer).await, before.0 - 10_000);
+    assert_eq!(chain.balance(receiver).await, before.1 + 10_000);
+    assert_eq!(chain.balance(escrow).await, 0, "nothing left held");
+
+    // The origin fails: asked once, the hold voided, the caller charged nothing.
+    let failing = call_with(
+        &gw,
+        "report",
+        json!({"query": {"upstream_status": "500"}}),
+        Some(escrow::signed_doc(&required, 6)),
+    )
+    .await;
+    assert_eq!(failing["isError"], true, "{failing}");
+    let text = failing["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("answered 500"), "{failing}");
+    assert_eq!(upstream.hits(), 2);
+    assert_eq!(chain.balance(payer).await, before.0 - 10_000, "voided");
+    assert_eq!(chain.balance(receiver).await, before.1 + 10_000);
+    assert_eq!(chain.balance(escrow).await, 0);
 }

@@ -13,7 +13,7 @@ use paygate_gateway::channels::facilitated::{Sent, ServerPayload};
 use paygate_gateway::channels::{ChannelRefusal, Channels};
 use paygate_x402::batch::{ChannelPayloadWire, ChannelRejection};
 use paygate_x402::facilitator::wire::{FacilitatorRequest, SettleResponse, VerifyResponse};
-use paygate_x402::{BatchTerms, PaymentRequirements, RequirementsError};
+use paygate_x402::{BatchTerms, PaymentRequirements};
 use std::sync::Arc;
 
 /// Why a request is answered `isValid: false` / `success: false` (`Err`: an API error).
@@ -49,12 +49,8 @@ fn requirements(
     state: &AppState,
     req: &FacilitatorRequest,
 ) -> Result<(PaymentRequirements, BatchTerms), Invalid> {
-    PaymentRequirements::batch_from_wire(&req.payment_requirements, state.networks()).map_err(|e| {
-        Invalid::Reason(match e {
-            RequirementsError::UnsupportedNetwork(_) => "invalid_network",
-            _ => "invalid_payment_requirements",
-        })
-    })
+    PaymentRequirements::batch_from_wire(&req.payment_requirements, state.networks())
+        .map_err(|e| Invalid::Reason(e.reason()))
 }
 
 /// The payment payload's `payload` (the scheme's typed object).

@@ -246,12 +246,25 @@ impl PaymentRequirements {
 pub enum RequirementsError {
     #[error("paymentRequirements.{0} is missing or malformed")]
     Field(&'static str),
+    #[error("scheme {0} is not taken here")]
+    UnsupportedScheme(String),
     #[error("network {0} is not supported here")]
     UnsupportedNetwork(String),
     #[error("asset {0} is not the USDC contract of this network")]
     UnsupportedAsset(String),
     #[error("paymentRequirements.extra does not name this network's token domain")]
     WrongDomain,
+}
+
+impl RequirementsError {
+    /// x402's reason word for a facilitator's answer to such requirements.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::UnsupportedScheme(_) => "unsupported_scheme",
+            Self::UnsupportedNetwork(_) => "invalid_network",
+            _ => "invalid_payment_requirements",
+        }
+    }
 }
 
 impl PaymentRequirements {
@@ -305,8 +318,9 @@ impl PaymentRequirements {
                 .and_then(serde_json::Value::as_str)
                 .ok_or(RequirementsError::Field(name))
         };
-        if text("scheme")? != scheme {
-            return Err(RequirementsError::Field("scheme"));
+        let asked = text("scheme")?;
+        if asked != scheme {
+            return Err(RequirementsError::UnsupportedScheme(asked.to_string()));
         }
         let network_name = text("network")?;
         let network = networks
