@@ -5,7 +5,10 @@
 //!   libsecp256k1 recovery (what `verify` does before any state changes);
 //! - `recover/libsecp256k1_bare`: only the recovery, on a precomputed digest (the floor);
 //! - `recover/k256`: the same recovery with the pure-Rust k256 crate, for comparison;
-//! - `payment/eip712_hash` and `challenge/render` for the other steps.
+//! - `payment/eip712_hash` and `challenge/render` for the other steps;
+//! - `receipt/sign`: a signed `offer-and-receipt` receipt (EIP-712 digest and an ECDSA
+//!   signature with the receipt key), what every served paid request's answer carries, channel
+//!   vouchers and access-window calls included.
 
 use alloy_primitives::B256;
 use alloy_signer_local::PrivateKeySigner;
@@ -76,6 +79,21 @@ fn benches(c: &mut Criterion) {
                 &ksig,
                 rid,
             ))
+        })
+    });
+    c.bench_function("receipt/sign", |b| {
+        b.iter(|| {
+            black_box(
+                paygate_x402::offer_receipt::ReceiptPayload {
+                    version: paygate_x402::offer_receipt::VERSION,
+                    network: "eip155:84532".into(),
+                    resource_url: black_box(req.resource.clone()),
+                    payer: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8".into(),
+                    issued_at: 2_000_000_000,
+                    transaction: String::new(),
+                }
+                .sign(&signer),
+            )
         })
     });
     c.bench_function("challenge/render", |b| {

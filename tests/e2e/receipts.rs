@@ -26,28 +26,8 @@ async fn newest_payment(gw: &Gateway, key: &str) -> String {
     list["payments"][0]["id"].as_str().unwrap().to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
-    let chain = Chain::start();
-    let mut env = chain.gateway_env();
-    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
-    let gw = Gateway::start_with_owned(env).await;
-    let upstream = Upstream::start().await;
-    let (_, key) = gw
-        .create_org("acme", Some(&address(9).to_checksum(None)))
-        .await;
-    for (path, schemes) in [
-        ("exact", json!(["exact"])),
-        ("escrowed", json!(["auth-capture"])),
-    ] {
-        gw.create_route(
-            &key,
-            json!({"path": path, "priceUSD": 0.01, "schemes": schemes,
-                "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
-        )
-        .await;
-    }
-    // The published key.
+/// The receipt key's address the deployment publishes in its `did:web` document (lowercase).
+async fn published_key(gw: &Gateway) -> String {
     let did: Value = gw
         .http
         .get(gw.url("/.well-known/did.json"))
@@ -60,11 +40,64 @@ async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
     let account = did["verificationMethod"][0]["blockchainAccountId"]
         .as_str()
         .unwrap();
-    let published = account.rsplit(':').next().unwrap().to_ascii_lowercase();
     assert_eq!(
         did["assertionMethod"][0], did["verificationMethod"][0]["id"],
         "{did}"
     );
+    account.rsplit(':').next().unwrap().to_ascii_lowercase()
+}
+
+/// A gateway signing with [`MASTER_KEY`]'s receipt key on a chain, with organisation `acme`
+/// (its API key) and an echo origin.
+async fn signing_gateway() -> (Chain, Gateway, Upstream, String) {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push(("PAYGATE_MASTER_KEY".into(), MASTER_KEY.into()));
+    let gw = Gateway::start_with_owned(env).await;
+    let upstream = Upstream::start().await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    (chain, gw, upstream, key)
+}
+
+/// The signed receipt a decoded payment response carries, checked by the official helper to
+/// be signed by `published` for `url` and account `payer`: its payload.
+fn verified_receipt(response: &Value, published: &str, url: &str, payer: usize) -> Value {
+    let receipt = &response["extensions"]["offer-receipt"]["info"]["receipt"];
+    assert_eq!(receipt["format"], "eip712", "{response}");
+    let checked = node_json("x402_receipt_verify.cjs", &json!({ "receipt": receipt }));
+    assert_eq!(
+        checked["signer"].as_str().unwrap().to_ascii_lowercase(),
+        published,
+        "{checked}"
+    );
+    let payload = checked["payload"].clone();
+    assert_eq!(payload["resourceUrl"], url, "{payload}");
+    assert_eq!(payload["network"], "eip155:84532");
+    assert_eq!(payload["transaction"], response["transaction"], "{payload}");
+    assert!(payload["payer"]
+        .as_str()
+        .unwrap()
+        .eq_ignore_ascii_case(&address(payer).to_string()));
+    payload
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
+    let (chain, gw, upstream, key) = signing_gateway().await;
+    for (path, schemes) in [
+        ("exact", json!(["exact"])),
+        ("escrowed", json!(["auth-capture"])),
+    ] {
+        gw.create_route(
+            &key,
+            json!({"path": path, "priceUSD": 0.01, "schemes": schemes,
+                "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+        )
+        .await;
+    }
+    let published = published_key(&gw).await;
 
     for path in ["exact", "escrowed"] {
         let url = gw.url(&format!("/gateway/acme/{path}"));
@@ -90,22 +123,8 @@ async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
         )["results"][0]
             .clone();
         assert_eq!(paid["status"], 200, "{paid}");
+        verified_receipt(&paid["receipt"], &published, &url, 4);
         let receipt = paid["receipt"]["extensions"]["offer-receipt"]["info"]["receipt"].clone();
-        assert_eq!(receipt["format"], "eip712", "{paid}");
-        let checked = node_json("x402_receipt_verify.cjs", &json!({"receipt": receipt}));
-        assert_eq!(
-            checked["signer"].as_str().unwrap().to_ascii_lowercase(),
-            published,
-            "{checked}"
-        );
-        let payload = &checked["payload"];
-        assert_eq!(payload["resourceUrl"], url, "{payload}");
-        assert_eq!(payload["network"], "eip155:84532");
-        assert_eq!(payload["transaction"], paid["receipt"]["transaction"]);
-        assert!(payload["payer"]
-            .as_str()
-            .unwrap()
-            .eq_ignore_ascii_case(&address(4).to_string()));
 
         // The same receipt again from the API.
         let id = newest_payment(&gw, &key).await;
@@ -147,4 +166,47 @@ async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
         )
         .await;
     assert_eq!(r.status(), 404);
+}
+
+/// Requests paid without a payment record of their own get signed receipts too: a channel's
+/// vouchers (the first with its deposit's transaction, later ones with none) and calls served
+/// by an access window, each verified with the official helper.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vouchers_and_window_calls_get_signed_receipts() {
+    let (chain, gw, upstream, key) = signing_gateway().await;
+    let published = published_key(&gw).await;
+    gw.create_route(
+        &key,
+        json!({"path": "metered", "priceUSD": 0.01, "schemes": ["batch-settlement"],
+            "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    gw.create_route(
+        &key,
+        json!({"path": "window", "priceUSD": 0.01, "accessWindowSeconds": 600,
+            "accessWindowCalls": 2, "targetUrl": format!("{}/echo", upstream.url),
+            "network": "base-sepolia"}),
+    )
+    .await;
+
+    let url = gw.url("/gateway/acme/metered");
+    let report = common::channel::official_pay(&url, 4, &chain.rpc, 3, 1, None).await;
+    assert_eq!(report["statuses"], json!({"200": 3}), "{report}");
+    let (first, last) = (&report["receipts"][0], &report["receipts"][1]);
+    let deposit = verified_receipt(first, &published, &url, 4);
+    assert!(deposit["transaction"].as_str().unwrap().starts_with("0x"));
+    let voucher = verified_receipt(last, &published, &url, 4);
+    assert_eq!(voucher["transaction"], "", "a voucher alone moved nothing");
+
+    let url = gw.url("/gateway/acme/window");
+    let report = common::windows::official_pay(&url, 5, &chain.rpc, 3).await;
+    assert_eq!(
+        report["kinds"],
+        json!(["paid", "window", "window"]),
+        "{report}"
+    );
+    for response in report["windowReceipts"].as_array().unwrap() {
+        let served = verified_receipt(response, &published, &url, 5);
+        assert_eq!(served["transaction"], "", "{served}");
+    }
 }

@@ -338,20 +338,9 @@ async fn a_window_needs_exact_fixed_pricing_and_sane_bounds() {
 #[tokio::test]
 async fn official_clients_pay_once_then_sign_in_until_the_window_is_used() {
     let s = setup(3600, Some(5)).await;
-    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES")
-        .expect("PAYGATE_TEST_NODE_MODULES must name the test node_modules (run via `make test`)");
     let before = s.chain.balance(address(6)).await;
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.env("NODE_PATH", modules)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/interop/x402_window_pay.cjs"
-        ))
-        .arg(s.gw.url("/gateway/acme/data"))
-        .arg(KEYS[6])
-        .arg(&s.chain.rpc)
-        .arg("7");
-    let report = run_client(cmd).await;
+    let report =
+        common::windows::official_pay(&s.gw.url("/gateway/acme/data"), 6, &s.chain.rpc, 7).await;
     assert_eq!(
         report["kinds"],
         json!(["paid", "window", "window", "window", "window", "window", "paid"]),

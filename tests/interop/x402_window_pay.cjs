@@ -4,9 +4,10 @@
 // sign-in is refused; no code of paygate's on the client side.
 //
 // Usage: NODE_PATH=<node_modules> node x402_window_pay.cjs URL PRIVATE_KEY RPC_URL N
-// Prints one JSON line {statuses, kinds, callsLeft}: per call, `paid` (its receipt carries a
-// transaction), `window` (its receipt says an access window served it) or the status; and the
-// windows' calls left as their receipts said. Exits non-zero only when the client itself failed.
+// Prints one JSON line {statuses, kinds, callsLeft, windowReceipts}: per call, `paid` (its
+// receipt carries a transaction), `window` (its receipt says an access window served it) or the
+// status; the windows' calls left as their receipts said; and the window calls' receipts
+// (decoded PAYMENT-RESPONSE). Exits non-zero only when the client itself failed.
 "use strict";
 const { wrapFetchWithPayment, x402Client, decodePaymentResponseHeader } = require("@x402/fetch");
 const { ExactEvmScheme } = require("@x402/evm/exact/client");
@@ -25,6 +26,7 @@ async function main(url, key, rpc, n) {
   const statuses = {};
   const kinds = [];
   const callsLeft = [];
+  const windowReceipts = [];
   for (let i = 0; i < n; i++) {
     const r = await call(url, { method: "GET" });
     await r.text();
@@ -38,11 +40,12 @@ async function main(url, key, rpc, n) {
     if (receipt.accessWindow) {
       kinds.push("window");
       callsLeft.push(receipt.accessWindow.callsLeft);
+      windowReceipts.push(receipt);
     } else {
       kinds.push(receipt.transaction ? "paid" : "unknown");
     }
   }
-  console.log(JSON.stringify({ statuses, kinds, callsLeft }));
+  console.log(JSON.stringify({ statuses, kinds, callsLeft, windowReceipts }));
   return 0;
 }
 

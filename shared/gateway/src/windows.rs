@@ -182,10 +182,15 @@ impl Windows {
 }
 
 /// The receipt of a call served through `window`: a settle response that moved nothing (no
-/// transaction, amount 0) and says which window served it.
-pub fn receipt(window: &AccessWindow, network: &str) -> String {
+/// transaction, amount 0) and says which window served it; `extensions`, the signed receipt
+/// where the deployment signs them.
+pub fn receipt(
+    window: &AccessWindow,
+    network: &str,
+    extensions: Option<serde_json::Value>,
+) -> String {
     use base64::Engine;
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "success": true,
         "transaction": "",
         "network": network,
@@ -201,5 +206,8 @@ pub fn receipt(window: &AccessWindow, network: &str) -> String {
             "callsLeft": window.calls_left(),
         },
     });
+    if let Some(e) = extensions {
+        body["extensions"] = e;
+    }
     base64::engine::general_purpose::STANDARD.encode(body.to_string())
 }

@@ -15,6 +15,25 @@ pub async fn challenge_at(gw: &Gateway, path: &str) -> Value {
     paygate_x402::b64_json(r.headers()["payment-required"].to_str().unwrap()).unwrap()
 }
 
+/// The official npm clients (@x402/fetch paying `exact`, @x402/extensions signing in,
+/// `tests/interop/x402_window_pay.cjs`) calling `url` `n` times as account `payer`: the
+/// script's JSON report.
+pub async fn official_pay(url: &str, payer: usize, rpc: &str, n: usize) -> Value {
+    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES")
+        .expect("PAYGATE_TEST_NODE_MODULES must name the test node_modules (run via `make test`)");
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.env("NODE_PATH", modules)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/x402_window_pay.cjs"
+        ))
+        .arg(url)
+        .arg(super::chain::KEYS[payer])
+        .arg(rpc)
+        .arg(n.to_string());
+    super::run_client(cmd).await
+}
+
 /// EIP-4361's message for `f`'s fields.
 pub fn siwe_text(f: &Value) -> String {
     let s = |k: &str| f[k].as_str().map(str::to_string);

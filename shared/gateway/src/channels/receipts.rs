@@ -4,13 +4,14 @@
 use alloy_primitives::B256;
 use paygate_domain::channel::ChannelRecord;
 use paygate_x402::batch::{ChannelStateWire, VoucherStateWire};
+use paygate_x402::facilitator::wire::SettleResponse;
 
 /// A committed charge: what was charged and the payment response saying so.
 #[derive(Debug, Clone)]
 pub struct ChannelReceipt {
     pub charged: u128,
-    /// The `PAYMENT-RESPONSE` header's value.
-    pub header: String,
+    /// The `PAYMENT-RESPONSE` header's content (its `extensions` left for a signed receipt).
+    pub response: SettleResponse,
 }
 
 impl ChannelReceipt {
@@ -20,7 +21,7 @@ impl ChannelReceipt {
     /// `transaction` for a voucher alone; with a deposit, its transaction and (`amount`) what
     /// it moved.
     pub fn new(charged: u128, record: &ChannelRecord, deposit: Option<(B256, u128)>) -> Self {
-        let header = settle_header(
+        let response = settle_response(
             record,
             deposit.map(|(tx, _)| tx),
             deposit.map(|(_, amount)| amount),
@@ -29,19 +30,23 @@ impl ChannelReceipt {
                 "channelState": state_wire(record),
             }),
         );
-        Self { charged, header }
+        Self { charged, response }
+    }
+
+    /// The `PAYMENT-RESPONSE` header's value.
+    pub fn header(&self) -> String {
+        encoded(&self.response)
     }
 }
 
-/// A successful settle response about `r`'s channel, base64 JSON (a payment response header).
-pub(super) fn settle_header(
+/// A successful settle response about `r`'s channel.
+pub(super) fn settle_response(
     r: &ChannelRecord,
     transaction: Option<B256>,
     amount: Option<u128>,
     extra: serde_json::Value,
-) -> String {
-    use base64::Engine;
-    let response = paygate_x402::facilitator::wire::SettleResponse {
+) -> SettleResponse {
+    SettleResponse {
         success: true,
         error_reason: None,
         error_message: None,
@@ -51,9 +56,14 @@ pub(super) fn settle_header(
         amount: amount.map(|a| a.to_string()),
         extra: Some(extra),
         extensions: None,
-    };
+    }
+}
+
+/// A settle response as a payment response header (base64 JSON).
+pub(super) fn encoded(response: &SettleResponse) -> String {
+    use base64::Engine;
     base64::engine::general_purpose::STANDARD
-        .encode(serde_json::to_vec(&response).unwrap_or_default())
+        .encode(serde_json::to_vec(response).unwrap_or_default())
 }
 
 /// A record's state as the scheme's messages carry it.

@@ -31,7 +31,7 @@ impl Refunded {
     /// transaction, what it returned (`amount`, as the facilitator API says it),
     /// `extra.refundedAmount` and `extra.channelState`.
     pub fn header(&self) -> String {
-        super::receipts::settle_header(
+        super::receipts::encoded(&super::receipts::settle_response(
             &self.record,
             self.transaction,
             Some(self.amount),
@@ -39,7 +39,7 @@ impl Refunded {
                 "refundedAmount": self.amount.to_string(),
                 "channelState": super::receipts::state_wire(&self.record),
             }),
-        )
+        ))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Signed receipts (x402 `offer-and-receipt`) of settled payments, with the deployment's receipt
 //! key (which signs the routes' offers too, `offers.rs`): signed from the record alone, so a
-//! receipt can be issued again the same.
+//! receipt can be issued again the same; and of channel vouchers and access-window calls, signed
+//! as they are served.
 
 use super::offers::Offers;
 use super::PaymentService;
@@ -29,6 +30,29 @@ impl PaymentService {
             transaction: record.transaction.clone().unwrap_or_default(),
         }
         .sign(key)
+    }
+
+    /// The signed receipt, as a payment response's `extensions`, of a request served now that
+    /// has no payment record of its own: a channel voucher's (its deposit's `transaction`, or
+    /// none) and a call in an access window (none: the window's purchase had its own).
+    pub(crate) fn receipt_extension(
+        &self,
+        network: &str,
+        resource_url: &str,
+        payer: &str,
+        transaction: &str,
+    ) -> Option<serde_json::Value> {
+        let key = self.receipt_key.as_ref()?;
+        paygate_x402::offer_receipt::ReceiptPayload {
+            version: paygate_x402::offer_receipt::VERSION,
+            network: network.to_string(),
+            resource_url: resource_url.to_string(),
+            payer: payer.to_string(),
+            issued_at: paygate_domain::unix_now(),
+            transaction: transaction.to_string(),
+        }
+        .sign(key)
+        .map(|r| r.extension())
     }
 
     /// The address receipts are signed by (published at `/.well-known/did.json`).

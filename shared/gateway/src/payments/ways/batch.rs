@@ -125,11 +125,24 @@ impl ChannelHeld {
         let price = voucher.price();
         let charge = charge_of(&self.entry, price, stated);
         match channels.finish(voucher, charge).await {
-            Ok(receipt) => Some(Receipt {
-                header: "payment-response",
-                value: receipt.header,
-                charged: u64::try_from(receipt.charged).unwrap_or(u64::MAX),
-            }),
+            Ok(mut receipt) => {
+                // Signed as served (x402 `offer-and-receipt`), where the deployment signs.
+                let r = &receipt.response;
+                let resource = self.entry.payment.as_ref().map(|(req, _)| &req.resource);
+                receipt.response.extensions = resource.and_then(|resource| {
+                    svc.receipt_extension(
+                        &r.network,
+                        resource,
+                        r.payer.as_deref().unwrap_or_default(),
+                        &r.transaction,
+                    )
+                });
+                Some(Receipt {
+                    header: "payment-response",
+                    value: receipt.header(),
+                    charged: u64::try_from(receipt.charged).unwrap_or(u64::MAX),
+                })
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "channel charge not committed");
                 None

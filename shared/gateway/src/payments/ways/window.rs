@@ -77,9 +77,10 @@ impl Way for Window {
             gate.payer(&payer).map_err(refused)?;
         }
         let network = p.requirements.network_name(ProtocolVersion::V2);
+        let signed = svc.receipt_extension(&network, &p.requirements.resource, &window.payer, "");
         let receipt = Receipt {
             header: "payment-response",
-            value: crate::windows::receipt(&window, &network),
+            value: crate::windows::receipt(&window, &network, signed),
             charged: 0,
         };
         Ok(Admission {
