@@ -151,6 +151,10 @@ pub struct EscrowView {
     /// A refund sent whose outcome is read back at the next refund request.
     #[schema(required)]
     pending_refund: Option<RefundView>,
+    /// The payer's `reclaim` transaction, when it took the hold back after the capture
+    /// deadline (nothing was captured).
+    #[schema(required)]
+    reclaimed_transaction: Option<String>,
 }
 
 impl EscrowView {
@@ -161,6 +165,7 @@ impl EscrowView {
             refund_deadline: e.terms.refund_expiry,
             refunds: e.refunds.iter().map(RefundView::from).collect(),
             pending_refund: e.pending_refund.as_ref().map(RefundView::from),
+            reclaimed_transaction: e.reclaimed_tx.clone(),
         }
     }
 }

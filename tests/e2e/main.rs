@@ -23,6 +23,7 @@ mod crash_auth_capture;
 mod crash_upto;
 mod crash_windows;
 mod edge;
+mod escrow_reclaim;
 mod facilitator;
 mod forwarding;
 mod interop;

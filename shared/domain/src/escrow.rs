@@ -19,6 +19,10 @@ pub struct EscrowRecord {
     /// The `void` (or reconciliation's) transaction that gave the hold back.
     #[serde(default)]
     pub voided_tx: Option<String>,
+    /// The payer's `reclaim` that took the hold back after the capture deadline (seen by
+    /// reconciliation in the escrow's `PaymentReclaimed` event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed_tx: Option<String>,
     /// Refunds done, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refunds: Vec<EscrowRefund>,

@@ -66,6 +66,7 @@ sol! {
         function reclaim(PaymentInfo paymentInfo) external;
         function refund(PaymentInfo paymentInfo, uint256 amount, address tokenCollector, bytes collectorData) external;
         function paymentState(bytes32 paymentInfoHash) external view returns (bool hasCollectedPayment, uint120 capturableAmount, uint120 refundableAmount);
+        event PaymentReclaimed(bytes32 indexed paymentInfoHash, uint256 amount);
     }
 }
 
@@ -358,6 +359,15 @@ pub fn capture_call(info: &PaymentInfo, amount: U256) -> Vec<u8> {
 pub fn void_call(info: &PaymentInfo) -> Vec<u8> {
     use alloy_sol_types::SolCall;
     IAuthCaptureEscrow::voidCall {
+        paymentInfo: info.clone(),
+    }
+    .abi_encode()
+}
+
+/// The escrow's `reclaim`: the payer takes back what is still held after the capture deadline.
+pub fn reclaim_call(info: &PaymentInfo) -> Vec<u8> {
+    use alloy_sol_types::SolCall;
+    IAuthCaptureEscrow::reclaimCall {
         paymentInfo: info.clone(),
     }
     .abi_encode()

@@ -258,6 +258,17 @@ pub trait ChainCalls: Send + Sync + 'static {
         from: u64,
         to: u64,
     ) -> Result<Vec<alloy_primitives::Log>, CallError>;
+    /// The transaction of the first log `address` emitted with `event` and `topic` as its first
+    /// two topics, from the block transaction `since` landed in to the latest (`None`: none, or
+    /// `since` not found).
+    async fn find_event(
+        &self,
+        chain_id: u64,
+        address: Address,
+        event: B256,
+        topic: B256,
+        since: B256,
+    ) -> Result<Option<B256>, CallError>;
 }
 
 /// A `(version, scheme, network)` the facilitator can settle.

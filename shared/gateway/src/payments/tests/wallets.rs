@@ -73,6 +73,16 @@ impl paygate_x402::facilitator::ChainCalls for CodelessChain {
     ) -> Result<Vec<alloy_primitives::Log>, paygate_x402::facilitator::CallError> {
         Ok(Vec::new())
     }
+    async fn find_event(
+        &self,
+        _: u64,
+        _: Address,
+        _: B256,
+        _: B256,
+        _: B256,
+    ) -> Result<Option<B256>, paygate_x402::facilitator::CallError> {
+        Ok(None)
+    }
 }
 
 /// A payment service without a facilitator, asking its wallet questions of a codeless chain.

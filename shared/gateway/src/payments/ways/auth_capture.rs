@@ -121,6 +121,7 @@ impl Way for AuthCapture {
             authorized_tx: None,
             captured: UsdcAmount(0),
             voided_tx: None,
+            reclaimed_tx: None,
             refunds: Vec::new(),
             pending_refund: None,
         }));
@@ -229,16 +230,50 @@ impl Way for AuthCapture {
             }
         } else {
             p.status = PaymentStatus::Failed;
-            p.failure = Some(if held {
-                "voided by reconciliation: the request's outcome was not recorded".into()
-            } else {
-                "released before reconciliation read it (voided, or reclaimed by the payer after \
-                 the capture deadline)"
-                    .into()
+            let reclaimed = match held {
+                true => None,
+                false => reclaimed(chain, chain_id, hash, escrow).await,
+            };
+            p.failure = Some(match (held, &reclaimed) {
+                (true, _) => {
+                    "voided by reconciliation: the request's outcome was not recorded".into()
+                }
+                (false, Some(_)) => {
+                    "reclaimed by the payer after the capture deadline: nothing was captured".into()
+                }
+                (false, None) => "released before reconciliation read it (voided, or reclaimed \
+                                  by the payer after the capture deadline)"
+                    .into(),
             });
+            if let (Some(tx), Some(e)) = (reclaimed, p.escrow.as_mut()) {
+                e.reclaimed_tx = Some(format!("{tx:#x}"));
+            }
         }
         Ok(Some(p))
     }
+}
+
+/// The payer's `reclaim` of a hold nobody voided: its transaction, read from the escrow's
+/// `PaymentReclaimed` events since the hold (`None`: not reclaimed, or not readable now).
+async fn reclaimed(
+    chain: &dyn ChainCalls,
+    chain_id: u64,
+    hash: alloy_primitives::B256,
+    escrow: &EscrowRecord,
+) -> Option<alloy_primitives::B256> {
+    if escrow.voided_tx.is_some() {
+        return None;
+    }
+    let since = escrow.authorized_tx.as_deref()?.parse().ok()?;
+    use alloy_sol_types::SolEvent;
+    let event = auth_capture::IAuthCaptureEscrow::PaymentReclaimed::SIGNATURE_HASH;
+    chain
+        .find_event(chain_id, auth_capture::ESCROW_ADDRESS, event, hash, since)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "the escrow's reclaims could not be read");
+            None
+        })
 }
 
 /// Holds the payment in escrow (`authorize`, simulated first; a counterfactual payer's wallet

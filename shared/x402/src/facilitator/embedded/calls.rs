@@ -121,4 +121,45 @@ impl ChainCalls for EmbeddedFacilitator {
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
         Ok(logs.into_iter().map(|l| l.inner).collect())
     }
+
+    async fn find_event(
+        &self,
+        chain_id: u64,
+        address: Address,
+        event: B256,
+        topic: B256,
+        since: B256,
+    ) -> Result<Option<B256>, CallError> {
+        let provider = &self.call_chain(chain_id)?.provider;
+        let unavailable =
+            |e: alloy_provider::transport::TransportError| CallError::Unavailable(e.to_string());
+        let Some(from) = provider
+            .get_transaction_receipt(since)
+            .await
+            .map_err(unavailable)?
+            .and_then(|r| r.block_number)
+        else {
+            return Ok(None);
+        };
+        let latest = provider.get_block_number().await.map_err(unavailable)?;
+        let mut start = from;
+        while start <= latest {
+            let end = (start + LOG_SPAN - 1).min(latest);
+            let filter = alloy_rpc_types_eth::Filter::new()
+                .address(address)
+                .event_signature(event)
+                .topic1(topic)
+                .from_block(start)
+                .to_block(end);
+            let logs = provider.get_logs(&filter).await.map_err(unavailable)?;
+            if let Some(tx) = logs.first().and_then(|l| l.transaction_hash) {
+                return Ok(Some(tx));
+            }
+            start = end + 1;
+        }
+        Ok(None)
+    }
 }
+
+/// Blocks per log query (RPC providers cap the range of one `eth_getLogs`).
+const LOG_SPAN: u64 = 5_000;
