@@ -76,16 +76,15 @@ impl Way for Window {
         if let Some(payer) = paygate_x402::address::parse_address(&window.payer) {
             gate.payer(&payer).map_err(refused)?;
         }
-        let network = p.requirements.network_name(ProtocolVersion::V2);
-        let signed = svc.receipt_extension(&network, &p.requirements.resource, &window.payer, "");
-        let receipt = Receipt {
-            header: "payment-response",
-            value: crate::windows::receipt(&window, &network, signed),
-            charged: 0,
+        let held = WindowHeld {
+            network: p.requirements.network_name(ProtocolVersion::V2),
+            resource: p.requirements.resource.clone(),
+            window,
         };
+        let receipt = held.receipt(None);
         Ok(Admission {
             upstream,
-            payment: Admitted(Box::new(WindowHeld(window))),
+            payment: Admitted(Box::new(held)),
             receipt: Some(receipt),
         })
     }
@@ -93,12 +92,26 @@ impl Way for Window {
 
 /// A call served through the payer's access window, counted at admission; given back if the
 /// origin does not serve it (no answer, or 400 and above), as a voucher is not charged.
-struct WindowHeld(AccessWindow);
+struct WindowHeld {
+    window: AccessWindow,
+    /// The network (CAIP-2) and resource its receipt names.
+    network: String,
+    resource: String,
+}
 
 impl WindowHeld {
     async fn give_back(&self, svc: &PaymentService) {
         if let Some(windows) = &svc.windows {
-            windows.give_back(&self.0).await;
+            windows.give_back(&self.window).await;
+        }
+    }
+
+    /// The call's receipt, with `signed` (the deployment's signed receipt) once it is served.
+    fn receipt(&self, signed: Option<serde_json::Value>) -> Receipt {
+        Receipt {
+            header: "payment-response",
+            value: crate::windows::receipt(&self.window, &self.network, signed),
+            charged: 0,
         }
     }
 }
@@ -113,11 +126,15 @@ impl Held for WindowHeld {
         false
     }
 
+    /// Served (below 400): the receipt, now signed where the deployment signs receipts (a call
+    /// the origin failed was given back: its receipt stays unsigned).
     async fn head(&mut self, svc: &PaymentService, status: u16, _: Option<&HeaderValue>) -> Step {
         if status >= 400 {
             self.give_back(svc).await;
+            return Step::Done(None);
         }
-        Step::Done(None)
+        let signed = svc.receipt_extension(&self.network, &self.resource, &self.window.payer, "");
+        Step::Done(signed.is_some().then(|| self.receipt(signed)))
     }
 
     async fn end(self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
