@@ -181,13 +181,14 @@ async fn vouchers_and_window_calls_get_signed_receipts() {
             "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
     )
     .await;
-    gw.create_route(
-        &key,
-        json!({"path": "window", "priceUSD": 0.01, "accessWindowSeconds": 600,
-            "accessWindowCalls": 2, "targetUrl": format!("{}/echo", upstream.url),
+    let window_route = gw
+        .create_route(
+            &key,
+            json!({"path": "window", "priceUSD": 0.01, "accessWindowSeconds": 600,
+            "accessWindowCalls": 3, "targetUrl": format!("{}/echo", upstream.url),
             "network": "base-sepolia"}),
-    )
-    .await;
+        )
+        .await;
 
     let url = gw.url("/gateway/acme/metered");
     let report = common::channel::official_pay(&url, 4, &chain.rpc, 3, 1, None).await;
@@ -209,4 +210,22 @@ async fn vouchers_and_window_calls_get_signed_receipts() {
         let served = verified_receipt(response, &published, &url, 5);
         assert_eq!(served["transaction"], "", "{served}");
     }
+
+    // The origin fails the window's next call: given back, its receipt is not signed.
+    let id = window_route["id"].as_str().unwrap();
+    let failing = json!({"targetUrl": format!("{}/echo?upstream_status=500", upstream.url)});
+    let r = gw
+        .api(
+            &key,
+            reqwest::Method::PATCH,
+            &format!("/api/routes/{id}"),
+            Some(failing),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let report = common::windows::official_pay(&url, 5, &chain.rpc, 1).await;
+    assert_eq!(report["kinds"], json!(["500"]), "{report}");
+    let failed = &report["failedReceipts"][0];
+    assert_eq!(failed["accessWindow"]["callsLeft"], 0, "{report}");
+    assert!(failed.get("extensions").is_none(), "{failed}");
 }

@@ -6,8 +6,8 @@
 // Usage: NODE_PATH=<node_modules> node x402_window_pay.cjs URL PRIVATE_KEY RPC_URL N
 // Prints one JSON line {statuses, kinds, callsLeft, windowReceipts}: per call, `paid` (its
 // receipt carries a transaction), `window` (its receipt says an access window served it) or the
-// status; the windows' calls left as their receipts said; and the window calls' receipts
-// (decoded PAYMENT-RESPONSE). Exits non-zero only when the client itself failed.
+// status; the windows' calls left as their receipts said; the window calls' receipts and those
+// of answers other than 200 (decoded PAYMENT-RESPONSE). Exits non-zero only when the client itself failed.
 "use strict";
 const { wrapFetchWithPayment, x402Client, decodePaymentResponseHeader } = require("@x402/fetch");
 const { ExactEvmScheme } = require("@x402/evm/exact/client");
@@ -27,6 +27,7 @@ async function main(url, key, rpc, n) {
   const kinds = [];
   const callsLeft = [];
   const windowReceipts = [];
+  const failedReceipts = [];
   for (let i = 0; i < n; i++) {
     const r = await call(url, { method: "GET" });
     await r.text();
@@ -34,6 +35,7 @@ async function main(url, key, rpc, n) {
     const raw = r.headers.get("payment-response");
     if (r.status !== 200 || !raw) {
       kinds.push(String(r.status));
+      if (raw) failedReceipts.push(decodePaymentResponseHeader(raw));
       continue;
     }
     const receipt = decodePaymentResponseHeader(raw);
@@ -45,7 +47,7 @@ async function main(url, key, rpc, n) {
       kinds.push(receipt.transaction ? "paid" : "unknown");
     }
   }
-  console.log(JSON.stringify({ statuses, kinds, callsLeft, windowReceipts }));
+  console.log(JSON.stringify({ statuses, kinds, callsLeft, windowReceipts, failedReceipts }));
   return 0;
 }
 

@@ -14,9 +14,7 @@ use super::{unavailable, ChannelRefusal, Channels};
 use alloy_primitives::{Log, B256};
 use alloy_sol_types::SolEvent;
 use paygate_x402::batch::{self, IBatchSettlement};
-
-/// Blocks per log query (RPC providers cap the range of one `eth_getLogs`).
-const LOG_SPAN: u64 = 5_000;
+use paygate_x402::facilitator::LOG_SPAN;
 
 /// A withdrawal event of one channel.
 enum Withdrawal {

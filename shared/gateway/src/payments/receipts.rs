@@ -15,21 +15,18 @@ impl PaymentService {
         &self,
         record: &paygate_domain::model::GatewayPayment,
     ) -> Option<paygate_x402::offer_receipt::SignedReceipt> {
-        let key = self.receipt_key.as_ref()?;
         let issued_at = time::OffsetDateTime::parse(
             &record.created_at,
             &time::format_description::well_known::Rfc3339,
         )
         .map_or(0, |t| t.unix_timestamp().max(0) as u64);
-        paygate_x402::offer_receipt::ReceiptPayload {
-            version: paygate_x402::offer_receipt::VERSION,
-            network: record.network.clone(),
-            resource_url: record.resource.clone(),
-            payer: record.payer.clone(),
+        self.sign_receipt(
+            &record.network,
+            &record.resource,
+            &record.payer,
             issued_at,
-            transaction: record.transaction.clone().unwrap_or_default(),
-        }
-        .sign(key)
+            record.transaction.as_deref().unwrap_or_default(),
+        )
     }
 
     /// The signed receipt, as a payment response's `extensions`, of a request served now that
@@ -42,17 +39,30 @@ impl PaymentService {
         payer: &str,
         transaction: &str,
     ) -> Option<serde_json::Value> {
+        let now = paygate_domain::unix_now();
+        self.sign_receipt(network, resource_url, payer, now, transaction)
+            .map(|r| r.extension())
+    }
+
+    /// A receipt signed with the deployment's receipt key, where it has one.
+    fn sign_receipt(
+        &self,
+        network: &str,
+        resource_url: &str,
+        payer: &str,
+        issued_at: u64,
+        transaction: &str,
+    ) -> Option<paygate_x402::offer_receipt::SignedReceipt> {
         let key = self.receipt_key.as_ref()?;
         paygate_x402::offer_receipt::ReceiptPayload {
             version: paygate_x402::offer_receipt::VERSION,
             network: network.to_string(),
             resource_url: resource_url.to_string(),
             payer: payer.to_string(),
-            issued_at: paygate_domain::unix_now(),
+            issued_at,
             transaction: transaction.to_string(),
         }
         .sign(key)
-        .map(|r| r.extension())
     }
 
     /// The address receipts are signed by (published at `/.well-known/did.json`).

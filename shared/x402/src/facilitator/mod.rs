@@ -109,6 +109,9 @@ pub const MULTICALL3_ADDRESS: Address =
 /// takes ~300k).
 pub const WALLET_DEPLOY_GAS: u64 = 1_000_000;
 
+/// Blocks per log query (RPC providers cap the range of one `eth_getLogs`).
+pub const LOG_SPAN: u64 = 5_000;
+
 /// Contract calls beyond a token transfer, sent from the relayer (payment channels: deposits,
 /// claims, settlement, refunds) and read from the chain.
 #[async_trait]

@@ -230,21 +230,24 @@ impl Way for AuthCapture {
             }
         } else {
             p.status = PaymentStatus::Failed;
-            let reclaimed = match held {
-                true => None,
-                false => reclaimed(chain, chain_id, hash, escrow).await,
+            let reclaimed = if held {
+                None
+            } else {
+                reclaimed(chain, chain_id, hash, escrow).await
             };
-            p.failure = Some(match (held, &reclaimed) {
-                (true, _) => {
-                    "voided by reconciliation: the request's outcome was not recorded".into()
+            p.failure = Some(
+                match reclaimed {
+                    _ if held => "voided by reconciliation: the request's outcome was not recorded",
+                    Some(_) => {
+                        "reclaimed by the payer after the capture deadline: nothing was captured"
+                    }
+                    None => {
+                        "released before reconciliation read it (voided, or reclaimed by the \
+                         payer after the capture deadline)"
+                    }
                 }
-                (false, Some(_)) => {
-                    "reclaimed by the payer after the capture deadline: nothing was captured".into()
-                }
-                (false, None) => "released before reconciliation read it (voided, or reclaimed \
-                                  by the payer after the capture deadline)"
-                    .into(),
-            });
+                .into(),
+            );
             if let (Some(tx), Some(e)) = (reclaimed, p.escrow.as_mut()) {
                 e.reclaimed_tx = Some(format!("{tx:#x}"));
             }

@@ -2,7 +2,7 @@
 //! the relayer (simulated first) or read, on the chains it settles on.
 
 use super::{is_revert, relayer_unfunded, Broadcast, Chain, EmbeddedFacilitator};
-use crate::facilitator::{CallError, ChainCalls};
+use crate::facilitator::{CallError, ChainCalls, LOG_SPAN};
 use alloy_network::TransactionBuilder;
 use alloy_primitives::{Address, B256};
 use alloy_provider::Provider;
@@ -160,6 +160,3 @@ impl ChainCalls for EmbeddedFacilitator {
         Ok(None)
     }
 }
-
-/// Blocks per log query (RPC providers cap the range of one `eth_getLogs`).
-const LOG_SPAN: u64 = 5_000;
