@@ -3,11 +3,13 @@
 //! (`PAYGATE_PAYER_KEY`), by the same signer paygate's MCP tools pay with, if the price is within
 //! `--max-usd`; the call is sent again with the `PAYMENT-SIGNATURE` header. The API's answer goes
 //! to stdout, the settlement receipt (`PAYMENT-RESPONSE`) to stderr (`--json`: one JSON document
-//! with both on stdout). `--channel` pays over a payment channel instead (`batch-settlement`).
+//! with both on stdout). An `auth-capture` offer is paid into escrow (captured once served).
+//! `--channel` pays over a payment channel instead (`batch-settlement`).
 
 use alloy_signer_local::PrivateKeySigner;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
+use paygate_x402::auth_capture::{self, client::EscrowOffer};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::network::{builtin_networks, Networks};
 use paygate_x402::payment::ProtocolVersion;
@@ -51,6 +53,11 @@ pub struct PayArgs {
     /// With --channel: tells this payer's channels on one route apart.
     #[arg(long, default_value_t = 0)]
     channel_salt: u64,
+    /// Pay only under this scheme: `exact`, or `auth-capture` (held in escrow and captured
+    /// once the API served the call; a failed call is voided and costs nothing). Default: the
+    /// first the route offers that this client pays.
+    #[arg(long, value_parser = ["exact", "auth-capture"])]
+    scheme: Option<String>,
 }
 
 pub fn run(args: PayArgs) -> anyhow::Result<ExitCode> {
@@ -110,17 +117,61 @@ fn b64_json(headers: &HeaderMap, name: &str) -> Option<Value> {
     paygate_x402::b64_json(headers.get(name)?.to_str().ok()?)
 }
 
-/// The offer to pay from a v2 challenge: the first `exact` requirement on a network this
-/// client knows (Base, Base Sepolia), as read, and as offered (echoed back when paying).
-fn offer(challenge: &Value) -> anyhow::Result<(PaymentRequirements, Value)> {
+/// An offer this client can pay.
+enum Payable {
+    /// `exact`: the requirement as read, and as offered (echoed back when paying).
+    Exact(PaymentRequirements, Value),
+    /// `auth-capture`: held in escrow, captured once served.
+    Escrow(EscrowOffer),
+}
+
+impl Payable {
+    fn req(&self) -> &PaymentRequirements {
+        match self {
+            Self::Exact(req, _) => req,
+            Self::Escrow(offer) => &offer.req,
+        }
+    }
+
+    fn scheme(&self) -> &'static str {
+        match self {
+            Self::Exact(..) => "exact",
+            Self::Escrow(_) => auth_capture::SCHEME,
+        }
+    }
+
+    fn header(&self, signer: &PrivateKeySigner, now: u64) -> anyhow::Result<String> {
+        Ok(match self {
+            Self::Exact(req, offered) => {
+                paygate_x402::sign::payment_header_echoing(req, offered.clone(), signer, now)?
+            }
+            Self::Escrow(offer) => offer.payment_header(signer, now)?,
+        })
+    }
+}
+
+/// The offer to pay from a v2 challenge: the first (of `scheme`, when given) this client can
+/// pay on a network it knows (Base, Base Sepolia).
+fn offer(challenge: &Value, scheme: Option<&str>) -> anyhow::Result<Payable> {
     let networks = Networks::from_config(&builtin_networks());
     let resource = challenge["resource"]["url"].as_str().unwrap_or_default();
     let mut problems = Vec::new();
-    for offered in challenge["accepts"].as_array().into_iter().flatten() {
-        match PaymentRequirements::from_wire(offered, ProtocolVersion::V2, &networks) {
-            Ok(mut req) => {
-                req.resource = resource.to_string();
-                return Ok((req, offered.clone()));
+    let offers = challenge["accepts"].as_array().into_iter().flatten();
+    for offered in offers.filter(|o| scheme.is_none_or(|s| o["scheme"] == s)) {
+        let read = if offered["scheme"] == auth_capture::SCHEME {
+            EscrowOffer::read(offered, &networks).map(Payable::Escrow)
+        } else {
+            PaymentRequirements::from_wire(offered, ProtocolVersion::V2, &networks)
+                .map(|req| Payable::Exact(req, offered.clone()))
+                .map_err(Into::into)
+        };
+        match read {
+            Ok(mut payable) => {
+                match &mut payable {
+                    Payable::Exact(req, _) => req.resource = resource.to_string(),
+                    Payable::Escrow(o) => o.req.resource = resource.to_string(),
+                }
+                return Ok(payable);
             }
             Err(e) => problems.push(e.to_string()),
         }
@@ -128,7 +179,10 @@ fn offer(challenge: &Value) -> anyhow::Result<(PaymentRequirements, Value)> {
     bail!(
         "no payment offered here can be made: {}",
         if problems.is_empty() {
-            "the challenge lists none".to_string()
+            format!(
+                "the challenge lists none{}",
+                scheme.map(|s| format!(" under {s}")).unwrap_or_default()
+            )
         } else {
             problems.join("; ")
         }
@@ -152,7 +206,8 @@ async fn pay(args: PayArgs) -> anyhow::Result<ExitCode> {
         let signer = payer(args.key.as_deref())?;
         return pay_channel(&args, &challenge, &signer, max).await;
     }
-    let (req, offered) = offer(&challenge)?;
+    let payable = offer(&challenge, args.scheme.as_deref())?;
+    let req = payable.req();
     if req.amount.0 > max.0 {
         bail!(
             "the price is ${} and --max-usd is ${}: not paid",
@@ -161,17 +216,13 @@ async fn pay(args: PayArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let signer = payer(args.key.as_deref())?;
-    let header = paygate_x402::sign::payment_header_echoing(
-        &req,
-        offered,
-        &signer,
-        paygate_domain::unix_now(),
-    )?;
+    let header = payable.header(&signer, paygate_domain::unix_now())?;
     let paid = json!({
         "amountUSD": req.amount.to_decimal().to_string(),
         "network": req.network.caip2,
         "payTo": req.pay_to.to_checksum(None),
         "payer": signer.address().to_checksum(None),
+        "scheme": payable.scheme(),
     });
     let second = call(&args, Some(&header)).await?;
     finish(&args, second, Some(paid))
@@ -269,10 +320,11 @@ fn finish(args: &PayArgs, a: Answer, paid: Option<Value>) -> anyhow::Result<Exit
     } else {
         if let (Some(p), true) = (&paid, a.status.is_success()) {
             eprintln!(
-                "paid ${} on {} to {}",
+                "paid ${} on {} to {} ({})",
                 p["amountUSD"].as_str().unwrap_or_default(),
                 p["network"].as_str().unwrap_or_default(),
-                p["payTo"].as_str().unwrap_or_default()
+                p["payTo"].as_str().unwrap_or_default(),
+                p["scheme"].as_str().unwrap_or("batch-settlement")
             );
         }
         if let Some(r) = &receipt {

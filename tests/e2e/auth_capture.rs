@@ -222,6 +222,13 @@ async fn bad_authorizations_get_the_schemes_reasons_and_move_nothing() {
                 d["payload"]["authorization"]["to"] = json!(address(8).to_checksum(None));
             }),
         ),
+        // A start time: the collector signs the transfer valid from 0, so it could never pass.
+        (
+            "invalid_exact_evm_payload_authorization_valid_after",
+            Box::new(|d: &mut Value| {
+                d["payload"]["authorization"]["validAfter"] = json!("1");
+            }),
+        ),
         // Signed by someone else.
         (
             "invalid_exact_evm_payload_signature",

@@ -259,6 +259,59 @@ async fn an_agent_funds_a_new_wallet_and_pays_a_route_from_the_command_line() {
     assert!(!ok && err.contains("PAYGATE_PAYER_KEY"), "{err}");
 }
 
+/// An `auth-capture` route paid from the command line: held in escrow, captured once served; a
+/// call the origin fails is voided and costs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_pays_an_escrowed_route_from_the_command_line() {
+    use paygate_x402::auth_capture::ESCROW_ADDRESS;
+    let gw = Gateway::start().await;
+    let chain = gw.chain().expect("the harness's chain");
+    let upstream = common::upstream::Upstream::start().await;
+    let receiver = common::chain::address(9);
+    let (_, key) = gw
+        .create_org("acme", Some(&receiver.to_checksum(None)))
+        .await;
+    let route = gw
+        .create_route(
+            &key,
+            serde_json::json!({"path": "held", "priceUSD": 0.01, "schemes": ["auth-capture"],
+                "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+        )
+        .await;
+    assert_eq!(route["schemes"][0], "auth-capture", "{route}");
+    let payer_key = [("PAYGATE_PAYER_KEY", common::chain::KEYS[6])];
+    let payer = common::chain::address(6);
+    let before = chain.balance(payer).await;
+
+    // Only `exact` asked for: the route offers none, nothing is signed.
+    let url = gw.url("/gateway/acme/held");
+    let (ok, _, err) = run(&payer_key, &["pay", &url, "--scheme", "exact"]).await;
+    assert!(!ok && err.contains("lists none under exact"), "{err}");
+
+    let (ok, out, err) = run(&payer_key, &["pay", &url, "--json"]).await;
+    assert!(ok, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["status"], 200, "{doc}");
+    assert_eq!(doc["paid"]["scheme"], "auth-capture", "{doc}");
+    assert_eq!(doc["receipt"]["success"], true, "{doc}");
+    assert_eq!(doc["receipt"]["amount"], "10000", "{doc}");
+    assert_eq!(chain.balance(payer).await, before - 10_000);
+    assert_eq!(chain.balance(receiver).await, 10_000);
+    assert_eq!(chain.balance(ESCROW_ADDRESS).await, 0, "nothing left held");
+
+    // The origin fails: the hold is voided, the payer keeps its money, the CLI says so.
+    let (ok, _, err) = run(&payer_key, &["pay", &format!("{url}?upstream_status=500")]).await;
+    assert!(!ok && err.contains("500"), "{err}");
+    assert!(!err.contains("paid $"), "{err}");
+    assert_eq!(chain.balance(payer).await, before - 10_000);
+    assert_eq!(
+        chain.balance(ESCROW_ADDRESS).await,
+        0,
+        "the hold was voided"
+    );
+    assert_eq!(upstream.hits(), 2);
+}
+
 #[tokio::test]
 async fn an_operator_creates_and_changes_an_organisation_from_the_command_line() {
     let gw = Gateway::start().await;

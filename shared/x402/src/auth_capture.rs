@@ -6,6 +6,8 @@
 //! requirement offers ([`EscrowTerms`], rendered into `extra`), the facilitator's checks of a
 //! payload in the scheme's order ([`verify`]), the escrow's calls and its payment state.
 
+pub mod client;
+
 use crate::extra::EIP3009_METHOD;
 use crate::payment::{PaymentPayload, SignedAuthorization};
 use crate::requirements::PaymentRequirements;
@@ -196,7 +198,9 @@ pub fn verify(
     if auth.valid_before <= U256::from(margin) {
         return Err(Rejection::Expired);
     }
-    if auth.valid_after > U256::from(now) {
+    if !auth.valid_after.is_zero() {
+        // The ERC-3009 collector receives the transfer as valid from 0: any other start is a
+        // signature the token would refuse.
         return Err(Rejection::NotYetValid);
     }
     if auth.to != ERC3009_COLLECTOR_ADDRESS {

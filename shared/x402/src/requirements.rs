@@ -306,7 +306,7 @@ impl PaymentRequirements {
         ))
     }
 
-    fn read_wire(
+    pub(crate) fn read_wire(
         v: &serde_json::Value,
         version: payment::ProtocolVersion,
         networks: &crate::network::Networks,

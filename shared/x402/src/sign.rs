@@ -69,6 +69,18 @@ fn signed_header(
     };
     let sig = signer.sign_hash_sync(&signing_hash(&auth, &token_domain(req)))?;
     auth.signature = sig.as_bytes().to_vec().into();
+    Ok(header_value(req, offered, &auth, None))
+}
+
+/// The base64 v2 header of a signed EIP-3009 authorization `auth` (with the `auth-capture`
+/// terms' `salt` where there is one), `accepted` the requirement as offered rather than
+/// re-rendered.
+pub(crate) fn header_value(
+    req: &PaymentRequirements,
+    offered: serde_json::Value,
+    auth: &SignedAuthorization,
+    salt: Option<String>,
+) -> String {
     let exact = ExactPayloadWire {
         signature: format!("0x{}", hex::encode(&auth.signature)),
         authorization: Some(AuthorizationWire {
@@ -80,17 +92,17 @@ fn signed_header(
             nonce: auth.nonce.to_string(),
         }),
         permit2_authorization: None,
-        salt: None,
+        salt,
         salt_nonce: None,
     };
-    // The `PaymentPayloadV2` wire shape, with `accepted` as offered rather than re-rendered.
+    // The `PaymentPayloadV2` wire shape.
     let payload = serde_json::json!({
         "x402Version": 2,
         "resource": { "url": req.resource },
         "accepted": offered,
         "payload": exact,
     });
-    Ok(base64::engine::general_purpose::STANDARD.encode(payload.to_string()))
+    base64::engine::general_purpose::STANDARD.encode(payload.to_string())
 }
 
 #[cfg(test)]
