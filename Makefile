@@ -40,15 +40,16 @@ cluster: chain-deps pg-deps release
 
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
 ## clients; the store's tests on sled and on a throwaway PostgreSQL), the end-to-end suite again
-## with every gateway on PostgreSQL, then a short libFuzzer run of each parser target.
+## with every gateway on PostgreSQL. The fuzz targets' bodies run in the first pass on their
+## regressions and seeded mutations (`fuzz_replay::`, seconds); libFuzzer's coverage-guided runs
+## are `make fuzz`'s (their build alone took 5.7 min here).
 ## Two tests per core at a time: the end-to-end tests mostly wait (on the chain, the binary,
 ## PostgreSQL), so a 2-core machine ran the first pass in 258 s instead of 443 s and the second
 ## in 314 s instead of 394 s, every test passing (BENCHMARKS.md).
 TEST_THREADS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test: deps test-tools pg-deps browser-deps
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast --test-threads $(TEST_THREADS)
-	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --workspace --no-fail-fast --test-threads $(TEST_THREADS) -E 'binary(e2e) - test(/^(cluster|jwe_interop)/)'
-	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SHORT_SECONDS)
+	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --workspace --no-fail-fast --test-threads $(TEST_THREADS) -E 'binary(e2e) - test(/^(cluster|jwe_interop|fuzz_replay)/)'
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity
 ## measured at its start, for SOAK_SECONDS (default 1800); fails on any error or on RSS growth
@@ -65,12 +66,12 @@ OPENAPI_EXAMPLES ?= 300
 openapi-fuzz: deps
 	$(TEST_ENV) PAYGATE_SCHEMATHESIS_EXAMPLES=$(OPENAPI_EXAMPLES) cargo test --test e2e -- openapi:: --nocapture
 
-## fuzz: every cargo-fuzz target for FUZZ_SECONDS each (default 600; `make test` runs 15 s each).
+## fuzz: every cargo-fuzz target for FUZZ_SECONDS each (default 600; `make fuzz FUZZ_SECONDS=15`
+## for a short run). Their bodies are fuzz/targets.rs, which `make test` also runs (fuzz_replay).
 ## cargo fuzz needs nightly-only compiler flags: RUSTC_BOOTSTRAP=1 lets the one stable toolchain
 ## accept them. A crash stops the run and leaves its input under fuzz/artifacts/.
 FUZZ_TARGETS := payment_header webhook route_path amounts channel_payload sign_in
 FUZZ_SECONDS ?= 600
-FUZZ_SHORT_SECONDS := 15
 fuzz: fuzz-deps
 	@echo "fuzz: building the targets"; \
 	  RUSTC_BOOTSTRAP=1 cargo fuzz build --target-dir target/fuzz > target/fuzz-build.log 2>&1 \
@@ -182,13 +183,13 @@ bench-deps:
 ## lint: formatting, clippy, and no module importing one that imports it back, as CI checks them.
 lint: sys-deps
 	cargo fmt --all -- --check
-	rustfmt --check --edition 2021 fuzz/fuzz_targets/*.rs
+	rustfmt --check --edition 2021 fuzz/targets.rs fuzz/fuzz_targets/*.rs
 	python3 scripts/module_cycles.py
 	cargo clippy --workspace --all-targets -- -D warnings
 
 fmt:
 	cargo fmt --all
-	rustfmt --edition 2021 fuzz/fuzz_targets/*.rs
+	rustfmt --edition 2021 fuzz/targets.rs fuzz/fuzz_targets/*.rs
 
 build: sys-deps
 	cargo build --workspace

@@ -26,6 +26,7 @@ mod edge;
 mod escrow_reclaim;
 mod facilitator;
 mod forwarding;
+mod fuzz_replay;
 mod interop;
 mod jwe_interop;
 mod keys;
