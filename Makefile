@@ -29,13 +29,16 @@ TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAY
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl. It needs
 ## the chain's tools (npm) and the binary only: its script is plain Python (no venv), and the
-## test tools (nextest, the Python test clients) are left to `make test`.
-run: chain-deps release
+## test tools (nextest, the Python test clients) are left to `make test`. The npm tools and the
+## contracts install while the binary builds (two make jobs; cargo shares their job slots).
+run:
+	@$(MAKE) --no-print-directory -j2 chain-deps release
 	python3 scripts/dev_env.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## cluster: three nodes on one throwaway PostgreSQL (under .run/cluster), on :8402, :8412 and
 ## :8422, with the chain, org, route and corridor of `make run`; writes .run/cluster.json.
-cluster: chain-deps pg-deps release
+cluster: pg-deps
+	@$(MAKE) --no-print-directory -j2 chain-deps release
 	python3 scripts/dev_cluster.py --binary target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
@@ -222,7 +225,8 @@ browser-deps:
 chain-deps: $(NPM_STAMP) $(CONTRACTS_STAMP)
 
 $(CONTRACTS_STAMP): $(NPM_STAMP) $(wildcard shared/contracts/src/*.sol) shared/contracts/build.cjs
-	node shared/contracts/build.cjs $(TOOLS)/node_modules $(CONTRACTS)
+	@start=$$(date +%s); node shared/contracts/build.cjs $(TOOLS)/node_modules $(CONTRACTS) \
+	  && echo "contracts: $$(( $$(date +%s) - start )) s"
 	@touch $@
 
 $(NPM_STAMP): $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json
@@ -230,8 +234,9 @@ $(NPM_STAMP): $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json
 	cp $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json $(TOOLS)/
 	@# No package needs an install script (anvil ships as a binary); skipping them avoids native
 	@# builds of optional dependencies. A registry hiccup gets two more tries, errors stay visible.
-	@for try in 1 2 3; do \
-	  npm ci --prefix $(TOOLS) --no-audit --no-fund --ignore-scripts --loglevel=error && exit 0; \
+	@echo "npm tools: npm ci into $(TOOLS)"; start=$$(date +%s); for try in 1 2 3; do \
+	  npm ci --prefix $(TOOLS) --no-audit --no-fund --ignore-scripts --loglevel=error \
+	    && echo "npm tools: $$(( $$(date +%s) - start )) s" && exit 0; \
 	  echo "npm install failed (try $$try of 3)"; sleep $$((try * 5)); \
 	done; exit 1
 	@test -x $(ANVIL)
