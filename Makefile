@@ -33,13 +33,13 @@ TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAY
 ## contracts install while the binary builds (two make jobs; cargo shares their job slots).
 run:
 	@$(MAKE) --no-print-directory -j2 chain-deps run-build
-	python3 scripts/dev_env.py --binary target/run/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
+	python3 scripts/dev_env.py --binary target/local/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## cluster: three nodes on one throwaway PostgreSQL (under .run/cluster), on :8402, :8412 and
 ## :8422, with the chain, org, route and corridor of `make run`; writes .run/cluster.json.
 cluster: pg-deps
 	@$(MAKE) --no-print-directory -j2 chain-deps run-build
-	python3 scripts/dev_cluster.py --binary target/run/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
+	python3 scripts/dev_cluster.py --binary target/local/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
 ## test: every test (unit, property, end-to-end through the real binary, interop with official
 ## clients; the store's tests on sled and on a throwaway PostgreSQL), the end-to-end suite again
@@ -201,12 +201,12 @@ build: sys-deps
 release: sys-deps
 	cargo build --release --bin paygate
 
-# Only the binary `make run` serves (the `run` profile: release without thin local LTO, a fifth
+# Only the binary `make run` serves (the `local` profile: release without thin local LTO, a fifth
 # less CPU to build; Cargo.toml). Says how long the build took (the first one is most of a fresh
 # `make run`), and where it went: cargo's --timings report (target/cargo-timings/).
 run-build: sys-deps
-	@start=$$(date +%s); echo "build: cargo build --profile run --bin paygate"; \
-	  cargo build --profile run --bin paygate --timings && echo "build: $$(( $$(date +%s) - start )) s (where it went: target/cargo-timings/cargo-timing.html)"
+	@start=$$(date +%s); echo "build: cargo build --profile local --bin paygate"; \
+	  cargo build --profile local --bin paygate --timings && echo "build: $$(( $$(date +%s) - start )) s (where it went: target/cargo-timings/cargo-timing.html)"
 
 deps: sys-deps py-deps chain-deps
 
