@@ -25,7 +25,7 @@ TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAY
   PAYGATE_TEST_CONTRACTS=$(CONTRACTS) \
   PAYGATE_TEST_NODE_MODULES=$(abspath $(TOOLS))/node_modules
 
-.PHONY: test-tools bench-ab browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release run-build deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: test-tools bench-ab browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release run-build test-build test-installs deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl. It needs
 ## the chain's tools (npm) and the binary only: its script is plain Python (no venv), and the
@@ -50,9 +50,18 @@ cluster: pg-deps
 ## PostgreSQL), so a 2-core machine ran the first pass in 258 s instead of 443 s and the second
 ## in 314 s instead of 394 s, every test passing (BENCHMARKS.md).
 TEST_THREADS ?= $(shell echo $$(( $$(nproc) * 2 )))
-test: deps test-tools pg-deps browser-deps
+test: sys-deps test-tools
+	@$(MAKE) --no-print-directory -j2 test-build test-installs
 	$(TEST_ENV) $(NEXTEST) run --workspace --no-fail-fast --test-threads $(TEST_THREADS)
 	$(TEST_ENV) PAYGATE_TEST_BACKEND=postgres $(NEXTEST) run --workspace --no-fail-fast --test-threads $(TEST_THREADS) -E 'binary(e2e) - test(/^(cluster|jwe_interop|fuzz_replay)/)'
+
+# What the tests need besides their build, installed one after another (apt takes one install at a
+# time) while the tests build (`make test` runs the two side by side).
+test-installs:
+	@$(MAKE) --no-print-directory -j1 pg-deps browser-deps py-deps chain-deps
+
+test-build: sys-deps
+	@start=$$(date +%s); $(NEXTEST) run --workspace --no-run && echo "test build: $$(( $$(date +%s) - start )) s"
 
 ## soak: the mixed workload (unpaid, paid, management, corridor, MCP) at half the capacity
 ## measured at its start, for SOAK_SECONDS (default 1800); fails on any error or on RSS growth
