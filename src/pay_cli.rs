@@ -159,20 +159,20 @@ fn offer(challenge: &Value, scheme: Option<&str>) -> anyhow::Result<Payable> {
     let offers = challenge["accepts"].as_array().into_iter().flatten();
     for offered in offers.filter(|o| scheme.is_none_or(|s| o["scheme"] == s)) {
         let read = if offered["scheme"] == auth_capture::SCHEME {
-            EscrowOffer::read(offered, &networks).map(Payable::Escrow)
+            EscrowOffer::read(offered, &networks).map(|mut o| {
+                o.req.resource = resource.to_string();
+                Payable::Escrow(o)
+            })
         } else {
             PaymentRequirements::from_wire(offered, ProtocolVersion::V2, &networks)
-                .map(|req| Payable::Exact(req, offered.clone()))
+                .map(|mut req| {
+                    req.resource = resource.to_string();
+                    Payable::Exact(req, offered.clone())
+                })
                 .map_err(Into::into)
         };
         match read {
-            Ok(mut payable) => {
-                match &mut payable {
-                    Payable::Exact(req, _) => req.resource = resource.to_string(),
-                    Payable::Escrow(o) => o.req.resource = resource.to_string(),
-                }
-                return Ok(payable);
-            }
+            Ok(payable) => return Ok(payable),
             Err(e) => problems.push(e.to_string()),
         }
     }
@@ -324,7 +324,7 @@ fn finish(args: &PayArgs, a: Answer, paid: Option<Value>) -> anyhow::Result<Exit
                 p["amountUSD"].as_str().unwrap_or_default(),
                 p["network"].as_str().unwrap_or_default(),
                 p["payTo"].as_str().unwrap_or_default(),
-                p["scheme"].as_str().unwrap_or("batch-settlement")
+                p["scheme"].as_str().unwrap_or_default()
             );
         }
         if let Some(r) = &receipt {

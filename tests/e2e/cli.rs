@@ -310,6 +310,31 @@ async fn an_agent_pays_an_escrowed_route_from_the_command_line() {
         "the hold was voided"
     );
     assert_eq!(upstream.hits(), 2);
+
+    // A route offering both: the route's first (`exact`) unless the payer asks for escrow.
+    gw.create_route(
+        &key,
+        serde_json::json!({"path": "both", "priceUSD": 0.01, "schemes": ["exact", "auth-capture"],
+            "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    let both = gw.url("/gateway/acme/both");
+    for (args, scheme) in [
+        (vec!["pay", &both, "--json"], "exact"),
+        (
+            vec!["pay", &both, "--json", "--scheme", "auth-capture"],
+            "auth-capture",
+        ),
+    ] {
+        let (ok, out, err) = run(&payer_key, &args).await;
+        assert!(ok, "{err}");
+        let doc: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(doc["paid"]["scheme"], scheme, "{doc}");
+        assert_eq!(doc["receipt"]["success"], true, "{doc}");
+    }
+    assert_eq!(chain.balance(payer).await, before - 30_000);
+    assert_eq!(chain.balance(receiver).await, 30_000);
+    assert_eq!(chain.balance(ESCROW_ADDRESS).await, 0);
 }
 
 #[tokio::test]

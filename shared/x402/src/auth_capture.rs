@@ -85,6 +85,20 @@ pub fn payer_agnostic_hash(chain_id: u64, info: &PaymentInfo) -> B256 {
     payment_hash(chain_id, &any)
 }
 
+/// The EIP-712 digest of `auth` as the payer signs it: an ERC-3009 `ReceiveWithAuthorization`
+/// under `req`'s token.
+pub(crate) fn signing_hash(auth: &SignedAuthorization, req: &PaymentRequirements) -> B256 {
+    ReceiveWithAuthorization {
+        from: auth.from,
+        to: auth.to,
+        value: auth.value,
+        validAfter: auth.valid_after,
+        validBefore: auth.valid_before,
+        nonce: auth.nonce,
+    }
+    .eip712_signing_hash(&crate::verify::token_domain(req))
+}
+
 /// A payment verified for the escrow: its terms and the authorization.
 #[derive(Debug, Clone)]
 pub struct Escrowed {
@@ -206,15 +220,7 @@ pub fn verify(
     if auth.to != ERC3009_COLLECTOR_ADDRESS {
         return Err(Rejection::InvalidCollector);
     }
-    let digest = ReceiveWithAuthorization {
-        from: auth.from,
-        to: auth.to,
-        value: auth.value,
-        validAfter: auth.valid_after,
-        validBefore: auth.valid_before,
-        nonce: auth.nonce,
-    }
-    .eip712_signing_hash(&crate::verify::token_domain(req));
+    let digest = signing_hash(&auth, req);
     // A signature the payer's key did not make may be its smart wallet's: the caller asks the
     // chain (EIP-1271) before anything is reserved.
     let wallet_check = match payer_signed(digest, &auth.signature, auth.from) {

@@ -4,8 +4,8 @@
 //! earlier of the offer's timeout and its capture deadline.
 
 use super::{
-    payer_agnostic_hash, PaymentInfo, ReceiveWithAuthorization, ERC3009_COLLECTOR_ADDRESS,
-    ESCROW_ADDRESS, SAFETY_MARGIN_SECONDS, SCHEME,
+    payer_agnostic_hash, PaymentInfo, ERC3009_COLLECTOR_ADDRESS, ESCROW_ADDRESS,
+    SAFETY_MARGIN_SECONDS, SCHEME,
 };
 use crate::extra::{EscrowExtra, TokenExtra};
 use crate::payment::{ProtocolVersion, SignedAuthorization};
@@ -13,7 +13,6 @@ use crate::requirements::{PaymentRequirements, RequirementsError};
 use alloy_primitives::{Address, Uint, U256};
 use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
-use alloy_sol_types::SolStruct;
 
 /// Why an `auth-capture` offer cannot be paid.
 #[derive(Debug, thiserror::Error)]
@@ -111,26 +110,18 @@ impl EscrowOffer {
     ) -> Result<String, OfferError> {
         let salt = U256::from_be_bytes(rand::random::<[u8; 32]>());
         let info = self.terms(signer.address(), salt, now)?;
-        let message = ReceiveWithAuthorization {
+        let mut auth = SignedAuthorization {
             from: signer.address(),
             to: ERC3009_COLLECTOR_ADDRESS,
             value: U256::from(info.maxAmount),
             // The collector receives it as valid from 0 (the scheme's rule).
-            validAfter: U256::ZERO,
-            validBefore: U256::from(info.preApprovalExpiry),
+            valid_after: U256::ZERO,
+            valid_before: U256::from(info.preApprovalExpiry),
             nonce: payer_agnostic_hash(self.req.network.config.chain_id, &info),
+            signature: Default::default(),
         };
-        let digest = message.eip712_signing_hash(&crate::verify::token_domain(&self.req));
-        let signature = signer.sign_hash_sync(&digest)?;
-        let auth = SignedAuthorization {
-            from: message.from,
-            to: message.to,
-            value: message.value,
-            valid_after: message.validAfter,
-            valid_before: message.validBefore,
-            nonce: message.nonce,
-            signature: signature.as_bytes().to_vec().into(),
-        };
+        let signature = signer.sign_hash_sync(&super::signing_hash(&auth, &self.req))?;
+        auth.signature = signature.as_bytes().to_vec().into();
         let salt = Some(format!("{salt:#x}"));
         Ok(crate::sign::header_value(
             &self.req,
