@@ -38,12 +38,15 @@ pub(super) async fn dispatch(s: Shared) {
                 .min(s.cfg.webhook_retry_max_ms);
             Some(backoff)
         };
+        // One batch: a crash between taking the event out and putting it back must not lose it.
         let moved = (|| -> anyhow::Result<()> {
-            s.outbox.remove(&key)?;
+            let mut batch = sled::Batch::default();
+            batch.remove(key.clone());
             if let Some(backoff) = reschedule {
                 let k = s.outbox_key(now_ms() + backoff)?;
-                s.outbox.insert(k, serde_json::to_vec(&o)?)?;
+                batch.insert(k, serde_json::to_vec(&o)?);
             }
+            s.outbox.apply_batch(batch)?;
             Ok(())
         })();
         if let Err(e) = moved {

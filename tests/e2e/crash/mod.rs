@@ -414,6 +414,22 @@ async fn payout_trials(chain: Option<&Chain>, extra: &[(&str, &str)]) {
 
     // The provider's side: one payout per pay request, each one paygate knows.
     let provider: Vec<serde_json::Value> = gw.provider_payouts().await;
+    for id in &pending {
+        let path = format!("/corridors/{corridor}/payments/{id}");
+        let ours: serde_json::Value = gw
+            .api(&key, reqwest::Method::GET, &path, None)
+            .await
+            .json()
+            .await
+            .unwrap_or_default();
+        let theirs = provider.iter().find(|p| p["reference"] == id.as_str());
+        let log = gw.log();
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(id.as_str())).collect();
+        println!(
+            "stuck payout {id}:\n ours: {ours}\n provider's: {theirs:?}\n log:\n{}",
+            lines.join("\n")
+        );
+    }
     let mut per_quote: BTreeMap<String, usize> = BTreeMap::new();
     for p in &provider {
         let reference = p["reference"].as_str().unwrap_or_default();
