@@ -2,7 +2,7 @@
 it with openapi-python-client (PyPI, an independent generator) and uses it against the running gateway: the operator creates an
 organisation, the organisation creates a route and reads it back, and a bad route gets the
 documented error. Nothing of paygate's code on the client side; the generated package is built
-into a temporary directory.
+into a temporary directory, removed at the end.
 
 Usage: python openapi_client.py BASE_URL ADMIN_TOKEN
 Prints one JSON line {operations, org, route, read, refused}.
@@ -23,7 +23,11 @@ from openapi_spec_validator import validate
 def main(base, admin_token):
     doc = urllib.request.urlopen(f"{base}/openapi.json").read()
     validate(json.loads(doc))
-    work = Path(tempfile.mkdtemp())
+    with tempfile.TemporaryDirectory() as work:
+        run(base, admin_token, doc, Path(work))
+
+
+def run(base, admin_token, doc, work):
     (work / "openapi.json").write_bytes(doc)
     subprocess.run(
         [
