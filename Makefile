@@ -29,7 +29,7 @@ TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAY
 # tmpfs with 4 GiB free (a pass peaks under 200 MB here), else under the system's temp dir; the
 # folder is removed when the tests end, passed or not. PostgreSQL runs as its own user, hence
 # the sticky, world-writable folder, like /tmp. Here the first pass went from 256 to 230 s and the
-# PostgreSQL pass from about 300 to 240 s (ext4's inode allocation was a tenth of the CPU).
+# PostgreSQL pass from about 300 to 247 s (ext4's inode allocation was a tenth of the CPU).
 TEST_TMP_BASE := $(shell test "$$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs \
   && test "$$(df -Pk /dev/shm | awk 'NR==2 {print $$4}')" -gt 4194304 && echo /dev/shm || echo $${TMPDIR:-/tmp})
 WITH_TEST_TMP = tmp=$$(mktemp -d -p $(TEST_TMP_BASE) paygate-tests.XXXXXX) && chmod 1777 "$$tmp" \
@@ -114,11 +114,11 @@ fuzz-deps: sys-deps
 ## 20, 8 for the cluster); prints the tallies RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
 crash: deps test-tools pg-deps
-	set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e) & (test(/^crash(_windows|_upto|_auth_capture)?::/) | test(cluster_sigkill))' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
+	@$(WITH_TEST_TMP) set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e) & (test(/^crash(_windows|_upto|_auth_capture)?::/) | test(cluster_sigkill))' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps test-tools pg-deps
-	$(NEXTEST) run --workspace -E 'not binary(e2e)'
+	@$(WITH_TEST_TMP) $(NEXTEST) run --workspace -E 'not binary(e2e)'
 
 ## bench: paygate next to nginx on this machine (and criterion verification costs), and the paid
 ## path on anvil next to the x402-axum middleware; writes BENCHMARKS.md. Installs nginx and wrk if
