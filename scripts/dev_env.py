@@ -476,7 +476,8 @@ Try it:
   export PAYGATE_PAYER_KEY=$(python3 -c 'import secrets;print("0x"+secrets.token_hex(32))')
   PAYGATE_DEVCHAIN_DEPLOYER_KEY={RELAYER_KEY} {args.binary} devchain fund
   {args.binary} pay {BASE}/gateway/acme/echo
-  # an access window with the official npm clients: pays once, signs in for 5 calls, pays again
+  # an access window with the official npm clients (`make client-deps` installs them once:
+  # `make run` itself needs none): pays once, signs in for 5 calls, pays again
   NODE_PATH=.tools/node_modules node tests/interop/x402_window_pay.cjs {BASE}/gateway/acme/dataset {ACCOUNTS[3][1]} {RPC_URL} 7
   curl -s {BASE}/api/access-windows -H 'Authorization: Bearer {api_key}'
   # a token without EIP-3009, paid through Permit2 by the official npm clients: the first try
