@@ -91,7 +91,7 @@ impl PaymentService {
                     .write_payment_if(&decided, PaymentGuard::Unchanged(&p.updated_at))
                     .await?;
                 if written && landed {
-                    self.refunded_event(&decided, &pending);
+                    self.refunded_event(&decided, &pending).await;
                 }
                 continue;
             }
@@ -208,7 +208,7 @@ impl PaymentService {
             tracing::debug!(payment = %asked.id, "a refund's outcome was recorded by another request");
         }
         outcome?;
-        self.refunded_event(&after, &pending);
+        self.refunded_event(&after, &pending).await;
         tracing::info!(payment = %after.id, refund = %pending.id, amount = pending.amount.0, "auth-capture payment refunded");
         Ok(Refunded {
             refund: pending,
@@ -216,7 +216,9 @@ impl PaymentService {
         })
     }
 
-    fn refunded_event(&self, p: &GatewayPayment, refund: &EscrowRefund) {
+    /// `payment.refunded`, about the payment (so it reaches an endpoint after the payment's
+    /// `payment.settled` and its earlier refunds'), queued before the refund is answered.
+    async fn refunded_event(&self, p: &GatewayPayment, refund: &EscrowRefund) {
         let Some(events) = &self.events else { return };
         let mut data = crate::events::payment_data(p);
         data["refund"] = serde_json::json!({
@@ -224,7 +226,9 @@ impl PaymentService {
             "amountUSD": refund.amount.to_decimal().to_string(),
             "transaction": refund.transaction,
         });
-        events.emit_later(&p.org_id, "payment.refunded", &refund.id, data);
+        events
+            .emit(&p.org_id, "payment.refunded", &p.id, data)
+            .await;
     }
 }
 
