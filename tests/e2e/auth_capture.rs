@@ -375,18 +375,27 @@ async fn refund(s: &Setup, id: &str, key: Option<&str>, body: Value) -> (u16, St
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_its_window() {
-    use common::webhook_receiver::{register, Receiver};
-    // A master key seals the webhook's secret; deliveries are polled often.
+    use common::webhook_receiver::{register, Behave, Receiver};
+    // A master key seals the webhook's secret; deliveries are polled often, and the endpoint's
+    // first answer (to the payment's `payment.settled`) fails, retried 6 s later: the refunds'
+    // events, made meanwhile, wait for it.
     let s = setup_with(&[
         (
             "PAYGATE_MASTER_KEY",
             "6c2e4a8b0d1f3e5a7c9b1d3f5e7a9c0b2d4f6e8a0c1e3b5d7f9a2c4e6b8d0f1a",
         ),
         ("PAYGATE__WEBHOOKS__POLL_INTERVAL_MS", "100"),
+        ("PAYGATE__WEBHOOKS__RETRY_SECONDS", "[6]"),
     ])
     .await;
-    let rx = Receiver::start(Vec::new()).await;
-    register(&s.gw, &s.key, &rx.url, json!(["payment.refunded"])).await;
+    let rx = Receiver::start(vec![Behave::Fail]).await;
+    register(
+        &s.gw,
+        &s.key,
+        &rx.url,
+        json!(["payment.settled", "payment.refunded"]),
+    )
+    .await;
     s.gw.create_route(
         &s.key,
         json!({"path": "refundable", "priceUSD": 0.01, "schemes": ["auth-capture"],
@@ -501,13 +510,27 @@ async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_it
         "{shown}"
     );
     assert_eq!(shown["escrow"]["pendingRefund"], Value::Null, "{shown}");
-    // The seller's webhook hears of each refund once.
-    let events = rx.accepted("payment.refunded", 2).await;
-    let amounts: Vec<_> = events
-        .iter()
-        .map(|(_, v)| v["data"]["refund"]["amountUSD"].clone())
+    // The seller's webhook hears of each refund once, after the payment's settlement (which
+    // needed a retry) and in the order they were made: one payment's events keep their order.
+    rx.accepted("payment.refunded", 2).await;
+    let heard: Vec<_> = rx
+        .got()
+        .into_iter()
+        .filter(|r| r.accepted)
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .filter(|v| v["data"]["id"] == id.as_str())
+        .map(|v| (v["type"].clone(), v["data"]["refund"]["amountUSD"].clone()))
         .collect();
-    assert_eq!(amounts, [json!("0.004"), json!("0.006")], "{events:?}");
+    assert_eq!(
+        heard,
+        [
+            (json!("payment.settled"), Value::Null),
+            (json!("payment.refunded"), json!("0.004")),
+            (json!("payment.refunded"), json!("0.006")),
+        ],
+        "{:?}",
+        rx.got()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
