@@ -270,7 +270,11 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
             ),
             (
                 "OperatorRefundCollector",
-                auth_capture::REFUND_COLLECTOR_ADDRESS,
+                auth_capture::OPERATOR_REFUND_COLLECTOR_ADDRESS,
+            ),
+            (
+                "ReceiverRefundCollector",
+                auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
             ),
             ("Multicall3", paygate_x402::facilitator::MULTICALL3_ADDRESS),
             (

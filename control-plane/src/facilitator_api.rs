@@ -26,7 +26,7 @@ use std::sync::Arc;
 mod channels;
 
 /// Route id recorded on payments settled through this API.
-pub const FACILITATOR_API_ROUTE: &str = "facilitator-api";
+use paygate_domain::model::FACILITATOR_API_ROUTE;
 
 /// A refusal as this API answers it: the x402 reason word (`200` with `isValid`/`success`
 /// false) for a payment that is not acceptable, the error otherwise.

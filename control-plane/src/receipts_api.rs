@@ -9,7 +9,6 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
-use paygate_domain::model::PaymentStatus;
 use paygate_domain::ErrorCode;
 use serde_json::{json, Value};
 
@@ -23,7 +22,7 @@ fn did(state: &AppState) -> String {
     format!("did:web:{}", host.replace(':', "%3A").replace('/', ":"))
 }
 
-#[utoipa::path(get, path = "/api/payments/{id}/receipt", tag = "payments", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The payment's signed receipt (x402 offer-and-receipt, format eip712)", body = Object), (status = 404, description = "No such payment in this organisation, or it is not settled (no receipt)", body = paygate_domain::ErrorBody), (status = 503, description = "This deployment signs no receipts (no master key or receipt key)", body = paygate_domain::ErrorBody)))]
+#[utoipa::path(get, path = "/api/payments/{id}/receipt", tag = "payments", security(("orgKey" = [])), params(("id" = String, Path)), responses((status = 200, description = "The payment's signed receipt (x402 offer-and-receipt, format eip712)", body = Object), (status = 404, description = "No such payment in this organisation, or no receipt for it: not settled, settled through the facilitator API for another server, not served by its origin, or refunded in full", body = paygate_domain::ErrorBody), (status = 503, description = "This deployment signs no receipts (no master key or receipt key)", body = paygate_domain::ErrorBody)))]
 pub async fn receipt(
     State(state): State<AppState>,
     OrgAuth { org, .. }: OrgAuth,
@@ -33,11 +32,8 @@ pub async fn receipt(
         Some(p) if p.org_id == org.id => p,
         _ => return Err(ApiError::new(ErrorCode::NotFound, "no such payment")),
     };
-    if p.status != PaymentStatus::Settled {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            "the payment is not settled: it has no receipt",
-        ));
+    if let Some(why) = p.unreceiptable() {
+        return Err(ApiError::new(ErrorCode::NotFound, why));
     }
     let signed = state.payments.signed_receipt(&p).ok_or_else(|| {
         ApiError::new(

@@ -133,7 +133,9 @@ async fn payment_required(
 ) -> Result<()> {
     let mut resp = Own::new(status, 5, Some(challenge.body.len()), ctx)?;
     resp.put(header::CONTENT_TYPE, JSON);
-    resp.put(X_PAYMENT_REQUIREMENTS, challenge.requirements_header);
+    if let Some(seed) = challenge.requirements_header {
+        resp.put(X_PAYMENT_REQUIREMENTS, seed);
+    }
     resp.put(PAYMENT_REQUIRED, challenge.payment_required_header);
     resp.cors();
     session.write_response_header(resp.done(), false).await?;

@@ -84,7 +84,7 @@ pub(crate) fn refused(r: Refused, entry: &RouteEntry, request_id: &str) -> Answe
             server,
             x402_version: 1,
             error: reason,
-            accepts: [req.to_v1()],
+            accepts: paygate_x402::v1_accepts(req, &challenge.offer),
         }),
         ProtocolVersion::V2 => serde_json::to_vec(&RefusedPaymentBody {
             server,

@@ -66,6 +66,17 @@ async fn route(s: &Setup, path: &str) -> Value {
     route
 }
 
+/// An `auth-capture` route at `path`, priced 0.01 USD, refundable for `window` seconds.
+async fn refundable_route(s: &Setup, path: &str, window: u64) -> Value {
+    s.gw.create_route(
+        &s.key,
+        json!({"path": path, "priceUSD": 0.01, "schemes": ["auth-capture"],
+            "refundWindowSeconds": window,
+            "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
+    )
+    .await
+}
+
 /// The official client pays `url` once as account `payer`.
 fn official_pay(s: &Setup, url: &str, payer: usize) -> Value {
     let input = json!({"url": url, "key": KEYS[payer], "rpc": s.chain.rpc, "calls": 1});
@@ -257,6 +268,59 @@ async fn bad_authorizations_get_the_schemes_reasons_and_move_nothing() {
     assert_eq!(s.upstream.hits(), 1);
 }
 
+/// Issue 52: the payer cannot choose the escrow's deadlines. A capture deadline sooner than the
+/// one offered (a slow answer would be served free once it passed), a later one, or a refund
+/// deadline the route does not offer (refunds turned on) is refused with the scheme's reason
+/// word, signed or not, and nothing is held; the offered deadlines are taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_offered_deadlines_are_held() {
+    let s = setup().await;
+    route(&s, "report").await;
+    let path = "/gateway/acme/report";
+    // A route without `exact` offers no v1 form (v1 carries `exact` only): nothing refused.
+    let unpaid = s.gw.http.get(s.gw.url(path)).send().await.unwrap();
+    assert_eq!(unpaid.status(), 402);
+    assert!(unpaid.headers().get("x-payment-requirements").is_none());
+    let v1: Value = unpaid.json().await.unwrap();
+    assert_eq!(v1["accepts"], json!([]), "{v1}");
+    let challenge = challenge_at(&s.gw, path).await;
+    let offered = challenge["accepts"][0]["extra"]["captureDeadline"]
+        .as_u64()
+        .unwrap();
+    let payer = address(6);
+    let before = usdc_of(&s, payer).await;
+    // The official client signs whatever deadlines its requirement names.
+    let signed_for = |capture: u64, refund: u64| {
+        let mut c = challenge.clone();
+        c["accepts"][0]["extra"]["captureDeadline"] = json!(capture);
+        c["accepts"][0]["extra"]["refundDeadline"] = json!(refund);
+        b64_header(&common::escrow::signed_doc(&c, 6))
+    };
+    let now = paygate_domain::unix_now();
+    for (capture, refund) in [
+        (now + 75, now + 75),
+        (offered + 3_600, offered + 3_600),
+        (offered, offered + 86_400),
+    ] {
+        let (status, said) = send(&s, path, &signed_for(capture, refund)).await;
+        assert_eq!(
+            (status, said.as_deref()),
+            (402, Some("invalid_deadline_ordering")),
+            "capture {capture}, refund {refund} (offered {offered})"
+        );
+    }
+    assert_eq!(s.upstream.hits(), 0, "nothing was forwarded");
+    assert_eq!(usdc_of(&s, payer).await, before, "nothing moved");
+    assert_eq!(
+        usdc_of(&s, ESCROW_ADDRESS).await,
+        U256::ZERO,
+        "nothing held"
+    );
+    let (status, _) = send(&s, path, &signed_for(offered, offered)).await;
+    assert_eq!(status, 200);
+    assert_eq!(usdc_of(&s, payer).await, before - U256::from(10_000u64));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_pricing_captures_the_stated_charge_and_gives_back_the_rest() {
     let s = setup().await;
@@ -298,14 +362,7 @@ async fn usage_pricing_captures_the_stated_charge_and_gives_back_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_routes_refund_window_sets_the_refund_deadline_and_is_checked() {
     let s = setup().await;
-    let route =
-        s.gw.create_route(
-            &s.key,
-            json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
-                "refundWindowSeconds": 86400,
-                "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
-        )
-        .await;
+    let route = refundable_route(&s, "report", 86400).await;
     assert_eq!(route["refundWindowSeconds"], 86400, "{route}");
     let extra = &challenge_at(&s.gw, "/gateway/acme/report").await["accepts"][0]["extra"];
     let capture = extra["captureDeadline"].as_u64().unwrap();
@@ -396,13 +453,7 @@ async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_it
         json!(["payment.settled", "payment.refunded"]),
     )
     .await;
-    s.gw.create_route(
-        &s.key,
-        json!({"path": "refundable", "priceUSD": 0.01, "schemes": ["auth-capture"],
-            "refundWindowSeconds": 3600,
-            "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
-    )
-    .await;
+    refundable_route(&s, "refundable", 3600).await;
     route(&s, "final").await;
     let payer = address(4);
     let paid = official_pay(&s, &s.gw.url("/gateway/acme/refundable"), 4);
@@ -440,16 +491,33 @@ async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_it
             .await
             .unwrap();
     assert_eq!(r.status(), 404);
-    let (status, code, _) = refund(&s, &id, Some("k1"), json!({"amountUSDC": "0.004"})).await;
+    // The seller funds its refunds, never the deployment: a seller's wallet that has not
+    // approved the receiver refund collector, or holds too little, is told so; nothing moves.
+    let relayer_before = usdc_of(&s, address(0)).await;
+    let seller_before = usdc_of(&s, s.receiver).await;
+    assert_eq!(seller_before, U256::from(20_000u64), "both captures");
+    let (status, code, body) = refund(&s, &id, Some("k1"), json!({"amountUSDC": "0.004"})).await;
     assert_eq!(
         (status, code.as_str()),
-        (502, "UPSTREAM_ERROR"),
-        "the operator is unfunded"
+        (409, "REFUND_NOT_COVERED"),
+        "the seller has not approved the collector: {body}"
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("0.004"),
+        "amounts in USDC: {body}"
+    );
+    common::escrow::approve_refunds(&s.chain, 9).await;
+    s.chain.send_usdc(9, address(7), 17_000).await;
+    let (status, code, body) = refund(&s, &id, Some("k1"), json!({"amountUSDC": "0.004"})).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (409, "REFUND_NOT_COVERED"),
+        "the seller holds 0.003: {body}"
     );
     assert_eq!(usdc_of(&s, payer).await, after_paying);
+    s.chain.send_usdc(7, s.receiver, 17_000).await;
 
-    // Funded, a partial refund moves exactly its amount back, once per key.
-    s.chain.send_usdc(1, address(0), 1_000_000).await;
+    // Covered, a partial refund moves exactly its amount back from the seller, once per key.
     let (status, _, first) = refund(&s, &id, Some("k1"), json!({"amountUSDC": "0.004"})).await;
     assert_eq!(status, 200, "{first}");
     assert_eq!(first["refund"]["amountUSDC"], "0.004000", "{first}");
@@ -492,6 +560,16 @@ async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_it
     );
     let (status, code, _) = refund(&s, &id, Some("k3"), json!({})).await;
     assert_eq!((status, code.as_str()), (409, "NOT_REFUNDABLE"));
+    assert_eq!(
+        usdc_of(&s, s.receiver).await,
+        seller_before - U256::from(10_000u64),
+        "the seller paid both refunds"
+    );
+    assert_eq!(
+        usdc_of(&s, address(0)).await,
+        relayer_before,
+        "the deployment paid none of them"
+    );
     let shown: Value =
         s.gw.api(
             &s.key,
@@ -531,6 +609,58 @@ async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_it
         "{:?}",
         rx.got()
     );
+}
+
+/// Issue 52: a refund asked again while its transaction is unmined (the documented answer to
+/// `504 SETTLEMENT_PENDING`; anvil's automine off) waits for that transaction's outcome and never
+/// sends a second: once mined, the same key answers the one refund, and the payer got it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_asked_again_while_its_transaction_is_unmined_is_sent_once() {
+    use alloy_provider::Provider;
+    let s = setup_with(&[("PAYGATE__FACILITATOR__SETTLE_TIMEOUT_SECONDS", "2")]).await;
+    refundable_route(&s, "refundable", 3600).await;
+    let paid = official_pay(&s, &s.gw.url("/gateway/acme/refundable"), 4);
+    assert_eq!(paid["status"], 200, "{paid}");
+    let id = ledger(&s).await[0]["id"].as_str().unwrap().to_string();
+    common::escrow::approve_refunds(&s.chain, 9).await;
+    let payer = address(4);
+    let (payer_before, seller_before) = (usdc_of(&s, payer).await, usdc_of(&s, s.receiver).await);
+    let p = s.chain.provider(0);
+    let _: Value = p
+        .raw_request("evm_setAutomine".into(), (false,))
+        .await
+        .unwrap();
+    let body = json!({"amountUSDC": "0.004"});
+    for attempt in 0..3 {
+        let (status, code, said) = refund(&s, &id, Some("k1"), body.clone()).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (504, "SETTLEMENT_PENDING"),
+            "attempt {attempt}: {said}"
+        );
+    }
+    let _: Value = p.raw_request("evm_mine".into(), ()).await.unwrap();
+    let (status, _, done) = refund(&s, &id, Some("k1"), body.clone()).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["refund"]["amountUSDC"], "0.004000", "{done}");
+    assert_eq!(
+        done["payment"]["escrow"]["refundedUSDC"], "0.004000",
+        "{done}"
+    );
+    // Anything else in the pool would land with the next block.
+    let _: Value = p.raw_request("evm_mine".into(), ()).await.unwrap();
+    assert_eq!(
+        usdc_of(&s, payer).await,
+        payer_before + U256::from(4_000u64)
+    );
+    assert_eq!(
+        usdc_of(&s, s.receiver).await,
+        seller_before - U256::from(4_000u64)
+    );
+    let _: Value = p
+        .raw_request("evm_setAutomine".into(), (true,))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,8 +54,8 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
     let w: Value = r.json().await.unwrap();
     let wallet = w["address"].as_str().unwrap().parse().unwrap();
     chain.send_usdc(1, wallet, 100_000_000).await;
-    // The relayer (the escrow's operator) holds USDC to fund the escrowed payment's refund.
-    chain.send_usdc(1, address(0), 1_000_000).await;
+    // The seller's wallet (the receiver, account 9) funds the escrowed payment's refund.
+    crate::common::escrow::approve_refunds(&chain, 9).await;
     let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console");
     std::fs::create_dir_all(&shots).expect("screenshot directory");
     let python = std::env::var("PAYGATE_TEST_PYTHON").expect("PAYGATE_TEST_PYTHON (make test)");

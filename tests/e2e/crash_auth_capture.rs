@@ -256,8 +256,8 @@ async fn sigkill_at_random_points_of_refunds_refunds_each_once() {
                "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
     )
     .await;
-    // The operator (the relayer) funds refunds.
-    chain.send_usdc(1, address(0), 100_000_000).await;
+    // The seller (the receiver, account 9) funds refunds: it approves the collector once.
+    crate::common::escrow::approve_refunds(&chain, 9).await;
     // One captured payment a trial.
     for i in 0..trials {
         let challenge = challenge_at(&gw, PATH).await;

@@ -29,6 +29,30 @@ async fn setup() -> Setup {
     }
 }
 
+/// Issue 52: another sender using the relayer's key (README's `paygate devchain fund` does) must
+/// not make the next payments fail as the payer's rejection: the relayer takes the chain's
+/// nonce again and sends once more.
+#[tokio::test]
+async fn a_transaction_sent_from_the_relayers_key_elsewhere_does_not_fail_the_next_payment() {
+    let s = setup().await;
+    let payer = address(2);
+    let before = s.chain.balance(payer).await;
+    // The first payment makes the relayer count its nonce itself.
+    let r = pay_v1(&s.gw, &PaymentSpec::new(2, s.receiver, PRICE)).await;
+    assert_eq!(r.status(), 200, "{}", s.gw.log());
+    for round in 1..=3u64 {
+        // Another program sends from the relayer's key (account 0), as `devchain fund` does.
+        s.chain
+            .send(0, address(8), Vec::new())
+            .await
+            .expect("a plain transaction from the relayer's key");
+        let r = pay_v1(&s.gw, &PaymentSpec::new(2, s.receiver, PRICE)).await;
+        assert_eq!(r.status(), 200, "round {round}: {}", s.gw.log());
+        assert_eq!(s.chain.balance(payer).await, before - PRICE * (round + 1));
+    }
+    assert_eq!(s.upstream.hits(), 4);
+}
+
 #[tokio::test]
 async fn paid_request_settles_on_chain_then_reaches_the_upstream_once() {
     let s = setup().await;

@@ -126,20 +126,10 @@ async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
         verified_receipt(&paid["receipt"], &published, &url, 4);
         let receipt = paid["receipt"]["extensions"]["offer-receipt"]["info"]["receipt"].clone();
 
-        // The same receipt again from the API.
+        // The same receipt again from the API (once the answer is recorded as served).
         let id = newest_payment(&gw, &key).await;
-        let id = id.as_str();
-        let again: Value = gw
-            .api(
-                &key,
-                reqwest::Method::GET,
-                &format!("/api/payments/{id}/receipt"),
-                None,
-            )
-            .await
-            .json()
-            .await
-            .unwrap();
+        let (status, again) = api_receipt(&gw, &key, &id).await;
+        assert_eq!(status, 200, "{again}");
         assert_eq!(again["receipt"], receipt, "{again}");
 
         // A changed receipt (another payer) no longer recovers to the published key.
@@ -166,6 +156,95 @@ async fn a_paid_request_gets_a_signed_receipt_anyone_can_verify() {
         )
         .await;
     assert_eq!(r.status(), 404);
+}
+
+/// `GET /api/payments/{id}/receipt`: its status and body, asked again for up to 5 s while the
+/// answer is not recorded as served yet (the origin's status is written after the answer).
+async fn api_receipt(gw: &Gateway, key: &str, id: &str) -> (u16, Value) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let r = gw
+            .api(
+                key,
+                reqwest::Method::GET,
+                &format!("/api/payments/{id}/receipt"),
+                None,
+            )
+            .await;
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        let unrecorded = body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not recorded as served"));
+        if !unrecorded || std::time::Instant::now() > deadline {
+            return (status, body);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 52: the deployment signs a receipt only for a request it served for the organisation's
+/// own route. A settlement through the facilitator API for another server (whose resource its
+/// caller named, here another organisation's URL) gets none, nor does a payment whose origin
+/// failed; each says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_receipt_for_what_this_deployment_did_not_serve() {
+    let (_chain, gw, upstream, key) = signing_gateway().await;
+    gw.create_route(
+        &key,
+        json!({"path": "exact", "priceUSD": 0.01, "schemes": ["exact"],
+            "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    let seller = address(9);
+    // Through the facilitator API, naming a resource of the caller's choice.
+    let spec = common::chain::PaymentSpec::new(3, seller, 10_000);
+    let body = json!({"x402Version": 1, "paymentPayload": spec.v1_payload(),
+        "paymentRequirements": {
+            "scheme": "exact", "network": "base-sepolia", "maxAmountRequired": "10000",
+            "resource": gw.url("/gateway/other-org/anything"), "description": "", "mimeType": "",
+            "payTo": seller.to_checksum(None), "maxTimeoutSeconds": 60,
+            "asset": common::chain::USDC, "extra": {"name": "USDC", "version": "2"}}});
+    let settled: Value = gw
+        .api(
+            &key,
+            reqwest::Method::POST,
+            "/facilitator/settle",
+            Some(body),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(settled["success"], true, "{settled}");
+    assert!(settled["extensions"].is_null(), "no receipt: {settled}");
+    let id = newest_payment(&gw, &key).await;
+    let (status, said) = api_receipt(&gw, &key, &id).await;
+    assert_eq!(status, 404, "{said}");
+    assert!(
+        said["message"]
+            .as_str()
+            .unwrap()
+            .contains("facilitator API"),
+        "{said}"
+    );
+    // Paid on the gateway, and the origin failed.
+    let spec = common::chain::PaymentSpec::new(3, seller, 10_000);
+    let r = gw
+        .http
+        .get(gw.url("/gateway/acme/exact?upstream_status=500"))
+        .header("X-PAYMENT", spec.v1_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    let id = newest_payment(&gw, &key).await;
+    let (status, said) = api_receipt(&gw, &key, &id).await;
+    assert_eq!(status, 404, "{said}");
+    assert!(
+        said["message"].as_str().unwrap().contains("did not serve"),
+        "{said}"
+    );
 }
 
 /// Requests paid without a payment record of their own get signed receipts too: a channel's

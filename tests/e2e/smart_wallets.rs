@@ -187,6 +187,15 @@ async fn a_counterfactual_wallet_is_deployed_by_its_first_payment() {
     assert!(!s.chain.has_code(c.address).await, "nothing deployed");
     assert_eq!(s.upstream.hits(), 0);
     assert_eq!(s.chain.balance(c.address).await, 50_000);
+    // Issue 52: a wallet whose balance does not cover the price is not deployed at the
+    // relayer's cost (its owner's signature is good; a fresh salt a request would cost a
+    // deployment each).
+    let empty = s.chain.counterfactual_wallet(address(6), 9).await;
+    refused_with(
+        &pay_as(&s, "/gateway/acme/report", empty.address, 6, Some(&empty)),
+        "insufficient_funds",
+    );
+    assert!(!s.chain.has_code(empty.address).await, "not deployed");
 
     // Its owner's signature: the relayer deploys the wallet, then the transfer settles.
     let r = pay_as(&s, "/gateway/acme/report", c.address, 6, Some(&c));
@@ -213,6 +222,12 @@ async fn a_counterfactual_wallet_pays_into_escrow() {
         "invalid_exact_evm_payload_signature",
     );
     assert!(!s.chain.has_code(c.address).await);
+    let empty = s.chain.counterfactual_wallet(address(6), 8).await;
+    refused_with(
+        &pay_as(&s, "/gateway/acme/held", empty.address, 6, Some(&empty)),
+        "insufficient_funds",
+    );
+    assert!(!s.chain.has_code(empty.address).await, "not deployed");
     // Deployed, held, served, captured.
     let r = pay_as(&s, "/gateway/acme/held", c.address, 6, Some(&c));
     assert_eq!(r["status"], 200, "{r}\n{}", s.gw.log());

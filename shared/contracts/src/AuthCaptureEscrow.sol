@@ -314,3 +314,22 @@ contract OperatorRefundCollector is ITokenCollector {
         IERC20(p.token).safeTransferFrom(p.operator, tokenStore, amount);
     }
 }
+
+/// Funds a refund from the seller: the payment's receiver, which approves this collector once
+/// (paygate's own collector, issue 52: the deployment, its operator, never pays a seller's
+/// refund). Only the escrow calls it, and the escrow refunds at most what that payment captured
+/// to that receiver, so a receiver's approval lets no one take more than it was paid.
+contract ReceiverRefundCollector is ITokenCollector {
+    using SafeERC20 for IERC20;
+
+    error OnlyEscrow();
+
+    function collectorType() external pure returns (CollectorType) {
+        return CollectorType.Refund;
+    }
+
+    function collectTokens(PaymentInfo calldata p, address tokenStore, uint256 amount, bytes calldata) external {
+        if (msg.sender != ESCROW) revert OnlyEscrow();
+        IERC20(p.token).safeTransferFrom(p.receiver, tokenStore, amount);
+    }
+}

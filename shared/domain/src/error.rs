@@ -55,6 +55,9 @@ pub enum ErrorCode {
     RefundWindowClosed,
     /// A refund above what was captured and not refunded (the escrow's `RefundExceedsCapture`).
     RefundExceedsCapture,
+    /// A refund the seller's wallet (the payment's receiver) cannot fund: it has not approved
+    /// the receiver refund collector for the amount, or holds less.
+    RefundNotCovered,
     UpstreamError,
     StoreUnavailable,
     InternalError,
@@ -104,6 +107,7 @@ impl ErrorCode {
             Self::NotRefundable => "NOT_REFUNDABLE",
             Self::RefundWindowClosed => "REFUND_WINDOW_CLOSED",
             Self::RefundExceedsCapture => "REFUND_EXCEEDS_CAPTURE",
+            Self::RefundNotCovered => "REFUND_NOT_COVERED",
             Self::UpstreamError => "UPSTREAM_ERROR",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::InternalError => "INTERNAL_ERROR",
@@ -141,6 +145,7 @@ impl ErrorCode {
             | Self::PaymentIdConflict
             | Self::RfiNotOpen
             | Self::NotRefundable
+            | Self::RefundNotCovered
             | Self::RefundWindowClosed => 409,
             Self::Permit2ApprovalRequired => 412,
             Self::PayloadTooLarge => 413,

@@ -442,7 +442,41 @@ pub struct GatewayPayment {
     pub updated_at: String,
 }
 
+/// The `route_id` of a payment settled through the facilitator API for another x402 server:
+/// this deployment served no request for it.
+pub const FACILITATOR_API_ROUTE: &str = "facilitator-api";
+
 impl GatewayPayment {
+    /// Why this deployment may not sign a receipt for this payment (`None`: it may). A receipt
+    /// says this deployment served the named resource for the payment: only a settled payment
+    /// of one of the organisation's own routes (never a facilitator settlement for another
+    /// server, whose resource its caller named), whose origin served it (answered below 400),
+    /// and that was not refunded in full.
+    pub fn unreceiptable(&self) -> Option<&'static str> {
+        if self.status != PaymentStatus::Settled {
+            return Some("the payment is not settled: it has no receipt");
+        }
+        if self.route_id == FACILITATOR_API_ROUTE {
+            return Some(
+                "settled through the facilitator API for another server: this deployment served \
+                 no request for it, so it signs no receipt",
+            );
+        }
+        match self.upstream_status {
+            Some(s) if s < 400 => {}
+            Some(_) => return Some("the origin did not serve the request: it has no receipt"),
+            None => return Some("the request was not recorded as served (yet): it has no receipt"),
+        }
+        if self
+            .escrow
+            .as_ref()
+            .is_some_and(|e| e.captured.0 > 0 && e.refundable().0 == 0)
+        {
+            return Some("the payment was refunded in full: it has no receipt");
+        }
+        None
+    }
+
     /// A new `Reserved` payment of `auth` against `req`, for `org_id`/`route_id`.
     pub fn reserved(
         org_id: &str,

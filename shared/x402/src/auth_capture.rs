@@ -23,8 +23,15 @@ pub use crate::requirements::{
 
 /// The collector that pulls a payment with the payer's ERC-3009 authorization.
 pub const ERC3009_COLLECTOR_ADDRESS: Address = address!("8612dfdc421f80336cd14E8EF9cb1E765dB5ab88");
-/// The collector that funds a refund from the operator's balance.
-pub const REFUND_COLLECTOR_ADDRESS: Address = address!("7a03443724d14798c4AB4622F1DAAcA761Fea486");
+/// The collector that funds a refund from the operator's balance (commerce-payments'; paygate
+/// does not use it: a seller's refund is never the deployment's money).
+pub const OPERATOR_REFUND_COLLECTOR_ADDRESS: Address =
+    address!("7a03443724d14798c4AB4622F1DAAcA761Fea486");
+/// paygate's collector that funds a refund from the payment's receiver (the seller's wallet,
+/// which approves it once): the dev chain places it here; a deployment on another chain places
+/// its build (`shared/contracts`, `ReceiverRefundCollector`) at the same address.
+pub const RECEIVER_REFUND_COLLECTOR_ADDRESS: Address =
+    address!("5e11e7000000000000000000000000000000ef0d");
 
 /// How much later than this node's clock a capture deadline may be: the `402` the payer signed
 /// against may come from another node, its clock a little ahead.
@@ -97,6 +104,18 @@ pub(crate) fn signing_hash(auth: &SignedAuthorization, req: &PaymentRequirements
         nonce: auth.nonce,
     }
     .eip712_signing_hash(&crate::verify::token_domain(req))
+}
+
+/// Whether `capture` and `refund` are deadlines a `402` of these terms offered: the capture
+/// deadline within `[earliest, latest]`, the refund deadline `refund_window` after it.
+fn offered_deadlines(
+    capture: u64,
+    refund: u64,
+    earliest: u64,
+    latest: u64,
+    refund_window: u64,
+) -> bool {
+    (earliest..=latest).contains(&capture) && refund.checked_sub(capture) == Some(refund_window)
 }
 
 /// A payment verified for the escrow: its terms and the authorization.
@@ -182,15 +201,20 @@ pub fn verify(
     }
     let capture = field(e.capture_deadline)?;
     let refund = field(e.refund_deadline)?;
-    // Deadlines in order, capturable after this request, no later than this deployment offers,
-    // refundable for at least the route's window.
     let margin = now.saturating_add(SAFETY_MARGIN_SECONDS);
+    if refund < capture || capture <= margin {
+        return Err(Rejection::DeadlineOrdering);
+    }
+    // The deadlines are the ones a `402` offered: a capture deadline `capture_window` after a
+    // challenge rendered at most the requirement's `maxTimeoutSeconds` ago (within the render
+    // skew between nodes), so a payer cannot pick one that passes before a slow answer is
+    // captured; and the refund deadline exactly the route's refund window after it, so a payer
+    // cannot turn refunds on (or lengthen them) where the route offers less.
+    let earliest = now
+        .saturating_add(terms.capture_window)
+        .saturating_sub(req.max_timeout_seconds.saturating_add(RENDER_SKEW_SECS));
     let latest = now.saturating_add(terms.capture_window + RENDER_SKEW_SECS);
-    if refund < capture
-        || capture <= margin
-        || capture > latest
-        || refund - capture < terms.refund_window
-    {
+    if !offered_deadlines(capture, refund, earliest, latest, terms.refund_window) {
         return Err(Rejection::DeadlineOrdering);
     }
     let method = a
@@ -353,6 +377,19 @@ pub fn decode_state(out: &[u8]) -> Option<EscrowState> {
     })
 }
 
+/// The escrow's state of the payment keyed `hash`, read through `chain`.
+pub async fn read_state(
+    chain: &dyn crate::facilitator::ChainCalls,
+    chain_id: u64,
+    hash: B256,
+) -> Result<EscrowState, crate::facilitator::CallError> {
+    let out = chain
+        .view_call(chain_id, ESCROW_ADDRESS, state_call(hash))
+        .await?;
+    decode_state(&out)
+        .ok_or_else(|| crate::facilitator::CallError::Unavailable("unreadable escrow state".into()))
+}
+
 /// The escrow's `capture` of `amount` (no fee).
 pub fn capture_call(info: &PaymentInfo, amount: U256) -> Vec<u8> {
     use alloy_sol_types::SolCall;
@@ -383,13 +420,14 @@ pub fn reclaim_call(info: &PaymentInfo) -> Vec<u8> {
     .abi_encode()
 }
 
-/// The escrow's `refund` of `amount`, funded by the operator through the refund collector.
+/// The escrow's `refund` of `amount`, funded by the seller (the payment's receiver) through
+/// the receiver refund collector.
 pub fn refund_call(info: &PaymentInfo, amount: U256) -> Vec<u8> {
     use alloy_sol_types::SolCall;
     IAuthCaptureEscrow::refundCall {
         paymentInfo: info.clone(),
         amount,
-        tokenCollector: REFUND_COLLECTOR_ADDRESS,
+        tokenCollector: RECEIVER_REFUND_COLLECTOR_ADDRESS,
         collectorData: Default::default(),
     }
     .abi_encode()
@@ -435,6 +473,34 @@ mod tests {
         );
         assert_ne!(payment_hash(1, &info()), payment_hash(1, &other));
         assert_ne!(payment_hash(1, &info()), payment_hash(2, &info()));
+    }
+
+    #[test]
+    fn only_the_offered_deadlines_are_taken() {
+        // Offered at 1000 with a 900 s capture window and a 3600 s refund window.
+        let (earliest, latest) = (1000 + 900 - 120, 1000 + 900 + 60);
+        assert!(offered_deadlines(1900, 5500, earliest, latest, 3600));
+        assert!(offered_deadlines(
+            earliest,
+            earliest + 3600,
+            earliest,
+            latest,
+            3600
+        ));
+        // A capture deadline the payer shortened (75 s away) or lengthened past the skew.
+        assert!(!offered_deadlines(1075, 4675, earliest, latest, 3600));
+        assert!(!offered_deadlines(
+            latest + 1,
+            latest + 3601,
+            earliest,
+            latest,
+            3600
+        ));
+        // Refunds turned on, or lengthened, or shortened, against the route's window.
+        assert!(!offered_deadlines(1900, 1901, earliest, latest, 0));
+        assert!(!offered_deadlines(1900, 9000, earliest, latest, 3600));
+        assert!(!offered_deadlines(1900, 5499, earliest, latest, 3600));
+        assert!(offered_deadlines(1900, 1900, earliest, latest, 0));
     }
 
     #[test]

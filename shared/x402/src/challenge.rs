@@ -10,9 +10,10 @@ use crate::{v1, v2};
 /// only copies bytes.
 #[derive(Debug, Clone)]
 pub struct Challenge {
-    /// JSON of the v1 requirement, for the `X-Payment-Requirements` header. Rendered once per
-    /// route change; a clone per request is a reference-count increment.
-    pub requirements_header: http::HeaderValue,
+    /// JSON of the v1 requirement, for the `X-Payment-Requirements` header (none when the
+    /// route does not offer `exact`, the only scheme v1 carries). Rendered once per route
+    /// change; a clone per request is a reference-count increment.
+    pub requirements_header: Option<http::HeaderValue>,
     /// Base64 JSON of the v2 `PaymentRequired`, for the `PAYMENT-REQUIRED` header.
     pub payment_required_header: http::HeaderValue,
     /// The v1 JSON body `{x402Version: 1, error, accepts}`.
@@ -42,6 +43,16 @@ fn header_value(s: String) -> http::HeaderValue {
 /// The `error` text of a challenge sent because no payment came with the request.
 pub const NO_PAYMENT_ERROR: &str = "X-PAYMENT header is required";
 
+/// The v1 forms of a challenge offering `offer`: `exact` is the only scheme x402 v1 carries, so
+/// a route that does not offer it has none (a v1 client is never offered what is refused).
+pub fn v1_accepts(req: &PaymentRequirements, offer: &Offer) -> Vec<v1::PaymentRequirementsV1> {
+    if offer.exact() {
+        vec![req.to_v1()]
+    } else {
+        Vec::new()
+    }
+}
+
 impl Challenge {
     /// Renders the challenge for `req` with the given `error` text.
     pub fn render(req: &PaymentRequirements, error: &str) -> Self {
@@ -56,17 +67,19 @@ impl Challenge {
         extensions: std::sync::Arc<Extensions>,
         offer: Offer,
     ) -> Self {
-        let v1_req = req.to_v1();
-        let requirements_header = serde_json::to_string(&v1_req).unwrap_or_default();
+        let accepts = v1_accepts(req, &offer);
+        let requirements_header = accepts
+            .first()
+            .map(|r| header_value(serde_json::to_string(r).unwrap_or_default()));
         let body = serde_json::to_vec(&v1::PaymentRequiredV1 {
             x402_version: 1,
             error: error.to_string(),
-            accepts: vec![v1_req],
+            accepts,
         })
         .unwrap_or_default();
         let v2_doc = req.payment_required_offered(error, &extensions, &offer);
         Self {
-            requirements_header: header_value(requirements_header),
+            requirements_header,
             payment_required_header: header_value(v2::header(&v2_doc)),
             body: body.into(),
             extensions,
@@ -102,6 +115,27 @@ mod tests {
     }
 
     #[test]
+    fn a_route_without_exact_offers_no_v1_form() {
+        let escrow = crate::requirements::Offered::AuthCapture(crate::requirements::EscrowTerms {
+            operator: Address::repeat_byte(1),
+            capture_window: 900,
+            refund_window: 0,
+        });
+        let c = Challenge::render_offered(
+            &req("base-sepolia"),
+            NO_PAYMENT_ERROR,
+            Default::default(),
+            Offer(vec![escrow]),
+        );
+        assert!(c.requirements_header.is_none());
+        let body: serde_json::Value = serde_json::from_slice(&c.body).unwrap();
+        assert_eq!(body["accepts"], serde_json::json!([]));
+        let v2 = b64_json(c.payment_required_header.to_str().unwrap()).unwrap();
+        assert_eq!(v2["accepts"][0]["scheme"], "auth-capture");
+        assert_eq!(v2["accepts"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
     fn v1_body_uses_v1_names_and_absolute_resource() {
         // Given with the CAIP-2 spelling, still rendered with the v1 name in v1.
         let c = Challenge::render(&req("eip155:84532"), NO_PAYMENT_ERROR);
@@ -122,7 +156,8 @@ mod tests {
         assert_eq!(a["extra"]["version"], "2");
         assert!(a.get("outputSchema").is_none(), "no null outputSchema");
         let header: serde_json::Value =
-            serde_json::from_str(c.requirements_header.to_str().unwrap()).unwrap();
+            serde_json::from_str(c.requirements_header.as_ref().unwrap().to_str().unwrap())
+                .unwrap();
         assert_eq!(&header, a);
     }
 

@@ -27,7 +27,7 @@ pub mod v1;
 pub mod v2;
 pub mod verify;
 
-pub use challenge::{b64_json, Challenge, NO_PAYMENT_ERROR};
+pub use challenge::{b64_json, v1_accepts, Challenge, NO_PAYMENT_ERROR};
 pub use extensions::Extensions;
 pub use extra::{ChannelExtra, EscrowExtra, TokenExtra, EIP3009_METHOD};
 pub use requirements::{

@@ -16,3 +16,18 @@ pub fn signed_doc(challenge: &Value, payer: usize) -> Value {
     json!({"x402Version": 2, "resource": challenge["resource"],
         "accepted": accepted, "payload": signed["payload"]})
 }
+
+/// The seller's wallet (account `seller`, a route's receiver) approves paygate's receiver refund
+/// collector once: its refunds are funded from it.
+pub async fn approve_refunds(chain: &super::chain::Chain, seller: usize) {
+    use alloy_sol_types::SolCall;
+    let data = paygate_x402::permit2::IErc20Permit2::approveCall {
+        spender: paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
+        amount: alloy_primitives::U256::MAX,
+    }
+    .abi_encode();
+    chain
+        .send(seller, super::chain::USDC.parse().unwrap(), data)
+        .await
+        .expect("approve the refund collector");
+}

@@ -68,10 +68,18 @@ impl Channels {
         // A counterfactual wallet is deployed first; the collector sees its inner signature.
         let signature = match self
             .chain
-            .deploy_payer(chain_id, payment.config.payer, &d.signature)
+            .deploy_payer(
+                chain_id,
+                payment.config.payer,
+                &d.signature,
+                (payment.config.token, alloy_primitives::U256::from(d.amount)),
+            )
             .await
         {
             Ok(signature) => signature,
+            Err(CallError::Reverted(m)) if m == paygate_x402::facilitator::UNCOVERED_PAYER => {
+                return Err(ChannelRefusal::DepositFailed(m));
+            }
             Err(CallError::Reverted(m)) => {
                 tracing::debug!(error = %m, "payer wallet deployment refused");
                 return Err(ChannelRefusal::rejected(ChannelRejection::DepositSignature));

@@ -156,7 +156,7 @@ impl Channels {
         );
         let gas = super::CLAIM_GAS_BASE + super::CLAIM_GAS_PER_CHANNEL * claims as u64 + REFUND_GAS;
         let sent = self.multicall(chain_id, calls, gas).await;
-        if let Err(CallError::Ambiguous(m)) = &sent {
+        if let Err(CallError::Ambiguous(m) | CallError::Pending(_, m)) = &sent {
             // It may still land: the record keeps the lowered balance until the chain is read.
             tracing::warn!(channel = %record.id, error = %m, "refund sent, outcome unknown");
             return Err(unavailable(m));

@@ -1,14 +1,19 @@
 //! Refunds of captured `auth-capture` payments (`POST /api/payments/{id}/refund`): the escrow's
-//! `refund`, funded by the operator (this deployment's relayer) through the operator refund
-//! collector, within the payment's refund deadline, up to what was captured and not refunded.
+//! `refund`, funded by the seller that was paid (the payment's receiver, through paygate's
+//! receiver refund collector, which the seller's wallet approves once; never the deployment's
+//! money), within the payment's refund deadline, up to what was captured and not refunded.
+//! A seller's wallet that cannot cover the refund (no approval, or too little USDC) is told so
+//! before anything is written or sent.
 //!
 //! Exactly once, across retries, concurrent requests, nodes and crashes: a refund is first
 //! written on the payment as pending (a compare-and-set on the record as read: of two concurrent
 //! refunds one is pending, the other sees it), then sent, then recorded done. A pending refund
 //! whose outcome was never recorded (a crash, an unknown outcome) is decided by the next refund
 //! request of the payment from the escrow's `refundableAmount`: lower by its amount, it landed;
-//! unchanged, it did not (and may be asked again). A retry under the same `Idempotency-Key`
-//! answers the refund it made.
+//! unchanged while its transaction (kept on the pending refund once sent) is not mined, it is
+//! still pending and nothing is sent again; unchanged once that transaction reverted (or when
+//! none was sent), it did not land (and may be asked again). A retry under the same
+//! `Idempotency-Key` answers the refund it made.
 
 use super::PaymentService;
 use alloy_primitives::{Address, U256};
@@ -16,7 +21,7 @@ use paygate_domain::model::{EscrowRefund, GatewayPayment, PaymentStatus, Payment
 use paygate_domain::StoreError;
 use paygate_store::PaymentGuard;
 use paygate_x402::auth_capture::{self, PaymentInfo};
-use paygate_x402::facilitator::{CallError, ChainCalls};
+use paygate_x402::facilitator::{CallError, ChainCalls, TxOutcome};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::permit2::IErc20Permit2;
 
@@ -35,8 +40,10 @@ pub enum RefundError {
         "the payment's refund window is closed (or its route had refunds off when it was paid)"
     )]
     WindowClosed,
-    #[error("the refund is above what was captured and not refunded ({0} USDC)")]
+    #[error("the refund is above what was captured and not refunded ({} USDC)", .0.to_decimal())]
     ExceedsCapture(UsdcAmount),
+    #[error("the seller's wallet cannot fund this refund: {0}; nothing was refunded")]
+    SellerCannotCover(String),
     #[error("another refund of this payment is being made; retry in a moment")]
     Busy,
     #[error("this Idempotency-Key made a refund of another amount")]
@@ -127,6 +134,7 @@ impl PaymentService {
             if !refunds_on || paygate_domain::unix_now() >= terms.refund_expiry {
                 return Err(RefundError::WindowClosed);
             }
+            esc.covered(chain.as_ref(), amount).await?;
             let pending = EscrowRefund {
                 id: paygate_domain::ids::new_id("rfd"),
                 amount,
@@ -159,16 +167,12 @@ impl PaymentService {
         asked: GatewayPayment,
         mut pending: EscrowRefund,
     ) -> Result<Refunded, RefundError> {
-        let sent = match esc.approve(chain).await {
-            Ok(()) => {
-                esc.call(
-                    chain,
-                    auth_capture::refund_call(&esc.info, esc.units(pending.amount)),
-                )
-                .await
-            }
-            Err(e) => Err(e),
-        };
+        let sent = esc
+            .call(
+                chain,
+                auth_capture::refund_call(&esc.info, esc.units(pending.amount)),
+            )
+            .await;
         let mut after = asked.clone();
         after.updated_at = paygate_domain::now_rfc3339();
         let outcome = match sent {
@@ -185,13 +189,26 @@ impl PaymentService {
                 tracing::warn!(payment = %asked.id, error = %m, "escrow refund sent, outcome unknown");
                 return Err(RefundError::Pending);
             }
+            // Sent as `tx`, not mined in time: kept pending with its transaction, so the next
+            // request waits for that transaction's outcome instead of sending another.
+            Err(CallError::Pending(tx, m)) => {
+                tracing::warn!(payment = %asked.id, transaction = %tx, error = %m, "escrow refund sent, not mined yet");
+                pending.transaction = Some(tx.to_string());
+                if let Some(e) = after.escrow.as_mut() {
+                    e.pending_refund = Some(pending);
+                }
+                self.store
+                    .write_payment_if(&after, PaymentGuard::Unchanged(&asked.updated_at))
+                    .await?;
+                return Err(RefundError::Pending);
+            }
             Err(e) => {
                 if let Some(x) = after.escrow.as_mut() {
                     x.pending_refund = None;
                 }
                 Err(match e {
                     CallError::Reverted(m) => {
-                        tracing::error!(payment = %asked.id, operator = %esc.info.operator, error = %m, "the escrow refused a refund: is the operator funded in the token?");
+                        tracing::warn!(payment = %asked.id, receiver = %esc.info.receiver, error = %m, "the escrow refused a refund");
                         RefundError::Refused(m)
                     }
                     other => RefundError::ChainDown(other.to_string()),
@@ -230,6 +247,13 @@ impl PaymentService {
             .emit(&p.org_id, "payment.refunded", &p.id, data)
             .await;
     }
+}
+
+/// Token units of USDC (six decimals) as a decimal text.
+fn usdc_text(units: U256) -> String {
+    UsdcAmount(u64::try_from(units).unwrap_or(u64::MAX))
+        .to_decimal()
+        .to_string()
 }
 
 /// A captured escrowed payment, as the chain knows it. Its token is USDC (the scheme is
@@ -287,31 +311,44 @@ impl Escrow {
             .await
     }
 
-    /// The operator lets the refund collector take refunds from its balance (once: an
-    /// unlimited approval of this one collector).
-    async fn approve(&self, chain: &dyn ChainCalls) -> Result<(), CallError> {
+    /// Whether the seller's wallet (the payment's receiver) can fund `amount`: it approved the
+    /// receiver refund collector for at least that much and holds it. Read before anything is
+    /// written or sent, so a refund it cannot cover moves nothing.
+    async fn covered(&self, chain: &dyn ChainCalls, amount: UsdcAmount) -> Result<(), RefundError> {
         use alloy_sol_types::SolCall;
-        let read = IErc20Permit2::allowanceCall {
-            owner: self.info.operator,
-            spender: auth_capture::REFUND_COLLECTOR_ADDRESS,
+        let receiver = self.info.receiver;
+        let read = |data: Vec<u8>| chain.view_call(self.chain_id, self.info.token, data);
+        let down = |e: CallError| RefundError::ChainDown(e.to_string());
+        let allowance = IErc20Permit2::allowanceCall {
+            owner: receiver,
+            spender: auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
         }
         .abi_encode();
-        let out = chain
-            .view_call(self.chain_id, self.info.token, read)
-            .await?;
-        let allowance = IErc20Permit2::allowanceCall::abi_decode_returns(&out).unwrap_or_default();
-        if allowance >= U256::from(u128::MAX) {
-            return Ok(());
+        let allowance =
+            IErc20Permit2::allowanceCall::abi_decode_returns(&read(allowance).await.map_err(down)?)
+                .unwrap_or_default();
+        let want = self.units(amount);
+        if allowance < want {
+            return Err(RefundError::SellerCannotCover(format!(
+                "the receiver wallet {receiver} has approved the refund collector {} for {} USDC, \
+                 below the refund of {} USDC (approve it once from that wallet)",
+                auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
+                usdc_text(allowance),
+                amount.to_decimal()
+            )));
         }
-        let approve = IErc20Permit2::approveCall {
-            spender: auth_capture::REFUND_COLLECTOR_ADDRESS,
-            amount: U256::MAX,
+        let balance = IErc20Permit2::balanceOfCall { owner: receiver }.abi_encode();
+        let balance =
+            IErc20Permit2::balanceOfCall::abi_decode_returns(&read(balance).await.map_err(down)?)
+                .unwrap_or_default();
+        if balance < want {
+            return Err(RefundError::SellerCannotCover(format!(
+                "the receiver wallet {receiver} holds {} USDC, below the refund of {} USDC",
+                usdc_text(balance),
+                amount.to_decimal()
+            )));
         }
-        .abi_encode();
-        chain
-            .send_call(self.chain_id, self.info.token, approve, REFUND_GAS)
-            .await
-            .map(|_| ())
+        Ok(())
     }
 
     /// `p` with its pending refund decided from the escrow: landed (the escrow's refundable
@@ -322,29 +359,41 @@ impl Escrow {
         p: &GatewayPayment,
         pending: &EscrowRefund,
     ) -> Result<GatewayPayment, RefundError> {
-        let hash = auth_capture::payment_hash(self.chain_id, &self.info);
-        let out = chain
-            .view_call(
-                self.chain_id,
-                auth_capture::ESCROW_ADDRESS,
-                auth_capture::state_call(hash),
-            )
-            .await
-            .map_err(|e| RefundError::ChainDown(e.to_string()))?;
-        let state = auth_capture::decode_state(&out)
-            .ok_or_else(|| RefundError::ChainDown("unreadable escrow state".into()))?;
-        let escrow = p
-            .escrow
-            .as_ref()
-            .ok_or(RefundError::NotRefundable("not an escrowed payment"))?;
-        let before = self.units(escrow.refundable());
         let mut decided = p.clone();
         decided.updated_at = paygate_domain::now_rfc3339();
+        let before = {
+            let escrow = p
+                .escrow
+                .as_ref()
+                .ok_or(RefundError::NotRefundable("not an escrowed payment"))?;
+            self.units(escrow.refundable())
+        };
         let e = decided
             .escrow
             .as_mut()
             .ok_or(RefundError::NotRefundable("not an escrowed payment"))?;
-        e.pending_refund = None;
+        // Sent as a known transaction: its own outcome decides (a node may answer reads with
+        // its pending block, so the escrow's figures could show a refund not mined yet). Not
+        // mined, it is waited for and never sent again.
+        if let Some(tx) = pending.transaction.as_deref().and_then(|t| t.parse().ok()) {
+            match chain
+                .transaction_outcome(self.chain_id, tx)
+                .await
+                .map_err(|e| RefundError::ChainDown(e.to_string()))?
+            {
+                TxOutcome::NotMined => return Err(RefundError::Pending),
+                TxOutcome::Succeeded => e.refunds.push(pending.clone()),
+                TxOutcome::Reverted => {}
+            }
+            e.pending_refund = None;
+            return Ok(decided);
+        }
+        // No transaction known (a crash between writing it pending and recording it): the
+        // escrow's figures say whether it landed.
+        let hash = auth_capture::payment_hash(self.chain_id, &self.info);
+        let state = auth_capture::read_state(chain, self.chain_id, hash)
+            .await
+            .map_err(|e| RefundError::ChainDown(e.to_string()))?;
         if state.refundable + self.units(pending.amount) == before {
             e.refunds.push(pending.clone());
         } else if state.refundable != before {
@@ -353,6 +402,7 @@ impl Escrow {
                 state.refundable
             )));
         }
+        e.pending_refund = None;
         Ok(decided)
     }
 }

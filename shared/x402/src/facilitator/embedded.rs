@@ -78,6 +78,21 @@ fn relayer_unfunded(msg: &str) -> bool {
     m.contains("insufficient funds for gas")
 }
 
+/// Whether a node refused a transaction for its nonce (the relayer's key sent another
+/// transaction this process did not count): the relayer's problem, never the payer's.
+fn nonce_refused(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    [
+        "nonce too low",
+        "nonce too high",
+        "replacement transaction underpriced",
+        "invalid nonce",
+        "nonce has already been used",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
+}
+
 /// Maps a revert message of FiatTokenV2 (or a node's error text) to a rejection.
 pub fn revert_reason(msg: &str) -> Rejection {
     let m = msg.to_ascii_lowercase();
@@ -345,37 +360,54 @@ impl EmbeddedFacilitator {
     }
 
     /// Sends `tx` (simulated already) with the relayer's next nonce and waits for its receipt.
+    /// A node that refuses the nonce (another sender used the relayer's key, say `paygate
+    /// devchain fund`) is asked again once with the chain's own nonce; refused again, the
+    /// relayer is unavailable (never the payer's rejection).
     async fn broadcast(
         &self,
         chain: &Chain,
         tx: TransactionRequest,
         gas_limit: u64,
     ) -> Result<B256, Broadcast> {
-        let nonce = self.take_nonce(chain).await.map_err(|e| match e {
-            FacilitatorError::Unavailable(m) => Broadcast::Refused(m),
-            other => Broadcast::Refused(other.to_string()),
-        })?;
-        let tx = tx.with_nonce(nonce).with_gas_limit(gas_limit);
-        let sending = chain.provider.send_transaction(tx);
-        let pending = match sending
-            .instrument(crate::span!("rpc.send_transaction"))
-            .await
-        {
-            Ok(p) => p,
-            Err(e) => {
-                // The nonce may not have been used; re-read it before the next transaction.
-                self.resync_nonce(chain).await;
-                tracing::debug!(error = %e, nonce, "transaction not sent");
-                if relayer_unfunded(&e.to_string()) {
-                    // The operator's problem, not the payer's: nothing was sent or charged.
-                    return Err(Broadcast::Unfunded);
+        let mut resynced = false;
+        let pending = loop {
+            let nonce = self.take_nonce(chain).await.map_err(|e| match e {
+                FacilitatorError::Unavailable(m) => Broadcast::Unavailable(m),
+                other => Broadcast::Unavailable(other.to_string()),
+            })?;
+            let tx = tx.clone().with_nonce(nonce).with_gas_limit(gas_limit);
+            let sending = chain.provider.send_transaction(tx);
+            match sending
+                .instrument(crate::span!("rpc.send_transaction"))
+                .await
+            {
+                Ok(p) => break p,
+                Err(e) => {
+                    // The nonce may not have been used; re-read it before the next transaction.
+                    self.resync_nonce(chain).await;
+                    let msg = e.to_string();
+                    tracing::debug!(error = %msg, nonce, "transaction not sent");
+                    if relayer_unfunded(&msg) {
+                        // The operator's problem, not the payer's: nothing was sent or charged.
+                        return Err(Broadcast::Unfunded);
+                    }
+                    if is_revert(&e) && nonce_refused(&msg) {
+                        if !resynced {
+                            resynced = true;
+                            tracing::info!(nonce, relayer = %self.relayer, "the relayer's transaction nonce was taken by another sender; resynchronised from the chain");
+                            continue;
+                        }
+                        return Err(Broadcast::Unavailable(format!(
+                            "the relayer's transaction nonce was refused twice: {msg}"
+                        )));
+                    }
+                    return Err(if is_revert(&e) {
+                        Broadcast::Refused(msg)
+                    } else {
+                        // A transport error after the request left: it may have been broadcast.
+                        Broadcast::Ambiguous(msg)
+                    });
                 }
-                return Err(if is_revert(&e) {
-                    Broadcast::Refused(e.to_string())
-                } else {
-                    // A transport error after the request left: it may have been broadcast.
-                    Broadcast::Ambiguous(e.to_string())
-                });
             }
         };
         let hash = *pending.tx_hash();
@@ -423,15 +455,24 @@ impl Facilitator for EmbeddedFacilitator {
                 chain.network.config.chain_id,
                 req.auth.from,
                 &req.auth.signature,
+                (
+                    req.requirements.network.config.asset,
+                    req.requirements.token_amount(),
+                ),
             )
             .await
             .map_err(|e| match e {
+                CallError::Reverted(m) if m == super::UNCOVERED_PAYER => {
+                    FacilitatorError::Rejected(Rejection::InsufficientFunds)
+                }
                 CallError::Reverted(m) => {
                     tracing::debug!(error = %m, "payer wallet deployment refused");
                     FacilitatorError::Rejected(Rejection::InvalidSignature)
                 }
                 CallError::Unavailable(m) => FacilitatorError::Unavailable(m),
-                CallError::Ambiguous(m) => FacilitatorError::Unavailable(m),
+                CallError::Ambiguous(m) | CallError::Pending(_, m) => {
+                    FacilitatorError::Unavailable(m)
+                }
             })?;
         let tx = self.call_tx(req, &signature);
         self.simulate(chain, &tx)
@@ -442,6 +483,7 @@ impl Facilitator for EmbeddedFacilitator {
             .await
             .map_err(|e| match e {
                 Broadcast::Unfunded => self.unfunded(),
+                Broadcast::Unavailable(m) => FacilitatorError::Unavailable(m),
                 Broadcast::Refused(m) => FacilitatorError::Rejected(revert_reason(&m)),
                 Broadcast::Ambiguous(m) => FacilitatorError::Ambiguous(m),
                 Broadcast::Pending(transaction, message) => FacilitatorError::Pending {
@@ -509,6 +551,9 @@ enum Broadcast {
     Unfunded,
     /// The node refused it (nothing was sent), with its message.
     Refused(String),
+    /// The relayer could not send it (its nonce refused again after a resynchronisation, or the
+    /// chain not reached for one): nothing was sent, and it is not the payer's doing.
+    Unavailable(String),
     /// It may have been broadcast; its outcome is not known.
     Ambiguous(String),
     /// It was broadcast (this transaction), and not confirmed in time.

@@ -24,7 +24,7 @@ pub struct MemberReport {
 use crate::payment::{PaymentPayload, SignedAuthorization};
 use crate::verify::Rejection;
 use crate::PaymentRequirements;
-use alloy_primitives::{Address, B256};
+use alloy_primitives::{Address, B256, U256};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -90,6 +90,21 @@ pub enum CallError {
     /// Sent, outcome unknown: it may still land.
     #[error("outcome unknown: {0}")]
     Ambiguous(String),
+    /// Sent as this transaction, not confirmed in time: it may still land, and
+    /// [`ChainCalls::transaction_outcome`] tells when it did.
+    #[error("outcome unknown: transaction {0}: {1}")]
+    Pending(B256, String),
+}
+
+/// What the chain says of a transaction sent before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxOutcome {
+    /// Mined, and it succeeded.
+    Succeeded,
+    /// Mined, and it reverted: nothing of it moved.
+    Reverted,
+    /// Not mined: the node still holds it, or does not know it (dropped, or never received).
+    NotMined,
 }
 
 alloy_sol_types::sol! {
@@ -104,6 +119,11 @@ alloy_sol_types::sol! {
 /// Multicall3's address.
 pub const MULTICALL3_ADDRESS: Address =
     alloy_primitives::address!("cA11bde05977b3631167028862bE2a173976CA11");
+
+/// Why a counterfactual payer's wallet was not deployed: its balance does not cover the payment
+/// (the words map to `insufficient_funds`).
+pub const UNCOVERED_PAYER: &str =
+    "the payer's balance is insufficient for the payment: its wallet is not deployed";
 
 /// Gas for deploying a counterfactual wallet through its factory (a proxy account's deployment
 /// takes ~300k).
@@ -211,11 +231,17 @@ pub trait ChainCalls: Send + Sync + 'static {
     /// and its inner signature returned; any other signature is returned as it is. A
     /// deployment that reverts because the wallet appeared meanwhile (another settlement
     /// deployed it) is no failure.
+    ///
+    /// The relayer pays the deployment's gas, so it deploys only for a payer that can pay:
+    /// `pays` (a token and an amount of its units) must be covered by the counterfactual
+    /// address's balance first, else `Reverted` with [`UNCOVERED_PAYER`] and nothing is sent (a
+    /// fresh factory salt per request would otherwise cost the deployment a wallet each).
     async fn deploy_payer(
         &self,
         chain_id: u64,
         payer: Address,
         signature: &alloy_primitives::Bytes,
+        pays: (Address, U256),
     ) -> Result<alloy_primitives::Bytes, CallError> {
         let Some(c) = crate::signature::Counterfactual::of(signature) else {
             return Ok(signature.clone());
@@ -228,6 +254,17 @@ pub trait ChainCalls: Send + Sync + 'static {
                 "wallet factory {} is not one the relayer deploys through",
                 c.factory
             )));
+        }
+        {
+            use alloy_sol_types::SolCall;
+            let (token, amount) = pays;
+            let read = crate::permit2::IErc20Permit2::balanceOfCall { owner: payer }.abi_encode();
+            let out = self.view_call(chain_id, token, read).await?;
+            let balance = crate::permit2::IErc20Permit2::balanceOfCall::abi_decode_returns(&out)
+                .map_err(|e| CallError::Unavailable(format!("unreadable balance: {e}")))?;
+            if balance < amount {
+                return Err(CallError::Reverted(UNCOVERED_PAYER.into()));
+            }
         }
         let sent = self
             .send_call(
@@ -251,6 +288,13 @@ pub trait ChainCalls: Send + Sync + 'static {
     }
     /// The number of the chain's latest block.
     async fn block_number(&self, chain_id: u64) -> Result<u64, CallError>;
+    /// Whether transaction `hash` (one [`CallError::Pending`] named) was mined, and how.
+    async fn transaction_outcome(&self, chain_id: u64, hash: B256) -> Result<TxOutcome, CallError> {
+        let _ = (chain_id, hash);
+        Err(CallError::Unavailable(
+            "transaction receipts are not read here".into(),
+        ))
+    }
     /// The logs `address` emitted with one of `events` as first topic in blocks `from..=to`,
     /// in the chain's order.
     async fn logs(

@@ -182,15 +182,9 @@ impl Way for AuthCapture {
         let payer = paygate_x402::address::parse_address(&p.payer).ok_or("malformed payer")?;
         let info = escrow.terms.info(payer).ok_or("malformed escrow terms")?;
         let hash = auth_capture::payment_hash(chain_id, &info);
-        let out = chain
-            .view_call(
-                chain_id,
-                auth_capture::ESCROW_ADDRESS,
-                auth_capture::state_call(hash),
-            )
+        let mut state = auth_capture::read_state(chain, chain_id, hash)
             .await
             .map_err(|e| e.to_string())?;
-        let state = auth_capture::decode_state(&out).ok_or("unreadable escrow state")?;
         let mut p = p.clone();
         p.updated_at = paygate_domain::now_rfc3339();
         let usd = |units: U256| UsdcAmount(u64::try_from(units).unwrap_or(u64::MAX));
@@ -216,6 +210,11 @@ impl Way for AuthCapture {
             if let Some(e) = p.escrow.as_mut() {
                 e.voided_tx = Some(tx.to_string());
             }
+            // Read again after the void: a capture sent before it (the request's own, mined
+            // late on a slow chain) is in the escrow's figures now, and recorded as captured.
+            state = auth_capture::read_state(chain, chain_id, hash)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         // What the escrow paid out, refunds included (none before the record is decided). A
         // capture follows the origin's answer, so this is no payment whose request is owed a
@@ -292,7 +291,12 @@ async fn hold(
 ) -> Result<Option<Slot>, Refusal> {
     // A counterfactual wallet is deployed first (nothing of the payment is sent until it is).
     let sent = match chain
-        .deploy_payer(chain_id, e.auth.from, &e.auth.signature)
+        .deploy_payer(
+            chain_id,
+            e.auth.from,
+            &e.auth.signature,
+            (e.info.token, e.auth.value),
+        )
         .await
     {
         Ok(signature) => {
@@ -301,7 +305,7 @@ async fn hold(
                 .send_call(chain_id, auth_capture::ESCROW_ADDRESS, call, ESCROW_GAS)
                 .await
         }
-        Err(CallError::Ambiguous(m)) => Err(CallError::Unavailable(m)),
+        Err(CallError::Ambiguous(m) | CallError::Pending(_, m)) => Err(CallError::Unavailable(m)),
         Err(other) => Err(other),
     };
     record.updated_at = paygate_domain::now_rfc3339();
@@ -317,7 +321,7 @@ async fn hold(
             }
             Ok(slot)
         }
-        Err(CallError::Ambiguous(m)) => {
+        Err(CallError::Ambiguous(m) | CallError::Pending(_, m)) => {
             tracing::warn!(payment = %record.id, error = %m, "escrow hold sent, outcome unknown: left to reconciliation");
             record.status = PaymentStatus::Unknown;
             if let Err(err) = svc.store.update_payment(record).await {
@@ -418,7 +422,7 @@ impl EscrowHeld {
                 .await
             {
                 Ok(tx) => captured = Some(tx),
-                Err(CallError::Ambiguous(m)) => {
+                Err(CallError::Ambiguous(m) | CallError::Pending(_, m)) => {
                     tracing::warn!(payment = %record.id, error = %m, "escrow capture sent, outcome unknown: left to reconciliation");
                     record.status = PaymentStatus::Unknown;
                     record.amount = UsdcAmount(charge);

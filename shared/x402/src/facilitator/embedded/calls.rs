@@ -2,7 +2,7 @@
 //! the relayer (simulated first) or read, on the chains it settles on.
 
 use super::{is_revert, relayer_unfunded, Broadcast, Chain, EmbeddedFacilitator};
-use crate::facilitator::{CallError, ChainCalls, LOG_SPAN};
+use crate::facilitator::{CallError, ChainCalls, TxOutcome, LOG_SPAN};
 use alloy_network::TransactionBuilder;
 use alloy_primitives::{Address, B256};
 use alloy_provider::Provider;
@@ -49,9 +49,10 @@ impl ChainCalls for EmbeddedFacilitator {
                     self.unfunded();
                     CallError::Unavailable("the relayer cannot pay for gas".into())
                 }
+                Broadcast::Unavailable(m) => CallError::Unavailable(m),
                 Broadcast::Refused(m) => CallError::Reverted(m),
                 Broadcast::Ambiguous(m) => CallError::Ambiguous(m),
-                Broadcast::Pending(h, m) => CallError::Ambiguous(format!("transaction {h}: {m}")),
+                Broadcast::Pending(h, m) => CallError::Pending(h, m),
                 Broadcast::Reverted(h) => CallError::Reverted(format!("transaction {h} reverted")),
             })
     }
@@ -98,6 +99,20 @@ impl ChainCalls for EmbeddedFacilitator {
             .get_block_number()
             .await
             .map_err(|e| CallError::Unavailable(e.to_string()))
+    }
+
+    async fn transaction_outcome(&self, chain_id: u64, hash: B256) -> Result<TxOutcome, CallError> {
+        let receipt = self
+            .call_chain(chain_id)?
+            .provider
+            .get_transaction_receipt(hash)
+            .await
+            .map_err(|e| CallError::Unavailable(e.to_string()))?;
+        Ok(match receipt {
+            Some(r) if r.status() => TxOutcome::Succeeded,
+            Some(_) => TxOutcome::Reverted,
+            None => TxOutcome::NotMined,
+        })
     }
 
     async fn logs(
