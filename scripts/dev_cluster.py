@@ -34,6 +34,8 @@ SANDBOX_ADDR = "127.0.0.1:8404"
 # Relayers: accounts 0, 7 and 8 (gas only); payers: accounts 1 to 6.
 RELAYERS = [ACCOUNTS[0], ACCOUNTS[7], ACCOUNTS[8]]
 WEBHOOK_SECRET = "dev-cluster-webhook-secret"
+# The deployment-wide escrow operator `paygate devchain setup` places (auth_capture.rs).
+DEV_OPERATOR = "0x5e11e700000000000000000000000000000000e0"
 
 
 def pg_bin(program):
@@ -96,6 +98,9 @@ def start_node(args, i, database_url, fresh=True):
             "PAYGATE__SERVER__LISTEN": NODES[i],
             "PAYGATE_RELAYER_KEY": RELAYERS[i][1],
             "PAYGATE_WEBHOOK_SECRETS": WEBHOOK_SECRET,
+            # One escrow operator for the three nodes (the contract `devchain setup` placed):
+            # any node captures, voids and refunds any `auth-capture` payment.
+            "PAYGATE__FACILITATOR__ESCROW_OPERATOR": DEV_OPERATOR,
         }
     )
     if i == 0:

@@ -321,7 +321,9 @@ def start_chain(args, pid_file, started):
     wait_rpc(anvil)
     setup = subprocess.run(
         [args.binary, "devchain", "setup", "--rpc", RPC_URL, "--artifacts", args.artifacts,
-         "--mint-to", ",".join(a for a, _ in ACCOUNTS), "--contracts", args.contracts],
+         "--mint-to", ",".join(a for a, _ in ACCOUNTS), "--contracts", args.contracts,
+         # Every development account may relay for the deployment-wide escrow operator.
+         "--operator-relayers", ",".join(a for a, _ in ACCOUNTS)],
         env=dict(os.environ, PAYGATE_DEVCHAIN_DEPLOYER_KEY=RELAYER_KEY),
         capture_output=True,
         text=True,

@@ -60,6 +60,10 @@ pub struct SetupArgs {
     /// minted.
     #[arg(long)]
     contracts: Option<PathBuf>,
+    /// Relayers (comma-separated) the deployment-wide escrow operator contract, placed with the
+    /// contracts at its dev address, forwards for (the deployer always).
+    #[arg(long, value_delimiter = ',')]
+    operator_relayers: Vec<Address>,
 }
 
 #[derive(Args)]
@@ -285,6 +289,21 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
             place(&provider, dir, name, at).await?;
             contracts.insert(name.into(), at.to_checksum(None).into());
         }
+        // The deployment-wide escrow operator: placed without its constructor, so initialised
+        // with the deployer as its owner and the relayers it forwards for.
+        let operator = auth_capture::DEV_OPERATOR_ADDRESS;
+        place(&provider, dir, "PaygateOperator", operator).await?;
+        let mut relayers = vec![deployer];
+        relayers.extend(args.operator_relayers.iter().copied());
+        let init = auth_capture::IPaygateOperator::initializeCall {
+            owner: deployer,
+            relayers,
+        }
+        .abi_encode();
+        token_call(&provider, operator, init)
+            .await
+            .context("initialising the escrow operator")?;
+        contracts.insert("PaygateOperator".into(), operator.to_checksum(None).into());
         // The test token without EIP-3009 (paid through Permit2), minted like USDC.
         let amount = U256::from(args.amount) * U256::from(1_000_000u64);
         for to in &args.mint_to {

@@ -140,7 +140,10 @@ impl RenderContext {
                     withdraw_delay: cfg.channels.withdraw_delay_seconds,
                 }),
                 upto_facilitator: upto_facilitator(cfg),
-                escrow_operator: upto_facilitator(cfg),
+                // The deployment's operator contract where one is configured (a cluster), else
+                // the node's relayer; both only where this deployment relays.
+                escrow_operator: upto_facilitator(cfg)
+                    .map(|relayer| cfg.facilitator.escrow_operator.unwrap_or(relayer)),
             },
             balancers: Default::default(),
         }

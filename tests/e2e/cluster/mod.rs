@@ -12,6 +12,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
+mod escrow;
 mod paid_across_nodes;
 
 /// The master key every node shares (it decrypts the payer wallets).

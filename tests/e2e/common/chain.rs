@@ -131,6 +131,14 @@ impl Chain {
             ])
             .args(["--mint-to", &mint_to.join(",")])
             .args(contracts_arg())
+            // Every test account may relay for the deployment-wide escrow operator.
+            .args([
+                "--operator-relayers",
+                &(0..KEYS.len())
+                    .map(|i| address(i).to_checksum(None))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ])
             .env("PAYGATE_DEVCHAIN_DEPLOYER_KEY", KEYS[0])
             .output()
             .expect("run devchain setup");

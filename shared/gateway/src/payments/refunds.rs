@@ -301,13 +301,7 @@ impl Escrow {
         chain: &dyn ChainCalls,
         data: Vec<u8>,
     ) -> Result<alloy_primitives::B256, CallError> {
-        chain
-            .send_call(
-                self.chain_id,
-                auth_capture::ESCROW_ADDRESS,
-                data,
-                REFUND_GAS,
-            )
+        auth_capture::send_as_operator(chain, self.chain_id, self.info.operator, data, REFUND_GAS)
             .await
     }
 

@@ -152,6 +152,10 @@ pub trait ChainCalls: Send + Sync + 'static {
         to: Address,
         data: Vec<u8>,
     ) -> Result<alloy_primitives::Bytes, CallError>;
+    /// The address these calls are sent from (the relayer), where there is one.
+    fn relayer(&self) -> Option<Address> {
+        None
+    }
     /// The chains these calls reach.
     fn chain_ids(&self) -> Vec<u64>;
     /// Whether `at` holds contract code (a deployed smart wallet).

@@ -198,15 +198,15 @@ impl Way for AuthCapture {
         }
         let held = state.capturable > U256::ZERO;
         if held {
-            let tx = chain
-                .send_call(
-                    chain_id,
-                    auth_capture::ESCROW_ADDRESS,
-                    auth_capture::void_call(&info),
-                    ESCROW_GAS,
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+            let tx = auth_capture::send_as_operator(
+                chain,
+                chain_id,
+                info.operator,
+                auth_capture::void_call(&info),
+                ESCROW_GAS,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
             if let Some(e) = p.escrow.as_mut() {
                 e.voided_tx = Some(tx.to_string());
             }
@@ -301,9 +301,7 @@ async fn hold(
     {
         Ok(signature) => {
             let call = e.authorize_call(&signature);
-            chain
-                .send_call(chain_id, auth_capture::ESCROW_ADDRESS, call, ESCROW_GAS)
-                .await
+            auth_capture::send_as_operator(chain, chain_id, e.info.operator, call, ESCROW_GAS).await
         }
         Err(CallError::Ambiguous(m) | CallError::Pending(_, m)) => Err(CallError::Unavailable(m)),
         Err(other) => Err(other),
@@ -389,12 +387,17 @@ impl EscrowHeld {
         u64::try_from(charge_of(&self.entry, price, stated)).unwrap_or(self.requirements.amount.0)
     }
 
-    /// Sends `call` to the escrow from the relayer (simulated first).
+    /// Sends `call` to the escrow as the payment's operator (simulated first).
     async fn escrow_call(&self, call: Vec<u8>) -> Result<alloy_primitives::B256, CallError> {
         let chain_id = self.requirements.network.config.chain_id;
-        self.chain
-            .send_call(chain_id, auth_capture::ESCROW_ADDRESS, call, ESCROW_GAS)
-            .await
+        auth_capture::send_as_operator(
+            self.chain.as_ref(),
+            chain_id,
+            self.info.operator,
+            call,
+            ESCROW_GAS,
+        )
+        .await
     }
 
     /// Decides the hold: captures `charge` (USDC base units; zero captures nothing) and voids

@@ -74,6 +74,10 @@ impl ChainCalls for EmbeddedFacilitator {
         })
     }
 
+    fn relayer(&self) -> Option<Address> {
+        Some(self.relayer)
+    }
+
     fn chain_ids(&self) -> Vec<u64> {
         self.chains.keys().copied().collect()
     }

@@ -1,0 +1,175 @@
+//! Issue 52: `auth-capture` on a cluster. The nodes share one escrow operator (paygate's
+//! `PaygateOperator` contract, forwarding escrow calls from any of their relayers), so a `402`
+//! rendered by one node is paid at another, captured there, and refunded through a third.
+//! Before, each node's own relayer was the operator: another node refused the payment
+//! (`invalid_payment_requirements`) and could neither void nor refund its holds.
+
+use super::*;
+use alloy_primitives::{Address, U256};
+use paygate_x402::auth_capture::DEV_OPERATOR_ADDRESS;
+
+async fn usdc_of(chain: &Chain, who: Address) -> U256 {
+    let usdc: Address = common::chain::USDC.parse().unwrap();
+    paygate_x402::facilitator::embedded::balance_of(&chain.rpc, usdc, who)
+        .await
+        .expect("balanceOf")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escrowed_payment_is_offered_by_one_node_paid_at_another_refunded_at_a_third() {
+    let pg = paygate_store::testing::PgCluster::start();
+    let chain = std::sync::Arc::new(Chain::start());
+    let operator = DEV_OPERATOR_ADDRESS.to_checksum(None);
+    let n = paid_nodes(
+        &chain,
+        &pg.url(),
+        &[("PAYGATE__FACILITATOR__ESCROW_OPERATOR", operator.as_str())],
+    )
+    .await;
+    let upstream = Upstream::start().await;
+    let (key, receiver) = acme_route(
+        &n,
+        json!({"path": "held", "priceUSD": 0.01, "schemes": ["auth-capture"],
+            "refundWindowSeconds": 3600,
+            "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    let path = "/gateway/acme/held";
+    // Every node offers the same operator: the deployment's, not its own relayer.
+    for node in &n {
+        let c = common::windows::challenge_at(node, path).await;
+        assert_eq!(
+            c["accepts"][0]["extra"]["captureAuthorizer"], operator,
+            "{c}"
+        );
+    }
+    let payer = address(4);
+    let before = usdc_of(&chain, payer).await;
+    let challenge = common::windows::challenge_at(&n[0], path).await;
+    let header = b64_header(&common::escrow::signed_doc(&challenge, 4));
+    let (status, said) = send_paid(&n[1], path, &header).await;
+    assert_eq!((status, said), (200, None), "{}", n[1].log());
+    assert_eq!(usdc_of(&chain, payer).await, before - U256::from(10_000u64));
+    assert_eq!(usdc_of(&chain, receiver).await, U256::from(10_000u64));
+    assert_eq!(
+        usdc_of(&chain, paygate_x402::auth_capture::ESCROW_ADDRESS).await,
+        U256::ZERO,
+        "captured, nothing left held"
+    );
+    // The seller refunds part of it through a third node.
+    common::escrow::approve_refunds(&chain, 9).await;
+    let list: Value = n[2]
+        .api(&key, Method::GET, "/api/payments?limit=1", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = list["payments"][0]["id"].as_str().unwrap().to_string();
+    let r = n[2]
+        .http
+        .post(n[2].url(&format!("/api/payments/{id}/refund")))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "cluster-refund")
+        .json(&json!({"amountUSDC": "0.004"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        usdc_of(&chain, payer).await,
+        before - U256::from(6_000u64),
+        "the payer got 0.004 back"
+    );
+    assert_eq!(usdc_of(&chain, receiver).await, U256::from(6_000u64));
+    // An origin that fails, paid at the third node against the second's 402: voided there.
+    let challenge = common::windows::challenge_at(&n[1], path).await;
+    let header = b64_header(&common::escrow::signed_doc(&challenge, 4));
+    let failing = format!("{path}?upstream_status=500");
+    let (status, _) = send_paid(&n[2], &failing, &header).await;
+    assert_eq!(status, 500);
+    assert_eq!(usdc_of(&chain, payer).await, before - U256::from(6_000u64));
+}
+
+/// The operator contract on its own: only the deployment's relayers may send escrow calls
+/// through it, it is initialised once, and its owner alone changes the relayers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_contract_forwards_for_its_relayers_only() {
+    use alloy_sol_types::SolCall;
+    use paygate_x402::auth_capture::IPaygateOperator;
+    let chain = Chain::start();
+    let op = DEV_OPERATOR_ADDRESS;
+    let void = paygate_x402::auth_capture::void_call(&paygate_x402::auth_capture::PaymentInfo {
+        operator: op,
+        payer: address(4),
+        receiver: address(9),
+        token: common::chain::USDC.parse().unwrap(),
+        maxAmount: alloy_primitives::Uint::from(1u64),
+        preApprovalExpiry: alloy_primitives::Uint::from(1u64),
+        authorizationExpiry: alloy_primitives::Uint::from(2u64),
+        refundExpiry: alloy_primitives::Uint::from(2u64),
+        minFeeBps: 0,
+        maxFeeBps: 0,
+        feeReceiver: op,
+        salt: U256::from(1u64),
+    });
+    let through = IPaygateOperator::escrowCall { data: void.into() }.abi_encode();
+    // A relayer's call reaches the escrow (which refuses to void a payment never held).
+    let relayed = chain.send(5, op, through.clone()).await.unwrap_err();
+    assert!(!relayed.contains("NotRelayer"), "{relayed}");
+    // Anyone else is refused by the operator itself.
+    let other = alloy_signer_local::PrivateKeySigner::random();
+    let stranger = alloy_provider::ProviderBuilder::new()
+        .wallet(other.clone())
+        .connect_http(chain.rpc.parse().unwrap());
+    use alloy_network::TransactionBuilder;
+    use alloy_provider::Provider;
+    let tx = alloy_rpc_types_eth::TransactionRequest::default()
+        .with_from(other.address())
+        .with_to(op)
+        .with_input(through);
+    let refused = stranger.call(tx).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("revert") || refused.contains("NotRelayer"),
+        "{refused}"
+    );
+    let asked = IPaygateOperator::relayersCall {
+        relayer: other.address(),
+    }
+    .abi_encode();
+    let tx = alloy_rpc_types_eth::TransactionRequest::default()
+        .with_to(op)
+        .with_input(asked);
+    let out = stranger.call(tx).await.unwrap();
+    assert!(!IPaygateOperator::relayersCall::abi_decode_returns(&out).unwrap());
+    // Initialised once; only the owner (the deployer, account 0) sets relayers.
+    let again = IPaygateOperator::initializeCall {
+        owner: address(5),
+        relayers: vec![address(5)],
+    }
+    .abi_encode();
+    assert!(chain.send(5, op, again).await.is_err());
+    let set = IPaygateOperator::setRelayerCall {
+        relayer: address(5),
+        allowed: false,
+    }
+    .abi_encode();
+    assert!(chain.send(5, op, set.clone()).await.is_err());
+    chain
+        .send(0, op, set)
+        .await
+        .expect("the owner sets relayers");
+    let refused = chain
+        .send(
+            5,
+            op,
+            IPaygateOperator::escrowCall {
+                data: Default::default(),
+            }
+            .abi_encode(),
+        )
+        .await
+        .unwrap_err();
+    assert!(!refused.is_empty());
+}
