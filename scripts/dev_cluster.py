@@ -100,7 +100,7 @@ def start_node(args, i, database_url, fresh=True):
             "PAYGATE_WEBHOOK_SECRETS": WEBHOOK_SECRET,
             # One escrow operator for the three nodes (the contract `devchain setup` placed):
             # any node captures, voids and refunds any `auth-capture` payment.
-            "PAYGATE__FACILITATOR__ESCROW_OPERATOR": DEV_OPERATOR,
+            "PAYGATE__FACILITATOR__OPERATOR": DEV_OPERATOR,
         }
     )
     if i == 0:

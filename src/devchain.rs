@@ -295,7 +295,7 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
         place(&provider, dir, "PaygateOperator", operator).await?;
         let mut relayers = vec![deployer];
         relayers.extend(args.operator_relayers.iter().copied());
-        let init = auth_capture::IPaygateOperator::initializeCall {
+        let init = paygate_x402::operator::IPaygateOperator::initializeCall {
             owner: deployer,
             relayers,
         }

@@ -100,7 +100,8 @@ fn deployment_facilitator(cfg: &Config, networks: &Networks) -> anyhow::Result<S
                 Duration::from_secs(f.settle_timeout_seconds),
                 timeout,
             )
-            .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("facilitator: {e}"))?
+            .with_operator(f.operator);
             let relayer = embedded.relayer().to_string();
             tracing::info!(relayer = %relayer, "embedded facilitator");
             let embedded = Arc::new(embedded);

@@ -302,11 +302,12 @@ pub struct FacilitatorConfig {
     /// Seconds between reconciliation passes over payments whose outcome is not recorded (one
     /// pass also runs at start).
     pub reconcile_interval_seconds: u64,
-    /// The operator of `auth-capture` payments for the whole deployment: a `PaygateOperator`
-    /// contract (`shared/contracts`) that forwards escrow calls from any of the deployment's
-    /// relayers, so every node of a cluster can capture, void, refund and reconcile any hold.
-    /// Unset: the node's own relayer is the operator (one node).
-    pub escrow_operator: Option<Address>,
+    /// The deployment's on-chain identity for `auth-capture` (the escrow's operator) and `upto`
+    /// (the facilitator its authorizations name): a `PaygateOperator` contract
+    /// (`shared/contracts`) that forwards calls from any of the deployment's relayers, so every
+    /// node of a cluster can capture, void, refund and reconcile any hold and settle any `upto`
+    /// payment. Unset: the node's own relayer (one node).
+    pub operator: Option<Address>,
 }
 
 impl Default for FacilitatorConfig {
@@ -319,7 +320,7 @@ impl Default for FacilitatorConfig {
             settle_timeout_seconds: 30,
             request_timeout_seconds: 10,
             reconcile_interval_seconds: 30,
-            escrow_operator: None,
+            operator: None,
         }
     }
 }

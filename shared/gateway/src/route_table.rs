@@ -106,6 +106,12 @@ fn upto_facilitator(cfg: &Config) -> Option<Address> {
         .flatten()
 }
 
+/// The deployment's on-chain identity for `upto` and `auth-capture`: its operator contract
+/// (`[facilitator] operator`, a cluster) or the node's relayer, where this deployment relays.
+fn operator(cfg: &Config) -> Option<Address> {
+    upto_facilitator(cfg).map(|relayer| cfg.facilitator.operator.unwrap_or(relayer))
+}
+
 impl RenderContext {
     pub fn from_config(cfg: &Config) -> Self {
         Self {
@@ -139,11 +145,10 @@ impl RenderContext {
                     receiver_authorizer: k.address(),
                     withdraw_delay: cfg.channels.withdraw_delay_seconds,
                 }),
-                upto_facilitator: upto_facilitator(cfg),
                 // The deployment's operator contract where one is configured (a cluster), else
                 // the node's relayer; both only where this deployment relays.
-                escrow_operator: upto_facilitator(cfg)
-                    .map(|relayer| cfg.facilitator.escrow_operator.unwrap_or(relayer)),
+                upto_facilitator: operator(cfg),
+                escrow_operator: operator(cfg),
             },
             balancers: Default::default(),
         }

@@ -8,6 +8,8 @@
 
 pub mod client;
 
+pub use crate::operator::DEV_OPERATOR_ADDRESS;
+
 use crate::extra::EIP3009_METHOD;
 use crate::payment::{PaymentPayload, SignedAuthorization};
 use crate::requirements::PaymentRequirements;
@@ -68,14 +70,6 @@ sol! {
         bytes32 nonce;
     }
 
-    /// paygate's deployment-wide operator (`shared/contracts/src/PaygateOperator.sol`).
-    interface IPaygateOperator {
-        function escrow(bytes data) external returns (bytes);
-        function initialize(address owner, address[] relayers) external;
-        function setRelayer(address relayer, bool allowed) external;
-        function relayers(address relayer) external view returns (bool);
-    }
-
     interface IAuthCaptureEscrow {
         function authorize(PaymentInfo paymentInfo, uint256 amount, address tokenCollector, bytes collectorData) external;
         function capture(PaymentInfo paymentInfo, uint256 amount, uint16 feeBps, address feeReceiver) external;
@@ -87,12 +81,6 @@ sol! {
     }
 }
 
-/// Where `paygate devchain setup` places the deployment-wide operator contract on the dev chain.
-pub const DEV_OPERATOR_ADDRESS: Address = address!("5e11e700000000000000000000000000000000e0");
-
-/// Gas the operator contract adds to a forwarded escrow call.
-const OPERATOR_GAS: u64 = 40_000;
-
 /// Sends the escrow call `data` as the payment's `operator` from this node's relayer: directly
 /// when the operator is the relayer itself (one node), else through the operator contract at
 /// `operator`, which forwards it for any of the deployment's relayers (a cluster).
@@ -103,13 +91,18 @@ pub async fn send_as_operator(
     data: Vec<u8>,
     gas: u64,
 ) -> Result<B256, crate::facilitator::CallError> {
-    use alloy_sol_types::SolCall;
     if chain.relayer() == Some(operator) {
         return chain.send_call(chain_id, ESCROW_ADDRESS, data, gas).await;
     }
-    let call = IPaygateOperator::escrowCall { data: data.into() }.abi_encode();
+    use alloy_sol_types::SolCall;
+    let call = crate::operator::IPaygateOperator::escrowCall { data: data.into() }.abi_encode();
     chain
-        .send_call(chain_id, operator, call, gas + OPERATOR_GAS)
+        .send_call(
+            chain_id,
+            operator,
+            call,
+            gas + crate::operator::OPERATOR_GAS,
+        )
         .await
 }
 

@@ -17,6 +17,7 @@ pub mod gas_sponsoring;
 pub mod money;
 pub mod network;
 pub mod offer_receipt;
+pub mod operator;
 pub mod payment;
 pub mod permit2;
 mod requirements;

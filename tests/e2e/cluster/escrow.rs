@@ -1,8 +1,8 @@
-//! Issue 52: `auth-capture` on a cluster. The nodes share one escrow operator (paygate's
-//! `PaygateOperator` contract, forwarding escrow calls from any of their relayers), so a `402`
-//! rendered by one node is paid at another, captured there, and refunded through a third.
-//! Before, each node's own relayer was the operator: another node refused the payment
-//! (`invalid_payment_requirements`) and could neither void nor refund its holds.
+//! Issue 52: `auth-capture` and `upto` on a cluster. The nodes share one operator (paygate's
+//! `PaygateOperator` contract, forwarding escrow and upto-proxy calls from any of their
+//! relayers), so a `402` rendered by one node is paid at another, captured (or settled) there,
+//! and refunded through a third. Before, each node's own relayer was the operator and the `upto`
+//! facilitator: another node refused the payment and could neither void nor refund its holds.
 
 use super::*;
 use alloy_primitives::{Address, U256};
@@ -23,7 +23,7 @@ async fn an_escrowed_payment_is_offered_by_one_node_paid_at_another_refunded_at_
     let n = paid_nodes(
         &chain,
         &pg.url(),
-        &[("PAYGATE__FACILITATOR__ESCROW_OPERATOR", operator.as_str())],
+        &[("PAYGATE__FACILITATOR__OPERATOR", operator.as_str())],
     )
     .await;
     let upstream = Upstream::start().await;
@@ -97,7 +97,7 @@ async fn an_escrowed_payment_is_offered_by_one_node_paid_at_another_refunded_at_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_contract_forwards_for_its_relayers_only() {
     use alloy_sol_types::SolCall;
-    use paygate_x402::auth_capture::IPaygateOperator;
+    use paygate_x402::operator::IPaygateOperator;
     let chain = Chain::start();
     let op = DEV_OPERATOR_ADDRESS;
     let void = paygate_x402::auth_capture::void_call(&paygate_x402::auth_capture::PaymentInfo {
@@ -172,4 +172,52 @@ async fn the_operator_contract_forwards_for_its_relayers_only() {
         .await
         .unwrap_err();
     assert!(!refused.is_empty());
+}
+
+/// An `upto` authorization signed against one node's `402` (naming the deployment's operator as
+/// its facilitator) is settled by another node through the operator contract.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upto_payment_offered_by_one_node_is_settled_by_another() {
+    use alloy_sol_types::SolCall;
+    let pg = paygate_store::testing::PgCluster::start();
+    let chain = std::sync::Arc::new(Chain::start());
+    let operator = DEV_OPERATOR_ADDRESS.to_checksum(None);
+    let n = paid_nodes(
+        &chain,
+        &pg.url(),
+        &[("PAYGATE__FACILITATOR__OPERATOR", operator.as_str())],
+    )
+    .await;
+    let upstream = Upstream::start().await;
+    let (_, receiver) = acme_route(
+        &n,
+        json!({"path": "llm", "priceUSD": 0.01, "schemes": ["upto"], "pricing": "usage",
+            "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    let approve = paygate_x402::permit2::IErc20Permit2::approveCall {
+        spender: paygate_x402::permit2::PERMIT2_ADDRESS,
+        amount: U256::MAX,
+    }
+    .abi_encode();
+    chain
+        .send(5, common::chain::USDC.parse().unwrap(), approve)
+        .await
+        .expect("approve Permit2");
+    let path = "/gateway/acme/llm";
+    let challenge = common::windows::challenge_at(&n[0], path).await;
+    let accepted = challenge["accepts"][0].clone();
+    assert_eq!(accepted["scheme"], "upto", "{challenge}");
+    let signed = node_json(
+        "x402_permit2_sign.cjs",
+        &json!({"scheme": "upto", "key": KEYS[5], "requirements": accepted}),
+    );
+    let doc = json!({"x402Version": 2, "resource": challenge["resource"],
+        "accepted": accepted, "payload": signed["payload"]});
+    let payer = address(5);
+    let before = usdc_of(&chain, payer).await;
+    let (status, said) = send_paid(&n[2], path, &b64_header(&doc)).await;
+    assert_eq!((status, said), (200, None), "{}", n[2].log());
+    assert_eq!(usdc_of(&chain, payer).await, before - U256::from(10_000u64));
+    assert_eq!(usdc_of(&chain, receiver).await, U256::from(10_000u64));
 }

@@ -64,6 +64,9 @@ struct Chain {
 pub struct EmbeddedFacilitator {
     chains: HashMap<u64, Chain>,
     relayer: Address,
+    /// The deployment's operator contract (`crate::operator`), when it has one: an `upto`
+    /// authorization naming it as its facilitator is settled through it.
+    operator: Option<Address>,
     settle_timeout: Duration,
     rpc_timeout: Duration,
 }
@@ -161,9 +164,17 @@ impl EmbeddedFacilitator {
         Ok(Self {
             chains,
             relayer,
+            operator: None,
             settle_timeout,
             rpc_timeout,
         })
+    }
+
+    /// Settles `upto` authorizations that name the deployment's operator contract `operator`
+    /// through it (a cluster's nodes share it; each sends from its own relayer).
+    pub fn with_operator(mut self, operator: Option<Address>) -> Self {
+        self.operator = operator.filter(|o| *o != self.relayer);
+        self
     }
 
     pub fn relayer(&self) -> Address {
@@ -190,7 +201,14 @@ impl EmbeddedFacilitator {
                 // Checked with the payment (`verify`): a permit in another format refused there.
                 let permit2612 = Eip2612Permit::of(req.payment).ok().flatten();
                 let amount = req.requirements.token_amount();
-                crate::permit2::settle_call(&auth, &p, amount, permit2612.map(|e| e.split()))
+                let (to, data) =
+                    crate::permit2::settle_call(&auth, &p, amount, permit2612.map(|e| e.split()));
+                match self.operator {
+                    // Only the witnessed facilitator may settle: the deployment's operator
+                    // contract forwards it (only ever to the upto proxy) for this relayer.
+                    Some(op) if p.facilitator == Some(op) => (op, crate::operator::upto_call(data)),
+                    _ => (to, data),
+                }
             }
         };
         TransactionRequest::default()
@@ -478,20 +496,25 @@ impl Facilitator for EmbeddedFacilitator {
         self.simulate(chain, &tx)
             .await
             .map_err(|e| permit_refused(on_permit, e))?;
-        let transaction = self
-            .broadcast(chain, tx, GAS_LIMIT)
-            .await
-            .map_err(|e| match e {
-                Broadcast::Unfunded => self.unfunded(),
-                Broadcast::Unavailable(m) => FacilitatorError::Unavailable(m),
-                Broadcast::Refused(m) => FacilitatorError::Rejected(revert_reason(&m)),
-                Broadcast::Ambiguous(m) => FacilitatorError::Ambiguous(m),
-                Broadcast::Pending(transaction, message) => FacilitatorError::Pending {
-                    transaction,
-                    message,
-                },
-                Broadcast::Reverted(_) => FacilitatorError::Rejected(Rejection::SettlementFailed),
-            })?;
+        // Forwarded by the operator contract: its own gas on top.
+        let forwarded = self.operator.is_some_and(|op| tx.to == Some(op.into()));
+        let gas = GAS_LIMIT
+            + if forwarded {
+                crate::operator::OPERATOR_GAS
+            } else {
+                0
+            };
+        let transaction = self.broadcast(chain, tx, gas).await.map_err(|e| match e {
+            Broadcast::Unfunded => self.unfunded(),
+            Broadcast::Unavailable(m) => FacilitatorError::Unavailable(m),
+            Broadcast::Refused(m) => FacilitatorError::Rejected(revert_reason(&m)),
+            Broadcast::Ambiguous(m) => FacilitatorError::Ambiguous(m),
+            Broadcast::Pending(transaction, message) => FacilitatorError::Pending {
+                transaction,
+                message,
+            },
+            Broadcast::Reverted(_) => FacilitatorError::Rejected(Rejection::SettlementFailed),
+        })?;
         Ok(Settlement {
             transaction,
             payer: req.auth.from,
