@@ -15,8 +15,13 @@ async fn usdc_of(chain: &Chain, who: Address) -> U256 {
         .expect("balanceOf")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_escrowed_payment_is_offered_by_one_node_paid_at_another_refunded_at_a_third() {
+/// Three nodes on one PostgreSQL sharing the dev chain's operator contract, and an origin.
+async fn operator_cluster() -> (
+    paygate_store::testing::PgCluster,
+    std::sync::Arc<Chain>,
+    Vec<Gateway>,
+    Upstream,
+) {
     let pg = paygate_store::testing::PgCluster::start();
     let chain = std::sync::Arc::new(Chain::start());
     let operator = DEV_OPERATOR_ADDRESS.to_checksum(None);
@@ -26,7 +31,12 @@ async fn an_escrowed_payment_is_offered_by_one_node_paid_at_another_refunded_at_
         &[("PAYGATE__FACILITATOR__OPERATOR", operator.as_str())],
     )
     .await;
-    let upstream = Upstream::start().await;
+    (pg, chain, n, Upstream::start().await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escrowed_payment_is_offered_by_one_node_paid_at_another_refunded_at_a_third() {
+    let (_pg, chain, n, upstream) = operator_cluster().await;
     let (key, receiver) = acme_route(
         &n,
         json!({"path": "held", "priceUSD": 0.01, "schemes": ["auth-capture"],
@@ -35,6 +45,7 @@ async fn an_escrowed_payment_is_offered_by_one_node_paid_at_another_refunded_at_
     )
     .await;
     let path = "/gateway/acme/held";
+    let operator = DEV_OPERATOR_ADDRESS.to_checksum(None);
     // Every node offers the same operator: the deployment's, not its own relayer.
     for node in &n {
         let c = common::windows::challenge_at(node, path).await;
@@ -179,16 +190,7 @@ async fn the_operator_contract_forwards_for_its_relayers_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upto_payment_offered_by_one_node_is_settled_by_another() {
     use alloy_sol_types::SolCall;
-    let pg = paygate_store::testing::PgCluster::start();
-    let chain = std::sync::Arc::new(Chain::start());
-    let operator = DEV_OPERATOR_ADDRESS.to_checksum(None);
-    let n = paid_nodes(
-        &chain,
-        &pg.url(),
-        &[("PAYGATE__FACILITATOR__OPERATOR", operator.as_str())],
-    )
-    .await;
-    let upstream = Upstream::start().await;
+    let (_pg, chain, n, upstream) = operator_cluster().await;
     let (_, receiver) = acme_route(
         &n,
         json!({"path": "llm", "priceUSD": 0.01, "schemes": ["upto"], "pricing": "usage",
