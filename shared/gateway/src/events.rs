@@ -100,6 +100,13 @@ impl Events {
     pub fn payment_settled(self: &Arc<Self>, p: &GatewayPayment) {
         self.emit_later(&p.org_id, "payment.settled", &p.id, payment_data(p));
     }
+
+    /// `payment.settled`, queued before this returns: for a payment that may be refunded as soon
+    /// as it is answered (an `auth-capture` capture), so its `payment.refunded` always follows.
+    pub async fn payment_settled_now(&self, p: &GatewayPayment) {
+        self.emit(&p.org_id, "payment.settled", &p.id, payment_data(p))
+            .await;
+    }
 }
 
 /// A payment as an event's `data`.

@@ -215,17 +215,18 @@ impl PaymentService {
                 })
             }
         };
-        if !self
+        let written = self
             .store
             .write_payment_if(&after, PaymentGuard::Unchanged(&asked.updated_at))
-            .await?
-        {
+            .await?;
+        outcome?;
+        if written {
+            self.refunded_event(&after, &pending).await;
+        } else {
             // Another request decided the pending refund meanwhile (from the escrow): its record
-            // stands.
+            // stands, and it queued the refund's event (each refund's event once).
             tracing::debug!(payment = %asked.id, "a refund's outcome was recorded by another request");
         }
-        outcome?;
-        self.refunded_event(&after, &pending).await;
         tracing::info!(payment = %after.id, refund = %pending.id, amount = pending.amount.0, "auth-capture payment refunded");
         Ok(Refunded {
             refund: pending,

@@ -51,6 +51,9 @@ pub fn transfer_call_data(a: &crate::payment::SignedAuthorization) -> Vec<u8> {
 /// the block it was included in.
 const RECEIPT_FALLBACK: Duration = Duration::from_secs(2);
 
+/// How many counterfactual wallets the relayer deploys through one factory a minute, at most.
+pub const DEPLOYS_PER_MINUTE: u32 = 60;
+
 /// Gas limit for one relayed transfer (measured ~96k on FiatTokenV2_2; headroom for 1271 wallets).
 const GAS_LIMIT: u64 = 200_000;
 
@@ -67,6 +70,9 @@ pub struct EmbeddedFacilitator {
     /// The deployment's operator contract (`crate::operator`), when it has one: an `upto`
     /// authorization naming it as its facilitator is settled through it.
     operator: Option<Address>,
+    /// Counterfactual wallets deployed through each factory in the current minute (the relayer
+    /// pays each deployment's gas): at most [`DEPLOYS_PER_MINUTE`] a factory.
+    deploys: std::sync::Mutex<HashMap<(u64, Address), (std::time::Instant, u32)>>,
     settle_timeout: Duration,
     rpc_timeout: Duration,
 }
@@ -165,6 +171,7 @@ impl EmbeddedFacilitator {
             chains,
             relayer,
             operator: None,
+            deploys: Default::default(),
             settle_timeout,
             rpc_timeout,
         })
@@ -594,4 +601,49 @@ enum ReceiptError {
     Rpc(#[from] alloy_provider::transport::TransportError),
     #[error("included, but the node has no receipt")]
     Missing,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::{builtin_networks, Networks};
+
+    #[test]
+    fn wallet_deployments_are_capped_per_factory_a_minute() {
+        // No RPC URLs: no chain is reached (the cap is counted before any call).
+        let mut configs = builtin_networks();
+        configs.values_mut().for_each(|c| c.rpc_url.clear());
+        let networks = Networks::from_config(&configs);
+        let key = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+        let f = EmbeddedFacilitator::new(
+            &networks,
+            key,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let (one, two) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        for _ in 0..DEPLOYS_PER_MINUTE {
+            f.take_deployment(84532, one).unwrap();
+        }
+        assert!(matches!(
+            f.take_deployment(84532, one),
+            Err(CallError::Unavailable(_))
+        ));
+        // Another factory, or another chain, has its own share.
+        f.take_deployment(84532, two).unwrap();
+        f.take_deployment(8453, one).unwrap();
+    }
+
+    #[test]
+    fn a_refused_nonce_is_the_relayers_problem() {
+        assert!(nonce_refused(
+            "server returned an error response: error code -32003: nonce too low"
+        ));
+        assert!(nonce_refused("replacement transaction underpriced"));
+        assert!(!nonce_refused(
+            "execution reverted: FiatTokenV2: invalid signature"
+        ));
+        assert!(!nonce_refused("insufficient funds for gas * price + value"));
+    }
 }

@@ -270,6 +270,7 @@ pub trait ChainCalls: Send + Sync + 'static {
                 return Err(CallError::Reverted(UNCOVERED_PAYER.into()));
             }
         }
+        self.take_deployment(chain_id, c.factory)?;
         let sent = self
             .send_call(
                 chain_id,
@@ -289,6 +290,12 @@ pub trait ChainCalls: Send + Sync + 'static {
             ));
         }
         Ok(c.signature)
+    }
+    /// Takes one of the wallet deployments the relayer makes through `factory` (its gas is the
+    /// deployment's): `Unavailable` when the factory's share for now is used up.
+    fn take_deployment(&self, chain_id: u64, factory: Address) -> Result<(), CallError> {
+        let _ = (chain_id, factory);
+        Ok(())
     }
     /// The number of the chain's latest block.
     async fn block_number(&self, chain_id: u64) -> Result<u64, CallError>;

@@ -457,7 +457,9 @@ impl EscrowHeld {
                 }
                 self.store(svc, &record).await;
                 if let Some(events) = svc.events() {
-                    events.payment_settled(&record);
+                    // Queued before the answer: a refund (asked once the payer has its answer)
+                    // always follows it.
+                    events.payment_settled_now(&record).await;
                 }
                 tracing::info!(payment = %record.id, charge, "auth-capture payment captured");
                 let paid = svc.paid(ProtocolVersion::V2, &self.requirements, record, slot);

@@ -91,6 +91,24 @@ impl ChainCalls for EmbeddedFacilitator {
             .map_err(|e| CallError::Unavailable(e.to_string()))
     }
 
+    fn take_deployment(&self, chain_id: u64, factory: Address) -> Result<(), CallError> {
+        let now = std::time::Instant::now();
+        let mut deploys = self.deploys.lock().unwrap_or_else(|e| e.into_inner());
+        let (since, n) = deploys.entry((chain_id, factory)).or_insert((now, 0));
+        if now.duration_since(*since) >= std::time::Duration::from_secs(60) {
+            (*since, *n) = (now, 0);
+        }
+        if *n >= super::DEPLOYS_PER_MINUTE {
+            tracing::warn!(%factory, "counterfactual wallet deployments capped for this minute");
+            return Err(CallError::Unavailable(format!(
+                "the relayer deploys at most {} wallets a minute through factory {factory}; try again shortly",
+                super::DEPLOYS_PER_MINUTE
+            )));
+        }
+        *n += 1;
+        Ok(())
+    }
+
     fn deploys_through(&self, chain_id: u64, factory: Address) -> bool {
         self.chains
             .get(&chain_id)
