@@ -72,6 +72,14 @@ enum Command {
         #[command(subcommand)]
         command: Option<org_cli::PaymentsCommand>,
     },
+    /// The ledger against the chain: every decided payment in a time range compared with what
+    /// moved on chain for it; exits 1 when any differs (issue 52).
+    Audit {
+        #[command(flatten)]
+        args: org_cli::OrgArgs,
+        #[command(flatten)]
+        range: org_cli::AuditRange,
+    },
     /// An organisation's payout corridors and quotes.
     Corridors {
         #[command(flatten)]
@@ -125,6 +133,7 @@ pub fn main() -> ExitCode {
                 limit: None,
             }),
         ),
+        Command::Audit { args, range } => org_cli::audit(args, range),
         Command::Corridors { args, command } => {
             org_cli::corridors(args, command.unwrap_or(org_cli::CorridorsCommand::List))
         }

@@ -105,6 +105,43 @@ pub enum PaymentsCommand {
     },
 }
 
+/// The time range `paygate audit` reads (RFC 3339; `from` inclusive, `to` exclusive; either
+/// may be left open).
+#[derive(Args)]
+pub struct AuditRange {
+    /// Payments taken at or after this time (2026-11-28T00:00:00Z).
+    #[arg(long)]
+    from: Option<String>,
+    /// Payments taken before this time.
+    #[arg(long)]
+    to: Option<String>,
+}
+
+/// `paygate audit`: the organisation's ledger against the chain; exits 1 when any payment
+/// differs (each difference listed), 0 when none does.
+pub fn audit(args: OrgArgs, range: AuditRange) -> anyhow::Result<ExitCode> {
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in [("from", range.from), ("to", range.to)] {
+        if let Some(v) = v {
+            q.append_pair(k, &v);
+        }
+    }
+    let path = format!("/api/ledger/audit?{}", q.finish());
+    let key = args
+        .key
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("set PAYGATE_API_KEY to the organisation's API key"))?;
+    let (ok, answer) =
+        crate::runtime::block_on(send(&args.url, &key, Method::GET, &path, None, &[]))??;
+    let differs = answer
+        .json
+        .as_ref()
+        .and_then(|v| v["differences"].as_array())
+        .is_some_and(|d| !d.is_empty());
+    let code = print_answer(ok, &answer, !args.json)?;
+    Ok(if differs { ExitCode::FAILURE } else { code })
+}
+
 #[derive(Subcommand)]
 pub enum CorridorsCommand {
     /// The organisation's payout corridors.

@@ -97,6 +97,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/channels/{id}", get(channels_api::get_one))
         .route("/api/channels/{id}/refund", post(channels_api::refund))
         .route("/api/payments", get(payments_api::list))
+        .route("/api/ledger/audit", get(payments_api::audit))
         .route("/api/payments/{id}", get(payments_api::get_one))
         .route("/api/payments/{id}/refund", post(refunds_api::refund))
         .route("/api/payments/{id}/receipt", get(receipts_api::receipt))
@@ -308,7 +309,20 @@ async fn reconciliation(state: AppState) {
                     failed = r.failed,
                     waiting = r.waiting,
                     "payments reconciled"
-                )
+                );
+                // What reconciliation recorded is audited against the chain at once (the
+                // ledger audit's check, issue 52): a difference is the operator's to look at.
+                for p in &r.decided {
+                    match state.payments.audit_one(p).await {
+                        Ok(Some(d)) => {
+                            tracing::error!(payment = %d.payment_id, ledger = %d.ledger, chain = %d.chain, "a reconciled payment's record and the chain disagree")
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::debug!(payment = %p.id, error = %e, "a reconciled payment was not audited")
+                        }
+                    }
+                }
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "payment reconciliation failed"),

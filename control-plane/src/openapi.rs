@@ -57,6 +57,7 @@ use utoipa::{Modify, OpenApi};
         crate::channels_api::refund,
         crate::payments_api::list,
         crate::payments_api::get_one,
+        crate::payments_api::audit,
         crate::refunds_api::refund,
         crate::receipts_api::receipt,
         crate::receipts_api::did_document,

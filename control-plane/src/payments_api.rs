@@ -1,5 +1,6 @@
 //! The payments ledger (issue 19): `GET /api/payments` (newest first, filtered, a cursor per
-//! page, or the same range as CSV) and `GET /api/payments/{id}`. Read through the store's ledger
+//! page, or the same range as CSV) and `GET /api/payments/{id}`; and the ledger against the
+//! chain for a time range (issue 52): `GET /api/ledger/audit`. Read through the store's ledger
 //! indexes; a time range is an id range (payment ids are time-ordered).
 
 use crate::auth::OrgAuth;
@@ -241,6 +242,20 @@ fn parse_time(field: &str, v: &str, problems: &mut Vec<FieldProblem>) -> Option<
     }
 }
 
+/// A `from`/`to` range in unix milliseconds, each problem named (`to` after `from`).
+fn time_range(
+    from: Option<&str>,
+    to: Option<&str>,
+    problems: &mut Vec<FieldProblem>,
+) -> (Option<u64>, Option<u64>) {
+    let from = from.and_then(|v| parse_time("from", v, problems));
+    let to = to.and_then(|v| parse_time("to", v, problems));
+    if from.zip(to).is_some_and(|(f, t)| f >= t) {
+        problems.push(FieldProblem::new("to", "must be after from"));
+    }
+    (from, to)
+}
+
 /// The query checked whole (every problem named) and turned into the store's.
 fn store_query(q: &LedgerQuery) -> Result<(PaymentQuery, bool), ApiError> {
     let mut problems = Vec::new();
@@ -299,18 +314,7 @@ fn store_query(q: &LedgerQuery) -> Result<(PaymentQuery, bool), ApiError> {
             "must be a nextCursor this endpoint returned",
         ));
     }
-    let from = q
-        .from
-        .as_deref()
-        .and_then(|v| parse_time("from", v, &mut problems));
-    let to =
-        q.to.as_deref()
-            .and_then(|v| parse_time("to", v, &mut problems));
-    if let (Some(f), Some(t)) = (from, to) {
-        if f >= t {
-            problems.push(FieldProblem::new("to", "must be after from"));
-        }
-    }
+    let (from, to) = time_range(q.from.as_deref(), q.to.as_deref(), &mut problems);
     if !problems.is_empty() {
         return Err(ApiError::validation(problems));
     }
@@ -446,4 +450,38 @@ pub async fn get_one(
         .await?
         .map(|r| r.path);
     Ok(Json(PaymentView::new(p, path, &state)))
+}
+
+/// The range `GET /api/ledger/audit` reads. Times are RFC 3339; `from` is inclusive, `to`
+/// exclusive; either may be left open.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AuditQuery {
+    /// Payments taken at or after this time.
+    from: Option<String>,
+    /// Payments taken before this time.
+    to: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/ledger/audit", tag = "payments", security(("orgKey" = [])), params(AuditQuery), responses((status = 200, description = "Every decided payment of the range compared with the chain: `checked`, `open` (left to reconciliation), `unreadable` (no RPC for its network), and each `difference` (`paymentId`, `transfer`, `ledger`, `chain`); none when the ledger and the chain agree", body = Object), (status = 400, description = "A bad time", body = paygate_domain::ErrorBody)))]
+pub async fn audit(
+    State(state): State<AppState>,
+    OrgAuth { org, .. }: OrgAuth,
+    TypedQuery(q): TypedQuery<AuditQuery>,
+) -> Result<Json<paygate_gateway::payments::audit::Audit>, ApiError> {
+    let mut problems = Vec::new();
+    let (from, to) = time_range(q.from.as_deref(), q.to.as_deref(), &mut problems);
+    if !problems.is_empty() {
+        return Err(ApiError::validation(problems));
+    }
+    let audit = state
+        .payments
+        .audit(
+            &org.id,
+            from.map(|f| time_bound("pay", f)),
+            to.map(|t| time_bound("pay", t)),
+        )
+        .await?;
+    Ok(Json(audit))
 }

@@ -68,13 +68,7 @@ async fn route(s: &Setup, path: &str) -> Value {
 
 /// An `auth-capture` route at `path`, priced 0.01 USD, refundable for `window` seconds.
 async fn refundable_route(s: &Setup, path: &str, window: u64) -> Value {
-    s.gw.create_route(
-        &s.key,
-        json!({"path": path, "priceUSD": 0.01, "schemes": ["auth-capture"],
-            "refundWindowSeconds": window,
-            "targetUrl": format!("{}/echo", s.upstream.url), "network": "base-sepolia"}),
-    )
-    .await
+    common::escrow::refundable_route(&s.gw, &s.key, path, window, &s.upstream).await
 }
 
 /// The official client pays `url` once as account `payer`.

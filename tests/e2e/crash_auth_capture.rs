@@ -249,13 +249,7 @@ async fn sigkill_at_random_points_of_refunds_refunds_each_once() {
     let (_, key) = gw
         .create_org("acme", Some(&address(9).to_checksum(None)))
         .await;
-    gw.create_route(
-        &key,
-        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
-               "refundWindowSeconds": 3600,
-               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
-    )
-    .await;
+    crate::common::escrow::refundable_route(&gw, &key, "report", 3600, &upstream).await;
     // The seller (the receiver, account 9) funds refunds: it approves the collector once.
     crate::common::escrow::approve_refunds(&chain, 9).await;
     // One captured payment a trial.

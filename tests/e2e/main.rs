@@ -31,6 +31,7 @@ mod interop;
 mod jwe_interop;
 mod keys;
 mod ledger;
+mod ledger_audit;
 mod management;
 mod mcp;
 mod mcp_x402;

@@ -582,6 +582,7 @@ async fn upstream_status_of(store: &dyn Store, delivered: &GatewayPayment) {
     }
 }
 
+pub mod audit;
 pub mod ids;
 mod offers;
 mod receipts;

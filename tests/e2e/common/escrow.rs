@@ -31,3 +31,21 @@ pub async fn approve_refunds(chain: &super::chain::Chain, seller: usize) {
         .await
         .expect("approve the refund collector");
 }
+
+/// An `auth-capture` route at `path` of the organisation whose API key is `key`, priced 0.01
+/// USD, forwarding to `upstream`'s echo, refundable for `window` seconds.
+pub async fn refundable_route(
+    gw: &super::Gateway,
+    key: &str,
+    path: &str,
+    window: u64,
+    upstream: &super::upstream::Upstream,
+) -> Value {
+    gw.create_route(
+        key,
+        json!({"path": path, "priceUSD": 0.01, "schemes": ["auth-capture"],
+            "refundWindowSeconds": window,
+            "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await
+}

@@ -18,11 +18,13 @@ use paygate_x402::network::Networks;
 use time::OffsetDateTime;
 
 /// What one pass did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ReconcileReport {
     pub settled: usize,
     pub failed: usize,
     pub waiting: usize,
+    /// The payments this pass recorded, as recorded (the caller audits them against the chain).
+    pub decided: Vec<GatewayPayment>,
 }
 
 fn created(p: &GatewayPayment) -> OffsetDateTime {
@@ -105,6 +107,7 @@ async fn record(
     }
     if store.decide_open_payment(&p).await? {
         tracing::info!(payment = %p.id, status = ?p.status, "payment reconciled from chain state");
+        report.decided.push(p.clone());
         if let (PaymentStatus::Settled, Some(events)) = (p.status, events) {
             events.payment_settled(&p);
         }
