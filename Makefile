@@ -118,10 +118,13 @@ fuzz-deps: sys-deps
 
 ## crash: the randomised SIGKILL harnesses (paid requests, payouts, access-window sign-ins,
 ## `upto` payments, and three nodes on one PostgreSQL with the elected node killed), 120 trials each (`make test` runs
-## 20, 8 for the cluster); prints the tallies RELIABILITY.md reports.
+## 20, 8 for the cluster), and the money model (MODEL_RUNS seeded interleavings of payments,
+## retries, refunds and kills on a slow chain; `make test` runs one); prints the tallies
+## RELIABILITY.md reports.
 CRASH_TRIALS ?= 120
+MODEL_RUNS ?= 10
 crash: deps test-tools pg-deps
-	@$(WITH_TEST_TMP) set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e) & (test(/^crash(_windows|_upto|_auth_capture)?::/) | test(cluster_sigkill))' 2>&1 | grep -E 'crash tally|PASS|FAIL|TIMEOUT|panicked'
+	@$(WITH_TEST_TMP) set -o pipefail; $(TEST_ENV) PAYGATE_CRASH_TRIALS=$(CRASH_TRIALS) PAYGATE_MODEL_RUNS=$(MODEL_RUNS) $(NEXTEST) run --workspace --profile long --no-capture -E 'binary(e2e) & (test(/^crash(_windows|_upto|_auth_capture)?::/) | test(cluster_sigkill) | test(/^money_model::/))' 2>&1 | grep -E 'crash tally|money model tally|PASS|FAIL|TIMEOUT|panicked'
 
 ## test-fast: unit and component tests only (skips the end-to-end binaries).
 test-fast: sys-deps test-tools pg-deps

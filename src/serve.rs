@@ -335,7 +335,13 @@ fn paid_path(
     let events = Arc::new(paygate_gateway::events::Events::new(store.clone()));
     let mut payments =
         PaymentService::new(store.clone(), facilitator.clone(), usage, networks.clone())
-            .with_events(events.clone());
+            .with_events(events.clone())
+            .with_refund_lease(std::time::Duration::from_secs(
+                cfg.facilitator
+                    .settle_timeout_seconds
+                    .saturating_add(cfg.facilitator.request_timeout_seconds.saturating_mul(2))
+                    .saturating_add(5),
+            ));
     let payout_funding = crate::settlement::build_payout_funding(
         cfg,
         networks,

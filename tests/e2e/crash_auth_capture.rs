@@ -244,7 +244,16 @@ async fn sigkill_at_random_points_of_refunds_refunds_each_once() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20usize);
     let chain = Chain::start();
-    let mut gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let mut env = chain.gateway_env();
+    env.push((
+        "PAYGATE__FACILITATOR__SETTLE_TIMEOUT_SECONDS".into(),
+        "3".into(),
+    ));
+    env.push((
+        "PAYGATE__FACILITATOR__REQUEST_TIMEOUT_SECONDS".into(),
+        "1".into(),
+    ));
+    let mut gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
     let (_, key) = gw
         .create_org("acme", Some(&address(9).to_checksum(None)))
@@ -312,8 +321,13 @@ async fn sigkill_at_random_points_of_refunds_refunds_each_once() {
         gw.kill();
         *first.entry(asked.await.unwrap()).or_default() += 1;
         gw.restart().await;
+    }
+    // As the seller would: each refund asked again under its key until its answer is final.
+    // A refund a kill left pending with no transaction known is its request's own for the
+    // refund lease (settle + 2 RPC timeouts + 5 s: 10 s here), then decided from the chain.
+    for (i, (id, _)) in ids.iter().enumerate().skip(1) {
         let again =
-            refund_until_final(&gw, &key, id, &format!("k{i}"), Duration::from_secs(5)).await;
+            refund_until_final(&gw, &key, id, &format!("k{i}"), Duration::from_secs(20)).await;
         *retried.entry(again).or_default() += 1;
     }
     assert!(gw.stop(), "paygate did not stop:\n{}", gw.log());

@@ -36,6 +36,7 @@ mod management;
 mod mcp;
 mod mcp_x402;
 mod metrics;
+mod money_model;
 mod openapi;
 mod payments;
 mod payout_funding;

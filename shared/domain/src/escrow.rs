@@ -54,8 +54,13 @@ pub struct EscrowRefund {
     /// The `Idempotency-Key` it was asked with, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
-    /// The escrow's `refund` transaction, once it landed.
+    /// The escrow's `refund` transaction: once it landed, or once sent while it is pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<String>,
+    /// The relayer that sends it (written before it is sent): while that relayer has
+    /// transactions waiting to be mined, a pending refund with no transaction known may still
+    /// land, so it is not decided from the escrow's figures yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
     pub created_at: String,
 }

@@ -90,6 +90,9 @@ pub struct PaymentService {
     offers: Option<offers::Offers>,
     /// Payers the chain said hold no code (forgeries in their name cost no further call).
     eoas: eoas::KnownEoas,
+    /// How long a refund's request may still be sending it (its longest wait for a receipt):
+    /// a pending refund younger than this, with no transaction known, is its request's own.
+    refund_lease: std::time::Duration,
 }
 
 impl PaymentService {
@@ -116,7 +119,15 @@ impl PaymentService {
             receipt_key: None,
             offers: None,
             eoas: Default::default(),
+            refund_lease: std::time::Duration::from_secs(60),
         }
+    }
+
+    /// With a refund's request taking at most `lease` to send it and learn its outcome (the
+    /// facilitator's settle timeout and two RPC timeouts, with a margin).
+    pub fn with_refund_lease(mut self, lease: std::time::Duration) -> Self {
+        self.refund_lease = lease;
+        self
     }
 
     /// With seller webhook events emitted to `events`.

@@ -88,6 +88,11 @@ impl PaymentService {
             };
             let esc = Escrow::of(self, &p)?;
             if let Some(pending) = p.escrow.as_ref().and_then(|e| e.pending_refund.clone()) {
+                if pending.transaction.is_none() && self.refund_in_flight(&pending) {
+                    // Its own request may be sending it right now: only that request (or,
+                    // after the lease, the chain) decides it.
+                    return Err(RefundError::Pending);
+                }
                 let decided = esc.decide_pending(chain.as_ref(), &p, &pending).await?;
                 let landed = decided
                     .escrow
@@ -140,6 +145,7 @@ impl PaymentService {
                 amount,
                 idempotency_key: key.map(str::to_string),
                 transaction: None,
+                sender: chain.relayer().map(|a| a.to_checksum(None)),
                 created_at: paygate_domain::now_rfc3339(),
             };
             let mut asked = p.clone();
@@ -232,6 +238,16 @@ impl PaymentService {
             refund: pending,
             payment: after,
         })
+    }
+
+    /// Whether the request that wrote `pending` may still be sending it (written less than the
+    /// refund lease ago).
+    fn refund_in_flight(&self, pending: &EscrowRefund) -> bool {
+        let written = time::OffsetDateTime::parse(
+            &pending.created_at,
+            &time::format_description::well_known::Rfc3339,
+        );
+        written.is_ok_and(|t| time::OffsetDateTime::now_utc() - t < self.refund_lease)
     }
 
     /// `payment.refunded`, about the payment (so it reaches an endpoint after the payment's
@@ -383,8 +399,22 @@ impl Escrow {
             e.pending_refund = None;
             return Ok(decided);
         }
-        // No transaction known (a crash between writing it pending and recording it): the
-        // escrow's figures say whether it landed.
+        // No transaction known (a crash between writing it pending and recording it): once
+        // its sender has nothing waiting to be mined, the escrow's figures say whether it
+        // landed; until then it may still land, and nothing is sent again.
+        if let Some(sender) = pending
+            .sender
+            .as_deref()
+            .and_then(paygate_x402::address::parse_address)
+        {
+            let waiting = chain
+                .has_unmined(self.chain_id, sender)
+                .await
+                .map_err(|e| RefundError::ChainDown(e.to_string()))?;
+            if waiting {
+                return Err(RefundError::Pending);
+            }
+        }
         let hash = auth_capture::payment_hash(self.chain_id, &self.info);
         let state = auth_capture::read_state(chain, self.chain_id, hash)
             .await

@@ -299,6 +299,14 @@ pub trait ChainCalls: Send + Sync + 'static {
     }
     /// The number of the chain's latest block.
     async fn block_number(&self, chain_id: u64) -> Result<u64, CallError>;
+    /// Whether `sender` has transactions the chain has not mined yet (its pending transaction
+    /// count above its mined one).
+    async fn has_unmined(&self, chain_id: u64, sender: Address) -> Result<bool, CallError> {
+        let _ = (chain_id, sender);
+        Err(CallError::Unavailable(
+            "transaction counts are not read here".into(),
+        ))
+    }
     /// Whether transaction `hash` (one [`CallError::Pending`] named) was mined, and how.
     async fn transaction_outcome(&self, chain_id: u64, hash: B256) -> Result<TxOutcome, CallError> {
         let _ = (chain_id, hash);

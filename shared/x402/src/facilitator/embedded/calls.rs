@@ -123,6 +123,23 @@ impl ChainCalls for EmbeddedFacilitator {
             .map_err(|e| CallError::Unavailable(e.to_string()))
     }
 
+    async fn has_unmined(&self, chain_id: u64, sender: Address) -> Result<bool, CallError> {
+        let provider = &self.call_chain(chain_id)?.provider;
+        let read =
+            |e: alloy_provider::transport::TransportError| CallError::Unavailable(e.to_string());
+        let pending = provider
+            .get_transaction_count(sender)
+            .pending()
+            .await
+            .map_err(read)?;
+        let mined = provider
+            .get_transaction_count(sender)
+            .latest()
+            .await
+            .map_err(read)?;
+        Ok(pending > mined)
+    }
+
     async fn transaction_outcome(&self, chain_id: u64, hash: B256) -> Result<TxOutcome, CallError> {
         let receipt = self
             .call_chain(chain_id)?

@@ -1,0 +1,573 @@
+//! The money invariants (`docs/design/invariants.md`, "The money invariants") checked against
+//! the chain by a model test (issue 52): one gateway (on `make test`'s backend: sled, or
+//! PostgreSQL in the second pass) on anvil mining a block every second (automine off, so
+//! settlements wait and some outlive their request), driven by a seeded random interleaving of
+//! `exact` payments, `auth-capture` payments (served, or refused by the origin), the same
+//! payments sent again, refunds (partial, too large, keys repeated, concurrent) and `kill -9`
+//! with a restart, up to three at once. Then, as a client would, every payment and refund is
+//! asked again until its answer is final, reconciliation closes what is open, and:
+//!
+//! 1. nothing served unpaid: every payment answered `200` is `SETTLED`;
+//! 2. nothing paid unserved: every `SETTLED` `exact` payment was answered `200` (a kill after
+//!    its settlement is served on its retry); an escrowed payment captured and never answered
+//!    (a kill between the capture and the answer) is counted and reported;
+//! 3. the ledger equals the chain: `GET /api/ledger/audit` finds no difference, and in total
+//!    the payers lost and the seller gained exactly the ledger's settled amounts, captures
+//!    less refunds; nothing is left held in escrow;
+//! 4. refunds never above the capture, one per key;
+//! 5. the deployment's own USDC (its relayer's) never falls;
+//! 6. every receipt is for a served payment of the organisation's own route; none for a
+//!    failed one.
+//!
+//! `PAYGATE_MODEL_RUNS` (default 1) interleavings of `PAYGATE_MODEL_OPS` (default 24) steps;
+//! `PAYGATE_MODEL_SEED` replays one.
+
+use crate::common;
+
+use alloy_primitives::Address;
+use common::chain::{address, Chain, PaymentSpec, USDC};
+use common::upstream::Upstream;
+use common::*;
+use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer};
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+const MASTER_KEY: &str = "3c5e7a9b1d2f4a6c8e0b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a1c3e5b7d9f2a4c";
+const PRICE: u64 = 10_000;
+const EXACT: &str = "/gateway/acme/echo";
+const HELD: &str = "/gateway/acme/held";
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One payment the model's client made: where, with which header, and what it was answered.
+#[derive(Clone, Debug)]
+struct Sent {
+    path: String,
+    header: (&'static str, String),
+    nonce_key: String,
+    answers: Vec<String>,
+}
+
+impl Sent {
+    fn final_answer(&self) -> bool {
+        self.answers.last().is_some_and(|a| !pending(a))
+    }
+}
+
+fn pending(answer: &str) -> bool {
+    answer == "cut" || answer.starts_with('5') && !answer.ends_with(" origin")
+}
+
+/// Sends `header` to `url`: `200`, `NNN origin` (the origin's own answer, forwarded), the
+/// gateway's status and code, or `cut`.
+async fn send(http: &reqwest::Client, url: &str, header: &(&'static str, String)) -> String {
+    match http.get(url).header(header.0, &header.1).send().await {
+        Ok(r) if r.status() == 200 => "200".into(),
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            match body["code"].as_str() {
+                Some(code) => format!("{status} {code}"),
+                // No error of the gateway's: the origin's own answer, forwarded.
+                None => format!("{status} origin"),
+            }
+        }
+        Err(_) => "cut".into(),
+    }
+}
+
+/// The nonce key of a signed payment header (the ledger's replay key).
+fn nonce_key_of(header: &str, version: paygate_x402::payment::ProtocolVersion) -> String {
+    let payload = paygate_x402::payment::PaymentPayload::decode(header.as_bytes(), version)
+        .expect("a payment header");
+    let auth = payload.authorization().expect("an authorization");
+    let usdc: Address = USDC.parse().unwrap();
+    paygate_domain::model::nonce_key(84532, usdc, &auth)
+}
+
+/// A new `exact` payment by `payer` (EIP-3009, x402 v1).
+fn exact(payer: usize) -> Sent {
+    let header = PaymentSpec::new(payer, address(9), PRICE).v1_header();
+    Sent {
+        path: EXACT.into(),
+        nonce_key: nonce_key_of(&header, paygate_x402::payment::ProtocolVersion::V1),
+        header: ("X-PAYMENT", header),
+        answers: Vec::new(),
+    }
+}
+
+/// A new `auth-capture` payment by `payer` of the `402` at `url` (paygate's own client of the
+/// scheme), its origin failing when `fail`.
+async fn escrowed(http: &reqwest::Client, base: &str, payer: usize, fail: bool) -> Option<Sent> {
+    let r = http.get(format!("{base}{HELD}")).send().await.ok()?;
+    let doc = paygate_x402::b64_json(r.headers().get("payment-required")?.to_str().ok()?)?;
+    let networks =
+        paygate_x402::network::Networks::from_config(&paygate_x402::network::builtin_networks());
+    let offer =
+        paygate_x402::auth_capture::client::EscrowOffer::read(&doc["accepts"][0], &networks)
+            .ok()?;
+    let header = offer
+        .payment_header(&common::chain::signer(payer), paygate_domain::unix_now())
+        .ok()?;
+    let path = if fail {
+        format!("{HELD}?upstream_status=500")
+    } else {
+        HELD.to_string()
+    };
+    Some(Sent {
+        path,
+        nonce_key: nonce_key_of(&header, paygate_x402::payment::ProtocolVersion::V2),
+        header: ("PAYMENT-SIGNATURE", header),
+        answers: Vec::new(),
+    })
+}
+
+/// A refund the model's seller asked: payment, key, amount, and each answer's status.
+#[derive(Clone, Debug)]
+struct Asked {
+    payment: String,
+    key: String,
+    amount: &'static str,
+    answers: Vec<u16>,
+}
+
+async fn refund(http: &reqwest::Client, base: &str, api_key: &str, a: &Asked) -> u16 {
+    let r = http
+        .post(format!("{base}/api/payments/{}/refund", a.payment))
+        .bearer_auth(api_key)
+        .header("Idempotency-Key", &a.key)
+        .json(&json!({"amountUSDC": a.amount}))
+        .send()
+        .await;
+    r.map(|r| r.status().as_u16()).unwrap_or(0)
+}
+
+/// One step of an interleaving.
+#[derive(Debug, Clone)]
+enum Step {
+    Exact(usize),
+    Escrow {
+        payer: usize,
+        fail: bool,
+    },
+    Again(usize),
+    Refund {
+        pick: usize,
+        key: u8,
+        amount: &'static str,
+    },
+}
+
+async fn usdc(chain: &Chain, who: Address) -> u64 {
+    let usdc: Address = USDC.parse().unwrap();
+    let b = paygate_x402::facilitator::embedded::balance_of(&chain.rpc, usdc, who)
+        .await
+        .expect("balanceOf");
+    u64::try_from(b).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_interleavings_keep_the_money_invariants_on_a_slow_chain() {
+    let runs = env_or("PAYGATE_MODEL_RUNS", 1);
+    let ops = env_or("PAYGATE_MODEL_OPS", 24) as usize;
+    let mut totals = (0usize, 0usize, 0usize, 0usize);
+    for run in 0..runs {
+        let seed = std::env::var("PAYGATE_MODEL_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(rand::random::<u64>);
+        println!("money model run {run}: seed {seed}, {ops} steps");
+        let t = one_interleaving(seed, ops).await;
+        totals = (
+            totals.0 + t.0,
+            totals.1 + t.1,
+            totals.2 + t.2,
+            totals.3 + t.3,
+        );
+    }
+    println!(
+        "money model tally ({runs} interleavings of {ops} steps): payments {}, refunds {}, kills {}, \
+         captured but never answered (reported) {}; invariants broken 0",
+        totals.0, totals.1, totals.2, totals.3
+    );
+}
+
+/// One seeded interleaving; (payments, refunds made, kills, captured-unanswered).
+async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    for (k, v) in [
+        ("PAYGATE_MASTER_KEY", MASTER_KEY),
+        ("PAYGATE__FACILITATOR__SETTLE_TIMEOUT_SECONDS", "2"),
+        ("PAYGATE__FACILITATOR__REQUEST_TIMEOUT_SECONDS", "1"),
+        ("PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS", "1"),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+    let mut gw = Gateway::start_with_owned(env).await;
+    let upstream = Upstream::start().await;
+    let seller = address(9);
+    let (org, key) = gw.create_org("acme", Some(&seller.to_checksum(None))).await;
+    let org_id = org["id"].as_str().expect("the org's id").to_string();
+    gw.create_route(
+        &key,
+        json!({"path": "echo", "priceUSD": 0.01, "targetUrl": format!("{}/echo", upstream.url),
+               "network": "base-sepolia"}),
+    )
+    .await;
+    common::escrow::refundable_route(&gw, &key, "held", 3600, &upstream).await;
+    common::escrow::approve_refunds(&chain, 9).await;
+    // The relayer holds USDC of its own: a refund it fronted would show.
+    chain.send_usdc(1, address(0), 1_000_000).await;
+    let payers: Vec<usize> = (2..=6).collect();
+    let mut before = BTreeMap::new();
+    for who in payers
+        .iter()
+        .map(|p| address(*p))
+        .chain([seller, address(0)])
+    {
+        before.insert(who, usdc(&chain, who).await);
+    }
+    // The slow chain: a block a second, nothing mined on arrival.
+    {
+        use alloy_provider::Provider;
+        let p = chain.provider(0);
+        let _: Value = p
+            .raw_request("evm_setAutomine".into(), (false,))
+            .await
+            .unwrap();
+        let _: Value = p
+            .raw_request("evm_setIntervalMining".into(), (1,))
+            .await
+            .unwrap();
+    }
+
+    let http = gw.http.clone();
+    let base = gw.url("");
+    let base = base.trim_end_matches('/').to_string();
+    let mut sent: Vec<Sent> = Vec::new();
+    let mut asked: Vec<Asked> = Vec::new();
+    let mut kills = 0;
+    let mut step = 0;
+    while step < ops {
+        let width = rng.gen_range(1..=3usize).min(ops - step);
+        step += width;
+        let batch: Vec<Step> = (0..width)
+            .map(|_| match rng.gen_range(0..10) {
+                0..=2 => Step::Exact(payers[rng.gen_range(0..payers.len())]),
+                3..=5 => Step::Escrow {
+                    payer: payers[rng.gen_range(0..payers.len())],
+                    fail: rng.gen_bool(0.25),
+                },
+                6 if !sent.is_empty() => Step::Again(rng.gen_range(0..sent.len())),
+                _ if !sent.is_empty() => Step::Refund {
+                    pick: rng.gen_range(0..1000),
+                    key: rng.gen_range(0..2),
+                    amount: ["0.002", "0.004", "0.006", "0.011"][rng.gen_range(0..4)],
+                },
+                _ => Step::Exact(payers[0]),
+            })
+            .collect();
+        let kill_after = rng
+            .gen_bool(0.2)
+            .then(|| Duration::from_millis(rng.gen_range(0..1500)));
+        // Each step of the batch as a task of its own, so a kill cuts them where they are.
+        let mut tasks = Vec::new();
+        for s in batch {
+            let (http, base, key) = (http.clone(), base.clone(), key.clone());
+            let known = sent.clone();
+            tasks.push(tokio::spawn(async move {
+                match s {
+                    Step::Exact(payer) => {
+                        let mut p = exact(payer);
+                        let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
+                        p.answers.push(a);
+                        (Some(p), None, None)
+                    }
+                    Step::Escrow { payer, fail } => {
+                        let Some(mut p) = escrowed(&http, &base, payer, fail).await else {
+                            return (None, None, None);
+                        };
+                        let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
+                        p.answers.push(a);
+                        (Some(p), None, None)
+                    }
+                    Step::Again(i) => {
+                        let p = &known[i];
+                        let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
+                        (None, Some((i, a)), None)
+                    }
+                    Step::Refund {
+                        pick,
+                        key: k,
+                        amount,
+                    } => {
+                        let captured: Vec<String> = api_payments(&http, &base, &key)
+                            .await
+                            .into_iter()
+                            .filter(|p| p["status"] == "SETTLED" && p["routePath"] == "/held")
+                            .filter_map(|p| p["id"].as_str().map(str::to_string))
+                            .collect();
+                        if captured.is_empty() {
+                            return (None, None, None);
+                        }
+                        let id = captured[pick % captured.len()].clone();
+                        let mut a = Asked {
+                            key: format!("{id}-{k}"),
+                            payment: id,
+                            amount,
+                            answers: Vec::new(),
+                        };
+                        let status = refund(&http, &base, &key, &a).await;
+                        a.answers.push(status);
+                        (None, None, Some(a))
+                    }
+                }
+            }));
+        }
+        if let Some(after) = kill_after {
+            tokio::time::sleep(after).await;
+            gw.kill();
+            kills += 1;
+        }
+        for t in tasks {
+            let (new, again, refunded) = t.await.unwrap();
+            sent.extend(new);
+            if let Some((i, a)) = again {
+                sent[i].answers.push(a);
+            }
+            asked.extend(refunded);
+        }
+        if kill_after.is_some() {
+            gw.restart().await;
+        }
+    }
+
+    // As a client would: every payment and refund asked again until its answer is final.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let mut open = 0;
+        for p in sent.iter_mut().filter(|p| !p.final_answer()) {
+            let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
+            open += usize::from(pending(&a));
+            p.answers.push(a);
+        }
+        for a in asked
+            .iter_mut()
+            .filter(|a| matches!(a.answers.last(), Some(0 | 503 | 504)))
+        {
+            let status = refund(&http, &base, &key, a).await;
+            open += usize::from(matches!(status, 0 | 503 | 504));
+            a.answers.push(status);
+        }
+        if open == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still pending after 90 s: {sent:?}\n{asked:?}\n{}",
+            gw.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Reconciliation closes what the requests left open.
+    loop {
+        let views = api_payments(&http, &base, &key).await;
+        let open = views
+            .iter()
+            .filter(|p| p["status"] == "RESERVED" || p["status"] == "UNKNOWN")
+            .count();
+        if open == 0 && !views.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "open payments left: {views:?}\n{}",
+            gw.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // 3. The ledger equals the chain, payment by payment (the ledger audit).
+    let audit: Value = http
+        .get(format!("{base}/api/ledger/audit"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        audit["differences"],
+        json!([]),
+        "seed {seed}: {audit}\nasked {asked:#?}\n{}",
+        gw.log()
+            .lines()
+            .filter(|l| l.contains("refund") || l.contains("Killed") || l.contains("starting"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(audit["unreadable"], json!([]), "seed {seed}: {audit}");
+    // The ledger as the store keeps it (a stopped node: sled locks its files).
+    assert!(gw.stop());
+    let ledger = {
+        let store = gw.store().await;
+        let q = paygate_store::PaymentQuery {
+            limit: 100_000,
+            ..Default::default()
+        };
+        store.list_payments(&org_id, &q).await.unwrap()
+    };
+    gw.restart().await;
+    check(
+        &chain, &http, &base, &key, &sent, &asked, &ledger, &before, seed,
+    )
+    .await;
+    let refunds: usize = ledger
+        .iter()
+        .filter_map(|p| p.escrow.as_ref())
+        .map(|e| e.refunds.len())
+        .sum();
+    let unanswered = sent
+        .iter()
+        .filter(|s| {
+            ledger.iter().any(|p| {
+                p.nonce_key == s.nonce_key
+                    && p.status == PaymentStatus::Settled
+                    && p.transfer == PaymentTransfer::AuthCapture
+            }) && !s.answers.iter().any(|a| a == "200")
+        })
+        .count();
+    (sent.len(), refunds, kills, unanswered)
+}
+
+/// The organisation's payments as the API lists them (newest first).
+async fn api_payments(http: &reqwest::Client, base: &str, key: &str) -> Vec<Value> {
+    let list: Value = match http
+        .get(format!("{base}/api/payments?limit=500"))
+        .bearer_auth(key)
+        .send()
+        .await
+    {
+        Ok(r) => r.json().await.unwrap_or(Value::Null),
+        Err(_) => return Vec::new(),
+    };
+    list["payments"].as_array().cloned().unwrap_or_default()
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn check(
+    chain: &Chain,
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    sent: &[Sent],
+    asked: &[Asked],
+    ledger: &[GatewayPayment],
+    before: &BTreeMap<Address, u64>,
+    seed: u64,
+) {
+    let why = |what: &str| format!("seed {seed}: {what}\nsent {sent:#?}\nasked {asked:#?}");
+    let by_key: BTreeMap<&str, &GatewayPayment> =
+        ledger.iter().map(|p| (p.nonce_key.as_str(), p)).collect();
+    // 1. Nothing served unpaid.
+    for s in sent.iter().filter(|s| s.answers.iter().any(|a| a == "200")) {
+        let p = by_key.get(s.nonce_key.as_str());
+        assert!(
+            p.is_some_and(|p| p.status == PaymentStatus::Settled),
+            "{}",
+            why(&format!("served unpaid: {s:?} -> {p:?}"))
+        );
+    }
+    // 2. Nothing paid unserved (`exact`: served on its retry after a kill).
+    for p in ledger.iter().filter(|p| {
+        p.status == PaymentStatus::Settled && p.transfer != PaymentTransfer::AuthCapture
+    }) {
+        let s = sent.iter().find(|s| s.nonce_key == p.nonce_key);
+        assert!(
+            s.is_some_and(|s| s.answers.iter().any(|a| a == "200")),
+            "{}",
+            why(&format!("paid unserved: {p:?}"))
+        );
+    }
+    // 3. In total: the payers lost and the seller gained the ledger's settled amounts.
+    let mut net = 0u64;
+    for p in ledger.iter().filter(|p| p.status == PaymentStatus::Settled) {
+        net += match &p.escrow {
+            Some(e) => e.captured.0 - e.refunded().0,
+            None => p.amount.0,
+        };
+    }
+    let paid: u64 = {
+        let mut total = 0;
+        for (who, was) in before {
+            if *who != address(9) && *who != address(0) {
+                total += was - usdc(chain, *who).await;
+            }
+        }
+        total
+    };
+    let seller = usdc(chain, address(9)).await - before[&address(9)];
+    assert_eq!(
+        (paid, seller),
+        (net, net),
+        "{}",
+        why("payers, seller and ledger")
+    );
+    let held = usdc(chain, paygate_x402::auth_capture::ESCROW_ADDRESS).await;
+    assert_eq!(held, 0, "{}", why("funds left in escrow"));
+    // 4. Refunds never above the capture, one per key.
+    let mut keys = BTreeSet::new();
+    for p in ledger {
+        if let Some(e) = &p.escrow {
+            assert!(e.refunded() <= e.captured, "{}", why(&format!("{p:?}")));
+            assert!(e.pending_refund.is_none(), "{}", why(&format!("{p:?}")));
+            for r in &e.refunds {
+                if let Some(k) = &r.idempotency_key {
+                    assert!(
+                        keys.insert(k.clone()),
+                        "{}",
+                        why(&format!("key twice: {k}"))
+                    );
+                }
+            }
+        }
+    }
+    // 5. The deployment's own USDC never fell.
+    assert!(
+        usdc(chain, address(0)).await >= before[&address(0)],
+        "{}",
+        why("the relayer paid")
+    );
+    // 6. Receipts only for what was served, naming the organisation's own route.
+    for p in ledger {
+        let r = http
+            .get(format!("{base}/api/payments/{}/receipt", p.id))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        let served = p.status == PaymentStatus::Settled
+            && p.upstream_status.is_some_and(|s| s < 400)
+            && p.escrow.as_ref().is_none_or(|e| e.refundable().0 > 0);
+        if served {
+            assert_eq!(status, 200, "{}", why(&format!("{p:?}: {body}")));
+            let url = body["receipt"]["payload"]["resourceUrl"]
+                .as_str()
+                .unwrap_or("");
+            assert!(url.contains("/gateway/acme/"), "{}", why(&body.to_string()));
+        } else if p.status != PaymentStatus::Settled {
+            assert_eq!(status, 404, "{}", why(&format!("{p:?}: {body}")));
+        }
+    }
+}
