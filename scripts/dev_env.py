@@ -365,6 +365,9 @@ def gateway_env():
             # Counterfactual smart wallets (ERC-6492) of the dev chain's wallet factory are
             # deployed by the relayer when they first pay.
             "PAYGATE__NETWORKS__BASE-SEPOLIA__SMART_WALLET_FACTORIES": f'["{WALLET_FACTORY}"]',
+            # The local chain has no public explorer: the ledger links no transaction (Base
+            # Sepolia's explorer would show nothing for them).
+            "PAYGATE__NETWORKS__BASE-SEPOLIA__EXPLORER_TX_URL": '""',
         }
     )
     return env

@@ -89,6 +89,52 @@ pub struct FundArgs {
     token_address: Address,
 }
 
+#[derive(Args)]
+pub struct ApproveRefundsArgs {
+    /// Environment variable holding the key of the organisation's receiver wallet (the wallet
+    /// its routes are paid to; `make run`'s is anvil account 9).
+    #[arg(long, default_value = "PAYGATE_RECEIVER_KEY")]
+    key_env: String,
+    /// Whole USDC the collector may take for refunds; without it, no limit.
+    #[arg(long)]
+    amount: Option<u64>,
+    /// JSON-RPC URL of the chain (`make run`'s by default).
+    #[arg(long, default_value = "http://127.0.0.1:8545")]
+    rpc: String,
+    /// The token's address.
+    #[arg(long, default_value = "0x036CbD53842c5426634e7929541eC2318f3dCF7e")]
+    token_address: Address,
+}
+
+/// The receiver wallet approves paygate's receiver refund collector: its `auth-capture`
+/// payments' refunds are then funded from it (never from the deployment).
+pub fn approve_refunds(args: ApproveRefundsArgs) -> anyhow::Result<ExitCode> {
+    crate::runtime::block_on(async {
+        let (receiver, provider) = deployer(&args.key_env, &args.rpc)?;
+        let amount = args
+            .amount
+            .map_or(U256::MAX, |a| U256::from(a) * U256::from(1_000_000u64));
+        let collector = paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS;
+        let data = paygate_x402::permit2::IErc20Permit2::approveCall {
+            spender: collector,
+            amount,
+        }
+        .abi_encode();
+        token_call(&provider, args.token_address, data)
+            .await
+            .context("approving the refund collector")?;
+        println!(
+            "{}",
+            serde_json::json!({
+                "receiver": receiver.to_checksum(None),
+                "refundCollector": collector.to_checksum(None),
+                "approvedUSDC": args.amount.map_or("unlimited".to_string(), |a| a.to_string()),
+            })
+        );
+        Ok(ExitCode::SUCCESS)
+    })?
+}
+
 fn artifact(dir: &std::path::Path, rel: &str) -> anyhow::Result<serde_json::Value> {
     let path = dir.join(rel);
     let text =

@@ -108,6 +108,9 @@ enum DevchainCommand {
     Setup(devchain::SetupArgs),
     /// Mint test USDC to an address (an agent's wallet) on the local chain of `make run`.
     Fund(devchain::FundArgs),
+    /// Let the receiver wallet fund its `auth-capture` refunds (approve paygate's receiver
+    /// refund collector from its key).
+    ApproveRefunds(devchain::ApproveRefundsArgs),
 }
 
 /// Runs the command line's command.
@@ -141,6 +144,7 @@ pub fn main() -> ExitCode {
         Command::Pay(args) => pay_cli::run(args),
         Command::Devchain(DevchainCommand::Setup(args)) => devchain::run(args),
         Command::Devchain(DevchainCommand::Fund(args)) => devchain::fund(args),
+        Command::Devchain(DevchainCommand::ApproveRefunds(args)) => devchain::approve_refunds(args),
     };
     match result {
         Ok(code) => code,

@@ -53,6 +53,16 @@ pub enum RoutesCommand {
         /// Offered at /mcp/x402/{orgSlug}, paid by the calling agent.
         #[arg(long)]
         public_tool: bool,
+        /// A way of paying the route offers, in order (repeat it): exact, upto,
+        /// batch-settlement, auth-capture; without one, exact.
+        #[arg(long = "scheme")]
+        schemes: Vec<String>,
+        /// `fixed` (default) or `usage` (the origin states the charge, at most the price).
+        #[arg(long)]
+        pricing: Option<String>,
+        /// Seconds after the capture deadline an `auth-capture` payment may be refunded.
+        #[arg(long)]
+        refund_window: Option<u64>,
     },
     /// Change a route's price, activity, description or listings (only what is given).
     Update {
@@ -260,6 +270,9 @@ pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
             description,
             discoverable,
             public_tool,
+            schemes,
+            pricing,
+            refund_window,
         } => {
             let b = given([
                 ("path", Some(json!(path))),
@@ -269,6 +282,9 @@ pub fn routes(args: OrgArgs, cmd: RoutesCommand) -> anyhow::Result<ExitCode> {
                 ("discoverable", Some(json!(discoverable))),
                 ("publicTool", Some(json!(public_tool))),
                 ("description", description.map(Value::from)),
+                ("schemes", (!schemes.is_empty()).then(|| json!(schemes))),
+                ("pricing", pricing.map(Value::from)),
+                ("refundWindowSeconds", refund_window.map(Value::from)),
             ]);
             call(Method::POST, "/api/routes".into(), Some(b))
         }

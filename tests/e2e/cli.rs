@@ -259,18 +259,30 @@ async fn an_agent_funds_a_new_wallet_and_pays_a_route_from_the_command_line() {
     assert!(!ok && err.contains("PAYGATE_PAYER_KEY"), "{err}");
 }
 
-/// An `auth-capture` route paid from the command line: held in escrow, captured once served; a
-/// call the origin fails is voided and costs nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_pays_an_escrowed_route_from_the_command_line() {
-    use paygate_x402::auth_capture::ESCROW_ADDRESS;
+/// A gateway on the harness's chain with organisation `acme` (receiver account 9) and an echo
+/// origin: the gateway, the origin, the receiver and the organisation's API key.
+async fn acme_on_chain() -> (
+    Gateway,
+    common::upstream::Upstream,
+    alloy_primitives::Address,
+    String,
+) {
     let gw = Gateway::start().await;
-    let chain = gw.chain().expect("the harness's chain");
     let upstream = common::upstream::Upstream::start().await;
     let receiver = common::chain::address(9);
     let (_, key) = gw
         .create_org("acme", Some(&receiver.to_checksum(None)))
         .await;
+    (gw, upstream, receiver, key)
+}
+
+/// An `auth-capture` route paid from the command line: held in escrow, captured once served; a
+/// call the origin fails is voided and costs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_pays_an_escrowed_route_from_the_command_line() {
+    use paygate_x402::auth_capture::ESCROW_ADDRESS;
+    let (gw, upstream, receiver, key) = acme_on_chain().await;
+    let chain = gw.chain().expect("the harness's chain");
     let route = gw
         .create_route(
             &key,
@@ -436,4 +448,87 @@ async fn globex(gw: &Gateway) -> Value {
         .json()
         .await
         .unwrap()
+}
+
+/// README's escrow example, command by command as written (issue 52): an escrowed route made
+/// from the command line, paid, the receiver wallet approving the refund collector, a partial
+/// refund funded by the seller, and the ledger audited against the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_escrow_example_runs_from_the_command_line() {
+    let (gw, upstream, receiver, key) = acme_on_chain().await;
+    let chain = gw.chain().expect("the harness's chain");
+    let k = Some(key.as_str());
+    let target = format!("{}/echo", upstream.url);
+    let (ok, out, err) = cli(
+        &gw,
+        k,
+        &[
+            "routes",
+            "create",
+            "--path",
+            "/held",
+            "--price",
+            "0.01",
+            "--target",
+            &target,
+            "--scheme",
+            "auth-capture",
+            "--refund-window",
+            "3600",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let route: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        route["schemes"],
+        serde_json::json!(["auth-capture"]),
+        "{route}"
+    );
+    assert_eq!(route["refundWindowSeconds"], 3600, "{route}");
+    let payer = common::chain::address(6);
+    let before = chain.balance(payer).await;
+    let (ok, _, err) = common::run_paygate(
+        &[("PAYGATE_PAYER_KEY", common::chain::KEYS[6])],
+        &["pay", &gw.url("/gateway/acme/held")],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = common::run_paygate(
+        &[("PAYGATE_RECEIVER_KEY", common::chain::KEYS[9])],
+        &["devchain", "approve-refunds", "--rpc", &chain.rpc],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = cli(
+        &gw,
+        k,
+        &["payments", "list", "--status", "SETTLED", "--json"],
+    )
+    .await;
+    assert!(ok);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let id = list["payments"][0]["id"].as_str().unwrap().to_string();
+    let (ok, out, err) = cli(
+        &gw,
+        k,
+        &[
+            "payments",
+            "refund",
+            &id,
+            "--amount",
+            "0.004",
+            "--idempotency-key",
+            "refund-1",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(chain.balance(payer).await, before - 6_000);
+    assert_eq!(chain.balance(receiver).await, 6_000, "the seller funded it");
+    let (ok, out, err) = cli(&gw, k, &["audit", "--json"]).await;
+    assert!(ok, "{out}{err}");
+    let audit: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(audit["differences"], serde_json::json!([]), "{audit}");
+    assert_eq!(audit["checked"], 1, "{audit}");
 }
