@@ -27,3 +27,24 @@ fn file_then_environment_override() {
         Ok(())
     });
 }
+
+/// What `make run` and a cluster set from the environment: an explorer link turned off (an
+/// empty string, quoted) and the deployment-wide operator.
+#[test]
+#[allow(clippy::result_large_err)] // figment's Jail API fixes the closure's error type
+fn an_empty_explorer_and_the_operator_come_from_the_environment() {
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("PAYGATE__NETWORKS__BASE-SEPOLIA__EXPLORER_TX_URL", "\"\"");
+        jail.set_env(
+            "PAYGATE__FACILITATOR__OPERATOR",
+            "0x5e11e700000000000000000000000000000000e0",
+        );
+        let c = paygate_config::Config::load(None).unwrap();
+        assert_eq!(c.networks["base-sepolia"].explorer_tx_url, "");
+        assert_eq!(
+            c.facilitator.operator,
+            Some(paygate_x402::auth_capture::DEV_OPERATOR_ADDRESS)
+        );
+        Ok(())
+    });
+}
