@@ -2,13 +2,14 @@
 //! the chain by a model test (issue 52): one gateway (on `make test`'s backend: sled, or
 //! PostgreSQL in the second pass) on anvil mining a block every second (automine off, so
 //! settlements wait and some outlive their request), driven by a seeded random interleaving of
-//! `exact` payments, `auth-capture` payments (served, or refused by the origin), the same
-//! payments sent again, refunds (partial, too large, keys repeated, concurrent) and `kill -9`
+//! `exact` payments, `upto` payments (the origin stating a charge, or none), `auth-capture`
+//! payments (served, or refused by the origin), the same payments sent again, refunds (partial, too large, keys repeated, concurrent) and `kill -9`
 //! with a restart, up to three at once. Then, as a client would, every payment and refund is
 //! asked again until its answer is final, reconciliation closes what is open, and:
 //!
 //! 1. nothing served unpaid: every payment answered `200` is `SETTLED`;
-//! 2. nothing paid unserved: every `SETTLED` `exact` payment was answered `200` (a kill after
+//! 2. nothing paid unserved: every `SETTLED` `exact` or `upto` payment (charged) was answered
+//!    `200` (a kill after
 //!    its settlement is served on its retry); an escrowed payment captured and never answered
 //!    (a kill between the capture and the answer) is counted and reported;
 //! 3. the ledger equals the chain: `GET /api/ledger/audit` finds no difference, and in total
@@ -38,6 +39,7 @@ const MASTER_KEY: &str = "3c5e7a9b1d2f4a6c8e0b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a1c3e
 const PRICE: u64 = 10_000;
 const EXACT: &str = "/gateway/acme/echo";
 const HELD: &str = "/gateway/acme/held";
+const UPTO: &str = "/gateway/acme/llm";
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -103,6 +105,23 @@ fn exact(payer: usize) -> Sent {
     }
 }
 
+/// A new `upto` payment by `payer` (Permit2, naming `facilitator`) of the route's `accepted`
+/// requirement; the origin states `charge` (USDC base units) or nothing (the ceiling).
+fn upto(payer: usize, facilitator: Address, accepted: &Value, charge: Option<u64>) -> Sent {
+    let spec = common::permit2::UptoSpec::new(payer, address(9), PRICE, facilitator);
+    let usdc: Address = USDC.parse().unwrap();
+    let path = match charge {
+        Some(c) => format!("{UPTO}?upstream_charge=0.{c:06}"),
+        None => UPTO.to_string(),
+    };
+    Sent {
+        path,
+        nonce_key: paygate_domain::model::nonce_key(84532, usdc, &spec.authorization()),
+        header: ("PAYMENT-SIGNATURE", spec.header(accepted)),
+        answers: Vec::new(),
+    }
+}
+
 /// A new `auth-capture` payment by `payer` of the `402` at `url` (paygate's own client of the
 /// scheme), its origin failing when `fail`.
 async fn escrowed(http: &reqwest::Client, base: &str, payer: usize, fail: bool) -> Option<Sent> {
@@ -153,6 +172,10 @@ async fn refund(http: &reqwest::Client, base: &str, api_key: &str, a: &Asked) ->
 #[derive(Debug, Clone)]
 enum Step {
     Exact(usize),
+    Upto {
+        payer: usize,
+        charge: Option<u64>,
+    },
     Escrow {
         payer: usize,
         fail: bool,
@@ -224,10 +247,31 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
     )
     .await;
     common::escrow::refundable_route(&gw, &key, "held", 3600, &upstream).await;
+    gw.create_route(
+        &key,
+        json!({"path": "llm", "priceUSD": 0.01, "schemes": ["upto"], "pricing": "usage",
+               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    let accepted_upto = common::windows::challenge_at(&gw, UPTO).await["accepts"][0].clone();
     common::escrow::approve_refunds(&chain, 9).await;
     // The relayer holds USDC of its own: a refund it fronted would show.
     chain.send_usdc(1, address(0), 1_000_000).await;
     let payers: Vec<usize> = (2..=6).collect();
+    {
+        use alloy_sol_types::SolCall;
+        let approve = paygate_x402::permit2::IErc20Permit2::approveCall {
+            spender: paygate_x402::permit2::PERMIT2_ADDRESS,
+            amount: alloy_primitives::U256::MAX,
+        }
+        .abi_encode();
+        for p in &payers {
+            chain
+                .send(*p, USDC.parse().unwrap(), approve.clone())
+                .await
+                .expect("approve Permit2");
+        }
+    }
     let mut before = BTreeMap::new();
     for who in payers
         .iter()
@@ -261,8 +305,12 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         let width = rng.gen_range(1..=3usize).min(ops - step);
         step += width;
         let batch: Vec<Step> = (0..width)
-            .map(|_| match rng.gen_range(0..10) {
+            .map(|_| match rng.gen_range(0..12) {
                 0..=2 => Step::Exact(payers[rng.gen_range(0..payers.len())]),
+                10 | 11 => Step::Upto {
+                    payer: payers[rng.gen_range(0..payers.len())],
+                    charge: [None, Some(0), Some(3_000)][rng.gen_range(0..3)],
+                },
                 3..=5 => Step::Escrow {
                     payer: payers[rng.gen_range(0..payers.len())],
                     fail: rng.gen_bool(0.25),
@@ -283,11 +331,17 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         let mut tasks = Vec::new();
         for s in batch {
             let (http, base, key) = (http.clone(), base.clone(), key.clone());
-            let known = sent.clone();
+            let (known, accepted_upto) = (sent.clone(), accepted_upto.clone());
             tasks.push(tokio::spawn(async move {
                 match s {
                     Step::Exact(payer) => {
                         let mut p = exact(payer);
+                        let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
+                        p.answers.push(a);
+                        (Some(p), None, None)
+                    }
+                    Step::Upto { payer, charge } => {
+                        let mut p = upto(payer, address(0), &accepted_upto, charge);
                         let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
                         p.answers.push(a);
                         (Some(p), None, None)
@@ -431,6 +485,13 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         &chain, &http, &base, &key, &sent, &asked, &ledger, &before, seed,
     )
     .await;
+    let mut kinds = BTreeMap::<String, usize>::new();
+    for p in &ledger {
+        *kinds
+            .entry(format!("{:?} {}", p.transfer, p.status.as_str()))
+            .or_default() += 1;
+    }
+    println!("money model run, seed {seed}: ledger {kinds:?}");
     let refunds: usize = ledger
         .iter()
         .filter_map(|p| p.escrow.as_ref())
@@ -489,7 +550,9 @@ async fn check(
     }
     // 2. Nothing paid unserved (`exact`: served on its retry after a kill).
     for p in ledger.iter().filter(|p| {
-        p.status == PaymentStatus::Settled && p.transfer != PaymentTransfer::AuthCapture
+        p.status == PaymentStatus::Settled
+            && p.transfer != PaymentTransfer::AuthCapture
+            && p.amount.0 > 0
     }) {
         let s = sent.iter().find(|s| s.nonce_key == p.nonce_key);
         assert!(

@@ -377,6 +377,16 @@ impl PaymentService {
         })))
     }
 
+    /// The retry `retry` of `held`, a payment reconciliation recorded settled after a crash
+    /// cut its answer: claimed once (of concurrent retries, one), else a replay.
+    pub(crate) async fn redeem(
+        &self,
+        retry: &GatewayPayment,
+        held: GatewayPayment,
+    ) -> Result<GatewayPayment, Refusal> {
+        self.retried(retry, held, false).await
+    }
+
     /// A payment too close to its expiry to settle: a retry of one already taken is answered
     /// by that payment's state (no new plan slot: the first attempt took it); any other is
     /// refused as expired.

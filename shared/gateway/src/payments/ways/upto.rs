@@ -99,6 +99,27 @@ impl Way for Upto {
             Reserve::Held(held, _) if held.status.is_open() => {
                 return Err(refused(Refusal::StillSettling))
             }
+            // Charged by reconciliation after a crash cut its answer: its retry is served once
+            // (as an `exact` payment's is), charging nothing more.
+            Reserve::Held(held, _) if held.redeemable_by(&record) => {
+                let claimed = svc.redeem(&record, *held).await.map_err(refused)?;
+                let paid = svc.paid(v.payment.version(), requirements, claimed, None);
+                let receipt = Receipt {
+                    header: paid.receipt_header,
+                    value: paid.receipt.clone(),
+                    charged: paid.record.amount.0,
+                };
+                return Ok(Admission {
+                    upstream,
+                    payment: Admitted(Box::new(UptoHeld {
+                        stage: UptoStage::Paid(Box::new(paid)),
+                        requirements: requirements.clone(),
+                        entry: entry.clone(),
+                        at_end: false,
+                    })),
+                    receipt: Some(receipt),
+                });
+            }
             Reserve::Held(..) => return Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
         };
         // Approval, balance and a simulated settlement, before the origin works for it (after
@@ -265,6 +286,10 @@ impl Held for UptoHeld {
         status: u16,
         stated: Option<&HeaderValue>,
     ) -> Step {
+        if matches!(self.stage, UptoStage::Paid(_)) {
+            // Charged before this answer (a retry of a payment reconciliation settled).
+            return Step::Wait(None);
+        }
         let route = &self.entry.route;
         if status < 400 && stated_at_end(route, stated) {
             // Its trailer may state the charge: settled when the answer has passed.
