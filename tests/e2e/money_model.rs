@@ -40,6 +40,8 @@ const PRICE: u64 = 10_000;
 const EXACT: &str = "/gateway/acme/echo";
 const HELD: &str = "/gateway/acme/held";
 const UPTO: &str = "/gateway/acme/llm";
+/// How long an `exact` or `upto` authorization is valid after signing.
+const VALIDITY_SECS: u64 = 20;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -96,7 +98,11 @@ fn nonce_key_of(header: &str, version: paygate_x402::payment::ProtocolVersion) -
 
 /// A new `exact` payment by `payer` (EIP-3009, x402 v1).
 fn exact(payer: usize) -> Sent {
-    let header = PaymentSpec::new(payer, address(9), PRICE).v1_header();
+    let mut spec = PaymentSpec::new(payer, address(9), PRICE);
+    // Short-lived, as an agent signs them: one never sent expires within the test, so
+    // reconciliation can close it.
+    spec.valid_before = common::chain::now() + VALIDITY_SECS;
+    let header = spec.v1_header();
     Sent {
         path: EXACT.into(),
         nonce_key: nonce_key_of(&header, paygate_x402::payment::ProtocolVersion::V1),
@@ -108,7 +114,8 @@ fn exact(payer: usize) -> Sent {
 /// A new `upto` payment by `payer` (Permit2, naming `facilitator`) of the route's `accepted`
 /// requirement; the origin states `charge` (USDC base units) or nothing (the ceiling).
 fn upto(payer: usize, facilitator: Address, accepted: &Value, charge: Option<u64>) -> Sent {
-    let spec = common::permit2::UptoSpec::new(payer, address(9), PRICE, facilitator);
+    let mut spec = common::permit2::UptoSpec::new(payer, address(9), PRICE, facilitator);
+    spec.deadline = common::chain::now() + VALIDITY_SECS;
     let usdc: Address = USDC.parse().unwrap();
     let path = match charge {
         Some(c) => format!("{UPTO}?upstream_charge=0.{c:06}"),
@@ -406,7 +413,7 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
     }
 
     // As a client would: every payment and refund asked again until its answer is final.
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let deadline = Instant::now() + Duration::from_secs(150);
     loop {
         let mut open = 0;
         for p in sent.iter_mut().filter(|p| !p.final_answer()) {
@@ -427,7 +434,7 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         }
         assert!(
             Instant::now() < deadline,
-            "still pending after 90 s: {sent:?}\n{asked:?}\n{}",
+            "still pending after 150 s: {sent:?}\n{asked:?}\n{}",
             gw.log()
         );
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -81,6 +81,17 @@ pub struct Receipt {
     pub charged: u64,
 }
 
+impl Receipt {
+    /// The receipt of `paid`: its settle response, for what its record says was charged.
+    pub(crate) fn of(paid: &crate::payments::Paid) -> Self {
+        Self {
+            header: paid.receipt_header,
+            value: paid.receipt.clone(),
+            charged: paid.record.amount.0,
+        }
+    }
+}
+
 /// Why a request was not admitted, and what it is answered instead. Nothing was charged, except
 /// where a [`Refusal`] says the outcome is not known.
 pub enum Unadmitted {

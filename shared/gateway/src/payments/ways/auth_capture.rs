@@ -463,11 +463,7 @@ impl EscrowHeld {
                 }
                 tracing::info!(payment = %record.id, charge, "auth-capture payment captured");
                 let paid = svc.paid(ProtocolVersion::V2, &self.requirements, record, slot);
-                let receipt = Receipt {
-                    header: paid.receipt_header,
-                    value: paid.receipt.clone(),
-                    charged: charge,
-                };
+                let receipt = Receipt::of(&paid);
                 self.stage = Stage::Captured(paid);
                 Ok(Some(receipt))
             }

@@ -75,11 +75,7 @@ impl Way for Exact {
         let paid = svc.take(verified, &charge).await.map_err(refused)?;
         // Before forwarding: a crash after this keeps the window the payment bought.
         window::opened(svc, entry, &paid.record).await;
-        let receipt = Receipt {
-            header: paid.receipt_header,
-            value: paid.receipt.clone(),
-            charged: paid.record.amount.0,
-        };
+        let receipt = Receipt::of(&paid);
         Ok(Admission {
             upstream,
             payment: Admitted(Box::new(ExactHeld { paid, key })),

@@ -67,8 +67,10 @@ impl Way for Upto {
         let payload =
             PaymentPayload::from_json(p.json, p.version).map_err(|e| refused(e.into()))?;
         let now = paygate_domain::unix_now();
+        // Too late to settle passes as `expiring`: only a retry of a payment taken for it is
+        // answered (below), as for `exact`.
         let mut v = svc
-            .check(payload, requirements, now, false, Some(facilitator))
+            .check(payload, requirements, now, true, Some(facilitator))
             .map_err(refused)?;
         // A smart wallet's signature is asked of it before the payer is counted or anything
         // reserved.
@@ -93,6 +95,24 @@ impl Way for Upto {
             v.verify_us,
         );
         record.transfer = PaymentTransfer::Upto;
+        if v.expiring {
+            let held = svc
+                .store
+                .payment_for_nonce(&record.nonce_key)
+                .await
+                .map_err(|e| refused(Refusal::store(&e, "could not read a retried payment")))?;
+            return match held {
+                Some(h) if h.status.is_open() => Err(refused(Refusal::StillSettling)),
+                Some(h) if h.redeemable_by(&charged(&record, &h)) => {
+                    let version = v.payment.version();
+                    served_again(svc, version, requirements, entry, upstream, &record, h)
+                        .await
+                        .map_err(refused)
+                }
+                Some(_) => Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
+                None => Err(refused(Refusal::Rejected(Rejection::Expired))),
+            };
+        }
         let slot = match svc.reserve(&mut record, &charge).await.map_err(refused)? {
             Reserve::Fresh(slot) => slot,
             // The same authorization again: being settled, or spent.
@@ -101,24 +121,13 @@ impl Way for Upto {
             }
             // Charged by reconciliation after a crash cut its answer: its retry is served once
             // (as an `exact` payment's is), charging nothing more.
-            Reserve::Held(held, _) if held.redeemable_by(&record) => {
-                let claimed = svc.redeem(&record, *held).await.map_err(refused)?;
-                let paid = svc.paid(v.payment.version(), requirements, claimed, None);
-                let receipt = Receipt {
-                    header: paid.receipt_header,
-                    value: paid.receipt.clone(),
-                    charged: paid.record.amount.0,
-                };
-                return Ok(Admission {
-                    upstream,
-                    payment: Admitted(Box::new(UptoHeld {
-                        stage: UptoStage::Paid(Box::new(paid)),
-                        requirements: requirements.clone(),
-                        entry: entry.clone(),
-                        at_end: false,
-                    })),
-                    receipt: Some(receipt),
-                });
+            // (The charge, not the ceiling, is its amount: the authorization, keyed by its
+            // nonce, is the same.)
+            Reserve::Held(held, _) if held.redeemable_by(&charged(&record, &held)) => {
+                let version = v.payment.version();
+                return served_again(svc, version, requirements, entry, upstream, &record, *held)
+                    .await
+                    .map_err(refused);
             }
             Reserve::Held(..) => return Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
         };
@@ -159,6 +168,40 @@ impl Way for Upto {
         let used = embedded::permit2_nonce_used(at.rpc_url(), from, nonce).await;
         Ok(at.by_authorization(p, used.map_err(|e| e.to_string())?))
     }
+}
+
+/// The retry `record` of `held`, charged by reconciliation after a crash cut its answer:
+/// claimed once, then served, charging nothing more.
+async fn served_again(
+    svc: &PaymentService,
+    version: ProtocolVersion,
+    requirements: &PaymentRequirements,
+    entry: &Arc<RouteEntry>,
+    upstream: crate::payments::way::Upstream,
+    record: &GatewayPayment,
+    held: GatewayPayment,
+) -> Result<Admission, Refusal> {
+    let retry = charged(record, &held);
+    let claimed = svc.redeem(&retry, held).await?;
+    let paid = svc.paid(version, requirements, claimed, None);
+    let receipt = Receipt::of(&paid);
+    Ok(Admission {
+        upstream,
+        payment: Admitted(Box::new(UptoHeld {
+            stage: UptoStage::Paid(Box::new(paid)),
+            requirements: requirements.clone(),
+            entry: entry.clone(),
+            at_end: false,
+        })),
+        receipt: Some(receipt),
+    })
+}
+
+/// `retry` (an authorization presented again, for its ceiling) as the charge `held` recorded.
+fn charged(retry: &GatewayPayment, held: &GatewayPayment) -> GatewayPayment {
+    let mut r = retry.clone();
+    r.amount = held.amount;
+    r
 }
 
 /// An `upto` authorization admitted for a request: reserved until its charge is settled, then
@@ -256,11 +299,7 @@ impl UptoHeld {
             events.payment_settled(&record);
         }
         let paid = svc.paid(version, &self.requirements, record, slot);
-        let receipt = Receipt {
-            header: paid.receipt_header,
-            value: paid.receipt.clone(),
-            charged: charge,
-        };
+        let receipt = Receipt::of(&paid);
         self.stage = UptoStage::Paid(Box::new(paid));
         Ok(receipt)
     }
