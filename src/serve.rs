@@ -336,12 +336,7 @@ fn paid_path(
     let mut payments =
         PaymentService::new(store.clone(), facilitator.clone(), usage, networks.clone())
             .with_events(events.clone())
-            .with_refund_lease(std::time::Duration::from_secs(
-                cfg.facilitator
-                    .settle_timeout_seconds
-                    .saturating_add(cfg.facilitator.request_timeout_seconds.saturating_mul(2))
-                    .saturating_add(5),
-            ));
+            .with_refund_lease(cfg.facilitator.in_flight());
     let payout_funding = crate::settlement::build_payout_funding(
         cfg,
         networks,

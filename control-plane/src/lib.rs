@@ -281,12 +281,7 @@ async fn channel_claims(state: AppState) {
 async fn reconciliation(state: AppState) {
     let started = time::OffsetDateTime::now_utc();
     let f = &state.config.facilitator;
-    let in_flight = i64::try_from(
-        f.settle_timeout_seconds
-            .saturating_add(f.request_timeout_seconds.saturating_mul(2))
-            .saturating_add(5),
-    )
-    .unwrap_or(i64::MAX);
+    let in_flight = i64::try_from(f.in_flight().as_secs()).unwrap_or(i64::MAX);
     let mut tick = tokio::time::interval(Duration::from_secs(f.reconcile_interval_seconds.max(1)));
     loop {
         tick.tick().await;

@@ -310,6 +310,19 @@ pub struct FacilitatorConfig {
     pub operator: Option<Address>,
 }
 
+impl FacilitatorConfig {
+    /// How long a request may still be settling a payment (or sending a refund) it took: the
+    /// settle timeout and two RPC timeouts, with 5 s of margin. Reconciliation leaves this
+    /// process's younger payments to their requests; a younger pending refund is its request's.
+    pub fn in_flight(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.settle_timeout_seconds
+                .saturating_add(self.request_timeout_seconds.saturating_mul(2))
+                .saturating_add(5),
+        )
+    }
+}
+
 impl Default for FacilitatorConfig {
     fn default() -> Self {
         Self {

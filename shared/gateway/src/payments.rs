@@ -123,13 +123,6 @@ impl PaymentService {
         }
     }
 
-    /// With a refund's request taking at most `lease` to send it and learn its outcome (the
-    /// facilitator's settle timeout and two RPC timeouts, with a margin).
-    pub fn with_refund_lease(mut self, lease: std::time::Duration) -> Self {
-        self.refund_lease = lease;
-        self
-    }
-
     /// With seller webhook events emitted to `events`.
     pub fn with_events(mut self, events: Arc<crate::events::Events>) -> Self {
         self.events = Some(events);
@@ -377,16 +370,6 @@ impl PaymentService {
         })))
     }
 
-    /// The retry `retry` of `held`, a payment reconciliation recorded settled after a crash
-    /// cut its answer: claimed once (of concurrent retries, one), else a replay.
-    pub(crate) async fn redeem(
-        &self,
-        retry: &GatewayPayment,
-        held: GatewayPayment,
-    ) -> Result<GatewayPayment, Refusal> {
-        self.retried(retry, held, false).await
-    }
-
     /// A payment too close to its expiry to settle: a retry of one already taken is answered
     /// by that payment's state (no new plan slot: the first attempt took it); any other is
     /// refused as expired.
@@ -479,7 +462,7 @@ impl PaymentService {
     /// by reconciliation, so never served: this retry claims it (at most one does). Settled and
     /// never answered by an origin that deduplicates (`redeliver`): forwarded again under the
     /// same payment id. Anything else is a replay.
-    async fn retried(
+    pub(crate) async fn retried(
         &self,
         retry: &GatewayPayment,
         held: GatewayPayment,

@@ -86,6 +86,12 @@ pub fn parse_usdc_units(s: &str) -> Result<u64, DecimalError> {
 }
 
 impl UsdcAmount {
+    /// USDC token units (six decimals: one a base unit) read from the chain, saturating at the
+    /// largest amount.
+    pub fn of_units(units: alloy_primitives::U256) -> Self {
+        Self(u64::try_from(units).unwrap_or(u64::MAX))
+    }
+
     /// Parses a USD price given as a decimal string (`"0.01"`) exactly ([`parse_usdc_units`]).
     pub fn from_usd_str(s: &str) -> Result<Self, PriceError> {
         // A negative amount is an amount, just not a price: say so.

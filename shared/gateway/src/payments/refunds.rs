@@ -240,6 +240,13 @@ impl PaymentService {
         })
     }
 
+    /// With a refund's request taking at most `lease` to send it and learn its outcome (the
+    /// time a payment is in flight: [`paygate_config::FacilitatorConfig::in_flight`]).
+    pub fn with_refund_lease(mut self, lease: std::time::Duration) -> Self {
+        self.refund_lease = lease;
+        self
+    }
+
     /// Whether the request that wrote `pending` may still be sending it (written less than the
     /// refund lease ago).
     fn refund_in_flight(&self, pending: &EscrowRefund) -> bool {
@@ -264,13 +271,6 @@ impl PaymentService {
             .emit(&p.org_id, "payment.refunded", &p.id, data)
             .await;
     }
-}
-
-/// Token units of USDC (six decimals) as a decimal text.
-fn usdc_text(units: U256) -> String {
-    UsdcAmount(u64::try_from(units).unwrap_or(u64::MAX))
-        .to_decimal()
-        .to_string()
 }
 
 /// A captured escrowed payment, as the chain knows it. Its token is USDC (the scheme is
@@ -344,7 +344,7 @@ impl Escrow {
                 "the receiver wallet {receiver} has approved the refund collector {} for {} USDC, \
                  below the refund of {} USDC (approve it once from that wallet)",
                 auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
-                usdc_text(allowance),
+                UsdcAmount::of_units(allowance).to_decimal(),
                 amount.to_decimal()
             )));
         }
@@ -355,7 +355,7 @@ impl Escrow {
         if balance < want {
             return Err(RefundError::SellerCannotCover(format!(
                 "the receiver wallet {receiver} holds {} USDC, below the refund of {} USDC",
-                usdc_text(balance),
+                UsdcAmount::of_units(balance).to_decimal(),
                 amount.to_decimal()
             )));
         }

@@ -23,6 +23,10 @@ use tokio::sync::Mutex;
 use tracing::Instrument;
 
 mod calls;
+mod node_errors;
+
+pub use node_errors::revert_reason;
+use node_errors::{is_revert, nonce_refused, relayer_unfunded};
 
 pub use super::reads::{authorization_state, balance_of, permit2_nonce_used, ChainReadError};
 
@@ -70,61 +74,15 @@ pub struct EmbeddedFacilitator {
     /// The deployment's operator contract (`crate::operator`), when it has one: an `upto`
     /// authorization naming it as its facilitator is settled through it.
     operator: Option<Address>,
-    /// Counterfactual wallets deployed through each factory in the current minute (the relayer
-    /// pays each deployment's gas): at most [`DEPLOYS_PER_MINUTE`] a factory.
-    deploys: std::sync::Mutex<HashMap<(u64, Address), (std::time::Instant, u32)>>,
+    /// Counterfactual wallet deployments through each factory (the relayer pays their gas): at
+    /// most [`DEPLOYS_PER_MINUTE`] a factory, replenished over the minute.
+    deploys: governor::DefaultKeyedRateLimiter<(u64, Address)>,
     settle_timeout: Duration,
     rpc_timeout: Duration,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> FacilitatorError {
     FacilitatorError::Unavailable(e.to_string())
-}
-
-/// Whether a node refused a transaction because the relayer (the sender) cannot pay its gas.
-fn relayer_unfunded(msg: &str) -> bool {
-    let m = msg.to_ascii_lowercase();
-    m.contains("insufficient funds for gas")
-}
-
-/// Whether a node refused a transaction for its nonce (the relayer's key sent another
-/// transaction this process did not count): the relayer's problem, never the payer's.
-fn nonce_refused(msg: &str) -> bool {
-    let m = msg.to_ascii_lowercase();
-    [
-        "nonce too low",
-        "nonce too high",
-        "replacement transaction underpriced",
-        "invalid nonce",
-        "nonce has already been used",
-    ]
-    .iter()
-    .any(|w| m.contains(w))
-}
-
-/// Maps a revert message of FiatTokenV2 (or a node's error text) to a rejection.
-pub fn revert_reason(msg: &str) -> Rejection {
-    let m = msg.to_ascii_lowercase();
-    if m.contains("authorization is used") || m.contains("used or canceled") {
-        Rejection::NonceReplay
-    } else if m.contains("exceeds balance") || m.contains("insufficient") {
-        Rejection::InsufficientFunds
-    } else if m.contains("invalid signature") || m.contains("signature") {
-        Rejection::InvalidSignature
-    } else if m.contains("not yet valid") {
-        Rejection::NotYetValid
-    } else if m.contains("expired") {
-        Rejection::Expired
-    } else if m.contains("invalid payee") || m.contains("caller must be the payee") {
-        Rejection::WrongPayee
-    } else {
-        Rejection::SettlementFailed
-    }
-}
-
-/// Whether an RPC error is a node answer (the call reverted) rather than a transport failure.
-fn is_revert(e: &alloy_provider::transport::TransportError) -> bool {
-    e.as_error_resp().is_some()
 }
 
 impl EmbeddedFacilitator {
@@ -171,7 +129,9 @@ impl EmbeddedFacilitator {
             chains,
             relayer,
             operator: None,
-            deploys: Default::default(),
+            deploys: governor::RateLimiter::keyed(governor::Quota::per_minute(
+                std::num::NonZeroU32::new(DEPLOYS_PER_MINUTE).unwrap_or(std::num::NonZeroU32::MIN),
+            )),
             settle_timeout,
             rpc_timeout,
         })

@@ -187,7 +187,6 @@ impl Way for AuthCapture {
             .map_err(|e| e.to_string())?;
         let mut p = p.clone();
         p.updated_at = paygate_domain::now_rfc3339();
-        let usd = |units: U256| UsdcAmount(u64::try_from(units).unwrap_or(u64::MAX));
         if !state.collected {
             if at.now <= escrow.terms.pre_approval_expiry {
                 return Ok(None);
@@ -219,7 +218,7 @@ impl Way for AuthCapture {
         // What the escrow paid out, refunds included (none before the record is decided). A
         // capture follows the origin's answer, so this is no payment whose request is owed a
         // retry (`settled_by_reconciliation` stays false).
-        let captured = usd(state.refundable);
+        let captured = UsdcAmount::of_units(state.refundable);
         if captured.0 > 0 {
             p.status = PaymentStatus::Settled;
             p.amount = captured;

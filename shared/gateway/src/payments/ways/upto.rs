@@ -182,7 +182,7 @@ async fn served_again(
     held: GatewayPayment,
 ) -> Result<Admission, Refusal> {
     let retry = charged(record, &held);
-    let claimed = svc.redeem(&retry, held).await?;
+    let claimed = svc.retried(&retry, held, false).await?;
     let paid = svc.paid(version, requirements, claimed, None);
     let receipt = Receipt::of(&paid);
     Ok(Admission {

@@ -1,7 +1,8 @@
 //! The embedded facilitator's contract calls beyond a token transfer ([`ChainCalls`]): sent from
 //! the relayer (simulated first) or read, on the chains it settles on.
 
-use super::{is_revert, relayer_unfunded, Broadcast, Chain, EmbeddedFacilitator};
+use super::node_errors::{is_revert, relayer_unfunded};
+use super::{Broadcast, Chain, EmbeddedFacilitator};
 use crate::facilitator::{CallError, ChainCalls, TxOutcome, LOG_SPAN};
 use alloy_network::TransactionBuilder;
 use alloy_primitives::{Address, B256};
@@ -92,20 +93,13 @@ impl ChainCalls for EmbeddedFacilitator {
     }
 
     fn take_deployment(&self, chain_id: u64, factory: Address) -> Result<(), CallError> {
-        let now = std::time::Instant::now();
-        let mut deploys = self.deploys.lock().unwrap_or_else(|e| e.into_inner());
-        let (since, n) = deploys.entry((chain_id, factory)).or_insert((now, 0));
-        if now.duration_since(*since) >= std::time::Duration::from_secs(60) {
-            (*since, *n) = (now, 0);
-        }
-        if *n >= super::DEPLOYS_PER_MINUTE {
+        if self.deploys.check_key(&(chain_id, factory)).is_err() {
             tracing::warn!(%factory, "counterfactual wallet deployments capped for this minute");
             return Err(CallError::Unavailable(format!(
                 "the relayer deploys at most {} wallets a minute through factory {factory}; try again shortly",
                 super::DEPLOYS_PER_MINUTE
             )));
         }
-        *n += 1;
         Ok(())
     }
 
