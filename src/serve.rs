@@ -336,6 +336,7 @@ fn paid_path(
     let mut payments =
         PaymentService::new(store.clone(), facilitator.clone(), usage, networks.clone())
             .with_events(events.clone())
+            .with_metrics(metrics.clone())
             .with_refund_lease(cfg.facilitator.in_flight());
     let payout_funding = crate::settlement::build_payout_funding(
         cfg,

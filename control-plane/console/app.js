@@ -177,7 +177,8 @@ async function overview(params) {
   show(el('h1', { text: `Overview: ${state.org.name || state.org.slug}` }),
     windowField,
     el('div', { class: 'tiles' },
-      tile('Revenue', `${mm.revenueUSDC} USDC`, 'revenue'),
+      tile('Revenue (net of refunds)', `${mm.revenueUSDC} USDC`, 'revenue'),
+      tile('Refunded', `${mm.refundedUSDC} USDC`, 'refunded'),
       tile('Requests', mm.totalRequests, 'requests'),
       tile('Paid', mm.paid, 'paid'),
       tile('Errors', mm.errors, 'errors')),
@@ -196,11 +197,11 @@ async function overview(params) {
       limit ? ` of ${limit} (${usage.remaining} left)` : ' (unlimited)', `; resets ${usage.resetsAt}.`),
     limit ? el('progress', { max: limit, value: usage.usedThisMonth, 'aria-label': 'Plan usage this month' }) : null,
     el('h2', { text: 'Routes' }),
-    table(['Path', { label: 'Requests', num: 1 }, { label: 'Paid', num: 1 }, { label: 'Revenue (USDC)', num: 1 }, { label: 'Settle p50 / p99 (ms)', num: 1 }],
+    table(['Path', { label: 'Requests', num: 1 }, { label: 'Paid', num: 1 }, { label: 'Revenue, net (USDC)', num: 1 }, { label: 'Refunded (USDC)', num: 1 }, { label: 'Settle p50 / p99 (ms)', num: 1 }],
       m.routes.map((r) => el('tr', {},
         el('td', {}, r.path ? el('a', { href: `#/routes/${r.routeId}`, text: r.path }) : `${r.routeId} (deleted)`),
         el('td', { class: 'num', text: r.requests }), el('td', { class: 'num', text: r.paid }),
-        el('td', { class: 'num', text: r.revenueUSDC }),
+        el('td', { class: 'num', text: r.revenueUSDC }), el('td', { class: 'num', text: r.refundedUSDC }),
         el('td', { class: 'num', text: `${r.settleP50Ms ?? '—'} / ${r.settleP99Ms ?? '—'}` })))));
 }
 

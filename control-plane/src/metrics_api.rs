@@ -78,8 +78,9 @@ pub async fn org_metrics(
             avg_challenge_ms: mean_ms(b.challenge_us_sum, b.challenge_count, 1000.0),
             avg_settle_ms: mean_ms(b.settle_ms_sum, b.settle_count, 1.0),
             error_rate,
-            revenue_usdc: paygate_payouts::money::usdc_string(paygate_x402::money::UsdcAmount(
-                b.revenue,
+            revenue_usdc: crate::revenue::net_usdc(b.revenue, b.refunded),
+            refunded_usdc: paygate_payouts::money::usdc_string(paygate_x402::money::UsdcAmount(
+                b.refunded,
             )),
         },
         routes,

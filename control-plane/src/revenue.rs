@@ -27,10 +27,15 @@ pub struct RouteRevenue {
     requests: u64,
     paid: u64,
     errors: u64,
-    /// USDC received, six decimals (`"0.030000"`).
+    /// USDC received net of refunds made in the window, six decimals (`"0.030000"`; below
+    /// zero when the window's refunds exceed what it received).
     #[serde(rename = "revenueUSDC")]
     #[schema(rename = "revenueUSDC")]
     revenue_usdc: String,
+    /// USDC refunded to payers in the window (counted in `revenueUSDC` already).
+    #[serde(rename = "refundedUSDC")]
+    #[schema(rename = "refundedUSDC")]
+    refunded_usdc: String,
     /// Median settlement time, as its histogram bin's upper edge (within 1.5x).
     #[schema(required)]
     settle_p50_ms: Option<u64>,
@@ -47,9 +52,13 @@ pub struct SeriesPoint {
     requests: u64,
     paid: u64,
     errors: u64,
+    /// Received net of the period's refunds.
     #[serde(rename = "revenueUSDC")]
     #[schema(rename = "revenueUSDC")]
     revenue_usdc: String,
+    #[serde(rename = "refundedUSDC")]
+    #[schema(rename = "refundedUSDC")]
+    refunded_usdc: String,
 }
 
 /// Requests and revenue per hour (24h) or per day (7d, 30d), oldest first, every period listed.
@@ -64,6 +73,15 @@ pub struct Series {
 
 fn usdc(units: u64) -> String {
     usdc_string(UsdcAmount(units))
+}
+
+/// `received` net of `refunded`, six decimals, with a sign when the refunds are more (a refund
+/// counts in the period it is made, of money received in it or before).
+pub fn net_usdc(received: u64, refunded: u64) -> String {
+    match received.checked_sub(refunded) {
+        Some(net) => usdc(net),
+        None => format!("-{}", usdc(refunded - received)),
+    }
 }
 
 /// The tier and first period a window reads: the 24 hours (or 7 or 30 days) ending with the
@@ -112,7 +130,8 @@ pub async fn routes_and_series(
         .into_iter()
         .map(|(id, b)| (paths.remove(&id), id, b))
         .collect();
-    per_route.sort_by(|a, b| b.2.revenue.cmp(&a.2.revenue).then_with(|| a.0.cmp(&b.0)));
+    let net = |b: &RollupBucket| i128::from(b.revenue) - i128::from(b.refunded);
+    per_route.sort_by(|a, b| net(&b.2).cmp(&net(&a.2)).then_with(|| a.0.cmp(&b.0)));
     let routes = per_route
         .into_iter()
         .map(|(path, id, b)| RouteRevenue {
@@ -121,7 +140,8 @@ pub async fn routes_and_series(
             requests: b.requests,
             paid: b.paid,
             errors: b.errors,
-            revenue_usdc: usdc(b.revenue),
+            revenue_usdc: net_usdc(b.revenue, b.refunded),
+            refunded_usdc: usdc(b.refunded),
             settle_p50_ms: b.settle_quantile_ms(0.5),
             settle_p99_ms: b.settle_quantile_ms(0.99),
         })
@@ -137,7 +157,8 @@ pub async fn routes_and_series(
                 requests: b.requests,
                 paid: b.paid,
                 errors: b.errors,
-                revenue_usdc: usdc(b.revenue),
+                revenue_usdc: net_usdc(b.revenue, b.refunded),
+                refunded_usdc: usdc(b.refunded),
             }
         })
         .collect();

@@ -353,10 +353,14 @@ pub struct MetricsWindow {
     #[schema(required)]
     pub avg_settle_ms: Option<f64>,
     pub error_rate: f64,
-    /// USDC received over the window, six decimals.
+    /// USDC received over the window net of the refunds made in it, six decimals.
     #[serde(rename = "revenueUSDC")]
     #[schema(rename = "revenueUSDC")]
     pub revenue_usdc: String,
+    /// USDC refunded to payers over the window (counted in `revenueUSDC` already).
+    #[serde(rename = "refundedUSDC")]
+    #[schema(rename = "refundedUSDC")]
+    pub refunded_usdc: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

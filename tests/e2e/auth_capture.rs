@@ -591,18 +591,60 @@ async fn a_captured_payment_is_refunded_once_per_key_up_to_its_capture_within_it
         .filter(|r| r.accepted)
         .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
         .filter(|v| v["data"]["id"] == id.as_str())
-        .map(|v| (v["type"].clone(), v["data"]["refund"]["amountUSD"].clone()))
+        .map(|v| {
+            let d = &v["data"];
+            (
+                v["type"].clone(),
+                d["refund"]["amountUSD"].clone(),
+                d["netUSD"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         heard,
         [
-            (json!("payment.settled"), Value::Null),
-            (json!("payment.refunded"), json!("0.004")),
-            (json!("payment.refunded"), json!("0.006")),
+            (json!("payment.settled"), Value::Null, Value::Null),
+            (json!("payment.refunded"), json!("0.004"), json!("0.006")),
+            (json!("payment.refunded"), json!("0.006"), json!("0")),
         ],
         "{:?}",
         rx.got()
     );
+    // The seller's figures are net of refunds: two captures of 0.01, one of them refunded whole.
+    let net = revenue_settles(&s, |m| m["metrics"]["refundedUSDC"] == "0.010000").await;
+    assert_eq!(net["metrics"]["revenueUSDC"], "0.010000", "{net}");
+    let routes = net["routes"].as_array().unwrap();
+    let of = |path: &str| routes.iter().find(|r| r["path"] == path).unwrap().clone();
+    assert_eq!(
+        (
+            &of("/refundable")["revenueUSDC"],
+            &of("/refundable")["refundedUSDC"]
+        ),
+        (&json!("0.000000"), &json!("0.010000")),
+        "{net}"
+    );
+    assert_eq!(of("/final")["revenueUSDC"], "0.010000", "{net}");
+    let scraped = s.gw.prometheus(common::ADMIN_TOKEN).await;
+    assert!(
+        scraped
+            .lines()
+            .any(|l| l.starts_with("paygate_refunded_base_units_total{") && l.ends_with(" 10000")),
+        "{scraped}"
+    );
+}
+
+/// The organisation's metrics once `done` says they show what was made (counted within a
+/// drain of the aggregator).
+async fn revenue_settles(s: &Setup, done: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..50 {
+        last = s.gw.org_metrics(&s.key, "24h").await;
+        if done(&last) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    last
 }
 
 /// Issue 52: a refund asked again while its transaction is unmined (the documented answer to

@@ -576,9 +576,16 @@ pub struct MetricBucket {
     pub settle_count: u64,
     /// USDC base units received.
     pub revenue: u64,
+    /// USDC base units refunded to payers (of what was received, in this or an earlier period).
+    pub refunded: u64,
 }
 
 impl MetricBucket {
+    /// What was received net of refunds (never below zero for one period).
+    pub fn net_revenue(&self) -> u64 {
+        self.revenue.saturating_sub(self.refunded)
+    }
+
     pub fn merge(&mut self, o: &MetricBucket) {
         self.total += o.total;
         self.unpaid402 += o.unpaid402;
@@ -589,5 +596,6 @@ impl MetricBucket {
         self.settle_ms_sum += o.settle_ms_sum;
         self.settle_count += o.settle_count;
         self.revenue = self.revenue.saturating_add(o.revenue);
+        self.refunded = self.refunded.saturating_add(o.refunded);
     }
 }

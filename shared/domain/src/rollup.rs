@@ -56,6 +56,8 @@ pub struct RollupBucket {
     pub errors: u64,
     /// USDC base units received.
     pub revenue: u64,
+    /// USDC base units refunded to payers in this period (of what was received in it or before).
+    pub refunded: u64,
     pub settle_count: u64,
     pub settle_ms_sum: u64,
     /// Counts per bin of [`SETTLE_EDGES_MS`] (always [`SETTLE_BINS`] long).
@@ -69,6 +71,7 @@ impl Default for RollupBucket {
             paid: 0,
             errors: 0,
             revenue: 0,
+            refunded: 0,
             settle_count: 0,
             settle_ms_sum: 0,
             settle_hist: vec![0; SETTLE_BINS],
@@ -91,6 +94,7 @@ impl RollupBucket {
         self.paid += o.paid;
         self.errors += o.errors;
         self.revenue = self.revenue.saturating_add(o.revenue);
+        self.refunded = self.refunded.saturating_add(o.refunded);
         self.settle_count += o.settle_count;
         self.settle_ms_sum = self.settle_ms_sum.saturating_add(o.settle_ms_sum);
         self.settle_hist.resize(SETTLE_BINS, 0);
@@ -101,10 +105,11 @@ impl RollupBucket {
 
     /// The compact stored form (an embedded store reads tens of thousands of rows for one
     /// view, where JSON decoding dominated): a version byte, then every counter and bin as a
-    /// little-endian `u64`.
+    /// little-endian `u64`. Version 2 added `refunded` after the six counters of version 1,
+    /// which still reads (with nothing refunded).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(1 + 8 * (6 + SETTLE_BINS));
-        out.push(1);
+        let mut out = Vec::with_capacity(1 + 8 * (7 + SETTLE_BINS));
+        out.push(2);
         let head = [
             self.requests,
             self.paid,
@@ -112,6 +117,7 @@ impl RollupBucket {
             self.revenue,
             self.settle_count,
             self.settle_ms_sum,
+            self.refunded,
         ];
         for v in head.iter().chain(&self.settle_hist) {
             out.extend_from_slice(&v.to_le_bytes());
@@ -119,12 +125,20 @@ impl RollupBucket {
         out
     }
 
-    /// Reads [`RollupBucket::to_bytes`]; `None` for anything else.
+    /// What was received net of refunds (never below zero for one period).
+    pub fn net_revenue(&self) -> u64 {
+        self.revenue.saturating_sub(self.refunded)
+    }
+
+    /// Reads [`RollupBucket::to_bytes`] (either version); `None` for anything else.
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
-        let (1, rest) = b.split_first().map(|(v, r)| (*v, r))? else {
-            return None;
+        let (version, rest) = b.split_first().map(|(v, r)| (*v, r))?;
+        let head = match version {
+            1 => 6,
+            2 => 7,
+            _ => return None,
         };
-        if rest.len() % 8 != 0 || rest.len() < 8 * 6 {
+        if rest.len() % 8 != 0 || rest.len() < 8 * head {
             return None;
         }
         let mut words = rest
@@ -138,8 +152,12 @@ impl RollupBucket {
             revenue: next(),
             settle_count: next(),
             settle_ms_sum: next(),
+            refunded: 0,
             settle_hist: Vec::new(),
         };
+        if head == 7 {
+            bucket.refunded = next();
+        }
         bucket.settle_hist = words.collect();
         bucket.settle_hist.resize(SETTLE_BINS, 0);
         Some(bucket)
@@ -242,11 +260,19 @@ mod tests {
             paid: 5,
             errors: 1,
             revenue: u64::MAX - 3,
+            refunded: 9,
             ..Default::default()
         };
         b.observe_settle(40);
         b.observe_settle(4_000);
         assert_eq!(RollupBucket::from_bytes(&b.to_bytes()), Some(b.clone()));
+        // A version-1 row (before refunds were counted) reads with nothing refunded.
+        let mut v1 = b.to_bytes();
+        v1[0] = 1;
+        v1.drain(1 + 6 * 8..1 + 7 * 8);
+        let old = RollupBucket::from_bytes(&v1).expect("version 1 reads");
+        assert_eq!((old.revenue, old.refunded), (b.revenue, 0));
+        assert_eq!(old.settle_hist, b.settle_hist);
         assert_eq!(RollupBucket::from_bytes(b"{}"), None);
         assert_eq!(RollupBucket::from_bytes(&[1, 0, 0]), None);
         assert_eq!(RollupBucket::from_bytes(&[]), None);

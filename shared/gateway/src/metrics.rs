@@ -65,6 +65,24 @@ pub struct RequestEvent {
     pub at: u64,
 }
 
+/// A refund to a payer of what an organisation's route received: counted against its revenue
+/// in the period it is made.
+#[derive(Debug, Clone)]
+pub struct RefundEvent {
+    pub org_id: Arc<str>,
+    pub route_id: Arc<str>,
+    /// USDC base units returned.
+    pub amount: u64,
+    /// Unix seconds when it was recorded.
+    pub at: u64,
+}
+
+/// What the aggregator counts.
+enum Counted {
+    Request(RequestEvent),
+    Refund(RefundEvent),
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
     org: String,
@@ -112,6 +130,7 @@ struct Prom {
     challenge_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
     settle_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
     revenue: Family<RouteLabels, Counter>,
+    refunded: Family<RouteLabels, Counter>,
     upstream: Family<UpstreamLabels, Counter>,
     target_healthy: Family<TargetLabels, Gauge>,
     facilitator_up: Gauge,
@@ -133,6 +152,7 @@ impl Prom {
                 latency_histogram,
             );
         let revenue = Family::<RouteLabels, Counter>::default();
+        let refunded = Family::<RouteLabels, Counter>::default();
         let upstream = Family::<UpstreamLabels, Counter>::default();
         let target_healthy = Family::<TargetLabels, Gauge>::default();
         let facilitator_up = Gauge::default();
@@ -168,8 +188,13 @@ impl Prom {
         );
         registry.register(
             "revenue_base_units",
-            "USDC base units settled to the organisation",
+            "USDC base units settled to the organisation (before refunds)",
             revenue.clone(),
+        );
+        registry.register(
+            "refunded_base_units",
+            "USDC base units the organisation refunded to payers (net revenue: revenue minus this)",
+            refunded.clone(),
         );
         registry.register(
             "upstream_responses",
@@ -197,6 +222,7 @@ impl Prom {
             challenge_seconds,
             settle_seconds,
             revenue,
+            refunded,
             upstream,
             target_healthy,
             facilitator_up,
@@ -222,8 +248,8 @@ pub struct FacilitatorHealth {
 
 /// The metrics hub shared by the proxy (records) and the control plane (reads).
 pub struct Metrics {
-    tx: mpsc::UnboundedSender<RequestEvent>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<RequestEvent>>>,
+    tx: mpsc::UnboundedSender<Counted>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<Counted>>>,
     prom: Prom,
     health: ArcSwap<FacilitatorHealth>,
     unflushed: Unflushed,
@@ -244,6 +270,7 @@ fn bucket_of(e: &RequestEvent) -> MetricBucket {
         settle_ms_sum: e.settle_ms.unwrap_or(0),
         settle_count: u64::from(e.settle_ms.is_some()),
         revenue: e.revenue,
+        refunded: 0,
     }
 }
 
@@ -272,19 +299,17 @@ struct Batch {
     challenge: FastMap<(Arc<str>, Arc<str>), Vec<u64>>,
     settle: FastMap<(Arc<str>, Arc<str>), Vec<u64>>,
     revenue: FastMap<(Arc<str>, Arc<str>), u64>,
+    refunded: FastMap<(Arc<str>, Arc<str>), u64>,
     upstream: FastMap<(Arc<str>, Arc<str>, u16), u64>,
 }
 
 impl Batch {
     /// Takes every queued event; `false` once the channel is closed and empty.
-    fn drain(
-        &mut self,
-        rx: &mut mpsc::UnboundedReceiver<RequestEvent>,
-        counts: &mut Counts,
-    ) -> bool {
+    fn drain(&mut self, rx: &mut mpsc::UnboundedReceiver<Counted>, counts: &mut Counts) -> bool {
         loop {
             match rx.try_recv() {
-                Ok(e) => {
+                Ok(Counted::Refund(r)) => self.refund(r, counts),
+                Ok(Counted::Request(e)) => {
                     let minute = bucket_of(&e);
                     counts
                         .hours
@@ -327,6 +352,25 @@ impl Batch {
         }
     }
 
+    /// A refund: its route's hour, its organisation's minute and the series.
+    fn refund(&mut self, r: RefundEvent, counts: &mut Counts) {
+        counts
+            .hours
+            .entry((
+                r.org_id.clone(),
+                r.route_id.clone(),
+                Tier::Hour.period_of(r.at),
+            ))
+            .or_default()
+            .refunded += r.amount;
+        counts
+            .minutes
+            .entry((r.org_id.clone(), r.at / 60))
+            .or_default()
+            .refunded += r.amount;
+        *self.refunded.entry((r.org_id, r.route_id)).or_default() += r.amount;
+    }
+
     /// Adds the batch to the Prometheus families and empties it.
     fn apply(&mut self, prom: &Prom) {
         let labels = |org: &str, route: &str| RouteLabels {
@@ -353,6 +397,9 @@ impl Batch {
         }
         for ((org, route), n) in self.revenue.drain() {
             prom.revenue.get_or_create(&labels(&org, &route)).inc_by(n);
+        }
+        for ((org, route), n) in self.refunded.drain() {
+            prom.refunded.get_or_create(&labels(&org, &route)).inc_by(n);
         }
         for ((org, route, class), n) in self.upstream.drain() {
             prom.upstream
@@ -399,7 +446,12 @@ impl Metrics {
 
     /// Hands a finished request to the aggregator. Never blocks.
     pub fn record(&self, event: RequestEvent) {
-        let _ = self.tx.send(event);
+        let _ = self.tx.send(Counted::Request(event));
+    }
+
+    /// Hands a refund to the aggregator (counted against its route's revenue). Never blocks.
+    pub fn record_refund(&self, event: RefundEvent) {
+        let _ = self.tx.send(Counted::Refund(event));
     }
 
     /// Runs the aggregator until the channel closes: counts into Prometheus and per-minute

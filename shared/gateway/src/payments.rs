@@ -82,6 +82,8 @@ pub struct PaymentService {
     windows: Option<Arc<crate::windows::Windows>>,
     /// Seller webhook events (`payment.settled`).
     events: Option<Arc<crate::events::Events>>,
+    /// Where refunds are counted against revenue.
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Contract calls from the relayer (the `auth-capture` escrow's), where it has a key.
     chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
     /// The key receipts are signed with (x402 `offer-and-receipt`).
@@ -115,6 +117,7 @@ impl PaymentService {
             channels: None,
             windows: None,
             events: None,
+            metrics: None,
             chain: None,
             receipt_key: None,
             offers: None,
@@ -126,6 +129,12 @@ impl PaymentService {
     /// With seller webhook events emitted to `events`.
     pub fn with_events(mut self, events: Arc<crate::events::Events>) -> Self {
         self.events = Some(events);
+        self
+    }
+
+    /// With refunds counted against revenue in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 

@@ -30,6 +30,7 @@ fn row(tier: Tier, period: u64, route: &str, settles: &[u64], revenue: u64) -> R
         paid: settles.len() as u64,
         errors: 1,
         revenue,
+        refunded: revenue / 10,
         ..Default::default()
     };
     settles.iter().for_each(|ms| bucket.observe_settle(*ms));
@@ -74,6 +75,7 @@ async fn rows_add_up_by_tier_period_and_route() {
         assert_eq!((got[1].period, got[1].tier), (h, Tier::Hour), "{name}");
         assert_eq!((r1.requests, r1.paid, r1.errors), (5, 3, 2), "{name}");
         assert_eq!(r1.revenue, 20_000 + u64::from(u32::MAX) * 4, "{name}");
+        assert_eq!(r1.refunded, 2_000 + u64::from(u32::MAX) * 4 / 10, "{name}");
         assert_eq!(r1.settle_count, 3, "{name}");
         assert_eq!(r1.settle_ms_sum, 944, "{name}");
         assert_eq!(r1.settle_quantile_ms(0.5), Some(50), "{name}");

@@ -257,16 +257,34 @@ impl PaymentService {
         written.is_ok_and(|t| time::OffsetDateTime::now_utc() - t < self.refund_lease)
     }
 
-    /// `payment.refunded`, about the payment (so it reaches an endpoint after the payment's
-    /// `payment.settled` and its earlier refunds'), queued before the refund is answered.
+    /// A refund recorded (once per refund: by the request whose write decided it): counted
+    /// against its route's revenue, and `payment.refunded` about the payment (so it reaches an
+    /// endpoint after the payment's `payment.settled` and its earlier refunds'), queued before
+    /// the refund is answered. The event says what the payment nets the seller now.
     async fn refunded_event(&self, p: &GatewayPayment, refund: &EscrowRefund) {
+        if let Some(metrics) = &self.metrics {
+            metrics.record_refund(crate::metrics::RefundEvent {
+                org_id: std::sync::Arc::from(p.org_id.as_str()),
+                route_id: std::sync::Arc::from(p.route_id.as_str()),
+                amount: refund.amount.0,
+                at: paygate_domain::unix_now(),
+            });
+        }
         let Some(events) = &self.events else { return };
         let mut data = crate::events::payment_data(p);
+        let (refunded, net) = p
+            .escrow
+            .as_ref()
+            .map_or((UsdcAmount(0), UsdcAmount(0)), |e| {
+                (e.refunded(), e.refundable())
+            });
         data["refund"] = serde_json::json!({
             "id": refund.id,
             "amountUSD": refund.amount.to_decimal().to_string(),
             "transaction": refund.transaction,
         });
+        data["refundedUSD"] = refunded.to_decimal().to_string().into();
+        data["netUSD"] = net.to_decimal().to_string().into();
         events
             .emit(&p.org_id, "payment.refunded", &p.id, data)
             .await;

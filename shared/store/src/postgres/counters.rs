@@ -160,7 +160,8 @@ impl MetricStore for PgStore {
              COALESCE(SUM(challenge_count), 0)::bigint AS challenge_count, \
              COALESCE(SUM(settle_ms_sum), 0)::bigint AS settle_ms_sum, \
              COALESCE(SUM(settle_count), 0)::bigint AS settle_count, \
-             COALESCE(SUM(revenue), 0)::bigint AS revenue \
+             COALESCE(SUM(revenue), 0)::bigint AS revenue, \
+             COALESCE(SUM(refunded), 0)::bigint AS refunded \
              FROM metric_buckets WHERE org_id = $1 AND minute >= $2",
         )
         .bind(org_id)
@@ -179,6 +180,7 @@ impl MetricStore for PgStore {
             settle_ms_sum: get("settle_ms_sum")?,
             settle_count: get("settle_count")?,
             revenue: get("revenue")?,
+            refunded: get("refunded")?,
         })
     }
 
@@ -189,7 +191,7 @@ impl MetricStore for PgStore {
         from_period: u64,
     ) -> StoreResult<Vec<RollupRow>> {
         let rows = sqlx::query(
-            "SELECT period, route_id, requests, paid, errors, revenue, settle_count, \
+            "SELECT period, route_id, requests, paid, errors, revenue, refunded, settle_count, \
              settle_ms_sum, settle_hist FROM metric_rollups \
              WHERE org_id = $1 AND tier = $2 AND period >= $3",
         )
@@ -212,6 +214,7 @@ impl MetricStore for PgStore {
                         paid: get("paid")?,
                         errors: get("errors")?,
                         revenue: get("revenue")?,
+                        refunded: get("refunded")?,
                         settle_count: get("settle_count")?,
                         settle_ms_sum: get("settle_ms_sum")?,
                         settle_hist: hist.into_iter().map(to_u64).collect(),
@@ -230,8 +233,8 @@ async fn merge_minute(
 ) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO metric_buckets AS m (org_id, minute, total, unpaid402, paid, errors, \
-             challenge_us_sum, challenge_count, settle_ms_sum, settle_count, revenue) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             challenge_us_sum, challenge_count, settle_ms_sum, settle_count, revenue, refunded) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
              ON CONFLICT (org_id, minute) DO UPDATE SET \
              total = m.total + EXCLUDED.total, unpaid402 = m.unpaid402 + EXCLUDED.unpaid402, \
              paid = m.paid + EXCLUDED.paid, errors = m.errors + EXCLUDED.errors, \
@@ -239,7 +242,7 @@ async fn merge_minute(
              challenge_count = m.challenge_count + EXCLUDED.challenge_count, \
              settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
              settle_count = m.settle_count + EXCLUDED.settle_count, \
-             revenue = m.revenue + EXCLUDED.revenue",
+             revenue = m.revenue + EXCLUDED.revenue, refunded = m.refunded + EXCLUDED.refunded",
     )
     .bind(org_id)
     .bind(to_i64(minute)?)
@@ -252,6 +255,7 @@ async fn merge_minute(
     .bind(to_i64(b.settle_ms_sum)?)
     .bind(to_i64(b.settle_count)?)
     .bind(to_i64(b.revenue)?)
+    .bind(to_i64(b.refunded)?)
     .execute(&mut *tx)
     .await
     .map_err(backend)?;
@@ -271,11 +275,12 @@ async fn merge_rollup(
         .collect::<StoreResult<Vec<i64>>>()?;
     sqlx::query(
         "INSERT INTO metric_rollups AS m (org_id, tier, period, route_id, requests, paid, \
-                 errors, revenue, settle_count, settle_ms_sum, settle_hist) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 errors, revenue, settle_count, settle_ms_sum, settle_hist, refunded) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                  ON CONFLICT (org_id, tier, period, route_id) DO UPDATE SET \
                  requests = m.requests + EXCLUDED.requests, paid = m.paid + EXCLUDED.paid, \
                  errors = m.errors + EXCLUDED.errors, revenue = m.revenue + EXCLUDED.revenue, \
+                 refunded = m.refunded + EXCLUDED.refunded, \
                  settle_count = m.settle_count + EXCLUDED.settle_count, \
                  settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
                  settle_hist = ARRAY(SELECT COALESCE(a, 0) + COALESCE(b, 0) \
@@ -293,6 +298,7 @@ async fn merge_rollup(
     .bind(to_i64(b.settle_count)?)
     .bind(to_i64(b.settle_ms_sum)?)
     .bind(hist)
+    .bind(to_i64(b.refunded)?)
     .execute(&mut *tx)
     .await
     .map_err(backend)?;

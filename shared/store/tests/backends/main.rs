@@ -352,6 +352,7 @@ async fn plan_usage_only_grows_and_metric_buckets_add_up() {
             settle_ms_sum: 400,
             settle_count: 2,
             revenue: 20_000,
+            refunded: 700,
         };
         let batch = |minutes: &[(&str, u64)]| CountBatch {
             id: new_id(COUNT_BATCH_PREFIX),
@@ -372,8 +373,14 @@ async fn plan_usage_only_grows_and_metric_buckets_add_up() {
         assert!(s.count_batch_stored(&again.id).await.unwrap(), "{name}");
         let sum = s.metrics_since("o1", 100).await.unwrap();
         assert_eq!(
-            (sum.total, sum.paid, sum.settle_ms_sum, sum.revenue),
-            (6, 4, 800, 40_000),
+            (
+                sum.total,
+                sum.paid,
+                sum.settle_ms_sum,
+                sum.revenue,
+                sum.refunded
+            ),
+            (6, 4, 800, 40_000, 1_400),
             "{name}"
         );
         assert_eq!(s.metrics_since("o1", 0).await.unwrap().total, 9, "{name}");
