@@ -338,6 +338,9 @@ fn paid_path(
             .with_events(events.clone())
             .with_metrics(metrics.clone())
             .with_refund_lease(cfg.facilitator.in_flight());
+    if let Some(collector) = cfg.facilitator.refund_collector {
+        payments = payments.with_refund_collector(collector);
+    }
     let payout_funding = crate::settlement::build_payout_funding(
         cfg,
         networks,

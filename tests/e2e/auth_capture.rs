@@ -647,6 +647,54 @@ async fn revenue_settles(s: &Setup, done: impl Fn(&Value) -> bool) -> Value {
     last
 }
 
+/// Issue 52: a deployment names its own receiver refund collector (`[facilitator]
+/// refund_collector`, for a chain where the dev chain's address holds nothing); the refund goes
+/// through that one, and a seller that approved only another is told which to approve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_go_through_the_configured_refund_collector() {
+    let collector: Address = "0x00000000000000000000000000000000c011ec70"
+        .parse()
+        .unwrap();
+    let s = setup_with(&[(
+        "PAYGATE__FACILITATOR__REFUND_COLLECTOR",
+        "0x00000000000000000000000000000000c011ec70",
+    )])
+    .await;
+    s.chain
+        .copy_code(
+            paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
+            collector,
+        )
+        .await;
+    refundable_route(&s, "refundable", 3600).await;
+    let paid = official_pay(&s, &s.gw.url("/gateway/acme/refundable"), 4);
+    assert_eq!(paid["status"], 200, "{paid}");
+    let id = ledger(&s).await[0]["id"].as_str().unwrap().to_string();
+    common::escrow::approve_refunds(&s.chain, 9).await;
+    let (status, code, body) = refund(&s, &id, Some("k1"), json!({})).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (409, "REFUND_NOT_COVERED"),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains(&format!("{collector:#x}")),
+        "names the collector to approve: {body}"
+    );
+    common::escrow::approve_collector(&s.chain, 9, collector).await;
+    let payer_before = usdc_of(&s, address(4)).await;
+    let (status, _, body) = refund(&s, &id, Some("k1"), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        usdc_of(&s, address(4)).await,
+        payer_before + U256::from(10_000u64)
+    );
+}
+
 /// Issue 52: a refund asked again while its transaction is unmined (the documented answer to
 /// `504 SETTLEMENT_PENDING`; anvil's automine off) waits for that transaction's outcome and never
 /// sends a second: once mined, the same key answers the one refund, and the payer got it once.

@@ -308,6 +308,10 @@ pub struct FacilitatorConfig {
     /// node of a cluster can capture, void, refund and reconcile any hold and settle any `upto`
     /// payment. Unset: the node's own relayer (one node).
     pub operator: Option<Address>,
+    /// The receiver refund collector (`ReceiverRefundCollector`, `shared/contracts`) through
+    /// which a seller's wallet funds its `auth-capture` refunds, once it approved it. Unset:
+    /// the dev chain's (`0x5e11e7…ef0d`).
+    pub refund_collector: Option<Address>,
 }
 
 impl FacilitatorConfig {
@@ -334,6 +338,7 @@ impl Default for FacilitatorConfig {
             request_timeout_seconds: 10,
             reconcile_interval_seconds: 30,
             operator: None,
+            refund_collector: None,
         }
     }
 }

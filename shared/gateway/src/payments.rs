@@ -95,6 +95,8 @@ pub struct PaymentService {
     /// How long a refund's request may still be sending it (its longest wait for a receipt):
     /// a pending refund younger than this, with no transaction known, is its request's own.
     refund_lease: std::time::Duration,
+    /// The receiver refund collector sellers approve to fund their refunds.
+    refund_collector: alloy_primitives::Address,
 }
 
 impl PaymentService {
@@ -123,6 +125,7 @@ impl PaymentService {
             offers: None,
             eoas: Default::default(),
             refund_lease: std::time::Duration::from_secs(60),
+            refund_collector: paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
         }
     }
 

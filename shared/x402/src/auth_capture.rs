@@ -30,8 +30,9 @@ pub const ERC3009_COLLECTOR_ADDRESS: Address = address!("8612dfdc421f80336cd14E8
 pub const OPERATOR_REFUND_COLLECTOR_ADDRESS: Address =
     address!("7a03443724d14798c4AB4622F1DAAcA761Fea486");
 /// paygate's collector that funds a refund from the payment's receiver (the seller's wallet,
-/// which approves it once): the dev chain places it here; a deployment on another chain places
-/// its build (`shared/contracts`, `ReceiverRefundCollector`) at the same address.
+/// which approves it once): the dev chain places it here; a deployment on another chain deploys
+/// its build (`shared/contracts`, `ReceiverRefundCollector`) and names it in `[facilitator]
+/// refund_collector`.
 pub const RECEIVER_REFUND_COLLECTOR_ADDRESS: Address =
     address!("5e11e7000000000000000000000000000000ef0d");
 
@@ -448,13 +449,13 @@ pub fn reclaim_call(info: &PaymentInfo) -> Vec<u8> {
 }
 
 /// The escrow's `refund` of `amount`, funded by the seller (the payment's receiver) through
-/// the receiver refund collector.
-pub fn refund_call(info: &PaymentInfo, amount: U256) -> Vec<u8> {
+/// the receiver refund collector at `collector`.
+pub fn refund_call(info: &PaymentInfo, amount: U256, collector: Address) -> Vec<u8> {
     use alloy_sol_types::SolCall;
     IAuthCaptureEscrow::refundCall {
         paymentInfo: info.clone(),
         amount,
-        tokenCollector: RECEIVER_REFUND_COLLECTOR_ADDRESS,
+        tokenCollector: collector,
         collectorData: Default::default(),
     }
     .abi_encode()

@@ -227,6 +227,18 @@ impl Chain {
             .expect("evm_increaseTime");
     }
 
+    /// Places a copy of the contract at `from` at `to` (its code only, no storage).
+    pub async fn copy_code(&self, from: Address, to: Address) {
+        use alloy_provider::Provider;
+        let p = self.provider(0);
+        let code = p.get_code_at(from).await.expect("eth_getCode");
+        assert!(!code.is_empty(), "no contract at {from}");
+        let _: Value = p
+            .raw_request("anvil_setCode".into(), (to, code))
+            .await
+            .expect("anvil_setCode");
+    }
+
     /// Places the test smart wallet (`Eip1271Wallet`: accepts what `owner`'s key signed) at
     /// `at`; no tokens.
     pub async fn place_eip1271_wallet(&self, at: Address, owner: Address) {

@@ -20,9 +20,19 @@ pub fn signed_doc(challenge: &Value, payer: usize) -> Value {
 /// The seller's wallet (account `seller`, a route's receiver) approves paygate's receiver refund
 /// collector once: its refunds are funded from it.
 pub async fn approve_refunds(chain: &super::chain::Chain, seller: usize) {
+    let collector = paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS;
+    approve_collector(chain, seller, collector).await;
+}
+
+/// [`approve_refunds`] for the collector at `collector`.
+pub async fn approve_collector(
+    chain: &super::chain::Chain,
+    seller: usize,
+    collector: alloy_primitives::Address,
+) {
     use alloy_sol_types::SolCall;
     let data = paygate_x402::permit2::IErc20Permit2::approveCall {
-        spender: paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
+        spender: collector,
         amount: alloy_primitives::U256::MAX,
     }
     .abi_encode();

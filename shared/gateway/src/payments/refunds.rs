@@ -176,7 +176,7 @@ impl PaymentService {
         let sent = esc
             .call(
                 chain,
-                auth_capture::refund_call(&esc.info, esc.units(pending.amount)),
+                auth_capture::refund_call(&esc.info, esc.units(pending.amount), esc.collector),
             )
             .await;
         let mut after = asked.clone();
@@ -247,6 +247,13 @@ impl PaymentService {
         self
     }
 
+    /// With refunds funded through the receiver refund collector at `collector` (sellers
+    /// approve it; [`auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS`] unless configured).
+    pub fn with_refund_collector(mut self, collector: Address) -> Self {
+        self.refund_collector = collector;
+        self
+    }
+
     /// Whether the request that wrote `pending` may still be sending it (written less than the
     /// refund lease ago).
     fn refund_in_flight(&self, pending: &EscrowRefund) -> bool {
@@ -296,6 +303,8 @@ impl PaymentService {
 struct Escrow {
     info: PaymentInfo,
     chain_id: u64,
+    /// The receiver refund collector the seller approved.
+    collector: Address,
 }
 
 impl Escrow {
@@ -324,6 +333,7 @@ impl Escrow {
         Ok(Self {
             info,
             chain_id: network.config.chain_id,
+            collector: svc.refund_collector,
         })
     }
 
@@ -350,7 +360,7 @@ impl Escrow {
         let down = |e: CallError| RefundError::ChainDown(e.to_string());
         let allowance = IErc20Permit2::allowanceCall {
             owner: receiver,
-            spender: auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
+            spender: self.collector,
         }
         .abi_encode();
         let allowance =
@@ -361,7 +371,7 @@ impl Escrow {
             return Err(RefundError::SellerCannotCover(format!(
                 "the receiver wallet {receiver} has approved the refund collector {} for {} USDC, \
                  below the refund of {} USDC (approve it once from that wallet)",
-                auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
+                self.collector,
                 UsdcAmount::of_units(allowance).to_decimal(),
                 amount.to_decimal()
             )));
