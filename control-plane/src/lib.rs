@@ -281,7 +281,10 @@ async fn channel_claims(state: AppState) {
 async fn reconciliation(state: AppState) {
     let started = time::OffsetDateTime::now_utc();
     let f = &state.config.facilitator;
-    let in_flight = i64::try_from(f.in_flight().as_secs()).unwrap_or(i64::MAX);
+    let leases = paygate_gateway::payments::reconcile::Leases {
+        in_flight_secs: i64::try_from(f.in_flight().as_secs()).unwrap_or(i64::MAX),
+        live_hold_secs: i64::try_from(f.live_hold_seconds).unwrap_or(i64::MAX),
+    };
     let mut tick = tokio::time::interval(Duration::from_secs(f.reconcile_interval_seconds.max(1)));
     loop {
         tick.tick().await;
@@ -294,7 +297,7 @@ async fn reconciliation(state: AppState) {
             state.networks(),
             state.payments.chain().map(|c| c.as_ref()),
             started,
-            in_flight,
+            leases,
         )
         .await
         {

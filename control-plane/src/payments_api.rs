@@ -156,6 +156,10 @@ pub struct EscrowView {
     /// deadline (nothing was captured).
     #[schema(required)]
     reclaimed_transaction: Option<String>,
+    /// The `void` transaction that gave the hold back (the origin failed, or reconciliation
+    /// found the hold left behind by a node that stopped).
+    #[schema(required)]
+    voided_transaction: Option<String>,
 }
 
 impl EscrowView {
@@ -167,6 +171,7 @@ impl EscrowView {
             refunds: e.refunds.iter().map(RefundView::from).collect(),
             pending_refund: e.pending_refund.as_ref().map(RefundView::from),
             reclaimed_transaction: e.reclaimed_tx.clone(),
+            voided_transaction: e.voided_tx.clone(),
         }
     }
 }

@@ -11,37 +11,17 @@ use common::windows::challenge_at;
 use common::*;
 use paygate_x402::auth_capture::{self, ESCROW_ADDRESS};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const PRICE: u64 = 10_000;
 const PAYER: usize = 6;
 
-/// An origin that takes an hour to answer: how many requests reached it, and its URL.
-async fn hanging_origin() -> (Arc<AtomicUsize>, String) {
-    let reached = Arc::new(AtomicUsize::new(0));
-    let seen = reached.clone();
-    let app = axum::Router::new().route(
-        "/slow",
-        axum::routing::get(move || {
-            let seen = seen.clone();
-            async move {
-                seen.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                "late"
-            }
-        }),
-    );
-    let (url, _task) = common::upstream::serve(app).await;
-    (reached, url)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_the_payer_reclaimed_is_recorded_as_reclaimed() {
     let chain = Chain::start();
     let mut gw = Gateway::start_with_owned(chain.gateway_env()).await;
-    let (reached, origin) = hanging_origin().await;
+    let (reached, origin) = common::upstream::hanging_origin().await;
     let (_, key) = gw
         .create_org("acme", Some(&address(9).to_checksum(None)))
         .await;

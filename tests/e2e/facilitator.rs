@@ -9,7 +9,14 @@ use common::escrow;
 use common::upstream::Upstream;
 use common::*;
 use paygate_domain::model::{GatewayPayment, PaymentStatus};
-use paygate_gateway::payments::reconcile::reconcile_once;
+use paygate_gateway::payments::reconcile::{reconcile_once, Leases};
+
+fn leases() -> Leases {
+    Leases {
+        in_flight_secs: 60,
+        live_hold_secs: 300,
+    }
+}
 use paygate_store::prelude::*;
 use paygate_store::{PaymentReservation, SledStore};
 use paygate_x402::money::UsdcAmount;
@@ -240,7 +247,7 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
 
     // All three were created "before this process started".
     let started = time::OffsetDateTime::now_utc();
-    let report = reconcile_once(&store, None, &networks, None, started, 60)
+    let report = reconcile_once(&store, None, &networks, None, started, leases())
         .await
         .unwrap();
     assert_eq!((report.settled, report.failed, report.waiting), (1, 1, 1));
@@ -272,7 +279,7 @@ async fn reconciliation_decides_unrecorded_payments_from_the_chain() {
         &networks,
         None,
         time::OffsetDateTime::UNIX_EPOCH,
-        60,
+        leases(),
     )
     .await
     .unwrap();

@@ -312,6 +312,12 @@ pub struct FacilitatorConfig {
     /// which a seller's wallet funds its `auth-capture` refunds, once it approved it. Unset:
     /// the dev chain's (`0x5e11e7…ef0d`).
     pub refund_collector: Option<Address>,
+    /// Seconds an `auth-capture` request may hold its payment in escrow while the origin
+    /// answers, before reconciliation (on any node) takes the hold as left behind and voids it:
+    /// a node killed between hold and capture leaves the payer's money held this long. Longer
+    /// than the slowest origin's answer head (a capture after it fails, and the answer is
+    /// refused, nothing charged).
+    pub live_hold_seconds: u64,
 }
 
 impl FacilitatorConfig {
@@ -339,6 +345,7 @@ impl Default for FacilitatorConfig {
             reconcile_interval_seconds: 30,
             operator: None,
             refund_collector: None,
+            live_hold_seconds: 300,
         }
     }
 }

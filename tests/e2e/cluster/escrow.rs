@@ -214,3 +214,101 @@ async fn an_upto_payment_offered_by_one_node_is_settled_by_another() {
     assert_eq!(usdc_of(&chain, payer).await, before - U256::from(10_000u64));
     assert_eq!(usdc_of(&chain, receiver).await, U256::from(10_000u64));
 }
+
+/// Issue 52: a node killed between an escrow's hold and its capture. Another node's
+/// reconciliation voids the hold once its live-hold lease ran out (`[facilitator]
+/// live_hold_seconds`, short here): the payer has its money back, the ledger says so, and the
+/// audit finds the ledger and the chain agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_left_by_a_killed_node_is_voided_by_another() {
+    let pg = paygate_store::testing::PgCluster::start();
+    let chain = std::sync::Arc::new(Chain::start());
+    let operator = DEV_OPERATOR_ADDRESS.to_checksum(None);
+    let mut n = paid_nodes(
+        &chain,
+        &pg.url(),
+        &[
+            ("PAYGATE__FACILITATOR__OPERATOR", operator.as_str()),
+            ("PAYGATE__FACILITATOR__LIVE_HOLD_SECONDS", "4"),
+            ("PAYGATE__FACILITATOR__SETTLE_TIMEOUT_SECONDS", "3"),
+            ("PAYGATE__FACILITATOR__REQUEST_TIMEOUT_SECONDS", "2"),
+            ("PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS", "1"),
+        ],
+    )
+    .await;
+    let (reached, origin) = common::upstream::hanging_origin().await;
+    let (key, receiver) = acme_route(
+        &n,
+        json!({"path": "slow", "priceUSD": 0.01, "schemes": ["auth-capture"],
+            "targetUrl": format!("{origin}/slow"), "network": "base-sepolia"}),
+    )
+    .await;
+    let path = "/gateway/acme/slow";
+    let payer = address(4);
+    let before = usdc_of(&chain, payer).await;
+    // Rendered by node 1, held by node 0, which is killed while the origin works on it.
+    let challenge = common::windows::challenge_at(&n[1], path).await;
+    let header = b64_header(&common::escrow::signed_doc(&challenge, 4));
+    let (http, url) = (n[0].http.clone(), n[0].url(path));
+    let asked = tokio::spawn(async move {
+        let r = http.get(url).header("PAYMENT-SIGNATURE", header).send();
+        r.await
+            .map(|r| r.status().as_u16())
+            .map_err(|e| e.to_string())
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reached.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(!asked.is_finished(), "answered before forwarding");
+        assert!(
+            Instant::now() < deadline,
+            "never forwarded:\n{}",
+            n[0].log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    n[0].kill();
+    let _cut = asked.await.unwrap();
+    let escrow = paygate_x402::auth_capture::ESCROW_ADDRESS;
+    assert_eq!(usdc_of(&chain, escrow).await, U256::from(10_000u64), "held");
+
+    // Another node voids it once the hold's lease ran out.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while usdc_of(&chain, payer).await != before {
+        assert!(
+            Instant::now() < deadline,
+            "the hold was never voided:\n{}\n{}",
+            n[1].log(),
+            n[2].log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(usdc_of(&chain, escrow).await, U256::ZERO);
+    assert_eq!(
+        usdc_of(&chain, receiver).await,
+        U256::ZERO,
+        "nothing captured"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let payment = loop {
+        let list: Value = n[2]
+            .api(&key, Method::GET, "/api/payments?limit=1", None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let p = list["payments"][0].clone();
+        if p["status"] == "FAILED" {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "not recorded: {list}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        payment["escrow"]["voidedTransaction"].is_string(),
+        "{payment}"
+    );
+    let (ok, out, err) = cli(&n[2], Some(&key), &["audit", "--json"]).await;
+    assert!(ok, "{out}\n{err}");
+    let audit: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(audit["differences"], json!([]), "{audit}");
+}

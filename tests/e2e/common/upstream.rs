@@ -104,3 +104,22 @@ pub async fn trailer_origin() -> String {
     let (url, _) = serve(app).await;
     url
 }
+
+/// An origin that takes an hour to answer: how many requests reached it, and its URL.
+pub async fn hanging_origin() -> (Arc<AtomicUsize>, String) {
+    let reached = Arc::new(AtomicUsize::new(0));
+    let seen = reached.clone();
+    let app = axum::Router::new().route(
+        "/slow",
+        axum::routing::get(move || {
+            let seen = seen.clone();
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                "late"
+            }
+        }),
+    );
+    let (url, _task) = serve(app).await;
+    (reached, url)
+}

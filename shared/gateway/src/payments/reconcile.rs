@@ -35,21 +35,32 @@ fn created(p: &GatewayPayment) -> OffsetDateTime {
     .unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
+/// How long a payment may still belong to the request that took it, in seconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Leases {
+    /// A payment settling on the hot path
+    /// ([`paygate_config::FacilitatorConfig::in_flight`]).
+    pub in_flight_secs: i64,
+    /// A payment its way holds while the origin answers (an `auth-capture` hold before its
+    /// capture: [`paygate_config::FacilitatorConfig::live_hold_seconds`]).
+    pub live_hold_secs: i64,
+}
+
 /// One pass over unfinished payments, each decided by the way of paying that left it
-/// ([`Way::reconcile`](super::way::Way)). Payments created less than `in_flight_secs` ago by
-/// this process (after `started`) may still be settling on the hot path and are left alone
-/// (longer where the way's live request may hold them longer: an `auth-capture` hold while the
-/// origin answers). The comparison keeps the records' sub-second precision: a process restarted
-/// within the second it crashed in must still treat the crashed process's reservations as left
-/// behind. `chain`: the relayer's contract calls (the escrow's void), where this deployment has
-/// them.
+/// ([`Way::reconcile`](super::way::Way)). Payments created within their lease (`leases`) after
+/// `started` (by this process, or by another node of a cluster, which may still be answering)
+/// are left alone; a crashed process's are taken at once on its restart, another node's once
+/// their lease ran out. The comparison keeps the records' sub-second precision: a process
+/// restarted within the second it crashed in must still treat the crashed process's
+/// reservations as left behind. `chain`: the relayer's contract calls (the escrow's void),
+/// where this deployment has them.
 pub async fn reconcile_once(
     store: &dyn Store,
     events: Option<&std::sync::Arc<crate::events::Events>>,
     networks: &Networks,
     chain: Option<&dyn ChainCalls>,
     started: OffsetDateTime,
-    in_flight_secs: i64,
+    leases: Leases,
 ) -> Result<ReconcileReport, StoreError> {
     let now_t = OffsetDateTime::now_utc();
     let now = now_t.unix_timestamp().max(0) as u64;
@@ -61,7 +72,10 @@ pub async fn reconcile_once(
             continue;
         };
         let created = created(&p);
-        let in_flight = in_flight_secs.max(way.live_secs());
+        let in_flight = match way.holds_while_answered() {
+            true => leases.in_flight_secs.max(leases.live_hold_secs),
+            false => leases.in_flight_secs,
+        };
         if created >= started && (now_t - created).whole_seconds() < in_flight {
             report.waiting += 1;
             continue;

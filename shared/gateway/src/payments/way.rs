@@ -261,10 +261,11 @@ pub(crate) trait Way: Sync {
         false
     }
 
-    /// How long a live request of this way may keep its payment open (seconds), beyond which
-    /// reconciliation takes it as left behind (at least the caller's in-flight time).
-    fn live_secs(&self) -> i64 {
-        0
+    /// Whether a live request of this way keeps its payment open while the origin answers
+    /// (however long that takes, up to the deployment's live-hold limit, beyond which
+    /// reconciliation takes it as left behind): an escrow's hold before its capture.
+    fn holds_while_answered(&self) -> bool {
+        false
     }
 
     /// Decides `p`, one of its records left open, from the chain: the record as decided, or

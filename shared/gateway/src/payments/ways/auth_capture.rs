@@ -40,10 +40,6 @@ pub const CAPTURE_WINDOW_SECS: u64 = 900;
 /// wallet's signature check).
 const ESCROW_GAS: u64 = 400_000;
 
-/// How long a live request may hold a payment before reconciliation takes the hold as left
-/// behind (this process's own records; a crash's are taken at once).
-const LIVE_HOLD_SECS: i64 = 300;
-
 /// `auth-capture`: held in escrow before forwarding, captured for what was served.
 pub(crate) struct AuthCapture;
 
@@ -160,9 +156,9 @@ impl Way for AuthCapture {
         p.transfer == PaymentTransfer::AuthCapture
     }
 
-    /// A live request holds its payment while the origin answers, however long that takes.
-    fn live_secs(&self) -> i64 {
-        LIVE_HOLD_SECS
+    /// A live request holds its payment while the origin answers.
+    fn holds_while_answered(&self) -> bool {
+        true
     }
 
     /// An open record (a crash, or an outcome not known) is decided by the escrow's state:
