@@ -10,7 +10,7 @@ use common::chain::{address, Chain};
 use common::windows::challenge_at;
 use common::*;
 use paygate_x402::auth_capture::{self, ESCROW_ADDRESS};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -91,21 +91,7 @@ async fn a_hold_the_payer_reclaimed_is_recorded_as_reclaimed() {
 
     // The restarted gateway's reconciliation sees it and says so in the ledger.
     gw.restart().await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let payment = loop {
-        let list: Value = gw
-            .api(&key, reqwest::Method::GET, "/api/payments", None)
-            .await
-            .json()
-            .await
-            .unwrap();
-        let p = list["payments"][0].clone();
-        if p["status"] == "FAILED" {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "{list}\n{}", gw.log());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let payment = gw.latest_payment_when(&key, "FAILED", 30).await;
     assert!(
         payment["failure"]
             .as_str()

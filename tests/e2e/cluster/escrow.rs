@@ -288,21 +288,7 @@ async fn a_hold_left_by_a_killed_node_is_voided_by_another() {
         U256::ZERO,
         "nothing captured"
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let payment = loop {
-        let list: Value = n[2]
-            .api(&key, Method::GET, "/api/payments?limit=1", None)
-            .await
-            .json()
-            .await
-            .unwrap();
-        let p = list["payments"][0].clone();
-        if p["status"] == "FAILED" {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "not recorded: {list}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let payment = n[2].latest_payment_when(&key, "FAILED", 30).await;
     assert!(
         payment["escrow"]["voidedTransaction"].is_string(),
         "{payment}"

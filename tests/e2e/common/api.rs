@@ -53,6 +53,22 @@ impl Gateway {
         (v, key)
     }
 
+    /// The organisation's latest payment (key `key`) once its `status` is `status`, polled for
+    /// up to `secs` (reconciliation records it in the background).
+    pub async fn latest_payment_when(&self, key: &str, status: &str, secs: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let r = self.api(key, reqwest::Method::GET, "/api/payments?limit=1", None);
+            let list: Value = r.await.json().await.expect("payments JSON");
+            let p = list["payments"][0].clone();
+            if p["status"] == status {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "{list}\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     pub async fn api(
         &self,
         key: &str,
