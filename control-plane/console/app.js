@@ -495,6 +495,40 @@ async function auditLog(params) {
     page.nextCursor ? el('a', { href: `#/audit?cursor=${encodeURIComponent(page.nextCursor)}`, text: 'Older' }) : null);
 }
 
+// The ledger compared with the chain (`GET /api/ledger/audit`, `paygate audit`): for a time
+// range (open ends: everything), each decided payment read back on chain; every difference listed.
+async function ledgerCheck(params) {
+  const from = params.get('from') || '';
+  const to = params.get('to') || '';
+  const iso = (v) => (v ? new Date(v).toISOString() : '');
+  const filters = form('inline', [
+    field('From', input('from', { type: 'datetime-local', value: from })),
+    field('To', input('to', { type: 'datetime-local', value: to })),
+  ], 'Compare with the chain', async (d) => {
+    const q = new URLSearchParams();
+    if (d.get('from')) q.set('from', d.get('from'));
+    if (d.get('to')) q.set('to', d.get('to'));
+    q.set('run', '1');
+    location.hash = `#/ledger-check?${q}`;
+  });
+  const intro = el('p', { class: 'hint', text: 'Every payment this organisation\'s ledger decided (settled, captured, refunded, voided, failed), read back on chain: what the ledger says and what the chain says for each one that differs. Open payments are reconciliation\'s.' });
+  if (!params.get('run')) return show(el('h1', { text: 'Ledger check' }), intro, filters);
+  const q = new URLSearchParams();
+  if (from) q.set('from', iso(from));
+  if (to) q.set('to', iso(to));
+  const a = await api('GET', `/api/ledger/audit?${q}`);
+  const agree = a.differences.length === 0;
+  show(el('h1', { text: 'Ledger check' }), intro, filters,
+    el('p', { 'data-ledger-check': agree ? 'agree' : 'differ', class: agree ? null : 'error' },
+      agree ? `The ledger and the chain agree on all ${a.checked} payments checked.`
+        : `${a.differences.length} of ${a.checked} payments differ from the chain.`),
+    facts([['Checked', a.checked], ['Open (left to reconciliation)', a.open], ['Not readable', a.unreadable.length ? a.unreadable.join(', ') : 'none']]),
+    a.differences.length ? table(['Payment', 'Transfer', 'Ledger', 'Chain'],
+      a.differences.map((x) => el('tr', { 'data-difference': x.paymentId },
+        el('td', {}, el('a', { href: `#/payments/${x.paymentId}`, text: short(x.paymentId) })),
+        el('td', { text: x.transfer }), el('td', { text: x.ledger }), el('td', { text: x.chain })))) : null);
+}
+
 async function paymentDetail(id) {
   const p = await api('GET', `/api/payments/${encodeURIComponent(id)}`);
   show(el('h1', { text: 'Payment' }),
@@ -784,6 +818,7 @@ async function route() {
     if (page === 'channels') return await channels();
     if (page === 'windows') return await windows(params);
     if (page === 'audit') return await auditLog(params);
+    if (page === 'ledger-check') return await ledgerCheck(params);
     if (page === 'webhooks' && id) return await webhookDeliveries(id);
     if (page === 'webhooks') return await webhooks();
     if (page === 'corridors' && id && sub === 'payouts') return await payoutDetail(id, subId);

@@ -97,6 +97,13 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
          replay and the escrowed route's route.changed"
     );
     assert_eq!(seen["webhook"], "DELIVERED");
+    // The ledger check compared the payments made above (the paid call, the channel's, the
+    // windowed route's and the escrowed one, captured and partly refunded) with the chain.
+    let check = seen["ledgerCheck"].as_str().unwrap_or_default();
+    assert!(
+        check.starts_with("The ledger and the chain agree on all") && !check.contains(" 0 payments"),
+        "{seen}"
+    );
     for page in [
         "overview-empty",
         "route",
@@ -114,6 +121,7 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
         "keys",
         "keys-read-only",
         "audit",
+        "ledger-check",
     ] {
         let png = shots.join(format!("{page}.png"));
         let len = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);

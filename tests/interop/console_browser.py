@@ -405,6 +405,15 @@ try:
         assert expected in actions, actions
     assert actions[0] == "key.created", actions
     shot("audit")
+
+    # The ledger check: every decided payment above read back on chain, none differing.
+    go("#/ledger-check")
+    heading("Ledger check")
+    submit("Compare with the chain")
+    verdict = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "p[data-ledger-check]")))
+    assert verdict.get_attribute("data-ledger-check") == "agree", verdict.text
+    seen["ledgerCheck"] = verdict.text
+    shot("ledger-check")
     print(json.dumps(seen))
 finally:
     d.quit()
