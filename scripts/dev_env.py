@@ -23,7 +23,8 @@ import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN = os.path.join(ROOT, ".run")
+# Where the run's data and facts live (a test of README's commands points it elsewhere).
+RUN = os.environ.get("PAYGATE_DEV_RUN") or os.path.join(ROOT, ".run")
 ADMIN_TOKEN = "dev-admin-token"
 LISTEN = "127.0.0.1:8402"
 SANDBOX_ADDR = "127.0.0.1:8404"

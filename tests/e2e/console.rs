@@ -101,7 +101,8 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
     // windowed route's and the escrowed one, captured and partly refunded) with the chain.
     let check = seen["ledgerCheck"].as_str().unwrap_or_default();
     assert!(
-        check.starts_with("The ledger and the chain agree on all") && !check.contains(" 0 payments"),
+        check.starts_with("The ledger and the chain agree on all")
+            && !check.contains(" 0 payments"),
         "{seen}"
     );
     for page in [

@@ -42,6 +42,7 @@ mod payments;
 mod payout_funding;
 mod permit2;
 mod permit2_contracts;
+mod readme;
 mod receipts;
 mod self_service;
 mod settleable;

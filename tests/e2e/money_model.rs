@@ -2,7 +2,8 @@
 //! the chain by a model test (issue 52): one gateway (on `make test`'s backend: sled, or
 //! PostgreSQL in the second pass) on anvil mining a block every second (automine off, so
 //! settlements wait and some outlive their request), driven by a seeded random interleaving of
-//! `exact` payments, `upto` payments (the origin stating a charge, or none), `auth-capture`
+//! `exact` payments (EIP-3009 in USDC, and Permit2 in the dev chain's token without EIP-3009),
+//! `upto` payments (the origin stating a charge, or none), `auth-capture`
 //! payments (served, or refused by the origin), the same payments sent again, refunds (partial, too large, keys repeated, concurrent) and `kill -9`
 //! with a restart, up to three at once. Then, as a client would, every payment and refund is
 //! asked again until its answer is final, reconciliation closes what is open, and:
@@ -13,12 +14,14 @@
 //!    its settlement is served on its retry); an escrowed payment captured and never answered
 //!    (a kill between the capture and the answer) is counted and reported;
 //! 3. the ledger equals the chain: `GET /api/ledger/audit` finds no difference, and in total
-//!    the payers lost and the seller gained exactly the ledger's settled amounts, captures
-//!    less refunds; nothing is left held in escrow;
+//!    (token by token) the payers lost and the seller gained exactly the ledger's settled
+//!    amounts, captures less refunds; nothing is left held in escrow;
 //! 4. refunds never above the capture, one per key;
 //! 5. the deployment's own USDC (its relayer's) never falls;
 //! 6. every receipt is for a served payment of the organisation's own route; none for a
-//!    failed one.
+//!    failed one;
+//! 7. an access window serves no call unpaid: a payer's sign-ins answered `200` are at most
+//!    the calls its settled payments for the window route bought (and none without one).
 //!
 //! `PAYGATE_MODEL_RUNS` (default 1) interleavings of `PAYGATE_MODEL_OPS` (default 24) steps;
 //! `PAYGATE_MODEL_SEED` replays one.
@@ -40,6 +43,12 @@ const PRICE: u64 = 10_000;
 const EXACT: &str = "/gateway/acme/echo";
 const HELD: &str = "/gateway/acme/held";
 const UPTO: &str = "/gateway/acme/llm";
+/// Priced in the dev chain's token without EIP-3009: `exact` through Permit2.
+const PERMIT2: &str = "/gateway/acme/report";
+const TDOL: Address = paygate_x402::permit2::DEV_TEST_TOKEN_ADDRESS;
+/// An access window route: a payment buys `WINDOW_CALLS` calls by signing in.
+const WINDOW: &str = "/gateway/acme/hourly";
+const WINDOW_CALLS: usize = 2;
 /// How long an `exact` or `upto` authorization is valid after signing.
 const VALIDITY_SECS: u64 = 20;
 
@@ -96,15 +105,15 @@ fn nonce_key_of(header: &str, version: paygate_x402::payment::ProtocolVersion) -
     paygate_domain::model::nonce_key(84532, usdc, &auth)
 }
 
-/// A new `exact` payment by `payer` (EIP-3009, x402 v1).
-fn exact(payer: usize) -> Sent {
+/// A new `exact` payment by `payer` (EIP-3009, x402 v1) of the route at `path`.
+fn exact(payer: usize, path: &str) -> Sent {
     let mut spec = PaymentSpec::new(payer, address(9), PRICE);
     // Short-lived, as an agent signs them: one never sent expires within the test, so
     // reconciliation can close it.
     spec.valid_before = common::chain::now() + VALIDITY_SECS;
     let header = spec.v1_header();
     Sent {
-        path: EXACT.into(),
+        path: path.into(),
         nonce_key: nonce_key_of(&header, paygate_x402::payment::ProtocolVersion::V1),
         header: ("X-PAYMENT", header),
         answers: Vec::new(),
@@ -124,6 +133,19 @@ fn upto(payer: usize, facilitator: Address, accepted: &Value, charge: Option<u64
     Sent {
         path,
         nonce_key: paygate_domain::model::nonce_key(84532, usdc, &spec.authorization()),
+        header: ("PAYMENT-SIGNATURE", spec.header(accepted)),
+        answers: Vec::new(),
+    }
+}
+
+/// A new `exact` payment by `payer` through Permit2 (the route's token has no EIP-3009) of the
+/// route's `accepted` requirement.
+fn permit2_exact(payer: usize, accepted: &Value) -> Sent {
+    let mut spec = common::permit2::UptoSpec::exact(payer, address(9), PRICE, TDOL);
+    spec.deadline = common::chain::now() + VALIDITY_SECS;
+    Sent {
+        path: PERMIT2.into(),
+        nonce_key: paygate_domain::model::nonce_key(84532, TDOL, &spec.authorization()),
         header: ("PAYMENT-SIGNATURE", spec.header(accepted)),
         answers: Vec::new(),
     }
@@ -179,6 +201,11 @@ async fn refund(http: &reqwest::Client, base: &str, api_key: &str, a: &Asked) ->
 #[derive(Debug, Clone)]
 enum Step {
     Exact(usize),
+    Permit2(usize),
+    /// A payment opening (or adding to) an access window.
+    Window(usize),
+    /// A call signing in to the window.
+    SignIn(usize),
     Upto {
         payer: usize,
         charge: Option<u64>,
@@ -196,8 +223,11 @@ enum Step {
 }
 
 async fn usdc(chain: &Chain, who: Address) -> u64 {
-    let usdc: Address = USDC.parse().unwrap();
-    let b = paygate_x402::facilitator::embedded::balance_of(&chain.rpc, usdc, who)
+    balance(chain, USDC.parse().unwrap(), who).await
+}
+
+async fn balance(chain: &Chain, token: Address, who: Address) -> u64 {
+    let b = paygate_x402::facilitator::embedded::balance_of(&chain.rpc, token, who)
         .await
         .expect("balanceOf");
     u64::try_from(b).unwrap()
@@ -242,6 +272,7 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
     ] {
         env.push((k.into(), v.into()));
     }
+    env.extend(common::permit2::token_env());
     let mut gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
     let seller = address(9);
@@ -260,7 +291,21 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
                "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
     )
     .await;
+    gw.create_route(
+        &key,
+        json!({"path": "report", "priceUSD": 0.01, "token": "tdol",
+               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    gw.create_route(
+        &key,
+        json!({"path": "hourly", "priceUSD": 0.01, "accessWindowSeconds": 3600,
+               "accessWindowCalls": WINDOW_CALLS,
+               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
     let accepted_upto = common::windows::challenge_at(&gw, UPTO).await["accepts"][0].clone();
+    let accepted_permit2 = common::windows::challenge_at(&gw, PERMIT2).await["accepts"][0].clone();
     common::escrow::approve_refunds(&chain, 9).await;
     // The relayer holds USDC of its own: a refund it fronted would show.
     chain.send_usdc(1, address(0), 1_000_000).await;
@@ -273,19 +318,23 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         }
         .abi_encode();
         for p in &payers {
-            chain
-                .send(*p, USDC.parse().unwrap(), approve.clone())
-                .await
-                .expect("approve Permit2");
+            for token in [USDC.parse().unwrap(), TDOL] {
+                chain
+                    .send(*p, token, approve.clone())
+                    .await
+                    .expect("approve Permit2");
+            }
         }
     }
     let mut before = BTreeMap::new();
-    for who in payers
-        .iter()
-        .map(|p| address(*p))
-        .chain([seller, address(0)])
-    {
-        before.insert(who, usdc(&chain, who).await);
+    for token in [USDC.parse().unwrap(), TDOL] {
+        for who in payers
+            .iter()
+            .map(|p| address(*p))
+            .chain([seller, address(0)])
+        {
+            before.insert((token, who), balance(&chain, token, who).await);
+        }
     }
     // The slow chain: a block a second, nothing mined on arrival.
     {
@@ -306,14 +355,19 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
     let base = base.trim_end_matches('/').to_string();
     let mut sent: Vec<Sent> = Vec::new();
     let mut asked: Vec<Asked> = Vec::new();
+    // Each sign-in to the window: its payer and its answer.
+    let mut sign_ins: Vec<(usize, String)> = Vec::new();
     let mut kills = 0;
     let mut step = 0;
     while step < ops {
         let width = rng.gen_range(1..=3usize).min(ops - step);
         step += width;
         let batch: Vec<Step> = (0..width)
-            .map(|_| match rng.gen_range(0..12) {
+            .map(|_| match rng.gen_range(0..16) {
                 0..=2 => Step::Exact(payers[rng.gen_range(0..payers.len())]),
+                12 => Step::Permit2(payers[rng.gen_range(0..payers.len())]),
+                13 => Step::Window(payers[rng.gen_range(0..2)]),
+                14 | 15 => Step::SignIn(payers[rng.gen_range(0..3)]),
                 10 | 11 => Step::Upto {
                     payer: payers[rng.gen_range(0..payers.len())],
                     charge: [None, Some(0), Some(3_000)][rng.gen_range(0..3)],
@@ -339,10 +393,31 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         for s in batch {
             let (http, base, key) = (http.clone(), base.clone(), key.clone());
             let (known, accepted_upto) = (sent.clone(), accepted_upto.clone());
+            let accepted_permit2 = accepted_permit2.clone();
             tasks.push(tokio::spawn(async move {
                 match s {
-                    Step::Exact(payer) => {
-                        let mut p = exact(payer);
+                    Step::Exact(payer) | Step::Window(payer) => {
+                        let path = if matches!(s, Step::Window(_)) {
+                            WINDOW
+                        } else {
+                            EXACT
+                        };
+                        let mut p = exact(payer, path);
+                        let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
+                        p.answers.push(a);
+                        (Some(p), None, None)
+                    }
+                    Step::SignIn(payer) => {
+                        let url = format!("{base}{WINDOW}");
+                        let Some(doc) = challenge(&http, &url).await else {
+                            return (None, None, None);
+                        };
+                        let header = common::windows::sign_in(&doc, payer, payer, |_| {});
+                        let a = send(&http, &url, &("SIGN-IN-WITH-X", header)).await;
+                        (None, None, Some(Err((payer, a))))
+                    }
+                    Step::Permit2(payer) => {
+                        let mut p = permit2_exact(payer, &accepted_permit2);
                         let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
                         p.answers.push(a);
                         (Some(p), None, None)
@@ -389,7 +464,7 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
                         };
                         let status = refund(&http, &base, &key, &a).await;
                         a.answers.push(status);
-                        (None, None, Some(a))
+                        (None, None, Some(Ok(a)))
                     }
                 }
             }));
@@ -405,7 +480,11 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
             if let Some((i, a)) = again {
                 sent[i].answers.push(a);
             }
-            asked.extend(refunded);
+            match refunded {
+                Some(Ok(a)) => asked.push(a),
+                Some(Err(signed_in)) => sign_ins.push(signed_in),
+                None => {}
+            }
         }
         if kill_after.is_some() {
             gw.restart().await;
@@ -492,13 +571,36 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         &chain, &http, &base, &key, &sent, &asked, &ledger, &before, seed,
     )
     .await;
+    // 7. The window served no call unpaid.
+    for payer in payers.iter().take(3) {
+        let bought = ledger
+            .iter()
+            .filter(|p| {
+                p.status == PaymentStatus::Settled
+                    && p.resource.ends_with(WINDOW)
+                    && p.payer.parse::<Address>().ok() == Some(address(*payer))
+            })
+            .count();
+        let served = sign_ins
+            .iter()
+            .filter(|(p, a)| p == payer && a == "200")
+            .count();
+        assert!(
+            served <= bought * WINDOW_CALLS,
+            "seed {seed}: payer {payer} signed in {served} times on {bought} payments: {sign_ins:?}"
+        );
+    }
     let mut kinds = BTreeMap::<String, usize>::new();
     for p in &ledger {
         *kinds
             .entry(format!("{:?} {}", p.transfer, p.status.as_str()))
             .or_default() += 1;
     }
-    println!("money model run, seed {seed}: ledger {kinds:?}");
+    let signed_in = sign_ins.iter().filter(|(_, a)| a == "200").count();
+    println!(
+        "money model run, seed {seed}: ledger {kinds:?}; window sign-ins {} ({signed_in} served)",
+        sign_ins.len()
+    );
     let refunds: usize = ledger
         .iter()
         .filter_map(|p| p.escrow.as_ref())
@@ -515,6 +617,12 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         })
         .count();
     (sent.len(), refunds, kills, unanswered)
+}
+
+/// The `402` of `url`, decoded (none while the gateway is down).
+async fn challenge(http: &reqwest::Client, url: &str) -> Option<Value> {
+    let r = http.get(url).send().await.ok()?;
+    paygate_x402::b64_json(r.headers().get("payment-required")?.to_str().ok()?)
 }
 
 /// The organisation's payments as the API lists them (newest first).
@@ -540,7 +648,7 @@ async fn check(
     sent: &[Sent],
     asked: &[Asked],
     ledger: &[GatewayPayment],
-    before: &BTreeMap<Address, u64>,
+    before: &BTreeMap<(Address, Address), u64>,
     seed: u64,
 ) {
     let why = |what: &str| format!("seed {seed}: {what}\nsent {sent:#?}\nasked {asked:#?}");
@@ -568,30 +676,32 @@ async fn check(
             why(&format!("paid unserved: {p:?}"))
         );
     }
-    // 3. In total: the payers lost and the seller gained the ledger's settled amounts.
-    let mut net = 0u64;
-    for p in ledger.iter().filter(|p| p.status == PaymentStatus::Settled) {
-        net += match &p.escrow {
-            Some(e) => e.captured.0 - e.refunded().0,
-            None => p.amount.0,
-        };
-    }
-    let paid: u64 = {
-        let mut total = 0;
-        for (who, was) in before {
-            if *who != address(9) && *who != address(0) {
-                total += was - usdc(chain, *who).await;
+    // 3. In total, token by token: the payers lost and the seller gained the ledger's settled
+    // amounts.
+    for token in [USDC.parse::<Address>().unwrap(), TDOL] {
+        let mut net = 0u64;
+        for p in ledger.iter().filter(|p| {
+            p.status == PaymentStatus::Settled && p.asset.parse::<Address>().ok() == Some(token)
+        }) {
+            net += match &p.escrow {
+                Some(e) => e.captured.0 - e.refunded().0,
+                None => p.amount.0,
+            };
+        }
+        let mut paid = 0;
+        for ((t, who), was) in before {
+            if *t == token && *who != address(9) && *who != address(0) {
+                paid += was - balance(chain, token, *who).await;
             }
         }
-        total
-    };
-    let seller = usdc(chain, address(9)).await - before[&address(9)];
-    assert_eq!(
-        (paid, seller),
-        (net, net),
-        "{}",
-        why("payers, seller and ledger")
-    );
+        let seller = balance(chain, token, address(9)).await - before[&(token, address(9))];
+        assert_eq!(
+            (paid, seller),
+            (net, net),
+            "{}",
+            why(&format!("payers, seller and ledger in {token}"))
+        );
+    }
     let held = usdc(chain, paygate_x402::auth_capture::ESCROW_ADDRESS).await;
     assert_eq!(held, 0, "{}", why("funds left in escrow"));
     // 4. Refunds never above the capture, one per key.
@@ -611,12 +721,14 @@ async fn check(
             }
         }
     }
-    // 5. The deployment's own USDC never fell.
-    assert!(
-        usdc(chain, address(0)).await >= before[&address(0)],
-        "{}",
-        why("the relayer paid")
-    );
+    // 5. The deployment's own USDC (and test token) never fell.
+    for token in [USDC.parse::<Address>().unwrap(), TDOL] {
+        assert!(
+            balance(chain, token, address(0)).await >= before[&(token, address(0))],
+            "{}",
+            why("the relayer paid")
+        );
+    }
     // 6. Receipts only for what was served, naming the organisation's own route.
     for p in ledger {
         let r = http

@@ -15,18 +15,6 @@ use common::*;
 use paygate_x402::permit2::DEV_TEST_TOKEN_ADDRESS as TDOL;
 use serde_json::{json, Value};
 
-/// The network's test-token entry, as an operator writes it (here through the environment).
-fn token_env() -> Vec<(String, String)> {
-    let k = |f: &str| format!("PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__{f}");
-    vec![
-        (k("ADDRESS"), TDOL.to_checksum(None)),
-        (k("DECIMALS"), "6".into()),
-        (k("EIP712_NAME"), "\"Test Dollar\"".into()),
-        (k("EIP712_VERSION"), "\"1\"".into()),
-        (k("EIP3009"), "false".into()),
-    ]
-}
-
 struct Setup {
     chain: Chain,
     gw: Gateway,
@@ -43,7 +31,7 @@ async fn setup() -> Setup {
 async fn setup_with(extra: &[(&str, &str)]) -> Setup {
     let chain = Chain::start();
     let mut env = chain.gateway_env();
-    env.extend(token_env());
+    env.extend(common::permit2::token_env());
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;

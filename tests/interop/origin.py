@@ -1,4 +1,4 @@
-"""An origin behind paygate, as README "Proof of payment for the origin" describes one: it
+"""An origin behind paygate, as docs/forwarding.md "Proof of payment for the origin" describes one: it
 checks X-Paygate-Signature with the organisation's origin secret and deduplicates by
 X-Paygate-Payment-Id, so a payment forwarded again after a crash has its effect once.
 

@@ -134,7 +134,7 @@ pub(crate) async fn post_message(
         )
     })?;
     // A legacy SSE session lives in the process holding its stream: in a cluster, the load
-    // balancer keeps a client's requests on one node (README, "Running a cluster").
+    // balancer keeps a client's requests on one node (docs/operations.md, "Running a cluster").
     let no_session = || {
         ApiError::new(
             ErrorCode::NotFound,

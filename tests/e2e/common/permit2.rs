@@ -1,6 +1,6 @@
 //! Permit2 payments signed in the tests (the harnesses sign hundreds; the official npm client
-//! signs in the interop tests): an `upto` authorization for the upto proxy, over Permit2's
-//! EIP-712 domain, as `@x402/evm`'s client builds it.
+//! signs in the interop tests): an `upto` authorization for the upto proxy, or an `exact` one
+//! for the exact proxy, over Permit2's EIP-712 domain, as `@x402/evm`'s client builds them.
 
 use super::chain::{address, now, signer, USDC};
 use alloy_primitives::{Address, B256, U256};
@@ -9,15 +9,32 @@ use paygate_x402::payment::{Permit2Terms, SignedAuthorization};
 use paygate_x402::permit2;
 use serde_json::{json, Value};
 
-/// An `upto` authorization of `payer` for `ceiling` base units of `token` to `pay_to`, settled
-/// by `facilitator`.
+/// The network's test-token entry (`TDOL`, no EIP-3009: paid through Permit2), as an operator
+/// writes it (here through the environment).
+pub fn token_env() -> Vec<(String, String)> {
+    let k = |f: &str| format!("PAYGATE__NETWORKS__BASE-SEPOLIA__TOKENS__TDOL__{f}");
+    vec![
+        (
+            k("ADDRESS"),
+            permit2::DEV_TEST_TOKEN_ADDRESS.to_checksum(None),
+        ),
+        (k("DECIMALS"), "6".into()),
+        (k("EIP712_NAME"), "\"Test Dollar\"".into()),
+        (k("EIP712_VERSION"), "\"1\"".into()),
+        (k("EIP3009"), "false".into()),
+    ]
+}
+
+/// A Permit2 authorization of `payer` for `ceiling` base units of `token` to `pay_to`: `upto`,
+/// settled by `facilitator`, or `exact` (no facilitator: the whole amount, through the exact
+/// proxy).
 pub struct UptoSpec {
     pub payer: usize,
     pub pay_to: Address,
     pub ceiling: u64,
     pub deadline: u64,
     pub nonce: U256,
-    pub facilitator: Address,
+    pub facilitator: Option<Address>,
     pub token: Address,
 }
 
@@ -29,16 +46,32 @@ impl UptoSpec {
             ceiling,
             deadline: now() + 300,
             nonce: U256::from_be_bytes(rand::random::<[u8; 32]>()),
-            facilitator,
+            facilitator: Some(facilitator),
             token: USDC.parse().expect("USDC address"),
+        }
+    }
+
+    /// An `exact` payment of `amount` of `token` through Permit2.
+    pub fn exact(payer: usize, pay_to: Address, amount: u64, token: Address) -> Self {
+        Self {
+            facilitator: None,
+            token,
+            ..Self::new(payer, pay_to, amount, Address::ZERO)
+        }
+    }
+
+    fn spender(&self) -> Address {
+        match self.facilitator {
+            Some(_) => permit2::UPTO_PROXY_ADDRESS,
+            None => permit2::EXACT_PROXY_ADDRESS,
         }
     }
 
     fn terms(&self) -> Permit2Terms {
         Permit2Terms {
             token: self.token,
-            spender: permit2::UPTO_PROXY_ADDRESS,
-            facilitator: Some(self.facilitator),
+            spender: self.spender(),
+            facilitator: self.facilitator,
         }
     }
 
@@ -63,16 +96,19 @@ impl UptoSpec {
     pub fn header(&self, accepted: &Value) -> String {
         use base64::Engine;
         let auth = self.authorization();
+        let mut witness = json!({"to": self.pay_to.to_checksum(None), "validAfter": "0"});
+        if let Some(f) = self.facilitator {
+            witness["facilitator"] = f.to_checksum(None).into();
+        }
         let payload = json!({
             "signature": format!("0x{}", alloy_primitives::hex::encode(&auth.signature)),
             "permit2Authorization": {
                 "from": auth.from.to_checksum(None),
                 "permitted": {"token": self.token.to_checksum(None), "amount": self.ceiling.to_string()},
-                "spender": permit2::UPTO_PROXY_ADDRESS.to_checksum(None),
+                "spender": self.spender().to_checksum(None),
                 "nonce": self.nonce.to_string(),
                 "deadline": self.deadline.to_string(),
-                "witness": {"to": self.pay_to.to_checksum(None),
-                    "facilitator": self.facilitator.to_checksum(None), "validAfter": "0"},
+                "witness": witness,
             }
         });
         let header = json!({"x402Version": 2, "accepted": accepted, "payload": payload});

@@ -462,15 +462,17 @@ async fn a_payment_settled_before_a_crash_is_forwarded_again_only_to_a_deduplica
 }
 
 #[test]
-fn the_readme_shows_the_origin_check_the_tests_run() {
-    let readme = include_str!("../../../README.md");
+fn the_docs_show_the_origin_check_the_tests_run() {
+    let readme = include_str!("../../../docs/forwarding.md");
     let origin = include_str!("../../interop/origin.py");
-    let start = readme.find("def verify(").expect("README shows verify()");
+    let start = readme
+        .find("def verify(")
+        .expect("docs/forwarding.md shows verify()");
     let block = &readme[start..readme[start..].find("```").unwrap() + start];
     for line in block.lines().filter(|l| !l.trim().is_empty()) {
         assert!(
             origin.contains(line),
-            "origin.py lacks README's line {line:?}"
+            "origin.py lacks docs/forwarding.md's line {line:?}"
         );
     }
 }

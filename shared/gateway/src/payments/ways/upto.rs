@@ -3,7 +3,7 @@
 //! simulated settlement through the facilitator), reserves its nonce, forwards, and settles what
 //! the origin states the call cost (`X-Paygate-Charge`, at most the ceiling) once it answered.
 //!
-//! Reservation semantics (README "Usage-capped payments"): the nonce is reserved before
+//! Reservation semantics (docs/ways-of-paying.md, "Usage-capped single payments"): the nonce is reserved before
 //! forwarding, so the same authorization is never served twice. The charge is settled at the
 //! answer's head, before any of its body reaches the caller; if that settlement is refused the
 //! caller gets the refusal (a `402`, nothing charged) instead of the answer. A streamed answer
