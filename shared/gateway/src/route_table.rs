@@ -82,34 +82,12 @@ pub struct RenderContext {
     /// The SSRF policy health checks resolve targets under.
     pub policy: Arc<TargetPolicy>,
     pub insecure_tls_hosts: Vec<String>,
-    /// What this deployment offers beside `exact`: channel terms where it has a receiver
-    /// authorizer, and the facilitator `upto` payments name in their Permit2 witness (the
-    /// embedded one's relayer, the only one that settles them here) where it has a relayer key.
-    /// A scheme without its terms is not offered.
+    /// What this deployment offers beside `exact`, each way's own terms (a scheme without its
+    /// terms is not offered).
     pub terms: Terms,
     /// The balancers of routes with several targets or health checks, kept across rebuilds of
     /// their entries while their targets stay the same (so is their targets' health).
     balancers: Arc<std::sync::Mutex<KeptBalancers>>,
-}
-
-/// The embedded facilitator's relayer, where this deployment settles with one (its own
-/// `[facilitator]`, or a network listing `"embedded"`) and its key is in the environment.
-fn upto_facilitator(cfg: &Config) -> Option<Address> {
-    let embedded = cfg.facilitator.kind == paygate_config::FacilitatorKind::Embedded
-        || cfg
-            .networks
-            .values()
-            .any(|n| n.facilitators.iter().any(|f| f.url.trim() == "embedded"));
-    let key = std::env::var(&cfg.facilitator.relayer_key_env).ok()?;
-    embedded
-        .then(|| paygate_domain::secrets::address_of_key(&key))
-        .flatten()
-}
-
-/// The deployment's on-chain identity for `upto` and `auth-capture`: its operator contract
-/// (`[facilitator] operator`, a cluster) or the node's relayer, where this deployment relays.
-fn operator(cfg: &Config) -> Option<Address> {
-    upto_facilitator(cfg).map(|relayer| cfg.facilitator.operator.unwrap_or(relayer))
 }
 
 impl RenderContext {
@@ -136,20 +114,7 @@ impl RenderContext {
                 cfg.upstream.allow_private_networks.clone(),
             )),
             insecure_tls_hosts: cfg.upstream.insecure_tls_hosts.clone(),
-            terms: Terms {
-                channel: paygate_domain::secrets::receiver_authorizer(
-                    &cfg.channels.receiver_authorizer_key_env,
-                    &cfg.orgs.master_key_env,
-                )
-                .map(|k| paygate_x402::BatchTerms {
-                    receiver_authorizer: k.address(),
-                    withdraw_delay: cfg.channels.withdraw_delay_seconds,
-                }),
-                // The deployment's operator contract where one is configured (a cluster), else
-                // the node's relayer; both only where this deployment relays.
-                upto_facilitator: operator(cfg),
-                escrow_operator: operator(cfg),
-            },
+            terms: registry::terms(cfg),
             balancers: Default::default(),
         }
     }

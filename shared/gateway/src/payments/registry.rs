@@ -28,6 +28,13 @@ use std::sync::Arc;
 /// takes whatever payment no other way names). One line a way.
 static WAYS: &[&dyn Way] = &[&Sandbox, &Window, &Batch, &Upto, &AuthCapture, &Exact];
 
+/// Every way's deployment-wide terms under `cfg`.
+pub fn terms(cfg: &paygate_config::Config) -> Terms {
+    Terms(paygate_x402::Offer(
+        WAYS.iter().filter_map(|w| w.terms(cfg)).collect(),
+    ))
+}
+
 /// The schemes `route` offers, in its seller's order, with this deployment's `terms` (a scheme
 /// this deployment cannot settle is left out).
 pub fn offer(route: &Route, terms: &Terms) -> Offer {
@@ -220,11 +227,10 @@ mod tests {
             receiver_authorizer: Address::repeat_byte(7),
             withdraw_delay: 900,
         };
-        let terms = Terms {
-            channel: Some(channel.clone()),
-            upto_facilitator: Some(Address::repeat_byte(9)),
-            escrow_operator: None,
-        };
+        let terms = Terms(paygate_x402::Offer(vec![
+            Offered::Batch(channel.clone()),
+            Offered::Upto(Address::repeat_byte(9)),
+        ]));
         let upto = Offered::Upto(Address::repeat_byte(9));
         let order = |s| offer(&route(s), &terms).0;
         assert_eq!(
@@ -242,7 +248,7 @@ mod tests {
         // Without a relayer key or a receiver authorizer, those schemes are not offered.
         let bare = offer(
             &route(serde_json::json!(["upto", "batch-settlement", "exact"])),
-            &Terms::default(),
+            &Terms(paygate_x402::Offer(vec![])),
         );
         assert_eq!(bare.0, [Offered::Exact]);
     }

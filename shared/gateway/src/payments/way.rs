@@ -12,7 +12,7 @@ use alloy_primitives::Address;
 use http::HeaderValue;
 use paygate_domain::model::{GatewayPayment, Route, Scheme};
 use paygate_x402::payment::ProtocolVersion;
-use paygate_x402::{BatchTerms, Challenge, Extensions, Offered, PaymentRequirements};
+use paygate_x402::{Challenge, Extensions, Offered, PaymentRequirements};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -187,16 +187,28 @@ pub struct Ended {
     pub stated: Option<HeaderValue>,
 }
 
-/// What this deployment can offer beside `exact`: the terms routes' requirements carry.
+/// What this deployment can offer beside `exact`: the terms routes' requirements carry, as
+/// each way derived its own from the configuration at start ([`Way::terms`], gathered by
+/// `registry::terms`; a way without
+/// terms here is not offered). Nothing here names a way.
 #[derive(Debug, Clone, Default)]
-pub struct Terms {
-    /// Channel terms (`batch-settlement`), where this deployment has a receiver authorizer.
-    pub channel: Option<BatchTerms>,
-    /// The facilitator `upto` payments name: the embedded one's relayer, where it has a key.
-    pub upto_facilitator: Option<Address>,
-    /// The operator of `auth-capture` payments (the escrow's `captureAuthorizer`): the embedded
-    /// facilitator's relayer, where it has a key; it holds, captures, voids and refunds.
-    pub escrow_operator: Option<Address>,
+pub struct Terms(pub paygate_x402::Offer);
+
+/// The deployment's on-chain identity for the ways a relayer settles (`upto`'s facilitator,
+/// `auth-capture`'s operator): its operator contract (`[facilitator] operator`, a cluster) or
+/// the node's relayer, where this deployment relays (the embedded facilitator, its own
+/// `[facilitator]` or a network listing `"embedded"`, with its key in the environment).
+pub(crate) fn deployment_operator(cfg: &paygate_config::Config) -> Option<Address> {
+    let embedded = cfg.facilitator.kind == paygate_config::FacilitatorKind::Embedded
+        || cfg
+            .networks
+            .values()
+            .any(|n| n.facilitators.iter().any(|f| f.url.trim() == "embedded"));
+    let key = std::env::var(&cfg.facilitator.relayer_key_env).ok()?;
+    let relayer = embedded
+        .then(|| paygate_domain::secrets::address_of_key(&key))
+        .flatten()?;
+    Some(cfg.facilitator.operator.unwrap_or(relayer))
 }
 
 /// How a way claims a request before any payment is read.
@@ -229,6 +241,12 @@ pub(crate) trait Way: Sync {
 
     /// Its claim on `req` before any payment is read.
     fn claims(&self, _svc: &PaymentService, _req: &PaidRequest<'_>) -> Option<Claim> {
+        None
+    }
+
+    /// Its deployment-wide terms under `cfg` (its [`Offered`] form, its route-specific parts
+    /// left at their defaults), where this deployment can offer it at all.
+    fn terms(&self, _cfg: &paygate_config::Config) -> Option<Offered> {
         None
     }
 

@@ -49,14 +49,22 @@ impl Way for AuthCapture {
         scheme == auth_capture::SCHEME && version == ProtocolVersion::V2
     }
 
-    fn offered(&self, route: &Route, scheme: Scheme, terms: &Terms) -> Option<Offered> {
-        let operator = terms
-            .escrow_operator
-            .filter(|_| scheme == Scheme::AuthCapture)?;
+    /// The escrow's operator (its `captureAuthorizer`): the deployment's operator, where this
+    /// deployment relays; the refund window is each route's.
+    fn terms(&self, cfg: &paygate_config::Config) -> Option<Offered> {
+        let operator = super::super::way::deployment_operator(cfg)?;
         Some(Offered::AuthCapture(EscrowTerms {
             operator,
             capture_window: CAPTURE_WINDOW_SECS,
+            refund_window: 0,
+        }))
+    }
+
+    fn offered(&self, route: &Route, scheme: Scheme, terms: &Terms) -> Option<Offered> {
+        let deployment = terms.0.escrow().filter(|_| scheme == Scheme::AuthCapture)?;
+        Some(Offered::AuthCapture(EscrowTerms {
             refund_window: route.refund_window_seconds.unwrap_or(0),
+            ..*deployment
         }))
     }
 

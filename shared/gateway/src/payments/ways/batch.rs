@@ -27,9 +27,21 @@ impl Way for Batch {
         scheme == paygate_x402::batch::SCHEME && version == ProtocolVersion::V2
     }
 
+    /// Channel terms where this deployment has a receiver authorizer.
+    fn terms(&self, cfg: &paygate_config::Config) -> Option<Offered> {
+        let authorizer = paygate_domain::secrets::receiver_authorizer(
+            &cfg.channels.receiver_authorizer_key_env,
+            &cfg.orgs.master_key_env,
+        )?;
+        Some(Offered::Batch(paygate_x402::BatchTerms {
+            receiver_authorizer: authorizer.address(),
+            withdraw_delay: cfg.channels.withdraw_delay_seconds,
+        }))
+    }
+
     fn offered(&self, _route: &Route, scheme: Scheme, terms: &Terms) -> Option<Offered> {
         (scheme == Scheme::BatchSettlement)
-            .then(|| terms.channel.clone().map(Offered::Batch))
+            .then(|| terms.0.batch().cloned().map(Offered::Batch))
             .flatten()
     }
 

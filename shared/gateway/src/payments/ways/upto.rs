@@ -39,9 +39,15 @@ impl Way for Upto {
         scheme == paygate_x402::UPTO_SCHEME && version == ProtocolVersion::V2
     }
 
+    /// The facilitator `upto` payments name in their Permit2 witness: the deployment's
+    /// operator (the only one that settles them here), where this deployment relays.
+    fn terms(&self, cfg: &paygate_config::Config) -> Option<Offered> {
+        super::super::way::deployment_operator(cfg).map(Offered::Upto)
+    }
+
     fn offered(&self, _route: &Route, scheme: Scheme, terms: &Terms) -> Option<Offered> {
         (scheme == Scheme::Upto)
-            .then_some(terms.upto_facilitator)
+            .then(|| terms.0.upto())
             .flatten()
             .map(Offered::Upto)
     }
