@@ -14,7 +14,7 @@ use axum::extract::{Path, State};
 use axum::http::{Method, Uri};
 use axum::response::Response;
 use paygate_domain::ErrorCode;
-use paygate_gateway::payments::refunds::RefundError;
+use paygate_gateway::payments::ways::auth_capture::refunds::RefundError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

@@ -1,7 +1,7 @@
 //! The ways of paying, one module each; `registry.rs` lists them. `usage.rs` is what a
 //! usage-priced request is charged, shared by the ways that charge after the answer.
 
-pub(crate) mod auth_capture;
+pub mod auth_capture;
 pub(crate) mod batch;
 pub(crate) mod exact;
 pub(crate) mod sandbox;

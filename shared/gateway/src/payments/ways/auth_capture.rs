@@ -6,9 +6,11 @@
 //! an origin that answers 400 or more, times out or cannot be reached costs the payer nothing:
 //! the hold is voided. A streamed usage-priced answer whose charge comes in a trailer is
 //! captured at its end. A captured payment may be refunded within the route's refund window
-//! (`refunds.rs` of the payments API). A crash between the hold and its outcome leaves the
+//! (`auth_capture/refunds.rs`, `POST /api/payments/{id}/refund`). A crash between the hold and its outcome leaves the
 //! record open; reconciliation reads the escrow and voids what is still held (the payer's
 //! protection wins when the answer's fate is unknown), or records what was captured.
+
+pub mod refunds;
 
 use super::usage::{charge_of, stated_at_end};
 use crate::payments::way::{

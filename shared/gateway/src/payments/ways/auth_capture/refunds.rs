@@ -15,7 +15,7 @@
 //! none was sent), it did not land (and may be asked again). A retry under the same
 //! `Idempotency-Key` answers the refund it made.
 
-use super::PaymentService;
+use crate::payments::PaymentService;
 use alloy_primitives::{Address, U256};
 use paygate_domain::model::{EscrowRefund, GatewayPayment, PaymentStatus, PaymentTransfer};
 use paygate_domain::StoreError;
