@@ -9,10 +9,10 @@
 
 use crate::ctx::Ctx;
 use crate::decide::Stage;
-use crate::reply::Answer;
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use paygate_domain::{ErrorBody, ErrorCode};
+use paygate_gateway::payments::reply::Answer;
 use paygate_gateway::payments::way::Served;
 use paygate_x402::Challenge;
 use pingora::http::ResponseHeader;

@@ -3,12 +3,12 @@
 //! its payment is taken. [`Gateway::decide`] returns the decision; `request_filter` acts on it.
 
 use crate::gateway::Gateway;
-use crate::reply::Answer;
 use crate::upstream::ProxyGate;
 use paygate_domain::origin_proof::OriginSigner;
 use paygate_domain::route_path::lookup_key;
 use paygate_domain::ErrorCode;
 use paygate_gateway::balancer::Picked;
+use paygate_gateway::payments::reply::Answer;
 use paygate_gateway::payments::way::{Admission, Admitted, Ended, PaidRequest, Receipt, Refused};
 use paygate_gateway::route_table::RouteEntry;
 use paygate_gateway::upstream_target::UpstreamTarget;
@@ -281,7 +281,7 @@ impl Gateway {
         #[cfg(feature = "bench-free-pass")]
         if req.headers.contains_key("x-paygate-bench-free") {
             let to = self.upstream_address(&entry, &req.headers, &[]).await;
-            let to = to.map_err(|r| crate::reply::stopped(&r))?;
+            let to = to.map_err(|r| paygate_gateway::payments::reply::stopped(&r))?;
             return Ok(Forwarding::free(entry, to, origin));
         }
         let gate = ProxyGate {
@@ -305,7 +305,9 @@ impl Gateway {
                 forwarding.trace = trace;
                 Ok(forwarding)
             }
-            Err(unadmitted) => Err(crate::reply::unadmitted(unadmitted, &entry, request_id)),
+            Err(unadmitted) => Err(paygate_gateway::payments::reply::unadmitted(
+                unadmitted, &entry, request_id,
+            )),
         }
     }
 }

@@ -9,7 +9,6 @@ mod decide;
 mod gateway;
 mod headers;
 pub mod limits;
-mod reply;
 mod service;
 mod traces;
 mod upstream;

@@ -604,6 +604,7 @@ mod offers;
 mod receipts;
 pub mod reconcile;
 mod refusal;
+pub mod reply;
 pub use refusal::{Refusal, Stop};
 mod eoas;
 pub mod registry;

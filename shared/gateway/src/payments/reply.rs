@@ -1,14 +1,15 @@
 //! What the gateway answers itself ([`Answer`]), decided before anything is written, and the one
 //! rendering of what the payment service did not admit ([`unadmitted`]): the route's challenge,
 //! a refusal ([`refused`]: the challenge again with the reason, in the x402 version the caller
-//! spoke, or the refusal's error), or an answer the payment side gave itself. `answer.rs` writes
-//! them.
+//! spoke, or the refusal's error), or an answer the payment side gave itself. Outside the proxy
+//! (issue 52), beside the refusals it renders: the proxy writes these answers (its
+//! `answer.rs`), and every other caller of the payment service renders a refusal here too.
 
+use super::way::{Refused, Served, Unadmitted};
+use super::{Refusal, Stop};
+use crate::metrics::Outcome;
+use crate::route_entry::RouteEntry;
 use paygate_domain::{ErrorBody, ErrorCode};
-use paygate_gateway::metrics::Outcome;
-use paygate_gateway::payments::way::{Refused, Served, Unadmitted};
-use paygate_gateway::payments::{Refusal, Stop};
-use paygate_gateway::route_table::RouteEntry;
 use paygate_x402::facilitator::wire::RefusedPaymentBody;
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::Challenge;
@@ -34,7 +35,7 @@ pub enum Answer {
 }
 
 /// The answer to a request the payment service did not admit.
-pub(crate) fn unadmitted(u: Unadmitted, entry: &RouteEntry, request_id: &str) -> Answer {
+pub fn unadmitted(u: Unadmitted, entry: &RouteEntry, request_id: &str) -> Answer {
     match u {
         Unadmitted::Challenge(challenge) => Answer::Challenge {
             challenge,
@@ -46,7 +47,7 @@ pub(crate) fn unadmitted(u: Unadmitted, entry: &RouteEntry, request_id: &str) ->
 }
 
 /// A refusal answered as an error (its code, words and `Retry-After`).
-pub(crate) fn stopped(r: &Refusal) -> Answer {
+pub fn stopped(r: &Refusal) -> Answer {
     Answer::Stopped(Stop {
         code: r.code(),
         message: r.to_string(),
@@ -58,7 +59,7 @@ pub(crate) fn stopped(r: &Refusal) -> Answer {
 /// refused against, rendered again with the reason as its `error` and the state a payer resyncs
 /// to, the body in the x402 version the caller spoke (`412` when the payer must first approve
 /// Permit2, else `402`); otherwise the refusal's error.
-pub(crate) fn refused(r: Refused, entry: &RouteEntry, request_id: &str) -> Answer {
+pub fn refused(r: Refused, entry: &RouteEntry, request_id: &str) -> Answer {
     let Refused {
         refusal,
         challenge,
