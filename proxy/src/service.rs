@@ -420,29 +420,12 @@ impl ProxyHttp for Gateway {
         }
     }
 
+    /// Pingora's last phase, after the answer was written (or failed): the payment's end
+    /// step first ([`Gateway::finish_answer`]), then the request's counters and its access line.
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        let (mut settle_ms, mut upstream_status, mut revenue) = (None, None, 0);
-        let mut trace_id = None;
-        if let Some(f) = ctx.forwarding() {
-            trace_id = traces::trace_id(&f.trace);
-            settle_ms = f.payment.as_ref().and_then(|p| p.settle_ms());
-            upstream_status = f.end.upstream_status;
-            // The answer is over: what it commits (a kept answer, a plan slot, the origin's
-            // status, a charge that waited for a streamed answer's trailer).
-            let end = Answered::End(Ended {
-                completed: e.is_none(),
-                upstream_status,
-                body: f.end.body.take(),
-                content_type: f.end.content_type.take(),
-                stated: f.end.stated.take(),
-            });
-            let finish = self.payments.finish(&mut f.payment, end);
-            if let Ok(Some(r)) = finish.instrument(f.trace.clone()).await {
-                f.receipt = Some(r);
-            }
-            revenue = f.receipt.as_ref().map_or(0, |r| r.charged);
-        }
+        let (settle_ms, upstream_status, revenue) = self.finish_answer(e.is_none(), ctx).await;
+        let trace_id = ctx.forwarding().and_then(|f| traces::trace_id(&f.trace));
         if let Some(org_id) = ctx.org_id.take() {
             let elapsed_us = ctx.start.elapsed().as_micros() as u64;
             self.metrics.record(RequestEvent {
@@ -469,5 +452,38 @@ impl ProxyHttp for Gateway {
             error = e.map(|e| e.to_string()),
             trace_id,
         );
+    }
+}
+
+impl Gateway {
+    /// The explicit end of a paid answer, once it was written whole (`completed`) or failed:
+    /// what the answer commits for its payment (a kept answer, a plan slot, the origin's
+    /// status, a usage charge that waited for a streamed answer's trailer), through the payment
+    /// service's `finish`. Pingora calls no later hook that may wait than `logging`, so that
+    /// phase calls this first, before anything is counted or logged. The settlement time, the
+    /// origin's status and what was charged, for the counters.
+    async fn finish_answer(
+        &self,
+        completed: bool,
+        ctx: &mut Ctx,
+    ) -> (Option<u64>, Option<u16>, u64) {
+        let Some(f) = ctx.forwarding() else {
+            return (None, None, 0);
+        };
+        let settle_ms = f.payment.as_ref().and_then(|p| p.settle_ms());
+        let upstream_status = f.end.upstream_status;
+        let end = Answered::End(Ended {
+            completed,
+            upstream_status,
+            body: f.end.body.take(),
+            content_type: f.end.content_type.take(),
+            stated: f.end.stated.take(),
+        });
+        let finish = self.payments.finish(&mut f.payment, end);
+        if let Ok(Some(r)) = finish.instrument(f.trace.clone()).await {
+            f.receipt = Some(r);
+        }
+        let revenue = f.receipt.as_ref().map_or(0, |r| r.charged);
+        (settle_ms, upstream_status, revenue)
     }
 }
