@@ -7,11 +7,8 @@
 
 use crate::common;
 
-use alloy_network::TransactionBuilder;
 use alloy_primitives::aliases::U40;
 use alloy_primitives::{B256, U256};
-use alloy_provider::Provider;
-use alloy_rpc_types_eth::TransactionRequest;
 use alloy_sol_types::SolCall;
 use common::chain::{self, address, Chain, USDC};
 use common::channel::{self, sign, voucher, CHAIN_ID};
@@ -63,26 +60,13 @@ struct Dev {
 }
 
 impl Dev {
-    fn provider(&self, key: usize) -> impl Provider {
-        self.chain.provider(key)
-    }
-
     /// Sends `data` to the settlement contract from `key`; `Ok(gas used)` or the revert.
     async fn send(&self, key: usize, data: Vec<u8>) -> Result<u64, String> {
         self.chain.send(key, SETTLEMENT_ADDRESS, data).await
     }
 
     async fn view<C: SolCall>(&self, call: C) -> C::Return {
-        let out = self
-            .provider(0)
-            .call(
-                TransactionRequest::default()
-                    .with_to(SETTLEMENT_ADDRESS)
-                    .with_input(call.abi_encode()),
-            )
-            .await
-            .expect("eth_call");
-        C::abi_decode_returns(&out).expect("decode")
+        self.chain.view(SETTLEMENT_ADDRESS, call).await
     }
 
     async fn channel(&self, c: &ChannelConfig) -> (u128, u128) {

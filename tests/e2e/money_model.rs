@@ -21,7 +21,13 @@
 //! 6. every receipt is for a served payment of the organisation's own route; none for a
 //!    failed one;
 //! 7. an access window serves no call unpaid: a payer's sign-ins answered `200` are at most
-//!    the calls its settled payments for the window route bought (and none without one).
+//!    the calls its settled payments for the window route bought (and none without one);
+//! 8. a payment channel (`batch-settlement`, paid by `paygate pay --channel`: a deposit, then
+//!    vouchers) serves nothing unpaid and charges nothing undeposited (its `200`s times the
+//!    price <= charged <= its balance), and once the seller claimed, its record equals the
+//!    settlement contract's channel (balance, claimed), the contract holds exactly the
+//!    channels' unclaimed balances (no deposit the gateway lost track of), and the seller
+//!    received what was claimed (in the token-by-token totals of 3).
 //!
 //! `PAYGATE_MODEL_RUNS` (default 1) interleavings of `PAYGATE_MODEL_OPS` (default 24) steps;
 //! `PAYGATE_MODEL_SEED` replays one.
@@ -49,6 +55,8 @@ const TDOL: Address = paygate_x402::permit2::DEV_TEST_TOKEN_ADDRESS;
 /// An access window route: a payment buys `WINDOW_CALLS` calls by signing in.
 const WINDOW: &str = "/gateway/acme/hourly";
 const WINDOW_CALLS: usize = 2;
+/// A route paid over payment channels (`batch-settlement`).
+const CHANNEL: &str = "/gateway/acme/chan";
 /// How long an `exact` or `upto` authorization is valid after signing.
 const VALIDITY_SECS: u64 = 20;
 
@@ -206,6 +214,8 @@ enum Step {
     Window(usize),
     /// A call signing in to the window.
     SignIn(usize),
+    /// A call paid over the payer's channel (`paygate pay --channel`).
+    Channel(usize),
     Upto {
         payer: usize,
         charge: Option<u64>,
@@ -299,6 +309,12 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
     .await;
     gw.create_route(
         &key,
+        json!({"path": "chan", "priceUSD": 0.01, "schemes": ["batch-settlement"],
+               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
+    )
+    .await;
+    gw.create_route(
+        &key,
         json!({"path": "hourly", "priceUSD": 0.01, "accessWindowSeconds": 3600,
                "accessWindowCalls": WINDOW_CALLS,
                "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
@@ -363,7 +379,8 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         let width = rng.gen_range(1..=3usize).min(ops - step);
         step += width;
         let batch: Vec<Step> = (0..width)
-            .map(|_| match rng.gen_range(0..16) {
+            .map(|_| match rng.gen_range(0..18) {
+                16 | 17 => Step::Channel(payers[3 + rng.gen_range(0..2)]),
                 0..=2 => Step::Exact(payers[rng.gen_range(0..payers.len())]),
                 12 => Step::Permit2(payers[rng.gen_range(0..payers.len())]),
                 13 => Step::Window(payers[rng.gen_range(0..2)]),
@@ -406,6 +423,20 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
                         let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
                         p.answers.push(a);
                         (Some(p), None, None)
+                    }
+                    Step::Channel(payer) => {
+                        let url = format!("{base}{CHANNEL}");
+                        let key = common::chain::KEYS[payer];
+                        let (_, out, _) = common::run_paygate(
+                            &[("PAYGATE_PAYER_KEY", key)],
+                            &["pay", "--channel", "--deposit-usd", "0.03", "--json", &url],
+                        )
+                        .await;
+                        let status = serde_json::from_str::<Value>(out.trim())
+                            .ok()
+                            .and_then(|v| v["status"].as_u64())
+                            .map_or("cut".to_string(), |s| s.to_string());
+                        (None, None, Some(Err((payer, format!("channel {status}")))))
                     }
                     Step::SignIn(payer) => {
                         let url = format!("{base}{WINDOW}");
@@ -567,8 +598,19 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         store.list_payments(&org_id, &q).await.unwrap()
     };
     gw.restart().await;
+    // 8. The seller claims its channels; each record then equals the contract's channel.
+    let channels = claim_channels(&chain, &http, &base, &key, &sign_ins, seed).await;
+    if let Err(e) = &channels {
+        let log = gw.log();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("channel") || l.contains("deposit") || l.contains("starting"))
+            .collect();
+        panic!("{e}\n{}", lines.join("\n"));
+    }
+    let channels = channels.unwrap();
     check(
-        &chain, &http, &base, &key, &sent, &asked, &ledger, &before, seed,
+        &chain, &http, &base, &key, &sent, &asked, &ledger, &before, &channels, seed,
     )
     .await;
     // 7. The window served no call unpaid.
@@ -597,6 +639,8 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
             .or_default() += 1;
     }
     let signed_in = sign_ins.iter().filter(|(_, a)| a == "200").count();
+    let voucher_calls = sign_ins.iter().filter(|(_, a)| a == "channel 200").count();
+    println!("money model run, seed {seed}: channel calls served {voucher_calls} ({channels:?})");
     println!(
         "money model run, seed {seed}: ledger {kinds:?}; window sign-ins {} ({signed_in} served)",
         sign_ins.len()
@@ -617,6 +661,92 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         })
         .count();
     (sent.len(), refunds, kills, unanswered)
+}
+
+/// What the channels hold and moved, from their records once claimed (USDC base units).
+#[derive(Debug, Default)]
+struct ChannelTotals {
+    /// Deposited less refunded (the channels' balances): what left the payers' wallets.
+    paid_in: u64,
+    /// Claimed: what reached the seller.
+    claimed: u64,
+    /// Left in the channels (the settlement contract holds it).
+    held: u64,
+}
+
+/// Invariant 8: the seller claims every channel (until nothing is unclaimed); each record then
+/// equals the settlement contract's channel, and served calls, charges and deposits are in
+/// order. The channels' totals, for invariant 3.
+async fn claim_channels(
+    chain: &Chain,
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    calls: &[(usize, String)],
+    seed: u64,
+) -> Result<ChannelTotals, String> {
+    use paygate_x402::batch::{IBatchSettlement, SETTLEMENT_ADDRESS};
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let list = loop {
+        let _ = http
+            .post(format!("{base}/api/channels/claim"))
+            .bearer_auth(key)
+            .send()
+            .await;
+        let r = http.get(format!("{base}/api/channels")).bearer_auth(key);
+        let list: Value = r.send().await.unwrap().json().await.unwrap();
+        let list = list["channels"].as_array().cloned().unwrap_or_default();
+        if list.iter().all(|c| c["unclaimed"] == "0") {
+            break list;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed}: unclaimed channels: {list:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let amount = |c: &Value, k: &str| c[k].as_str().and_then(|v| v.parse::<u64>().ok()).unwrap();
+    let mut totals = ChannelTotals::default();
+    for c in &list {
+        let payer: Address = c["payer"].as_str().unwrap().parse().unwrap();
+        let served = calls
+            .iter()
+            .filter(|(p, a)| address(*p) == payer && a == "channel 200")
+            .count() as u64;
+        // What the channel holds on chain (its deposits less refunds: the model withdraws
+        // nothing), whether its deposits came through this gateway's records or were found on
+        // chain after a crash cut their request.
+        let (in_channel, charged) = (amount(c, "balance"), amount(c, "charged"));
+        assert!(
+            served * PRICE <= charged && charged <= in_channel,
+            "seed {seed}: served {served}, charged {charged}, in the channel {in_channel}: {c}"
+        );
+        assert_eq!(amount(c, "claimed"), charged, "seed {seed}: {c}");
+        let id: alloy_primitives::B256 = c["id"].as_str().unwrap().parse().unwrap();
+        let call = IBatchSettlement::channelsCall { channelId: id };
+        let on_chain = chain.view(SETTLEMENT_ADDRESS, call).await;
+        assert_eq!(
+            (
+                u128::from(amount(c, "balance")),
+                u128::from(amount(c, "claimed"))
+            ),
+            (on_chain.balance, on_chain.totalClaimed),
+            "seed {seed}: the record and the contract: {c}"
+        );
+        totals.paid_in += in_channel;
+        totals.claimed += charged;
+        totals.held += amount(c, "balance") - amount(c, "claimed");
+    }
+    // Every deposit that landed is a channel's: the contract holds exactly what the records
+    // say is left in them.
+    let in_contract = usdc(chain, SETTLEMENT_ADDRESS).await;
+    if in_contract != totals.held {
+        return Err(format!(
+            "seed {seed}: the settlement contract holds {in_contract}, the channels {}: {list:#?}\n{calls:?}",
+            totals.held
+        ));
+    }
+    Ok(totals)
 }
 
 /// The `402` of `url`, decoded (none while the gateway is down).
@@ -649,6 +779,7 @@ async fn check(
     asked: &[Asked],
     ledger: &[GatewayPayment],
     before: &BTreeMap<(Address, Address), u64>,
+    channels: &ChannelTotals,
     seed: u64,
 ) {
     let why = |what: &str| format!("seed {seed}: {what}\nsent {sent:#?}\nasked {asked:#?}");
@@ -695,9 +826,15 @@ async fn check(
             }
         }
         let seller = balance(chain, token, address(9)).await - before[&(token, address(9))];
+        // Channels are in USDC: the payers paid in their deposits (less refunds), the seller
+        // received what it claimed.
+        let (into_channels, claimed) = match token == USDC.parse::<Address>().unwrap() {
+            true => (channels.paid_in, channels.claimed),
+            false => (0, 0),
+        };
         assert_eq!(
             (paid, seller),
-            (net, net),
+            (net + into_channels, net + claimed),
             "{}",
             why(&format!("payers, seller and ledger in {token}"))
         );

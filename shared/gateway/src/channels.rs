@@ -405,8 +405,10 @@ impl Channels {
             next.lease_until_ms = now + self.cfg.lease_ms;
             if current.version == 0 {
                 // Not stored yet: the first write (the deposit's, or the first charge) creates
-                // it, so a refused request leaves no record behind.
-                return Ok(next);
+                // it, so a refused request leaves no record behind. Held in the slot like a
+                // stored one: a channel found on chain alone (its deposit's request cut by a
+                // crash, or opened elsewhere) is charged for the voucher it serves.
+                return Ok(guard.insert(next).clone());
             }
             match self.write(guard, &current, next).await {
                 Ok(r) => return Ok(r),
@@ -528,7 +530,12 @@ impl Channels {
             next.lease_until_ms = now_ms() + self.cfg.lease_ms;
             #[cfg(debug_assertions)]
             debug_assert!(next.only_charges_moved_from(&read));
-            match self.write_as(&mut a.slot, read_version, next, true).await {
+            // The first write of a channel found on chain alone creates its record whole.
+            let charges_only = read_version != 0;
+            match self
+                .write_as(&mut a.slot, read_version, next, charges_only)
+                .await
+            {
                 Ok(record) => {
                     self.count(&record.org_id, "voucher", charged);
                     return Ok(ChannelReceipt::new(charged, record, a.deposit));

@@ -138,6 +138,41 @@ async fn paygate_pay_opens_and_uses_a_channel() {
     assert_eq!(upstream.hits(), 3);
 }
 
+/// Issue 52 (found by the money model): a channel the gateway finds on chain alone (its
+/// deposit's request cut by a crash before its record was written, or opened elsewhere) is
+/// charged for the vouchers it serves: its record is created by the first one, and the seller
+/// claims them. Before, the first voucher was served and its charge never committed.
+#[tokio::test]
+async fn a_channel_found_on_chain_alone_is_charged_for_what_it_serves() {
+    let (chain, gw, upstream, key) = setup().await;
+    let payer = HandPayer::new(2, &channel_offer(&gw).await, 3);
+    let deposit = channel::deposit(&payer.config, 2, 5 * PRICE, 9);
+    let call = paygate_x402::batch::deposit_call(&payer.config, &deposit);
+    chain
+        .send(4, SETTLEMENT_ADDRESS, call.abi_encode())
+        .await
+        .expect("a deposit sent to the contract directly");
+    assert_eq!(channels(&gw, &key).await["channels"], json!([]));
+    let price = u128::from(PRICE);
+    for step in 1..=2u128 {
+        let (status, body) = send_payment(&gw, payer.header(payer.voucher(step * price))).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let c = channel_of(&gw, &key, 2).await;
+    assert_eq!(
+        (c["charged"].as_str(), c["requests"].as_u64()),
+        (Some(&*(2 * PRICE).to_string()), Some(2)),
+        "{c}"
+    );
+    assert_eq!(upstream.hits(), 2);
+    let seller = chain.balance(address(9)).await;
+    let r = gw
+        .api(&key, Method::POST, "/api/channels/claim", None)
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(chain.balance(address(9)).await, seller + 2 * PRICE);
+}
+
 /// A tool call at the caller-pays MCP endpoint paid from a channel (x402's MCP transport): the
 /// tool's requirements list the channel offer; a deposit, then a voucher, each answer carrying
 /// the receipt; a voucher out of step is a tool error whose requirements carry the channel's

@@ -287,6 +287,22 @@ impl Chain {
         }
     }
 
+    /// The view `call` of the contract at `to`, decoded.
+    pub async fn view<C: alloy_sol_types::SolCall>(&self, to: Address, call: C) -> C::Return {
+        use alloy_network::TransactionBuilder;
+        use alloy_provider::Provider;
+        let out = self
+            .provider(0)
+            .call(
+                alloy_rpc_types_eth::TransactionRequest::default()
+                    .with_to(to)
+                    .with_input(call.abi_encode()),
+            )
+            .await
+            .expect("eth_call");
+        C::abi_decode_returns(&out).expect("decode")
+    }
+
     /// Whether `at` holds code (a deployed wallet).
     pub async fn has_code(&self, at: Address) -> bool {
         use alloy_provider::Provider;
