@@ -286,6 +286,16 @@ pub(crate) trait Way: Sync {
         false
     }
 
+    /// Compares `p`, one of its decided records, with the chain (the ledger audit): `None` when
+    /// they agree, `Err` when the chain could not be read for it.
+    async fn audit(
+        &self,
+        _p: &GatewayPayment,
+        _at: &OnChain<'_>,
+    ) -> Result<Option<Difference>, String> {
+        Err("no way of paying audits this record".into())
+    }
+
     /// Decides `p`, one of its records left open, from the chain: the record as decided, or
     /// `None` while its outcome may still change.
     async fn reconcile(
@@ -294,6 +304,47 @@ pub(crate) trait Way: Sync {
         _at: &OnChain<'_>,
     ) -> Result<Option<GatewayPayment>, String> {
         Ok(None)
+    }
+}
+
+/// One payment whose ledger record and chain disagree (what the ledger audit lists).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Difference {
+    pub payment_id: String,
+    /// How it moved: `eip3009`, `permit2`, `upto` or `auth-capture`.
+    pub transfer: &'static str,
+    /// What the ledger says.
+    pub ledger: String,
+    /// What the chain says.
+    pub chain: String,
+}
+
+impl Difference {
+    /// `p`'s authorization found `spent` on chain (or not) where the ledger `expected` it: the
+    /// difference, or `None` when they agree.
+    pub(crate) fn spent(
+        p: &GatewayPayment,
+        transfer: &'static str,
+        spent: bool,
+        expected: bool,
+    ) -> Option<Self> {
+        (spent != expected).then(|| Self {
+            payment_id: p.id.clone(),
+            transfer,
+            ledger: format!("{} {} USDC", p.status.as_str(), p.amount.to_decimal()),
+            chain: if spent {
+                "the authorization was spent".into()
+            } else {
+                "the authorization is unspent".into()
+            },
+        })
+    }
+
+    /// What the ledger expects of `p`'s authorization: spent exactly when it settled a charge
+    /// above zero (an `upto` charge of zero sends nothing).
+    pub(crate) fn expected_spent(p: &GatewayPayment) -> bool {
+        p.status == paygate_domain::model::PaymentStatus::Settled && p.amount.0 > 0
     }
 }
 
@@ -310,6 +361,13 @@ impl OnChain<'_> {
     /// The network's JSON-RPC URL.
     pub fn rpc_url(&self) -> &str {
         &self.network.config.rpc_url
+    }
+
+    /// The network's JSON-RPC URL, where one is configured.
+    pub fn rpc(&self) -> Result<&str, String> {
+        Some(self.rpc_url())
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| "no RPC URL for its network".to_string())
     }
 
     /// The payer and the authorization's nonce of `p`, for a way that asks the chain whether

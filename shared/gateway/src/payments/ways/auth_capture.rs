@@ -10,11 +10,13 @@
 //! record open; reconciliation reads the escrow and voids what is still held (the payer's
 //! protection wins when the answer's fate is unknown), or records what was captured.
 
+mod audit;
 pub mod refunds;
 
 use super::usage::{charge_of, stated_at_end};
 use crate::payments::way::{
-    Admission, Admitted, Ended, Gate, Held, OnChain, Paying, Receipt, Step, Terms, Unadmitted, Way,
+    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Paying, Receipt, Step, Terms,
+    Unadmitted, Way,
 };
 use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve};
 use crate::route_entry::RouteEntry;
@@ -164,6 +166,15 @@ impl Way for AuthCapture {
 
     fn reconciles(&self, p: &GatewayPayment) -> bool {
         p.transfer == PaymentTransfer::AuthCapture
+    }
+
+    /// The escrow's state of the payment (`auth_capture/audit.rs`).
+    async fn audit(
+        &self,
+        p: &GatewayPayment,
+        at: &OnChain<'_>,
+    ) -> Result<Option<Difference>, String> {
+        audit::audit(p, at).await
     }
 
     /// A live request holds its payment while the origin answers.

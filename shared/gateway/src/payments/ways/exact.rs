@@ -8,8 +8,8 @@
 use super::window;
 use crate::payments::ids::{IdClaim, PaymentKey};
 use crate::payments::way::{
-    Admission, Admitted, Ended, Gate, Held, OnChain, Paying, Receipt, Served, Step, Terms,
-    Unadmitted, Way,
+    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Paying, Receipt, Served, Step,
+    Terms, Unadmitted, Way,
 };
 use crate::payments::{Charge, Paid, PaymentService, Refusal};
 use http::HeaderValue;
@@ -97,18 +97,37 @@ impl Way for Exact {
         p: &GatewayPayment,
         at: &OnChain<'_>,
     ) -> Result<Option<GatewayPayment>, String> {
-        let (from, nonce) = OnChain::authorization_of(p)?;
-        let used = match p.transfer {
-            PaymentTransfer::Permit2 => {
-                embedded::permit2_nonce_used(at.rpc_url(), from, nonce).await
-            }
-            _ => {
-                let token = paygate_x402::address::parse_address(&p.asset).unwrap_or_default();
-                embedded::authorization_state(at.rpc_url(), token, from, nonce).await
-            }
-        };
-        Ok(at.by_authorization(p, used.map_err(|e| e.to_string())?))
+        Ok(at.by_authorization(p, spent(p, at).await?))
     }
+
+    /// The token's `authorizationState` (EIP-3009) or Permit2's nonce bitmap.
+    async fn audit(
+        &self,
+        p: &GatewayPayment,
+        at: &OnChain<'_>,
+    ) -> Result<Option<Difference>, String> {
+        let name = match p.transfer {
+            PaymentTransfer::Permit2 => "permit2",
+            _ => "eip3009",
+        };
+        let expected = Difference::expected_spent(p);
+        Ok(Difference::spent(p, name, spent(p, at).await?, expected))
+    }
+}
+
+/// Whether `p`'s authorization was used on chain (Permit2's nonce, or the token's EIP-3009
+/// authorization state).
+async fn spent(p: &GatewayPayment, at: &OnChain<'_>) -> Result<bool, String> {
+    let (from, nonce) = OnChain::authorization_of(p)?;
+    let rpc = at.rpc()?;
+    let used = match p.transfer {
+        PaymentTransfer::Permit2 => embedded::permit2_nonce_used(rpc, from, nonce).await,
+        _ => {
+            let token = paygate_x402::address::parse_address(&p.asset).unwrap_or_default();
+            embedded::authorization_state(rpc, token, from, nonce).await
+        }
+    };
+    used.map_err(|e| e.to_string())
 }
 
 /// The answer a payment got before under its identifier, given again: nothing is taken.

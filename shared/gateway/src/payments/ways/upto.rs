@@ -15,7 +15,8 @@
 
 use super::usage::{charge_of, stated_at_end};
 use crate::payments::way::{
-    Admission, Admitted, Ended, Gate, Held, OnChain, Paying, Receipt, Step, Terms, Unadmitted, Way,
+    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Paying, Receipt, Step, Terms,
+    Unadmitted, Way,
 };
 use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve, Verified};
 use crate::route_entry::RouteEntry;
@@ -170,10 +171,25 @@ impl Way for Upto {
         p: &GatewayPayment,
         at: &OnChain<'_>,
     ) -> Result<Option<GatewayPayment>, String> {
-        let (from, nonce) = OnChain::authorization_of(p)?;
-        let used = embedded::permit2_nonce_used(at.rpc_url(), from, nonce).await;
-        Ok(at.by_authorization(p, used.map_err(|e| e.to_string())?))
+        Ok(at.by_authorization(p, spent(p, at).await?))
     }
+
+    /// Permit2's `nonceBitmap`: spent exactly when a charge above zero was settled.
+    async fn audit(
+        &self,
+        p: &GatewayPayment,
+        at: &OnChain<'_>,
+    ) -> Result<Option<Difference>, String> {
+        let expected = Difference::expected_spent(p);
+        Ok(Difference::spent(p, "upto", spent(p, at).await?, expected))
+    }
+}
+
+/// Whether `p`'s Permit2 nonce was used on chain.
+async fn spent(p: &GatewayPayment, at: &OnChain<'_>) -> Result<bool, String> {
+    let (from, nonce) = OnChain::authorization_of(p)?;
+    let used = embedded::permit2_nonce_used(at.rpc()?, from, nonce).await;
+    used.map_err(|e| e.to_string())
 }
 
 /// The retry `record` of `held`, charged by reconciliation after a crash cut its answer:
