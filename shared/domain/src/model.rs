@@ -581,11 +581,6 @@ pub struct MetricBucket {
 }
 
 impl MetricBucket {
-    /// What was received net of refunds (never below zero for one period).
-    pub fn net_revenue(&self) -> u64 {
-        self.revenue.saturating_sub(self.refunded)
-    }
-
     pub fn merge(&mut self, o: &MetricBucket) {
         self.total += o.total;
         self.unpaid402 += o.unpaid402;

@@ -125,11 +125,6 @@ impl RollupBucket {
         out
     }
 
-    /// What was received net of refunds (never below zero for one period).
-    pub fn net_revenue(&self) -> u64 {
-        self.revenue.saturating_sub(self.refunded)
-    }
-
     /// Reads [`RollupBucket::to_bytes`] (either version); `None` for anything else.
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
         let (version, rest) = b.split_first().map(|(v, r)| (*v, r))?;

@@ -14,7 +14,6 @@ use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer};
 use paygate_store::{PaymentReservation, Store};
 use paygate_x402::facilitator::wire::SettleResponse;
 use paygate_x402::facilitator::{Facilitator, FacilitatorError, PaymentRequest};
-use paygate_x402::network::Networks;
 use paygate_x402::payment::{PaymentPayload, ProtocolVersion, SignedAuthorization};
 use paygate_x402::verify::{self, Rejection};
 use paygate_x402::PaymentRequirements;
@@ -100,94 +99,6 @@ pub struct PaymentService {
 }
 
 impl PaymentService {
-    /// `networks`: the configured ones, of which the facilitator settles some.
-    pub fn new(
-        store: Arc<dyn Store>,
-        facilitator: Option<Arc<dyn Facilitator>>,
-        usage: Arc<PlanUsage>,
-        networks: Networks,
-    ) -> Self {
-        let settleable = match facilitator {
-            Some(_) => Settleable::new(networks),
-            None => Settleable::none(networks),
-        };
-        Self {
-            store,
-            facilitator,
-            usage,
-            settleable,
-            channels: None,
-            windows: None,
-            events: None,
-            metrics: None,
-            chain: None,
-            receipt_key: None,
-            offers: None,
-            eoas: Default::default(),
-            refund_lease: std::time::Duration::from_secs(60),
-            refund_collector: paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
-        }
-    }
-
-    /// With seller webhook events emitted to `events`.
-    pub fn with_events(mut self, events: Arc<crate::events::Events>) -> Self {
-        self.events = Some(events);
-        self
-    }
-
-    /// With refunds counted against revenue in `metrics`.
-    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        self.metrics = Some(metrics);
-        self
-    }
-
-    /// Where seller webhook events go, when this deployment emits them.
-    pub fn events(&self) -> Option<&Arc<crate::events::Events>> {
-        self.events.as_ref()
-    }
-
-    /// With access windows served by `windows`.
-    pub fn with_windows(mut self, windows: Arc<crate::windows::Windows>) -> Self {
-        self.windows = Some(windows);
-        self
-    }
-
-    /// With the relayer's contract calls (the `auth-capture` escrow is called through them).
-    pub fn with_chain(mut self, chain: Arc<dyn paygate_x402::facilitator::ChainCalls>) -> Self {
-        self.chain = Some(chain);
-        self
-    }
-
-    /// The relayer's contract calls, where this deployment has them.
-    pub fn chain(&self) -> Option<&Arc<dyn paygate_x402::facilitator::ChainCalls>> {
-        self.chain.as_ref()
-    }
-
-    /// With payment channels served by `channels`.
-    pub fn with_channels(mut self, channels: Arc<crate::channels::Channels>) -> Self {
-        self.channels = Some(channels);
-        self
-    }
-
-    /// The payment channels service, where this deployment offers channels.
-    pub fn channels(&self) -> Option<&Arc<crate::channels::Channels>> {
-        self.channels.as_ref()
-    }
-
-    /// Which networks settle now, as the facilitator last said.
-    pub fn settleable(&self) -> &Settleable {
-        &self.settleable
-    }
-
-    /// The plan counters this service takes slots from.
-    pub fn usage(&self) -> &Arc<PlanUsage> {
-        &self.usage
-    }
-
-    pub fn facilitator(&self) -> Option<&Arc<dyn Facilitator>> {
-        self.facilitator.as_ref()
-    }
-
     /// Decodes a payment header (`version` is the header's own) and verifies it locally, for
     /// the proxy: a payment too close to its expiry passes as `expiring`, so that a retry of a
     /// payment already taken (on this node or another, before a crash) is answered by its record
@@ -599,6 +510,7 @@ async fn upstream_status_of(store: &dyn Store, delivered: &GatewayPayment) {
 }
 
 pub mod audit;
+mod build;
 pub mod ids;
 mod offers;
 mod receipts;

@@ -10,7 +10,7 @@
 //! record open; reconciliation reads the escrow and voids what is still held (the payer's
 //! protection wins when the answer's fate is unknown), or records what was captured.
 
-mod audit;
+mod on_chain;
 pub mod refunds;
 
 use super::usage::{charge_of, stated_at_end};
@@ -21,7 +21,6 @@ use crate::payments::way::{
 use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve};
 use crate::route_entry::RouteEntry;
 use crate::usage::Slot;
-use alloy_primitives::U256;
 use http::HeaderValue;
 use paygate_domain::model::{
     EscrowRecord, GatewayPayment, PaymentStatus, PaymentTransfer, Route, Scheme,
@@ -40,9 +39,7 @@ use std::time::Instant;
 /// left behind can reclaim it soon (reconciliation voids it before then).
 pub const CAPTURE_WINDOW_SECS: u64 = 900;
 
-/// Gas for one escrow call (authorize measured ~150k on FiatTokenV2_2; headroom for a smart
-/// wallet's signature check).
-const ESCROW_GAS: u64 = 400_000;
+use on_chain::ESCROW_GAS;
 
 /// `auth-capture`: held in escrow before forwarding, captured for what was served.
 pub(crate) struct AuthCapture;
@@ -168,13 +165,13 @@ impl Way for AuthCapture {
         p.transfer == PaymentTransfer::AuthCapture
     }
 
-    /// The escrow's state of the payment (`auth_capture/audit.rs`).
+    /// The escrow's state of the payment (`auth_capture/on_chain.rs`).
     async fn audit(
         &self,
         p: &GatewayPayment,
         at: &OnChain<'_>,
     ) -> Result<Option<Difference>, String> {
-        audit::audit(p, at).await
+        on_chain::audit(p, at).await
     }
 
     /// A live request holds its payment while the origin answers.
@@ -191,107 +188,8 @@ impl Way for AuthCapture {
         p: &GatewayPayment,
         at: &OnChain<'_>,
     ) -> Result<Option<GatewayPayment>, String> {
-        let chain = at
-            .calls
-            .ok_or("no relayer calls: the escrow cannot be voided here")?;
-        let chain_id = at.network.config.chain_id;
-        let escrow = p.escrow.as_ref().ok_or("no escrow terms on the record")?;
-        let payer = paygate_x402::address::parse_address(&p.payer).ok_or("malformed payer")?;
-        let info = escrow.terms.info(payer).ok_or("malformed escrow terms")?;
-        let hash = auth_capture::payment_hash(chain_id, &info);
-        let mut state = auth_capture::read_state(chain, chain_id, hash)
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut p = p.clone();
-        p.updated_at = paygate_domain::now_rfc3339();
-        if !state.collected {
-            if at.now <= escrow.terms.pre_approval_expiry {
-                return Ok(None);
-            }
-            p.status = PaymentStatus::Failed;
-            p.failure = Some("authorization expired without being held".into());
-            return Ok(Some(p));
-        }
-        let held = state.capturable > U256::ZERO;
-        if held {
-            let tx = auth_capture::send_as_operator(
-                chain,
-                chain_id,
-                info.operator,
-                auth_capture::void_call(&info),
-                ESCROW_GAS,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            if let Some(e) = p.escrow.as_mut() {
-                e.voided_tx = Some(tx.to_string());
-            }
-            // Read again after the void: a capture sent before it (the request's own, mined
-            // late on a slow chain) is in the escrow's figures now, and recorded as captured.
-            state = auth_capture::read_state(chain, chain_id, hash)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        // What the escrow paid out, refunds included (none before the record is decided). A
-        // capture follows the origin's answer, so this is no payment whose request is owed a
-        // retry (`settled_by_reconciliation` stays false).
-        let captured = UsdcAmount::of_units(state.refundable);
-        if captured.0 > 0 {
-            p.status = PaymentStatus::Settled;
-            p.amount = captured;
-            p.failure = None;
-            if let Some(e) = p.escrow.as_mut() {
-                e.captured = captured;
-            }
-        } else {
-            p.status = PaymentStatus::Failed;
-            let reclaimed = if held {
-                None
-            } else {
-                reclaimed(chain, chain_id, hash, escrow).await
-            };
-            p.failure = Some(
-                match reclaimed {
-                    _ if held => "voided by reconciliation: the request's outcome was not recorded",
-                    Some(_) => {
-                        "reclaimed by the payer after the capture deadline: nothing was captured"
-                    }
-                    None => {
-                        "released before reconciliation read it (voided, or reclaimed by the \
-                         payer after the capture deadline)"
-                    }
-                }
-                .into(),
-            );
-            if let (Some(tx), Some(e)) = (reclaimed, p.escrow.as_mut()) {
-                e.reclaimed_tx = Some(format!("{tx:#x}"));
-            }
-        }
-        Ok(Some(p))
+        on_chain::reconcile(p, at).await
     }
-}
-
-/// The payer's `reclaim` of a hold nobody voided: its transaction, read from the escrow's
-/// `PaymentReclaimed` events since the hold (`None`: not reclaimed, or not readable now).
-async fn reclaimed(
-    chain: &dyn ChainCalls,
-    chain_id: u64,
-    hash: alloy_primitives::B256,
-    escrow: &EscrowRecord,
-) -> Option<alloy_primitives::B256> {
-    if escrow.voided_tx.is_some() {
-        return None;
-    }
-    let since = escrow.authorized_tx.as_deref()?.parse().ok()?;
-    use alloy_sol_types::SolEvent;
-    let event = auth_capture::IAuthCaptureEscrow::PaymentReclaimed::SIGNATURE_HASH;
-    chain
-        .find_event(chain_id, auth_capture::ESCROW_ADDRESS, event, hash, since)
-        .await
-        .unwrap_or_else(|e| {
-            tracing::debug!(error = %e, "the escrow's reclaims could not be read");
-            None
-        })
 }
 
 /// Holds the payment in escrow (`authorize`, simulated first; a counterfactual payer's wallet

@@ -240,20 +240,6 @@ impl PaymentService {
         })
     }
 
-    /// With a refund's request taking at most `lease` to send it and learn its outcome (the
-    /// time a payment is in flight: [`paygate_config::FacilitatorConfig::in_flight`]).
-    pub fn with_refund_lease(mut self, lease: std::time::Duration) -> Self {
-        self.refund_lease = lease;
-        self
-    }
-
-    /// With refunds funded through the receiver refund collector at `collector` (sellers
-    /// approve it; [`auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS`] unless configured).
-    pub fn with_refund_collector(mut self, collector: Address) -> Self {
-        self.refund_collector = collector;
-        self
-    }
-
     /// Whether the request that wrote `pending` may still be sending it (written less than the
     /// refund lease ago).
     fn refund_in_flight(&self, pending: &EscrowRefund) -> bool {
