@@ -97,6 +97,8 @@ async fn a_seller_works_the_console_from_sign_in_to_a_settled_payout() {
          replay and the escrowed route's route.changed"
     );
     assert_eq!(seen["webhook"], "DELIVERED");
+    // Revenue is shown net of refunds: the overview's refunded tile counts the console's refund.
+    assert_eq!(seen["refundedTile"], "0.004000 USDC", "{seen}");
     // The ledger check compared the payments made above (the paid call, the channel's, the
     // windowed route's and the escrowed one, captured and partly refunded) with the chain.
     let check = seen["ledgerCheck"].as_str().unwrap_or_default();

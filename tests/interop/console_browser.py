@@ -367,6 +367,16 @@ try:
     assert "0.004000 USDC" in d.find_element(By.TAG_NAME, "main").text
     seen["refund"] = "0.004000"
     shot("payment-refund")
+    # The overview counts the refund against revenue (counted within the aggregator's drain).
+    refunded = ""
+    for _ in range(20):
+        go("#/overview")
+        heading("Overview")
+        refunded = text_of("[data-tile='refunded'] .v")
+        if refunded == "0.004000 USDC":
+            break
+        time.sleep(0.25)
+    seen["refundedTile"] = refunded
 
     go("#/keys")
     heading("API keys")
