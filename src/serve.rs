@@ -8,6 +8,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use paygate_config::{Config, StorageBackend, StorageConfig};
 use paygate_control_plane::AppState;
+use paygate_gateway::payments::way::Parts;
 use paygate_gateway::payments::PaymentService;
 use paygate_gateway::route_table::{RenderContext, RouteTable};
 use paygate_gateway::target_policy::TargetPolicy;
@@ -300,11 +301,13 @@ fn pingora_server(cfg: &Config, upgrade: bool) -> Server {
 
 /// What the paid path is built of, shared by the proxy and the control plane.
 struct PaidPath {
-    payments: Arc<PaymentService>,
+    payments: Arc<paygate_gateway::payments::way::Payments>,
     metrics: Arc<paygate_gateway::metrics::Metrics>,
     policy: Arc<TargetPolicy>,
     /// This node's relayer account, on a cluster leased to it alone.
     relayer: Option<String>,
+    /// Payment channels, where this deployment offers them (the control plane's API).
+    channels: Option<Arc<paygate_gateway::channels::Channels>>,
     payout_funding: Option<(
         Arc<dyn paygate_payouts::funding::PayoutFunding>,
         paygate_sandbox::FundingChain,
@@ -333,43 +336,47 @@ fn paid_path(
     });
     // Seller webhook events, emitted where payments, channels, routes and payouts change.
     let events = Arc::new(paygate_gateway::events::Events::new(store.clone()));
-    let mut payments =
-        PaymentService::new(store.clone(), facilitator.clone(), usage, networks.clone())
-            .with_events(events.clone())
-            .with_metrics(metrics.clone())
-            .with_refund_lease(cfg.facilitator.in_flight());
-    if let Some(collector) = cfg.facilitator.refund_collector {
-        payments = payments.with_refund_collector(collector);
-    }
     let payout_funding = crate::settlement::build_payout_funding(
         cfg,
         networks,
         facilitator.clone(),
         chain_calls.clone(),
     )?;
-    if let Some(chain) = &chain_calls {
-        payments = payments.with_chain(chain.clone());
-    }
-    if let Some(key) = paygate_domain::secrets::receipt_signer(&cfg.orgs.master_key_env) {
-        payments = payments.with_receipt_key(key);
-    }
-    if let Some(c) = crate::settlement::build_channels(
+    let channels = crate::settlement::build_channels(
         cfg,
         store.clone(),
         chain_calls.clone(),
         metrics.clone(),
-        events,
-    ) {
-        payments = payments.with_channels(c);
-    }
+        events.clone(),
+    );
     let public_base_url = &table.render_context().public_base_url;
     let origin = paygate_x402::siwx::Origin::of(public_base_url)
         .with_context(|| format!("server.public_base_url {public_base_url:?} is not a URL"))?;
-    payments = payments.with_windows(Arc::new(paygate_gateway::windows::Windows::new(
-        store.clone(),
-        chain_calls,
-        origin,
-    )));
+    let windows =
+        paygate_gateway::windows::Windows::new(store.clone(), chain_calls.clone(), origin);
+    // Each way of paying takes the parts it needs.
+    let parts = Parts {
+        chain: chain_calls,
+        channels: channels.clone(),
+        windows: Some(Arc::new(windows)),
+        metrics: Some(metrics.clone()),
+        refund_lease: cfg.facilitator.in_flight(),
+        refund_collector: cfg
+            .facilitator
+            .refund_collector
+            .unwrap_or(paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS),
+        terms: paygate_gateway::payments::registry::terms(cfg),
+    };
+    let mut service =
+        PaymentService::new(store.clone(), facilitator.clone(), usage, networks.clone())
+            .with_events(events);
+    if let Some(chain) = &parts.chain {
+        service = service.with_chain(chain.clone());
+    }
+    if let Some(key) = paygate_domain::secrets::receipt_signer(&cfg.orgs.master_key_env) {
+        service = service.with_receipt_key(key);
+    }
+    let payments = paygate_gateway::payments::registry::payments(service, &parts);
     let payments = Arc::new(payments);
     // What the facilitator settles, before the first probe: routes may be created at once.
     if let Some(f) = &facilitator {
@@ -386,6 +393,7 @@ fn paid_path(
             cfg.upstream.allow_private_networks.clone(),
         )),
         relayer,
+        channels,
         payout_funding,
     })
 }
@@ -511,6 +519,7 @@ fn add_services(
     let notification_keys = notification_keys(cfg, sandbox_addr);
     let state = AppState::new(store, table, cfg.clone(), paid.policy)
         .with_payments(paid.payments)
+        .with_channels(paid.channels)
         .with_metrics(paid.metrics)
         .with_payouts(provider, secrets)
         .with_payout_funding(paid.payout_funding.map(|(f, _)| f))

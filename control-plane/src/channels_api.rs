@@ -100,7 +100,7 @@ pub struct RefundResult {
 }
 
 fn channels(state: &AppState) -> Result<&Arc<Channels>, ApiError> {
-    state.payments.channels().ok_or_else(|| {
+    state.channels.as_ref().ok_or_else(|| {
         ApiError::new(
             ErrorCode::FacilitatorUnavailable,
             "this deployment does not offer payment channels",

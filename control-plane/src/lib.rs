@@ -256,7 +256,7 @@ async fn payout_reconciliation(state: AppState) {
 /// unclaimed amount or age passes the thresholds (or the payer is withdrawing), every `channels.claim_interval_seconds`, on the node holding [`CHANNEL_CLAIMS`]
 /// (where this deployment offers channels).
 async fn channel_claims(state: AppState) {
-    let Some(channels) = state.payments.channels().cloned() else {
+    let Some(channels) = state.channels.clone() else {
         return;
     };
     let every = Duration::from_secs(state.config.channels.claim_interval_seconds.max(1));

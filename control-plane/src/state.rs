@@ -2,7 +2,7 @@
 
 use crate::mcp::hub::McpHub;
 use paygate_config::Config;
-use paygate_gateway::payments::PaymentService;
+use paygate_gateway::payments::way::Payments;
 use paygate_gateway::route_table::RouteTable;
 use paygate_gateway::target_policy::TargetPolicy;
 use paygate_gateway::usage::PlanUsage;
@@ -22,7 +22,7 @@ pub struct AppState {
     pub admin_token: Option<Arc<str>>,
     /// The paid step the gateway uses, shared with `/facilitator/*`; its facilitator (`None`:
     /// not configured, those endpoints answer `503`) is probed for health.
-    pub payments: Arc<PaymentService>,
+    pub payments: Arc<Payments>,
     /// Which upstream addresses routes may target.
     pub target_policy: Arc<TargetPolicy>,
     /// Request counters (written by the proxy) and facilitator health.
@@ -31,6 +31,9 @@ pub struct AppState {
     pub mcp: Arc<McpHub>,
     /// The payout provider corridors use (`None`: corridor quotes and payouts answer `503`).
     pub payouts: PayoutEngine,
+    /// Payment channels (`batch-settlement`), where this deployment offers them: the
+    /// channels API and the claims' background pass.
+    pub channels: Option<Arc<paygate_gateway::channels::Channels>>,
     /// Secrets that verify provider webhooks (none: every webhook is refused).
     pub webhook_secrets: Arc<Vec<Vec<u8>>>,
     /// The provider's notification keys, for ECDSA-signed (CPN) webhooks (none: refused).
@@ -73,7 +76,12 @@ impl AppState {
         let admin_token = config.admin.token().map(Arc::from);
         let usage = Arc::new(PlanUsage::new(store.clone()));
         let networks = table.render_context().networks.clone();
-        let payments = Arc::new(PaymentService::new(store.clone(), None, usage, networks));
+        let service =
+            paygate_gateway::payments::PaymentService::new(store.clone(), None, usage, networks);
+        let payments = Arc::new(paygate_gateway::payments::registry::payments(
+            service,
+            &Default::default(),
+        ));
         let payouts = PayoutEngine::new(store.clone(), None);
         Self {
             store,
@@ -85,6 +93,7 @@ impl AppState {
             metrics: paygate_gateway::metrics::Metrics::new(),
             mcp: Arc::new(McpHub::default()),
             payouts,
+            channels: None,
             webhook_secrets: Arc::new(Vec::new()),
             notification_keys: None,
         }
@@ -131,8 +140,17 @@ impl AppState {
     }
 
     /// The payment service the proxy uses (and with it the facilitator).
-    pub fn with_payments(mut self, payments: Arc<PaymentService>) -> Self {
+    pub fn with_payments(mut self, payments: Arc<Payments>) -> Self {
         self.payments = payments;
+        self
+    }
+
+    /// With the payment channels the payment service was built with.
+    pub fn with_channels(
+        mut self,
+        channels: Option<Arc<paygate_gateway::channels::Channels>>,
+    ) -> Self {
+        self.channels = channels;
         self
     }
 

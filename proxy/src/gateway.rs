@@ -5,7 +5,7 @@
 use crate::limits::Limits;
 use paygate_config::UpstreamConfig;
 use paygate_gateway::metrics::Metrics;
-use paygate_gateway::payments::PaymentService;
+use paygate_gateway::payments::way::Payments;
 use paygate_gateway::route_table::RouteTable;
 use paygate_gateway::target_policy::TargetPolicy;
 use std::collections::HashSet;
@@ -18,7 +18,7 @@ use std::time::Duration;
 pub struct Gateway {
     pub(crate) table: Arc<RouteTable>,
     pub(crate) control_plane: SocketAddr,
-    pub(crate) payments: Arc<PaymentService>,
+    pub(crate) payments: Arc<Payments>,
     pub(crate) settings: ProxySettings,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) limits: Arc<Limits>,
@@ -29,7 +29,7 @@ pub struct Gateway {
 pub struct GatewayParts {
     pub table: Arc<RouteTable>,
     pub control_plane: SocketAddr,
-    pub payments: Arc<PaymentService>,
+    pub payments: Arc<Payments>,
     pub settings: ProxySettings,
     pub metrics: Arc<Metrics>,
     pub limits: Arc<Limits>,

@@ -145,10 +145,11 @@ async fn serves_verify_settle_and_supported_to_other_x402_servers() {
     .await;
     assert_eq!(v["invalidReason"], "invalid_payment_requirements");
 
-    // `auth-capture` is not relayed for another server (README: the escrow's operator would be
-    // paygate's relayer): not listed, refused with the scheme's unsupported reason, nothing held.
+    // `auth-capture` is served for another server with the deployment as the escrow's
+    // operator (`facilitator_ways.rs` pays it); an escrow payment naming another operator is
+    // refused with the scheme's reason word, nothing held.
     assert!(
-        kinds.iter().all(|k| k["scheme"] != "auth-capture"),
+        kinds.iter().any(|k| k["scheme"] == "auth-capture"),
         "{kinds:?}"
     );
     let now = paygate_domain::unix_now();
@@ -157,8 +158,8 @@ async fn serves_verify_settle_and_supported_to_other_x402_servers() {
         "payTo": seller.to_checksum(None), "maxTimeoutSeconds": 60, "asset": USDC,
         "extra": {"name": "USDC", "version": "2",
             "authCaptureEscrow": paygate_x402::auth_capture::ESCROW_ADDRESS.to_checksum(None),
-            "captureAuthorizer": address(0).to_checksum(None),
-            "feeRecipient": address(0).to_checksum(None), "minFeeBps": 0, "maxFeeBps": 0,
+            "captureAuthorizer": address(7).to_checksum(None),
+            "feeRecipient": address(7).to_checksum(None), "minFeeBps": 0, "maxFeeBps": 0,
             "captureDeadline": now + 900, "refundDeadline": now + 900},
     });
     let doc = escrow::signed_doc(
@@ -170,12 +171,12 @@ async fn serves_verify_settle_and_supported_to_other_x402_servers() {
     let (status, v) = call(&gw, &key, "verify", body.clone()).await;
     assert_eq!(
         (status, &v["invalidReason"]),
-        (200, &json!("unsupported_scheme")),
+        (200, &json!("invalid_payment_requirements")),
         "{v}"
     );
     let (status, s) = call(&gw, &key, "settle", body).await;
     assert_eq!((status, &s["success"]), (200, &json!(false)), "{s}");
-    assert_eq!(s["errorReason"], "unsupported_scheme", "{s}");
+    assert_eq!(s["errorReason"], "invalid_payment_requirements", "{s}");
     assert_eq!(chain.balance(payer).await, held_before);
 }
 

@@ -25,6 +25,7 @@ mod crash_windows;
 mod edge;
 mod escrow_reclaim;
 mod facilitator;
+mod facilitator_ways;
 mod forwarding;
 mod fuzz_replay;
 mod interop;

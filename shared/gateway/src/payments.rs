@@ -75,15 +75,10 @@ pub struct PaymentService {
     facilitator: Option<Arc<dyn Facilitator>>,
     usage: Arc<PlanUsage>,
     settleable: Settleable,
-    /// Payment channels (`batch-settlement`), where this deployment offers them.
-    channels: Option<Arc<crate::channels::Channels>>,
-    /// Access windows, where this deployment serves them (the proxy's service does).
-    windows: Option<Arc<crate::windows::Windows>>,
     /// Seller webhook events (`payment.settled`).
     events: Option<Arc<crate::events::Events>>,
-    /// Where refunds are counted against revenue.
-    metrics: Option<Arc<crate::metrics::Metrics>>,
-    /// Contract calls from the relayer (the `auth-capture` escrow's), where it has a key.
+    /// The relayer's contract calls, where it has a key: smart wallets' signature checks and
+    /// deployments, the ledger audit.
     chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
     /// The key receipts are signed with (x402 `offer-and-receipt`).
     receipt_key: Option<Arc<alloy_signer_local::PrivateKeySigner>>,
@@ -91,11 +86,6 @@ pub struct PaymentService {
     offers: Option<offers::Offers>,
     /// Payers the chain said hold no code (forgeries in their name cost no further call).
     eoas: eoas::KnownEoas,
-    /// How long a refund's request may still be sending it (its longest wait for a receipt):
-    /// a pending refund younger than this, with no transaction known, is its request's own.
-    refund_lease: std::time::Duration,
-    /// The receiver refund collector sellers approve to fund their refunds.
-    refund_collector: alloy_primitives::Address,
 }
 
 impl PaymentService {
@@ -519,9 +509,12 @@ mod refusal;
 pub mod reply;
 pub use refusal::{Refusal, Stop};
 mod eoas;
+pub mod for_servers;
+mod refund;
 pub mod registry;
 #[cfg(test)]
 mod tests;
 mod wallets;
 pub mod way;
 pub mod ways;
+pub use refund::{RefundError, Refunded};

@@ -134,17 +134,8 @@ impl Settleable {
         SupportedKind::exact(self.settling())
     }
 
-    /// [`Self::kinds`] and, with `channels`, `batch-settlement` on the same networks: every kind
-    /// the facilitator API verifies and settles now.
-    pub fn facilitator_kinds(&self, channels: bool) -> Vec<SupportedKind> {
-        let mut kinds = self.kinds();
-        if channels {
-            kinds.extend(SupportedKind::batch(self.settling()));
-        }
-        kinds
-    }
-
-    fn settling(&self) -> impl Iterator<Item = &Network> {
+    /// The networks whose payments settle now.
+    pub fn settling(&self) -> impl Iterator<Item = &Network> {
         self.networks
             .all()
             .filter(|n| self.standing(n) == Standing::Settles)
@@ -214,14 +205,8 @@ mod tests {
         assert!(s.now(&sepolia));
         assert_eq!(s.standing(&sepolia), Standing::Settles);
         assert_eq!(s.kinds().len(), 2);
-        assert_eq!(s.facilitator_kinds(false), s.kinds());
-        let with_channels = s.facilitator_kinds(true);
-        assert_eq!(with_channels.len(), 3);
-        assert!(with_channels.contains(&SupportedKind {
-            x402_version: 2,
-            scheme: "batch-settlement".into(),
-            network: "eip155:84532".into(),
-        }));
+        let settling: Vec<_> = s.settling().map(|n| n.caip2.clone()).collect();
+        assert_eq!(settling, ["eip155:84532"]);
     }
 
     #[test]

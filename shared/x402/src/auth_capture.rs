@@ -74,6 +74,7 @@ sol! {
     interface IAuthCaptureEscrow {
         function authorize(PaymentInfo paymentInfo, uint256 amount, address tokenCollector, bytes collectorData) external;
         function capture(PaymentInfo paymentInfo, uint256 amount, uint16 feeBps, address feeReceiver) external;
+        function charge(PaymentInfo paymentInfo, uint256 amount, address tokenCollector, bytes collectorData, uint16 feeBps, address feeReceiver) external;
         function void(PaymentInfo paymentInfo) external;
         function reclaim(PaymentInfo paymentInfo) external;
         function refund(PaymentInfo paymentInfo, uint256 amount, address tokenCollector, bytes collectorData) external;
@@ -167,6 +168,21 @@ impl Escrowed {
             amount: U256::from(self.info.maxAmount),
             tokenCollector: ERC3009_COLLECTOR_ADDRESS,
             collectorData: signature.clone(),
+        }
+        .abi_encode()
+    }
+
+    /// The escrow's `charge` call: the whole authorization held and captured at once (no fee),
+    /// refundable until the refund deadline; `signature` as for [`Self::authorize_call`].
+    pub fn charge_call(&self, signature: &alloy_primitives::Bytes) -> Vec<u8> {
+        use alloy_sol_types::SolCall;
+        IAuthCaptureEscrow::chargeCall {
+            paymentInfo: self.info.clone(),
+            amount: U256::from(self.info.maxAmount),
+            tokenCollector: ERC3009_COLLECTOR_ADDRESS,
+            collectorData: signature.clone(),
+            feeBps: 0,
+            feeReceiver: self.info.feeReceiver,
         }
         .abi_encode()
     }

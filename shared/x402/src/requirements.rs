@@ -279,6 +279,17 @@ impl PaymentRequirements {
         Self::read_wire(v, version, networks, "exact")
     }
 
+    /// [`Self::from_wire`] for a requirement naming `scheme` (`upto`, `auth-capture`: the
+    /// fields settlement depends on are the same).
+    pub fn from_wire_as(
+        v: &serde_json::Value,
+        version: payment::ProtocolVersion,
+        networks: &crate::network::Networks,
+        scheme: &str,
+    ) -> Result<Self, RequirementsError> {
+        Self::read_wire(v, version, networks, scheme)
+    }
+
     /// Reads a v2 `batch-settlement` requirement another x402 server sends its facilitator: the
     /// requirement and its channel terms (`extra.receiverAuthorizer`, `extra.withdrawDelay`
     /// within the contract's bounds).

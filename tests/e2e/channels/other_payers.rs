@@ -517,8 +517,8 @@ async fn another_server_settles_its_channels_through_the_facilitator_api() {
 }
 
 /// `/facilitator/supported` lists every kind `/facilitator/verify` and `/settle` take: `exact` in
-/// both versions and, where this deployment serves channels, `batch-settlement` (v2 only); not
-/// `upto`, which only this deployment's own routes settle.
+/// both versions and, where this deployment serves channels, `batch-settlement` (v2 only); `upto`
+/// and `auth-capture` with the terms a requirement must carry.
 #[tokio::test]
 async fn supported_lists_every_kind_the_facilitator_endpoints_take() {
     let (_chain, gw, _upstream, _key) = setup().await;
@@ -539,7 +539,11 @@ async fn supported_lists_every_kind_the_facilitator_endpoints_take() {
             .any(|k| k["scheme"] == "batch-settlement" && k["x402Version"] == 1),
         "batch-settlement is a v2 scheme: {body}"
     );
-    assert!(!kinds.iter().any(|k| k["scheme"] == "upto"), "{body}");
+    // `upto` and `auth-capture` name the deployment's operator (`facilitator_ways.rs`).
+    for scheme in ["upto", "auth-capture"] {
+        let kind = kinds.iter().find(|k| k["scheme"] == scheme);
+        assert!(kind.is_some_and(|k| k["extra"].is_object()), "{body}");
+    }
     // It submits a Permit2 payer's permit with the settlement (gas sponsoring).
     assert_eq!(
         body["extensions"],

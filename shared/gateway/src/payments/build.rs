@@ -1,11 +1,9 @@
 //! How the payment service is put together at start: its constructor, what each deployment
-//! adds to it (events, metrics, the relayer's calls, channels, windows, refund terms) and the
-//! accessors of those parts.
+//! adds to it (events, the relayer's calls, receipts) and the accessors of those parts.
 
 use super::PaymentService;
 use crate::settleable::Settleable;
 use crate::usage::PlanUsage;
-use alloy_primitives::Address;
 use paygate_store::Store;
 use paygate_x402::facilitator::Facilitator;
 use paygate_x402::network::Networks;
@@ -28,17 +26,18 @@ impl PaymentService {
             facilitator,
             usage,
             settleable,
-            channels: None,
-            windows: None,
             events: None,
-            metrics: None,
             chain: None,
             receipt_key: None,
             offers: None,
             eoas: Default::default(),
-            refund_lease: std::time::Duration::from_secs(60),
-            refund_collector: paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
         }
+    }
+
+    /// With the relayer's contract calls (smart wallets' checks, the ledger audit).
+    pub fn with_chain(mut self, chain: Arc<dyn paygate_x402::facilitator::ChainCalls>) -> Self {
+        self.chain = Some(chain);
+        self
     }
 
     /// With seller webhook events emitted to `events`.
@@ -47,43 +46,14 @@ impl PaymentService {
         self
     }
 
-    /// With refunds counted against revenue in `metrics`.
-    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
-        self.metrics = Some(metrics);
-        self
-    }
-
     /// Where seller webhook events go, when this deployment emits them.
     pub fn events(&self) -> Option<&Arc<crate::events::Events>> {
         self.events.as_ref()
     }
 
-    /// With access windows served by `windows`.
-    pub fn with_windows(mut self, windows: Arc<crate::windows::Windows>) -> Self {
-        self.windows = Some(windows);
-        self
-    }
-
-    /// With the relayer's contract calls (the `auth-capture` escrow is called through them).
-    pub fn with_chain(mut self, chain: Arc<dyn paygate_x402::facilitator::ChainCalls>) -> Self {
-        self.chain = Some(chain);
-        self
-    }
-
     /// The relayer's contract calls, where this deployment has them.
     pub fn chain(&self) -> Option<&Arc<dyn paygate_x402::facilitator::ChainCalls>> {
         self.chain.as_ref()
-    }
-
-    /// With payment channels served by `channels`.
-    pub fn with_channels(mut self, channels: Arc<crate::channels::Channels>) -> Self {
-        self.channels = Some(channels);
-        self
-    }
-
-    /// The payment channels service, where this deployment offers channels.
-    pub fn channels(&self) -> Option<&Arc<crate::channels::Channels>> {
-        self.channels.as_ref()
     }
 
     /// Which networks settle now, as the facilitator last said.
@@ -98,19 +68,5 @@ impl PaymentService {
 
     pub fn facilitator(&self) -> Option<&Arc<dyn Facilitator>> {
         self.facilitator.as_ref()
-    }
-
-    /// With a refund's request taking at most `lease` to send it and learn its outcome (the
-    /// time a payment is in flight: [`paygate_config::FacilitatorConfig::in_flight`]).
-    pub fn with_refund_lease(mut self, lease: std::time::Duration) -> Self {
-        self.refund_lease = lease;
-        self
-    }
-
-    /// With refunds funded through the receiver refund collector at `collector` (sellers
-    /// approve it; [`paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS`] unless configured).
-    pub fn with_refund_collector(mut self, collector: Address) -> Self {
-        self.refund_collector = collector;
-        self
     }
 }

@@ -67,6 +67,10 @@ pub enum Refusal {
     /// answering the health probe): never invite a payment that cannot land.
     #[error("payments on {0} cannot be settled now; try again later")]
     NotSettleable(String),
+    /// Another server's facilitator call is not acceptable (its requirements, or a payload the
+    /// way reads itself), with x402's reason word.
+    #[error("{0}")]
+    Invalid(&'static str),
     /// The caller's own stop, as its gate gave it (a rate limit, the body's size).
     #[error("{}", .0.message)]
     Stopped(Stop),
@@ -116,7 +120,7 @@ impl Refusal {
             Self::Rejected(Rejection::Permit2AllowanceRequired) => {
                 ErrorCode::Permit2ApprovalRequired
             }
-            Self::Rejected(_) => ErrorCode::PaymentRejected,
+            Self::Rejected(_) | Self::Invalid(_) => ErrorCode::PaymentRejected,
             Self::NoFacilitator | Self::FacilitatorDown => ErrorCode::FacilitatorUnavailable,
             Self::UpstreamUnavailable(_) => ErrorCode::UpstreamUnavailable,
             Self::PlanLimit => ErrorCode::PlanLimitExceeded,
@@ -186,6 +190,7 @@ impl Refusal {
         match self {
             Self::Malformed(_) => Some("invalid_payload"),
             Self::Rejected(r) => Some(r.reason()),
+            Self::Invalid(reason) => Some(reason),
             _ => None,
         }
     }

@@ -8,8 +8,11 @@
 //! [`admit`]: PaymentService::admit
 //! [`finish`]: PaymentService::finish
 
+use super::for_servers::{failed, verdict, ForServer};
+use super::way::Payments;
 use super::way::{
-    Admission, Answered, Claim, Gate, PaidRequest, Paying, Refused, Step, Terms, Unadmitted, Way,
+    Admission, Answered, Claim, Gate, PaidRequest, Parts, Paying, Refused, Serving, Step, Terms,
+    Unadmitted, Way,
 };
 use super::ways::auth_capture::AuthCapture;
 use super::ways::batch::Batch;
@@ -20,6 +23,7 @@ use super::ways::window::Window;
 use super::{PaymentService, Refusal};
 use crate::route_entry::RouteEntry;
 use paygate_domain::model::{GatewayPayment, Route};
+use paygate_x402::facilitator::wire::{SettleResponse, SupportedKindWire, VerifyResponse};
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::{Challenge, Extensions, Offer, NO_PAYMENT_ERROR};
 use std::sync::Arc;
@@ -63,7 +67,73 @@ pub(crate) fn reconciler(p: &GatewayPayment) -> Option<&'static dyn Way> {
     WAYS.iter().find(|w| w.reconciles(p)).copied()
 }
 
-impl PaymentService {
+/// Every way built with `parts`, in [`WAYS`]' order (`None`: a way this deployment lacks the
+/// parts of).
+pub(crate) fn build(parts: &Parts) -> Vec<Option<Box<dyn Serving>>> {
+    WAYS.iter().map(|w| w.build(parts)).collect()
+}
+
+/// The ways of paying built with `parts`, in front of `service`: what callers hold.
+pub fn payments(service: PaymentService, parts: &Parts) -> Payments {
+    Payments::new(service, build(parts))
+}
+
+impl Payments {
+    /// The ways this deployment serves, each with its registration.
+    pub(crate) fn serving(&self) -> impl Iterator<Item = (&'static dyn Way, &dyn Serving)> {
+        WAYS.iter()
+            .zip(self.built())
+            .filter_map(|(w, s)| Some((*w, s.as_deref()?)))
+    }
+
+    /// The served way that takes a payment naming `scheme` in `version`: `exact` for any
+    /// other (its decoder says what is wrong with it).
+    pub(crate) fn taking(&self, scheme: &str, version: ProtocolVersion) -> Option<&dyn Serving> {
+        let mut serving = self.serving();
+        serving
+            .find(|(w, _)| w.takes(scheme, version))
+            .or_else(|| self.serving().find(|(w, _)| w.takes("exact", version)))
+            .map(|(_, s)| s)
+    }
+
+    /// A payment `record` was settled for a request to `entry`: every way keeps what it
+    /// keeps of it (an access window opened), before the request is forwarded.
+    pub(crate) async fn paid_for(&self, entry: &RouteEntry, record: &GatewayPayment) {
+        for (_, s) in self.serving() {
+            s.paid_for(entry, record).await;
+        }
+    }
+
+    /// Refunds `amount` (all that is refundable when `None`) of `org_id`'s payment `id`, once per
+    /// `key`, through the way that took it.
+    pub async fn refund(
+        &self,
+        org_id: &str,
+        id: &str,
+        amount: Option<paygate_x402::money::UsdcAmount>,
+        key: Option<&str>,
+    ) -> Result<super::Refunded, super::RefundError> {
+        let p = match self.store.get_payment(id).await? {
+            Some(p) if p.org_id == org_id => p,
+            _ => return Err(super::RefundError::NotFound),
+        };
+        let way = WAYS
+            .iter()
+            .zip(self.built())
+            .find(|(w, _)| w.reconciles(&p));
+        match way {
+            Some((_, Some(s))) => s.refund(self, &p, amount, key).await,
+            Some((_, None)) => Err(super::RefundError::ChainDown(
+                "no relayer key: refunds cannot be sent".into(),
+            )),
+            None => Err(super::RefundError::NotRefundable(
+                "only auth-capture (escrow) payments can be refunded",
+            )),
+        }
+    }
+}
+
+impl Payments {
     /// Admits a request to a paid route: its challenge when it brings no payment, a refusal,
     /// an answer of its own (the sandbox, a refund, a kept answer), or the payment taken (or
     /// held) by its way and the request to be forwarded to the admission's upstream, then
@@ -79,9 +149,9 @@ impl PaymentService {
                 .refused(entry, Refusal::Internal, ProtocolVersion::V1)
                 .into());
         };
-        let claimed = WAYS
-            .iter()
-            .find_map(|w| w.claims(self, req).map(|c| (*w, c)));
+        let claimed = self
+            .serving()
+            .find_map(|(_, s)| s.claims(req).map(|c| (s, c)));
         let mut paying = Paying {
             req,
             requirements,
@@ -112,8 +182,12 @@ impl PaymentService {
             None => {
                 let scheme = paygate_x402::payment::scheme_of(&json, version);
                 let scheme = scheme.as_deref().unwrap_or_default();
-                let named = WAYS.iter().find(|w| w.takes(scheme, version));
-                named.copied().unwrap_or(&Exact)
+                let Some(way) = self.taking(scheme, version) else {
+                    return Err(refused(Refusal::Rejected(
+                        paygate_x402::verify::Rejection::UnsupportedScheme,
+                    )));
+                };
+                way
             }
         };
         way.admit(self, &paying, gate).await
@@ -156,12 +230,12 @@ impl PaymentService {
     /// deployment's signed offers where it signs them (kept per route, `offers.rs`).
     pub fn challenge(&self, entry: &RouteEntry) -> Option<Challenge> {
         let (req, challenge) = entry.payment.as_ref()?;
-        let fresh = WAYS.iter().any(|w| w.declares_fresh(self, entry));
+        let fresh = self.serving().any(|(_, s)| s.declares_fresh(entry));
         let render = |offers: Option<serde_json::Value>| {
             let mut ext = (*challenge.extensions).clone();
             if fresh {
-                for w in WAYS {
-                    w.declare_fresh(self, entry, &mut ext);
+                for (_, s) in self.serving() {
+                    s.declare_fresh(entry, &mut ext);
                 }
             }
             ext.offer_receipt = offers;
@@ -198,9 +272,60 @@ impl PaymentService {
     }
 }
 
+impl Payments {
+    /// Every kind the facilitator API verifies and settles now: each served way's, on the
+    /// networks that settle now.
+    pub fn facilitator_kinds(&self) -> Vec<SupportedKindWire> {
+        let settling: Vec<_> = self.settleable().settling().collect();
+        let mut kinds: Vec<_> = self
+            .serving()
+            .flat_map(|(_, s)| s.facilitator_kinds(&settling))
+            .collect();
+        // `exact` first (every server takes it), then by version, scheme and network.
+        kinds.sort_by(|a, b| {
+            let key = |k: &SupportedKindWire| (k.scheme != "exact", k.x402_version);
+            (key(a), &a.scheme, &a.network).cmp(&(key(b), &b.scheme, &b.network))
+        });
+        kinds
+    }
+
+    /// Verifies another server's payment through the way its scheme names.
+    pub async fn verify_for_server(&self, call: &ForServer<'_>) -> Result<VerifyResponse, Refusal> {
+        let Some(way) = self.taking(call.scheme(), call.version) else {
+            return Ok(verdict(None, Some("unsupported_scheme")));
+        };
+        match way.verify_for(self, call).await {
+            Err(r) => match r.x402_reason() {
+                Some(reason) => Ok(verdict(None, Some(reason))),
+                None => Err(r),
+            },
+            verified => verified,
+        }
+    }
+
+    /// Settles another server's payment through the way its scheme names.
+    pub async fn settle_for_server(&self, call: &ForServer<'_>) -> Result<SettleResponse, Refusal> {
+        let Some(way) = self.taking(call.scheme(), call.version) else {
+            return Ok(failed("unsupported_scheme", call.network(), None));
+        };
+        match way.settle_for(self, call).await {
+            // Sent and not confirmed in time: the same payment again answers from it, and once
+            // reconciliation has seen it land, with the settlement.
+            Err(Refusal::Unconfirmed { transaction, payer }) => {
+                Ok(SettleResponse::pending(transaction, call.network(), payer))
+            }
+            Err(r) => match r.x402_reason() {
+                Some(reason) => Ok(failed(reason, call.network(), None)),
+                None => Err(r),
+            },
+            settled => settled,
+        }
+    }
+}
+
 impl Paying<'_> {
     /// `refusal` rendered against this request's challenge, in the version the caller spoke.
-    pub(crate) fn refused(&self, svc: &PaymentService, refusal: Refusal) -> Unadmitted {
+    pub(crate) fn refused(&self, svc: &Payments, refusal: Refusal) -> Unadmitted {
         svc.refused(self.req.entry, refusal, self.version).into()
     }
 }

@@ -5,12 +5,14 @@
 //! is one module implementing [`Way`], its admitted payment one type implementing [`Held`]; the
 //! registry (`registry.rs`) lists them. Nothing here names a scheme.
 
+use super::for_servers::ForServer;
 use super::{PaymentService, Refusal};
 use crate::balancer::Picked;
 use crate::route_entry::RouteEntry;
 use alloy_primitives::Address;
 use http::HeaderValue;
 use paygate_domain::model::{GatewayPayment, Route, Scheme};
+use paygate_x402::facilitator::wire::{SettleResponse, SupportedKindWire as Kind, VerifyResponse};
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::{Challenge, Extensions, Offered, PaymentRequirements};
 use std::net::SocketAddr;
@@ -231,17 +233,78 @@ pub(crate) struct Paying<'a> {
     pub json: &'a [u8],
 }
 
-/// One way of paying: registered once in `registry.rs`.
+/// The payment service with its ways of paying built in front of it: what callers hold (the
+/// proxy, the MCP tools, the facilitator API). Its door is the registry's (`admit`, `finish`,
+/// the facilitator calls, refunds); everything every way uses is the service's, reached
+/// through it.
+pub struct Payments {
+    service: PaymentService,
+    /// Every registered way as built (`None`: a way whose parts this deployment lacks), in
+    /// the registry's order.
+    ways: Vec<Option<Box<dyn Serving>>>,
+}
+
+impl Payments {
+    pub(crate) fn new(service: PaymentService, ways: Vec<Option<Box<dyn Serving>>>) -> Self {
+        Self { service, ways }
+    }
+
+    pub(crate) fn built(&self) -> &[Option<Box<dyn Serving>>] {
+        &self.ways
+    }
+}
+
+impl std::ops::Deref for Payments {
+    type Target = PaymentService;
+
+    fn deref(&self) -> &PaymentService {
+        &self.service
+    }
+}
+
+/// The parts of a deployment the ways of paying are built of at start ([`Way::build`]): each
+/// way takes the ones it needs and keeps them; a way whose part this deployment lacks is not
+/// served (its scheme is neither offered nor taken).
+#[derive(Clone)]
+pub struct Parts {
+    /// The relayer's contract calls (the escrow's operator calls, the access windows' checks).
+    pub chain: Option<Arc<dyn paygate_x402::facilitator::ChainCalls>>,
+    /// Payment channels (`batch-settlement`), where this deployment has a receiver authorizer.
+    pub channels: Option<Arc<crate::channels::Channels>>,
+    /// Access windows, where this deployment serves them (the proxy's service does).
+    pub windows: Option<Arc<crate::windows::Windows>>,
+    /// Where refunds are counted against revenue.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// How long a refund's request may still be sending it (its longest wait for a receipt).
+    pub refund_lease: std::time::Duration,
+    /// The receiver refund collector sellers approve to fund their refunds.
+    pub refund_collector: Address,
+    /// The deployment's terms, as the ways derived them from the configuration.
+    pub terms: Terms,
+}
+
+impl Default for Parts {
+    fn default() -> Self {
+        Self {
+            chain: None,
+            channels: None,
+            windows: None,
+            metrics: None,
+            refund_lease: std::time::Duration::from_secs(60),
+            refund_collector: paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
+            terms: Terms::default(),
+        }
+    }
+}
+
+/// One way of paying as registered (one line in `registry.rs`): what it offers under a
+/// configuration, how its records are reconciled and audited against the chain, and the
+/// serving part it is built into at start with its own parts ([`Serving`]).
 #[async_trait::async_trait]
 pub(crate) trait Way: Sync {
     /// Whether it takes a payment naming `scheme` (`accepted.scheme`) in `version`.
     fn takes(&self, _scheme: &str, _version: ProtocolVersion) -> bool {
         false
-    }
-
-    /// Its claim on `req` before any payment is read.
-    fn claims(&self, _svc: &PaymentService, _req: &PaidRequest<'_>) -> Option<Claim> {
-        None
     }
 
     /// Its deployment-wide terms under `cfg` (its [`Offered`] form, its route-specific parts
@@ -258,21 +321,8 @@ pub(crate) trait Way: Sync {
     /// What it declares in a route's challenge, rendered once per route change.
     fn declare(&self, _route: &Route, _ext: &mut Extensions) {}
 
-    /// Whether it declares afresh in every `402` of `entry` (a sign-in's nonce and time).
-    fn declares_fresh(&self, _svc: &PaymentService, _entry: &RouteEntry) -> bool {
-        false
-    }
-
-    /// Its fresh declaration, where [`Self::declares_fresh`].
-    fn declare_fresh(&self, _svc: &PaymentService, _entry: &RouteEntry, _ext: &mut Extensions) {}
-
-    /// Checks and takes (or holds) the payment before the request is forwarded.
-    async fn admit(
-        &self,
-        svc: &PaymentService,
-        p: &Paying<'_>,
-        gate: &dyn Gate,
-    ) -> Result<Admission, Unadmitted>;
+    /// Itself built with the `parts` it needs, or `None` where this deployment lacks them.
+    fn build(&self, parts: &Parts) -> Option<Box<dyn Serving>>;
 
     /// Whether `p` is one of the payment records this way leaves to reconciliation.
     fn reconciles(&self, _p: &GatewayPayment) -> bool {
@@ -304,6 +354,80 @@ pub(crate) trait Way: Sync {
         _at: &OnChain<'_>,
     ) -> Result<Option<GatewayPayment>, String> {
         Ok(None)
+    }
+}
+
+/// A way of paying as built at start ([`Way::build`]), holding its own parts: its claims on a
+/// request, its fresh declarations, its admission, what it does when another way's payment
+/// settles, and its operations after the request (a refund) and for other servers (the
+/// facilitator API).
+#[async_trait::async_trait]
+pub(crate) trait Serving: Send + Sync {
+    /// Its claim on `req` before any payment is read.
+    fn claims(&self, _req: &PaidRequest<'_>) -> Option<Claim> {
+        None
+    }
+
+    /// Whether it declares afresh in every `402` of `entry` (a sign-in's nonce and time).
+    fn declares_fresh(&self, _entry: &RouteEntry) -> bool {
+        false
+    }
+
+    /// Its fresh declaration, where [`Self::declares_fresh`].
+    fn declare_fresh(&self, _entry: &RouteEntry, _ext: &mut Extensions) {}
+
+    /// Checks and takes (or holds) the payment before the request is forwarded.
+    async fn admit(
+        &self,
+        svc: &Payments,
+        p: &Paying<'_>,
+        gate: &dyn Gate,
+    ) -> Result<Admission, Unadmitted>;
+
+    /// A payment `record` was settled for a request to `entry` (before it is forwarded): what
+    /// this way keeps of it (an access window opened by the payment).
+    async fn paid_for(&self, _entry: &RouteEntry, _record: &GatewayPayment) {}
+
+    /// Refunds `amount` (all that is refundable when `None`) of `p`, one of its payments, once
+    /// per `key`.
+    async fn refund(
+        &self,
+        _svc: &Payments,
+        _p: &GatewayPayment,
+        _amount: Option<paygate_x402::money::UsdcAmount>,
+        _key: Option<&str>,
+    ) -> Result<super::Refunded, super::RefundError> {
+        Err(super::RefundError::NotRefundable(
+            "only auth-capture (escrow) payments can be refunded",
+        ))
+    }
+
+    /// The kinds it verifies and settles for other x402 servers (the facilitator API's
+    /// `/supported`), on `networks` (those that settle now).
+    fn facilitator_kinds(&self, _networks: &[&paygate_x402::network::Network]) -> Vec<Kind> {
+        Vec::new()
+    }
+
+    /// Verifies another server's payment for this way's scheme (the facilitator API).
+    async fn verify_for(
+        &self,
+        _svc: &Payments,
+        _call: &ForServer<'_>,
+    ) -> Result<VerifyResponse, Refusal> {
+        Err(Refusal::Rejected(
+            paygate_x402::verify::Rejection::UnsupportedScheme,
+        ))
+    }
+
+    /// Settles another server's payment for this way's scheme (the facilitator API).
+    async fn settle_for(
+        &self,
+        _svc: &Payments,
+        _call: &ForServer<'_>,
+    ) -> Result<SettleResponse, Refusal> {
+        Err(Refusal::Rejected(
+            paygate_x402::verify::Rejection::UnsupportedScheme,
+        ))
     }
 }
 
@@ -431,12 +555,7 @@ pub(crate) trait Held: Send + Sync {
         false
     }
     /// The origin's answer head.
-    async fn head(
-        &mut self,
-        svc: &PaymentService,
-        status: u16,
-        stated: Option<&HeaderValue>,
-    ) -> Step;
+    async fn head(&mut self, svc: &Payments, status: u16, stated: Option<&HeaderValue>) -> Step;
     /// The answer is over (or never came).
-    async fn end(self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt>;
+    async fn end(self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt>;
 }

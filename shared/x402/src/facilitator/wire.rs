@@ -118,6 +118,22 @@ pub struct SupportedKindWire {
     pub x402_version: u8,
     pub scheme: String,
     pub network: String,
+    /// What a server puts in its requirements' `extra` for this kind (`upto`: the
+    /// `facilitatorAddress` payers name in their witness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub extra: Option<serde_json::Value>,
+}
+
+impl From<super::SupportedKind> for SupportedKindWire {
+    fn from(k: super::SupportedKind) -> Self {
+        Self {
+            x402_version: k.x402_version,
+            scheme: k.scheme,
+            network: k.network,
+            extra: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

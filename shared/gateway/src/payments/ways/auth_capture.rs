@@ -10,15 +10,18 @@
 //! record open; reconciliation reads the escrow and voids what is still held (the payer's
 //! protection wins when the answer's fate is unknown), or records what was captured.
 
+mod for_servers;
 mod on_chain;
 pub mod refunds;
 
 use super::usage::{charge_of, stated_at_end};
+use crate::payments::for_servers::ForServer;
+use crate::payments::way::Payments;
 use crate::payments::way::{
-    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Paying, Receipt, Step, Terms,
-    Unadmitted, Way,
+    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Parts, Paying, Receipt, Serving,
+    Step, Terms, Unadmitted, Way,
 };
-use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve};
+use crate::payments::{Charge, Paid, Refusal, Reserve};
 use crate::route_entry::RouteEntry;
 use crate::usage::Slot;
 use http::HeaderValue;
@@ -26,6 +29,7 @@ use paygate_domain::model::{
     EscrowRecord, GatewayPayment, PaymentStatus, PaymentTransfer, Route, Scheme,
 };
 use paygate_x402::auth_capture::{self, EscrowTerms, Escrowed, PaymentInfo, PaymentInfoWire};
+use paygate_x402::facilitator::wire::{SettleResponse, SupportedKindWire as Kind, VerifyResponse};
 use paygate_x402::facilitator::{CallError, ChainCalls};
 use paygate_x402::money::UsdcAmount;
 use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
@@ -44,8 +48,34 @@ use on_chain::ESCROW_GAS;
 /// `auth-capture`: held in escrow before forwarding, captured for what was served.
 pub(crate) struct AuthCapture;
 
+/// `auth-capture` as served: the relayer's calls as the escrow's operator, and the refund
+/// terms.
+pub(crate) struct Escrowing {
+    chain: Arc<dyn ChainCalls>,
+    /// The escrow's operator this deployment is (for the facilitator API; a route's
+    /// requirement names it itself).
+    operator: Option<alloy_primitives::Address>,
+    /// Where refunds are counted against revenue.
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// How long a refund's request may still be sending it (its longest wait for a receipt):
+    /// a pending refund younger than this, with no transaction known, is its request's own.
+    refund_lease: std::time::Duration,
+    /// The receiver refund collector sellers approve to fund their refunds.
+    refund_collector: alloy_primitives::Address,
+}
+
 #[async_trait::async_trait]
 impl Way for AuthCapture {
+    fn build(&self, parts: &Parts) -> Option<Box<dyn Serving>> {
+        Some(Box::new(Escrowing {
+            chain: parts.chain.clone()?,
+            operator: parts.terms.0.escrow().map(|t| t.operator),
+            metrics: parts.metrics.clone(),
+            refund_lease: parts.refund_lease,
+            refund_collector: parts.refund_collector,
+        }))
+    }
+
     fn takes(&self, scheme: &str, version: ProtocolVersion) -> bool {
         scheme == auth_capture::SCHEME && version == ProtocolVersion::V2
     }
@@ -67,98 +97,6 @@ impl Way for AuthCapture {
             refund_window: route.refund_window_seconds.unwrap_or(0),
             ..*deployment
         }))
-    }
-
-    /// The deadlines count from each `402`: a route offering the scheme renders it afresh.
-    fn declares_fresh(&self, _svc: &PaymentService, entry: &RouteEntry) -> bool {
-        entry
-            .payment
-            .as_ref()
-            .is_some_and(|(_, c)| c.offer.escrow().is_some())
-    }
-
-    async fn admit(
-        &self,
-        svc: &PaymentService,
-        p: &Paying<'_>,
-        gate: &dyn Gate,
-    ) -> Result<Admission, Unadmitted> {
-        let refused = |r: Refusal| p.refused(svc, r);
-        let requirements = p.requirements;
-        let Some(terms) = p.challenge.offer.escrow() else {
-            return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
-        };
-        let Some(chain) = svc.chain().cloned() else {
-            return Err(refused(Refusal::NoFacilitator));
-        };
-        let payload =
-            PaymentPayload::from_json(p.json, p.version).map_err(|e| refused(e.into()))?;
-        let t0 = Instant::now();
-        let escrowed =
-            auth_capture::verify(&payload, requirements, terms, paygate_domain::unix_now())
-                .map_err(|r| refused(Refusal::Rejected(r)))?;
-        let chain_id = requirements.network.config.chain_id;
-        if let Some(digest) = escrowed.wallet_check {
-            // Not the payer's key: its smart wallet must accept it, before anything is reserved.
-            svc.wallet_must_accept(
-                chain_id,
-                &escrowed.auth,
-                digest,
-                Rejection::InvalidSignature,
-            )
-            .await
-            .map_err(refused)?;
-        }
-        let verify_us = t0.elapsed().as_micros() as u64;
-        gate.payer(&escrowed.auth.from).map_err(refused)?;
-        let upstream = gate.upstream(true).await.map_err(refused)?;
-        let entry = p.req.entry;
-        let mut record = GatewayPayment::reserved(
-            p.req.org_id,
-            &entry.route.id,
-            requirements,
-            &escrowed.auth,
-            verify_us,
-        );
-        record.transfer = PaymentTransfer::AuthCapture;
-        record.escrow = Some(Box::new(EscrowRecord {
-            terms: PaymentInfoWire::of(&escrowed.info),
-            authorized_tx: None,
-            captured: UsdcAmount(0),
-            voided_tx: None,
-            reclaimed_tx: None,
-            refunds: Vec::new(),
-            pending_refund: None,
-        }));
-        let charge = Charge {
-            org_id: p.req.org_id,
-            route_id: &entry.route.id,
-            requirements,
-            plan_limit: Some(p.req.plan_limit),
-            redeliver: false,
-        };
-        let slot = match svc.reserve(&mut record, &charge).await.map_err(refused)? {
-            Reserve::Fresh(slot) => slot,
-            Reserve::Held(held, _) if held.status.is_open() => {
-                return Err(refused(Refusal::StillSettling))
-            }
-            Reserve::Held(..) => return Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
-        };
-        let held = hold(svc, chain.as_ref(), chain_id, &escrowed, &mut record, slot).await;
-        let slot = held.map_err(refused)?;
-        Ok(Admission {
-            upstream,
-            payment: Admitted(Box::new(EscrowHeld {
-                stage: Stage::Held { record, slot },
-                info: escrowed.info,
-                chain,
-                requirements: requirements.clone(),
-                entry: entry.clone(),
-                at_end: false,
-                started: t0,
-            })),
-            receipt: None,
-        })
     }
 
     fn reconciles(&self, p: &GatewayPayment) -> bool {
@@ -192,16 +130,175 @@ impl Way for AuthCapture {
     }
 }
 
+#[async_trait::async_trait]
+impl Serving for Escrowing {
+    /// The deadlines count from each `402`: a route offering the scheme renders it afresh.
+    fn declares_fresh(&self, entry: &RouteEntry) -> bool {
+        entry
+            .payment
+            .as_ref()
+            .is_some_and(|(_, c)| c.offer.escrow().is_some())
+    }
+
+    fn facilitator_kinds(&self, networks: &[&paygate_x402::network::Network]) -> Vec<Kind> {
+        self.kinds(networks)
+    }
+
+    async fn verify_for(
+        &self,
+        svc: &Payments,
+        call: &ForServer<'_>,
+    ) -> Result<VerifyResponse, Refusal> {
+        self.verify_call(svc, call).await
+    }
+
+    async fn settle_for(
+        &self,
+        svc: &Payments,
+        call: &ForServer<'_>,
+    ) -> Result<SettleResponse, Refusal> {
+        self.settle_call(svc, call).await
+    }
+
+    async fn refund(
+        &self,
+        svc: &Payments,
+        p: &GatewayPayment,
+        amount: Option<UsdcAmount>,
+        key: Option<&str>,
+    ) -> Result<crate::payments::Refunded, crate::payments::RefundError> {
+        self.refund_payment(svc, &p.org_id, &p.id, amount, key)
+            .await
+    }
+
+    async fn admit(
+        &self,
+        svc: &Payments,
+        p: &Paying<'_>,
+        gate: &dyn Gate,
+    ) -> Result<Admission, Unadmitted> {
+        let refused = |r: Refusal| p.refused(svc, r);
+        let requirements = p.requirements;
+        let Some(terms) = p.challenge.offer.escrow() else {
+            return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
+        };
+        let chain = self.chain.clone();
+        let payload =
+            PaymentPayload::from_json(p.json, p.version).map_err(|e| refused(e.into()))?;
+        let t0 = Instant::now();
+        let escrowed =
+            auth_capture::verify(&payload, requirements, terms, paygate_domain::unix_now())
+                .map_err(|r| refused(Refusal::Rejected(r)))?;
+        let chain_id = requirements.network.config.chain_id;
+        if let Some(digest) = escrowed.wallet_check {
+            // Not the payer's key: its smart wallet must accept it, before anything is reserved.
+            svc.wallet_must_accept(
+                chain_id,
+                &escrowed.auth,
+                digest,
+                Rejection::InvalidSignature,
+            )
+            .await
+            .map_err(refused)?;
+        }
+        let verify_us = t0.elapsed().as_micros() as u64;
+        gate.payer(&escrowed.auth.from).map_err(refused)?;
+        let upstream = gate.upstream(true).await.map_err(refused)?;
+        let entry = p.req.entry;
+        let mut record = reserved(
+            p.req.org_id,
+            &entry.route.id,
+            requirements,
+            &escrowed,
+            verify_us,
+        );
+        let charge = Charge {
+            org_id: p.req.org_id,
+            route_id: &entry.route.id,
+            requirements,
+            plan_limit: Some(p.req.plan_limit),
+            redeliver: false,
+        };
+        let slot = match svc.reserve(&mut record, &charge).await.map_err(refused)? {
+            Reserve::Fresh(slot) => slot,
+            Reserve::Held(held, _) if held.status.is_open() => {
+                return Err(refused(Refusal::StillSettling))
+            }
+            Reserve::Held(..) => return Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
+        };
+        let held = hold(svc, chain.as_ref(), chain_id, &escrowed, &mut record, slot).await;
+        let slot = held.map_err(refused)?;
+        Ok(Admission {
+            upstream,
+            payment: Admitted(Box::new(EscrowHeld {
+                stage: Stage::Held { record, slot },
+                info: escrowed.info,
+                chain,
+                requirements: requirements.clone(),
+                entry: entry.clone(),
+                at_end: false,
+                started: t0,
+            })),
+            receipt: None,
+        })
+    }
+}
+
 /// Holds the payment in escrow (`authorize`, simulated first; a counterfactual payer's wallet
 /// deployed before). Refused, nothing moved and the
 /// nonce is freed; sent with its outcome unknown, the record stays open for reconciliation.
 async fn hold(
-    svc: &PaymentService,
+    svc: &Payments,
     chain: &dyn ChainCalls,
     chain_id: u64,
     e: &Escrowed,
     record: &mut GatewayPayment,
     slot: Option<Slot>,
+) -> Result<Option<Slot>, Refusal> {
+    send_hold(svc, chain, chain_id, e, record, slot, Collect::Hold).await
+}
+
+/// The reserved record of `escrowed`, taken for `route_id`, nothing held yet.
+fn reserved(
+    org_id: &str,
+    route_id: &str,
+    requirements: &PaymentRequirements,
+    escrowed: &Escrowed,
+    verify_us: u64,
+) -> GatewayPayment {
+    let mut record =
+        GatewayPayment::reserved(org_id, route_id, requirements, &escrowed.auth, verify_us);
+    record.transfer = PaymentTransfer::AuthCapture;
+    record.escrow = Some(Box::new(EscrowRecord {
+        terms: PaymentInfoWire::of(&escrowed.info),
+        authorized_tx: None,
+        captured: UsdcAmount(0),
+        voided_tx: None,
+        reclaimed_tx: None,
+        refunds: Vec::new(),
+        pending_refund: None,
+    }));
+    record
+}
+
+/// How the payer's authorization is collected into the escrow.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Collect {
+    /// `authorize`: held, captured once the request was answered.
+    Hold,
+    /// `charge`: held and captured at once (another server's settlement).
+    Charge,
+}
+
+/// [`hold`] as `collect` says: the transaction is on the record's `authorized_tx` once sent.
+async fn send_hold(
+    svc: &Payments,
+    chain: &dyn ChainCalls,
+    chain_id: u64,
+    e: &Escrowed,
+    record: &mut GatewayPayment,
+    slot: Option<Slot>,
+    collect: Collect,
 ) -> Result<Option<Slot>, Refusal> {
     // A counterfactual wallet is deployed first (nothing of the payment is sent until it is).
     let sent = match chain
@@ -214,7 +311,10 @@ async fn hold(
         .await
     {
         Ok(signature) => {
-            let call = e.authorize_call(&signature);
+            let call = match collect {
+                Collect::Hold => e.authorize_call(&signature),
+                Collect::Charge => e.charge_call(&signature),
+            };
             auth_capture::send_as_operator(chain, chain_id, e.info.operator, call, ESCROW_GAS).await
         }
         Err(CallError::Ambiguous(m) | CallError::Pending(_, m)) => Err(CallError::Unavailable(m)),
@@ -232,6 +332,21 @@ async fn hold(
                 tracing::warn!(payment = %record.id, error = %err, "could not record an escrow hold");
             }
             Ok(slot)
+        }
+        Err(CallError::Pending(tx, m)) if collect == Collect::Charge => {
+            // A charge for another server, not mined in time: x402's `settlement_pending`.
+            tracing::warn!(payment = %record.id, transaction = %tx, error = %m, "escrow charge sent, not mined yet: left to reconciliation");
+            record.status = PaymentStatus::Unknown;
+            if let Some(escrow) = record.escrow.as_mut() {
+                escrow.authorized_tx = Some(tx.to_string());
+            }
+            if let Err(err) = svc.store.update_payment(record).await {
+                tracing::warn!(payment = %record.id, error = %err, "could not record an unknown charge");
+            }
+            Err(Refusal::Unconfirmed {
+                transaction: tx,
+                payer: e.auth.from,
+            })
         }
         Err(CallError::Ambiguous(m) | CallError::Pending(_, m)) => {
             tracing::warn!(payment = %record.id, error = %m, "escrow hold sent, outcome unknown: left to reconciliation");
@@ -320,7 +435,7 @@ impl EscrowHeld {
     /// with the refusal; a capture whose outcome is unknown is left to reconciliation.
     async fn decide(
         &mut self,
-        svc: &PaymentService,
+        svc: &Payments,
         charge: u64,
         why: &str,
     ) -> Result<Option<Receipt>, Refusal> {
@@ -390,7 +505,7 @@ impl EscrowHeld {
 
     /// Voids the hold: the payer gets it all back; the record closes `FAILED` with `why` (or
     /// stays open for reconciliation when the void's outcome is unknown). The plan slot goes back.
-    async fn void(&self, svc: &PaymentService, record: &mut GatewayPayment, why: &str) {
+    async fn void(&self, svc: &Payments, record: &mut GatewayPayment, why: &str) {
         let sent = self.escrow_call(auth_capture::void_call(&self.info)).await;
         record.updated_at = paygate_domain::now_rfc3339();
         match sent {
@@ -427,7 +542,7 @@ impl EscrowHeld {
         }
     }
 
-    async fn store(&self, svc: &PaymentService, record: &GatewayPayment) {
+    async fn store(&self, svc: &Payments, record: &GatewayPayment) {
         if let Err(e) = svc.store.update_payment(record).await {
             tracing::warn!(payment = %record.id, error = %e, "could not record an auth-capture outcome; reconciliation reads the escrow");
         }
@@ -448,12 +563,7 @@ impl Held for EscrowHeld {
         self.record().and_then(|r| r.settle_ms)
     }
 
-    async fn head(
-        &mut self,
-        svc: &PaymentService,
-        status: u16,
-        stated: Option<&HeaderValue>,
-    ) -> Step {
+    async fn head(&mut self, svc: &Payments, status: u16, stated: Option<&HeaderValue>) -> Step {
         let route = &self.entry.route;
         if status < 400 && stated_at_end(route, stated) {
             self.at_end = true;
@@ -477,7 +587,7 @@ impl Held for EscrowHeld {
         }
     }
 
-    async fn end(mut self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
+    async fn end(mut self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt> {
         let mut receipt = None;
         if matches!(self.stage, Stage::Held { .. }) {
             // Waited for a trailer, or never answered: cut short, nothing is captured.

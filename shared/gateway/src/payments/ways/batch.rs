@@ -3,16 +3,23 @@
 //! for a usage-priced route what the origin stated); a failed or cut-short answer charges
 //! nothing and the same voucher can be sent again. A payer's refund is answered here.
 
+mod for_servers;
+
 use super::usage::{charge_of, stated_at_end};
 use crate::channels::{self, ChannelCharge, ChannelRefusal};
+use crate::payments::for_servers::ForServer;
+use crate::payments::way::Payments;
 use crate::payments::way::{
-    Admission, Admitted, Ended, Gate, Held, Paying, Receipt, Served, Step, Terms, Unadmitted, Way,
+    Admission, Admitted, Ended, Gate, Held, Parts, Paying, Receipt, Served, Serving, Step, Terms,
+    Unadmitted, Way,
 };
-use crate::payments::{PaymentService, Refusal};
+use crate::payments::Refusal;
 use crate::route_entry::RouteEntry;
 use http::HeaderValue;
 use paygate_domain::model::{Route, Scheme};
 use paygate_x402::batch::ChannelPayloadWire;
+use paygate_x402::facilitator::wire::{SettleResponse, SupportedKindWire as Kind, VerifyResponse};
+use paygate_x402::network::Network;
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::verify::Rejection;
 use paygate_x402::Offered;
@@ -20,8 +27,19 @@ use std::sync::Arc;
 
 pub(crate) struct Batch;
 
+/// Payment channels as served: the channels' store, chain and claims.
+struct Channeled {
+    channels: Arc<channels::Channels>,
+}
+
 #[async_trait::async_trait]
 impl Way for Batch {
+    fn build(&self, parts: &Parts) -> Option<Box<dyn Serving>> {
+        Some(Box::new(Channeled {
+            channels: parts.channels.clone()?,
+        }))
+    }
+
     fn takes(&self, scheme: &str, version: ProtocolVersion) -> bool {
         // A v2 scheme: the v1 forms only ever carry `exact` (whose decoder says what is wrong).
         scheme == paygate_x402::batch::SCHEME && version == ProtocolVersion::V2
@@ -44,17 +62,43 @@ impl Way for Batch {
             .then(|| terms.0.batch().cloned().map(Offered::Batch))
             .flatten()
     }
+}
+
+#[async_trait::async_trait]
+impl Serving for Channeled {
+    /// `batch-settlement` (v2) on every network that settles now.
+    fn facilitator_kinds(&self, networks: &[&Network]) -> Vec<Kind> {
+        let kinds = paygate_x402::facilitator::SupportedKind::batch(networks.iter().copied());
+        kinds.into_iter().map(Kind::from).collect()
+    }
+
+    async fn verify_for(
+        &self,
+        svc: &Payments,
+        call: &ForServer<'_>,
+    ) -> Result<VerifyResponse, Refusal> {
+        self.verify_call(svc, call).await
+    }
+
+    async fn settle_for(
+        &self,
+        svc: &Payments,
+        call: &ForServer<'_>,
+    ) -> Result<SettleResponse, Refusal> {
+        self.settle_call(svc, call).await
+    }
 
     async fn admit(
         &self,
-        svc: &PaymentService,
+        svc: &Payments,
         p: &Paying<'_>,
         gate: &dyn Gate,
     ) -> Result<Admission, Unadmitted> {
         let refused = |r: Refusal| p.refused(svc, r);
         let wire = paygate_x402::batch::channel_message(p.json)
             .map_err(|e| refused(ChannelRefusal::Malformed(e.to_string()).into()))?;
-        let (Some(terms), Some(channels)) = (p.challenge.offer.batch(), &svc.channels) else {
+        let channels = &self.channels;
+        let Some(terms) = p.challenge.offer.batch() else {
             return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
         };
         let entry = p.req.entry;
@@ -83,6 +127,7 @@ impl Way for Batch {
         Ok(Admission {
             upstream,
             payment: Admitted(Box::new(ChannelHeld {
+                channels: self.channels.clone(),
                 voucher: Some(voucher),
                 entry: entry.clone(),
                 at_end: false,
@@ -119,6 +164,7 @@ fn refund_answer(refunded: &channels::refunds::Refunded) -> Served {
 /// A channel voucher admitted for a route's request (until charged or dropped: dropped, the
 /// channel's lock is released and the same voucher can be sent again).
 struct ChannelHeld {
+    channels: Arc<channels::Channels>,
     voucher: Option<channels::Admitted>,
     entry: Arc<RouteEntry>,
     /// A usage-priced streamed answer whose head stated no charge: charged at its end.
@@ -128,12 +174,8 @@ struct ChannelHeld {
 impl ChannelHeld {
     /// Commits the voucher's charge: the price, or for a usage-priced route what the origin
     /// `stated`, at most the price.
-    async fn charge(
-        &mut self,
-        svc: &PaymentService,
-        stated: Option<&HeaderValue>,
-    ) -> Option<Receipt> {
-        let (channels, voucher) = (svc.channels.as_ref()?, self.voucher.take()?);
+    async fn charge(&mut self, svc: &Payments, stated: Option<&HeaderValue>) -> Option<Receipt> {
+        let (channels, voucher) = (&self.channels, self.voucher.take()?);
         let price = voucher.price();
         let charge = charge_of(&self.entry, price, stated);
         match channels.finish(voucher, charge).await {
@@ -169,12 +211,7 @@ impl Held for ChannelHeld {
         "CHANNEL_VOUCHER"
     }
 
-    async fn head(
-        &mut self,
-        svc: &PaymentService,
-        status: u16,
-        stated: Option<&HeaderValue>,
-    ) -> Step {
+    async fn head(&mut self, svc: &Payments, status: u16, stated: Option<&HeaderValue>) -> Step {
         if status >= 400 {
             // A failed answer leaves the channel as it was.
             return Step::Done(None);
@@ -188,7 +225,7 @@ impl Held for ChannelHeld {
         Step::Done(self.charge(svc, stated).await)
     }
 
-    async fn end(mut self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
+    async fn end(mut self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt> {
         if !(self.at_end && end.completed) {
             // Cut short (or never answered): nothing is charged.
             return None;

@@ -5,16 +5,21 @@
 //! identifier claimed, the upstream reached once, then settled; the answer is kept under the
 //! identifier at its end.
 
-use super::window;
+use crate::payments::for_servers::ForServer;
+use crate::payments::for_servers::{failed, verdict};
 use crate::payments::ids::{IdClaim, PaymentKey};
+use crate::payments::way::Payments;
 use crate::payments::way::{
-    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Paying, Receipt, Served, Step,
-    Terms, Unadmitted, Way,
+    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Parts, Paying, Receipt, Served,
+    Serving, Step, Terms, Unadmitted, Way,
 };
-use crate::payments::{Charge, Paid, PaymentService, Refusal};
+use crate::payments::{Charge, Paid, Refusal};
 use http::HeaderValue;
+use paygate_domain::model::FACILITATOR_API_ROUTE;
 use paygate_domain::model::{GatewayPayment, PaidAnswer, PaymentTransfer, Route, Scheme};
 use paygate_x402::facilitator::embedded;
+use paygate_x402::facilitator::wire::{SettleResponse, SupportedKindWire as Kind, VerifyResponse};
+use paygate_x402::network::Network;
 use paygate_x402::payment::ProtocolVersion;
 use paygate_x402::verify::Rejection;
 use paygate_x402::{Extensions, Offered};
@@ -23,6 +28,10 @@ pub(crate) struct Exact;
 
 #[async_trait::async_trait]
 impl Way for Exact {
+    fn build(&self, _parts: &Parts) -> Option<Box<dyn Serving>> {
+        Some(Box::new(Exact))
+    }
+
     fn takes(&self, scheme: &str, _version: ProtocolVersion) -> bool {
         scheme == "exact"
     }
@@ -36,9 +45,101 @@ impl Way for Exact {
         ext.payment_identifier = Some(paygate_x402::extensions::payment_identifier_declaration());
     }
 
+    fn reconciles(&self, p: &GatewayPayment) -> bool {
+        matches!(
+            p.transfer,
+            PaymentTransfer::Eip3009 | PaymentTransfer::Permit2
+        )
+    }
+
+    /// The token's `authorizationState` (Permit2's `nonceBitmap` for a Permit2 payment) says
+    /// whether the money moved.
+    async fn reconcile(
+        &self,
+        p: &GatewayPayment,
+        at: &OnChain<'_>,
+    ) -> Result<Option<GatewayPayment>, String> {
+        Ok(at.by_authorization(p, spent(p, at).await?))
+    }
+
+    /// The token's `authorizationState` (EIP-3009) or Permit2's nonce bitmap.
+    async fn audit(
+        &self,
+        p: &GatewayPayment,
+        at: &OnChain<'_>,
+    ) -> Result<Option<Difference>, String> {
+        let name = match p.transfer {
+            PaymentTransfer::Permit2 => "permit2",
+            _ => "eip3009",
+        };
+        let expected = Difference::expected_spent(p);
+        Ok(Difference::spent(p, name, spent(p, at).await?, expected))
+    }
+}
+
+#[async_trait::async_trait]
+impl Serving for Exact {
+    /// `exact` in both versions of every network that settles now.
+    fn facilitator_kinds(&self, networks: &[&Network]) -> Vec<Kind> {
+        let kinds = paygate_x402::facilitator::SupportedKind::exact(networks.iter().copied());
+        kinds.into_iter().map(Kind::from).collect()
+    }
+
+    /// Verified locally, then on chain (balance, nonce unused); nothing is reserved.
+    async fn verify_for(
+        &self,
+        svc: &Payments,
+        call: &ForServer<'_>,
+    ) -> Result<VerifyResponse, Refusal> {
+        let requirements = call.requirements(svc, "exact")?;
+        let verified = svc.verify(call.payment()?, &requirements, paygate_domain::unix_now())?;
+        let payer = Some(verified.payer().to_checksum(None));
+        Ok(match svc.verify_on_chain(&verified, &requirements).await {
+            Ok(_) => verdict(payer, None),
+            Err(r) => verdict(payer, Some(r.x402_reason().ok_or(r)?)),
+        })
+    }
+
+    /// Taken as a gateway request's payment is (the same replay guard, the same answer to a
+    /// nonce already held), recorded under the calling organisation; no receipt names a
+    /// resource the caller picked (the deployment signs receipts only for its own routes).
+    async fn settle_for(
+        &self,
+        svc: &Payments,
+        call: &ForServer<'_>,
+    ) -> Result<SettleResponse, Refusal> {
+        let requirements = call.requirements(svc, "exact")?;
+        let verified = svc.verify(call.payment()?, &requirements, paygate_domain::unix_now())?;
+        let payer = verified.payer().to_checksum(None);
+        let charge = Charge {
+            org_id: call.org_id,
+            route_id: FACILITATOR_API_ROUTE,
+            requirements: &requirements,
+            plan_limit: None,
+            redeliver: false,
+        };
+        match svc.take(verified, &charge).await {
+            Ok(paid) => Ok(SettleResponse {
+                success: true,
+                error_reason: None,
+                error_message: None,
+                transaction: paid.record.transaction.clone().unwrap_or_default(),
+                network: call.network(),
+                payer: Some(payer),
+                amount: None,
+                extra: None,
+                extensions: None,
+            }),
+            Err(r) => match r.x402_reason() {
+                Some(reason) => Ok(failed(reason, call.network(), Some(payer))),
+                None => Err(r),
+            },
+        }
+    }
+
     async fn admit(
         &self,
-        svc: &PaymentService,
+        svc: &Payments,
         p: &Paying<'_>,
         gate: &dyn Gate,
     ) -> Result<Admission, Unadmitted> {
@@ -74,44 +175,13 @@ impl Way for Exact {
         };
         let paid = svc.take(verified, &charge).await.map_err(refused)?;
         // Before forwarding: a crash after this keeps the window the payment bought.
-        window::opened(svc, entry, &paid.record).await;
+        svc.paid_for(entry, &paid.record).await;
         let receipt = Receipt::of(&paid);
         Ok(Admission {
             upstream,
             payment: Admitted(Box::new(ExactHeld { paid, key })),
             receipt: Some(receipt),
         })
-    }
-
-    fn reconciles(&self, p: &GatewayPayment) -> bool {
-        matches!(
-            p.transfer,
-            PaymentTransfer::Eip3009 | PaymentTransfer::Permit2
-        )
-    }
-
-    /// The token's `authorizationState` (Permit2's `nonceBitmap` for a Permit2 payment) says
-    /// whether the money moved.
-    async fn reconcile(
-        &self,
-        p: &GatewayPayment,
-        at: &OnChain<'_>,
-    ) -> Result<Option<GatewayPayment>, String> {
-        Ok(at.by_authorization(p, spent(p, at).await?))
-    }
-
-    /// The token's `authorizationState` (EIP-3009) or Permit2's nonce bitmap.
-    async fn audit(
-        &self,
-        p: &GatewayPayment,
-        at: &OnChain<'_>,
-    ) -> Result<Option<Difference>, String> {
-        let name = match p.transfer {
-            PaymentTransfer::Permit2 => "permit2",
-            _ => "eip3009",
-        };
-        let expected = Difference::expected_spent(p);
-        Ok(Difference::spent(p, name, spent(p, at).await?, expected))
     }
 }
 
@@ -171,12 +241,12 @@ impl Held for ExactHeld {
         self.key.is_some()
     }
 
-    async fn head(&mut self, _: &PaymentService, _: u16, _: Option<&HeaderValue>) -> Step {
+    async fn head(&mut self, _: &Payments, _: u16, _: Option<&HeaderValue>) -> Step {
         // Settled before forwarding: the head changes nothing.
         Step::Wait(None)
     }
 
-    async fn end(self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
+    async fn end(self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt> {
         let ExactHeld { paid, key } = *self;
         if let (Some(key), Some(body), Some(status), true) =
             (key, end.body, end.upstream_status, end.completed)

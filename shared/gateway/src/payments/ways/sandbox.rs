@@ -4,8 +4,11 @@
 //! Nothing is reserved, settled or counted against a plan; the same payment may be shown again
 //! (it can never move money here), whatever the network's facilitator is doing.
 
-use crate::payments::way::{Admission, Claim, Gate, PaidRequest, Paying, Served, Unadmitted, Way};
-use crate::payments::{PaymentService, Refusal};
+use crate::payments::way::Payments;
+use crate::payments::way::{
+    Admission, Claim, Gate, PaidRequest, Parts, Paying, Served, Serving, Unadmitted, Way,
+};
+use crate::payments::Refusal;
 use paygate_x402::facilitator::wire::{SandboxReceipt, SettleResponse};
 use paygate_x402::verify::Rejection;
 
@@ -13,13 +16,20 @@ pub(crate) struct Sandbox;
 
 #[async_trait::async_trait]
 impl Way for Sandbox {
-    fn claims(&self, _svc: &PaymentService, req: &PaidRequest<'_>) -> Option<Claim> {
+    fn build(&self, _parts: &Parts) -> Option<Box<dyn Serving>> {
+        Some(Box::new(Sandbox))
+    }
+}
+
+#[async_trait::async_trait]
+impl Serving for Sandbox {
+    fn claims(&self, req: &PaidRequest<'_>) -> Option<Claim> {
         req.entry.sandbox.then_some(Claim::Route)
     }
 
     async fn admit(
         &self,
-        svc: &PaymentService,
+        svc: &Payments,
         p: &Paying<'_>,
         _gate: &dyn Gate,
     ) -> Result<Admission, Unadmitted> {

@@ -13,19 +13,25 @@
 //! reservation to reconciliation, which closes it unpaid once the authorization's deadline has
 //! passed (only this deployment's relayer can settle it, so nothing else can land).
 
+mod for_servers;
+
 use super::usage::{charge_of, stated_at_end};
+use crate::payments::for_servers::ForServer;
+use crate::payments::way::Payments;
 use crate::payments::way::{
-    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Paying, Receipt, Step, Terms,
-    Unadmitted, Way,
+    Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Parts, Paying, Receipt, Serving,
+    Step, Terms, Unadmitted, Way,
 };
-use crate::payments::{Charge, Paid, PaymentService, Refusal, Reserve, Verified};
+use crate::payments::{Charge, Paid, Refusal, Reserve, Verified};
 use crate::route_entry::RouteEntry;
 use crate::usage::Slot;
 use http::HeaderValue;
 use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer, Route, Scheme};
 use paygate_x402::facilitator::embedded;
+use paygate_x402::facilitator::wire::{SettleResponse, SupportedKindWire as Kind, VerifyResponse};
 use paygate_x402::facilitator::PaymentRequest;
 use paygate_x402::money::UsdcAmount;
+use paygate_x402::network::Network;
 use paygate_x402::payment::{PaymentPayload, ProtocolVersion};
 use paygate_x402::verify::Rejection;
 use paygate_x402::{Extensions, Offered, PaymentRequirements};
@@ -34,8 +40,20 @@ use std::sync::Arc;
 /// `upto`: one Permit2 authorization per request, settled for the origin's stated charge.
 pub(crate) struct Upto;
 
+/// `upto` as served: the deployment's operator, which payers let settle their authorizations
+/// (for the facilitator API; a route's requirement names it itself).
+struct Capped {
+    operator: Option<alloy_primitives::Address>,
+}
+
 #[async_trait::async_trait]
 impl Way for Upto {
+    fn build(&self, parts: &Parts) -> Option<Box<dyn Serving>> {
+        Some(Box::new(Capped {
+            operator: parts.terms.0.upto(),
+        }))
+    }
+
     fn takes(&self, scheme: &str, version: ProtocolVersion) -> bool {
         scheme == paygate_x402::UPTO_SCHEME && version == ProtocolVersion::V2
     }
@@ -60,9 +78,69 @@ impl Way for Upto {
         }
     }
 
+    fn reconciles(&self, p: &GatewayPayment) -> bool {
+        p.transfer == PaymentTransfer::Upto
+    }
+
+    /// Permit2's `nonceBitmap` says whether the charge moved.
+    async fn reconcile(
+        &self,
+        p: &GatewayPayment,
+        at: &OnChain<'_>,
+    ) -> Result<Option<GatewayPayment>, String> {
+        Ok(at.by_authorization(p, spent(p, at).await?))
+    }
+
+    /// Permit2's `nonceBitmap`: spent exactly when a charge above zero was settled.
+    async fn audit(
+        &self,
+        p: &GatewayPayment,
+        at: &OnChain<'_>,
+    ) -> Result<Option<Difference>, String> {
+        let expected = Difference::expected_spent(p);
+        Ok(Difference::spent(p, "upto", spent(p, at).await?, expected))
+    }
+}
+
+#[async_trait::async_trait]
+impl Serving for Capped {
+    /// `upto` (v2) on every network that settles now, naming the facilitator payers let
+    /// settle, where this deployment has one.
+    fn facilitator_kinds(&self, networks: &[&Network]) -> Vec<Kind> {
+        let Some(operator) = self.operator else {
+            return Vec::new();
+        };
+        let extra = serde_json::json!({ "facilitatorAddress": operator.to_checksum(None) });
+        networks
+            .iter()
+            .map(|n| Kind {
+                x402_version: 2,
+                scheme: paygate_x402::UPTO_SCHEME.into(),
+                network: n.caip2.clone(),
+                extra: Some(extra.clone()),
+            })
+            .collect()
+    }
+
+    async fn verify_for(
+        &self,
+        svc: &Payments,
+        call: &ForServer<'_>,
+    ) -> Result<VerifyResponse, Refusal> {
+        self.verify_call(svc, call).await
+    }
+
+    async fn settle_for(
+        &self,
+        svc: &Payments,
+        call: &ForServer<'_>,
+    ) -> Result<SettleResponse, Refusal> {
+        self.settle_call(svc, call).await
+    }
+
     async fn admit(
         &self,
-        svc: &PaymentService,
+        svc: &Payments,
         p: &Paying<'_>,
         gate: &dyn Gate,
     ) -> Result<Admission, Unadmitted> {
@@ -160,29 +238,6 @@ impl Way for Upto {
             receipt: None,
         })
     }
-
-    fn reconciles(&self, p: &GatewayPayment) -> bool {
-        p.transfer == PaymentTransfer::Upto
-    }
-
-    /// Permit2's `nonceBitmap` says whether the charge moved.
-    async fn reconcile(
-        &self,
-        p: &GatewayPayment,
-        at: &OnChain<'_>,
-    ) -> Result<Option<GatewayPayment>, String> {
-        Ok(at.by_authorization(p, spent(p, at).await?))
-    }
-
-    /// Permit2's `nonceBitmap`: spent exactly when a charge above zero was settled.
-    async fn audit(
-        &self,
-        p: &GatewayPayment,
-        at: &OnChain<'_>,
-    ) -> Result<Option<Difference>, String> {
-        let expected = Difference::expected_spent(p);
-        Ok(Difference::spent(p, "upto", spent(p, at).await?, expected))
-    }
 }
 
 /// Whether `p`'s Permit2 nonce was used on chain.
@@ -195,7 +250,7 @@ async fn spent(p: &GatewayPayment, at: &OnChain<'_>) -> Result<bool, String> {
 /// The retry `record` of `held`, charged by reconciliation after a crash cut its answer:
 /// claimed once, then served, charging nothing more.
 async fn served_again(
-    svc: &PaymentService,
+    svc: &Payments,
     version: ProtocolVersion,
     requirements: &PaymentRequirements,
     entry: &Arc<RouteEntry>,
@@ -279,7 +334,7 @@ impl UptoHeld {
     /// token's units, the record carrying the charge before anything is sent (so
     /// reconciliation of a crash records what moved). Returns the receipt; the settled payment
     /// waits in `stage` for the end of the answer.
-    async fn settle(&mut self, svc: &PaymentService, charge: u64) -> Result<Receipt, Refusal> {
+    async fn settle(&mut self, svc: &Payments, charge: u64) -> Result<Receipt, Refusal> {
         let HeldAuth {
             v,
             mut record,
@@ -341,12 +396,7 @@ impl Held for UptoHeld {
         self.record().and_then(|r| r.settle_ms)
     }
 
-    async fn head(
-        &mut self,
-        svc: &PaymentService,
-        status: u16,
-        stated: Option<&HeaderValue>,
-    ) -> Step {
+    async fn head(&mut self, svc: &Payments, status: u16, stated: Option<&HeaderValue>) -> Step {
         if matches!(self.stage, UptoStage::Paid(_)) {
             // Charged before this answer (a retry of a payment reconciliation settled).
             return Step::Wait(None);
@@ -373,7 +423,7 @@ impl Held for UptoHeld {
         }
     }
 
-    async fn end(mut self: Box<Self>, svc: &PaymentService, end: Ended) -> Option<Receipt> {
+    async fn end(mut self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt> {
         let mut receipt = None;
         if !matches!(self.stage, UptoStage::Paid(_)) {
             // Waited for a trailer, or never answered: cut short charges nothing.

@@ -15,10 +15,9 @@
 //! none was sent), it did not land (and may be asked again). A retry under the same
 //! `Idempotency-Key` answers the refund it made.
 
-use crate::payments::PaymentService;
+use crate::payments::way::Payments;
 use alloy_primitives::{Address, U256};
 use paygate_domain::model::{EscrowRefund, GatewayPayment, PaymentStatus, PaymentTransfer};
-use paygate_domain::StoreError;
 use paygate_store::PaymentGuard;
 use paygate_x402::auth_capture::{self, PaymentInfo};
 use paygate_x402::facilitator::{CallError, ChainCalls, TxOutcome};
@@ -28,65 +27,29 @@ use paygate_x402::permit2::IErc20Permit2;
 /// Gas for the escrow's `refund` (and the operator's one approval of the refund collector).
 const REFUND_GAS: u64 = 300_000;
 
-/// Why a refund was not made. Nothing was refunded, except where it says the outcome is not
-/// known.
-#[derive(Debug, thiserror::Error)]
-pub enum RefundError {
-    #[error("no payment with this id in your organisation")]
-    NotFound,
-    #[error("{0}")]
-    NotRefundable(&'static str),
-    #[error(
-        "the payment's refund window is closed (or its route had refunds off when it was paid)"
-    )]
-    WindowClosed,
-    #[error("the refund is above what was captured and not refunded ({} USDC)", .0.to_decimal())]
-    ExceedsCapture(UsdcAmount),
-    #[error("the seller's wallet cannot fund this refund: {0}; nothing was refunded")]
-    SellerCannotCover(String),
-    #[error("another refund of this payment is being made; retry in a moment")]
-    Busy,
-    #[error("this Idempotency-Key made a refund of another amount")]
-    KeyReused,
-    #[error("the chain cannot be reached; nothing was refunded: {0}")]
-    ChainDown(String),
-    #[error("the refund was sent and its outcome is not known yet; ask again with the same Idempotency-Key")]
-    Pending,
-    #[error("the escrow refused the refund: {0}")]
-    Refused(String),
-    #[error("{0}")]
-    Store(#[from] StoreError),
-}
-
-/// A refund made (or, under the same key, made before) and the payment after it.
-#[derive(Debug, Clone)]
-pub struct Refunded {
-    pub refund: EscrowRefund,
-    pub payment: GatewayPayment,
-}
+pub use crate::payments::refund::{RefundError, Refunded};
 
 /// How many times a refund re-reads the payment when another writer changed it meanwhile.
 const ATTEMPTS: usize = 5;
 
-impl PaymentService {
+impl super::Escrowing {
     /// Refunds `amount` (all that is refundable when `None`) of `org_id`'s payment `id`, once per
     /// `key`.
-    pub async fn refund(
+    pub(super) async fn refund_payment(
         &self,
+        svc: &Payments,
         org_id: &str,
         id: &str,
         amount: Option<UsdcAmount>,
         key: Option<&str>,
     ) -> Result<Refunded, RefundError> {
-        let chain = self.chain.clone().ok_or_else(|| {
-            RefundError::ChainDown("no relayer key: refunds cannot be sent".into())
-        })?;
+        let chain = self.chain.clone();
         for _ in 0..ATTEMPTS {
-            let p = match self.store.get_payment(id).await? {
+            let p = match svc.store.get_payment(id).await? {
                 Some(p) if p.org_id == org_id => p,
                 _ => return Err(RefundError::NotFound),
             };
-            let esc = Escrow::of(self, &p)?;
+            let esc = Escrow::of(svc, self.refund_collector, &p)?;
             if let Some(pending) = p.escrow.as_ref().and_then(|e| e.pending_refund.clone()) {
                 if pending.transaction.is_none() && self.refund_in_flight(&pending) {
                     // Its own request may be sending it right now: only that request (or,
@@ -98,12 +61,12 @@ impl PaymentService {
                     .escrow
                     .as_ref()
                     .is_some_and(|e| e.refunds.iter().any(|r| r.id == pending.id));
-                let written = self
+                let written = svc
                     .store
                     .write_payment_if(&decided, PaymentGuard::Unchanged(&p.updated_at))
                     .await?;
                 if written && landed {
-                    self.refunded_event(&decided, &pending).await;
+                    self.refunded_event(svc, &decided, &pending).await;
                 }
                 continue;
             }
@@ -153,14 +116,14 @@ impl PaymentService {
             if let Some(e) = asked.escrow.as_mut() {
                 e.pending_refund = Some(pending.clone());
             }
-            if !self
+            if !svc
                 .store
                 .write_payment_if(&asked, PaymentGuard::Unchanged(&p.updated_at))
                 .await?
             {
                 continue;
             }
-            return self.send(chain.as_ref(), &esc, asked, pending).await;
+            return self.send(svc, chain.as_ref(), &esc, asked, pending).await;
         }
         Err(RefundError::Busy)
     }
@@ -168,6 +131,7 @@ impl PaymentService {
     /// Sends the refund written pending on `asked`, then records its outcome.
     async fn send(
         &self,
+        svc: &Payments,
         chain: &dyn ChainCalls,
         esc: &Escrow,
         asked: GatewayPayment,
@@ -203,7 +167,7 @@ impl PaymentService {
                 if let Some(e) = after.escrow.as_mut() {
                     e.pending_refund = Some(pending);
                 }
-                self.store
+                svc.store
                     .write_payment_if(&after, PaymentGuard::Unchanged(&asked.updated_at))
                     .await?;
                 return Err(RefundError::Pending);
@@ -221,13 +185,13 @@ impl PaymentService {
                 })
             }
         };
-        let written = self
+        let written = svc
             .store
             .write_payment_if(&after, PaymentGuard::Unchanged(&asked.updated_at))
             .await?;
         outcome?;
         if written {
-            self.refunded_event(&after, &pending).await;
+            self.refunded_event(svc, &after, &pending).await;
         } else {
             // Another request decided the pending refund meanwhile (from the escrow): its record
             // stands, and it queued the refund's event (each refund's event once).
@@ -254,7 +218,7 @@ impl PaymentService {
     /// against its route's revenue, and `payment.refunded` about the payment (so it reaches an
     /// endpoint after the payment's `payment.settled` and its earlier refunds'), queued before
     /// the refund is answered. The event says what the payment nets the seller now.
-    async fn refunded_event(&self, p: &GatewayPayment, refund: &EscrowRefund) {
+    async fn refunded_event(&self, svc: &Payments, p: &GatewayPayment, refund: &EscrowRefund) {
         if let Some(metrics) = &self.metrics {
             metrics.record_refund(crate::metrics::RefundEvent {
                 org_id: std::sync::Arc::from(p.org_id.as_str()),
@@ -263,7 +227,7 @@ impl PaymentService {
                 at: paygate_domain::unix_now(),
             });
         }
-        let Some(events) = &self.events else { return };
+        let Some(events) = &svc.events else { return };
         let mut data = crate::events::payment_data(p);
         let (refunded, net) = p
             .escrow
@@ -294,7 +258,7 @@ struct Escrow {
 }
 
 impl Escrow {
-    fn of(svc: &PaymentService, p: &GatewayPayment) -> Result<Self, RefundError> {
+    fn of(svc: &Payments, collector: Address, p: &GatewayPayment) -> Result<Self, RefundError> {
         let escrow = match (&p.escrow, p.transfer, p.status) {
             (Some(e), PaymentTransfer::AuthCapture, PaymentStatus::Settled) => e,
             _ => {
@@ -319,7 +283,7 @@ impl Escrow {
         Ok(Self {
             info,
             chain_id: network.config.chain_id,
-            collector: svc.refund_collector,
+            collector,
         })
     }
 
