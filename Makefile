@@ -273,7 +273,7 @@ define npm_ci
 	@mkdir -p $(2)
 	@cp $(1)/package.json $(1)/package-lock.json $(2)/
 	@echo "$(3): npm ci into $(2)"; start=$$(date +%s); for try in 1 2 3; do \
-	  npm ci --prefix $(2) --no-audit --no-fund --ignore-scripts --loglevel=error \
+	  npm ci --prefix $(2) --no-audit --no-fund --ignore-scripts --legacy-peer-deps --loglevel=error \
 	    && echo "$(3): $$(( $$(date +%s) - start )) s" && exit 0; \
 	  echo "npm install failed (try $$try of 3)"; sleep $$((try * 5)); \
 	done; exit 1

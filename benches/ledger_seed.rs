@@ -83,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
             resource: String::new(),
             amount: UsdcAmount(10_000),
             transfer: Default::default(),
+            protocol: Default::default(),
             status: if i % 50 == 0 {
                 PaymentStatus::Failed
             } else {

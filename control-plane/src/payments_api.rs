@@ -78,6 +78,9 @@ pub struct PaymentView {
     /// CAIP-2 network id (`eip155:8453`).
     network: String,
     asset: String,
+    /// The agent payment protocol it came in: `x402` or `mpp`.
+    #[schema(value_type = String, example = "x402")]
+    protocol: &'static str,
     #[schema(value_type = String, example = "SETTLED")]
     status: &'static str,
     /// The settlement transaction hash.
@@ -192,6 +195,7 @@ impl PaymentView {
         let escrow = p.escrow.as_deref().map(EscrowView::of);
         Self {
             escrow,
+            protocol: p.protocol.as_str(),
             route_path: path,
             amount_usdc: usdc_string(p.amount),
             status: p.status.as_str(),

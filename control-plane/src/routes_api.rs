@@ -179,6 +179,7 @@ pub async fn create(
         output_schema: None,
         public_tool: false,
         schemes: paygate_domain::model::exact_only(),
+        protocols: paygate_domain::model::both_protocols(),
         pricing: paygate_domain::model::Pricing::Fixed,
         access_window_seconds: None,
         access_window_calls: None,

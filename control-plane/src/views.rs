@@ -47,6 +47,9 @@ pub struct RouteView {
     public_tool: bool,
     /// The x402 schemes the route accepts, in its challenge's order.
     schemes: Vec<paygate_domain::model::Scheme>,
+    /// The agent payment protocols its `402` offers (`x402`, `mpp`).
+    #[schema(value_type = Vec<String>)]
+    protocols: Vec<paygate_domain::model::PaymentProtocol>,
     /// `fixed` (the price per request) or `usage` (the origin's `X-Paygate-Charge`, at most the
     /// price).
     pricing: paygate_domain::model::Pricing,
@@ -113,6 +116,7 @@ impl From<&Route> for RouteView {
             output_schema: r.output_schema.clone(),
             public_tool: r.public_tool,
             schemes: r.schemes.clone(),
+            protocols: r.protocols.clone(),
             pricing: r.pricing,
             access_window_seconds: r.access_window_seconds,
             access_window_calls: r.access_window_calls,

@@ -25,12 +25,13 @@ const CORS_ALLOW_HEADERS: HeaderValue = HeaderValue::from_static(
 );
 const CORS_EXPOSE_HEADERS: HeaderValue = HeaderValue::from_static(
     "X-PAYMENT-RESPONSE, PAYMENT-RESPONSE, PAYMENT-REQUIRED, X-Payment-Requirements, \
-     X-Request-Id, Retry-After, X-Paygate-Replayed",
+     WWW-Authenticate, Payment-Receipt, X-Request-Id, Retry-After, X-Paygate-Replayed",
 );
 const CORS_ALLOW_METHODS: HeaderValue =
     HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS");
 const ANY: HeaderValue = HeaderValue::from_static("*");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const X_PAYMENT_REQUIREMENTS: HeaderName = HeaderName::from_static("x-payment-requirements");
 const PAYMENT_REQUIRED: HeaderName = HeaderName::from_static("payment-required");
@@ -93,9 +94,9 @@ pub(crate) async fn write(session: &mut Session, ctx: &mut Ctx, answer: Answer) 
         Answer::Preflight => preflight(session, ctx).await,
         Answer::Served(served) => served_answer(session, ctx, *served).await,
         // `412` when the payer must first approve Permit2 (x402's answer), else `402`.
-        Answer::Challenge { challenge, .. } => {
-            payment_required(session, ctx, challenge, status).await
-        }
+        Answer::Challenge {
+            challenge, problem, ..
+        } => payment_required(session, ctx, challenge, status, problem).await,
         Answer::Error(code, message) => error(session, ctx, code, &message, None).await,
         Answer::Stopped(s) => error(session, ctx, s.code, &s.message, s.retry_after).await,
     }
@@ -130,13 +131,20 @@ async fn payment_required(
     ctx: &Ctx,
     challenge: Challenge,
     status: u16,
+    problem: bool,
 ) -> Result<()> {
-    let mut resp = Own::new(status, 5, Some(challenge.body.len()), ctx)?;
-    resp.put(header::CONTENT_TYPE, JSON);
+    let mut resp = Own::new(status, 6, Some(challenge.body.len()), ctx)?;
+    resp.put(
+        header::CONTENT_TYPE,
+        if problem { PROBLEM_JSON } else { JSON },
+    );
     if let Some(seed) = challenge.requirements_header {
         resp.put(X_PAYMENT_REQUIREMENTS, seed);
     }
     resp.put(PAYMENT_REQUIRED, challenge.payment_required_header);
+    if let Some(mpp) = challenge.www_authenticate {
+        resp.put(header::WWW_AUTHENTICATE, mpp);
+    }
     resp.cors();
     session.write_response_header(resp.done(), false).await?;
     session

@@ -38,6 +38,7 @@ mod mcp;
 mod mcp_x402;
 mod metrics;
 mod money_model;
+mod mpp;
 mod openapi;
 mod payments;
 mod payout_funding;

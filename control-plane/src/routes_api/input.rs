@@ -9,7 +9,9 @@ use crate::body::fields::{
     Word,
 };
 use crate::body::RequestBody;
-use paygate_domain::model::{Balancing, HealthCheck, Pricing, Route, RouteTarget, Scheme};
+use paygate_domain::model::{
+    Balancing, HealthCheck, PaymentProtocol, Pricing, Route, RouteTarget, Scheme,
+};
 use paygate_domain::FieldProblem;
 use paygate_x402::money::UsdcAmount;
 use serde::Deserialize;
@@ -74,6 +76,12 @@ macro_rules! route_body {
             #[serde(default, deserialize_with = "present")]
             #[schema(nullable = false)]
             schemes: Option<Vec<Scheme>>,
+            /// The agent payment protocols the route's `402` offers (default both): `x402` and
+            /// `mpp` (the Machine Payments Protocol's `charge`, paid as `exact` is, on a route
+            /// listing `exact` in a token with EIP-3009). x402 stays on.
+            #[serde(default, deserialize_with = "present")]
+            #[schema(nullable = false, value_type = Option<Vec<String>>)]
+            protocols: Option<Vec<PaymentProtocol>>,
             /// How a request is charged (default `fixed`): `fixed`, the price; `usage`, what the origin
             /// states in its `X-Paygate-Charge` response header (or trailer, when streamed) in decimal
             /// USD, at most the price, the price when it says nothing.
@@ -122,6 +130,7 @@ macro_rules! shared_input {
             input_schema: $b.input_schema.patch().map(|m| m.map(|t| t.0)),
             output_schema: $b.output_schema.patch().map(|m| m.map(|t| t.0)),
             public_tool: $b.public_tool,
+            protocols: None,
             pricing: $b.pricing,
             access_window_seconds: $b.access_window_seconds.patch(),
             access_window_calls: $b.access_window_calls.patch(),
@@ -234,6 +243,7 @@ pub(super) struct RouteInput {
     pub(super) output_schema: Option<Option<serde_json::Value>>,
     pub(super) public_tool: Option<bool>,
     pub(super) schemes: Option<Vec<Scheme>>,
+    pub(super) protocols: Option<Vec<PaymentProtocol>>,
     pub(super) pricing: Option<Pricing>,
     pub(super) access_window_seconds: Option<Option<u64>>,
     pub(super) access_window_calls: Option<Option<u32>>,
@@ -251,6 +261,7 @@ impl From<RouteCreate> for RouteInput {
             ..shared_input!(b)
         };
         input.read_schemes(b.schemes);
+        input.read_protocols(b.protocols);
         input.read_targets(b.target_url, b.targets, true);
         input.read_balancing(b.load_balancing);
         input
@@ -267,6 +278,7 @@ impl From<RouteUpdate> for RouteInput {
             ..shared_input!(b)
         };
         input.read_schemes(b.schemes);
+        input.read_protocols(b.protocols);
         input.read_targets(b.target_url, b.targets, false);
         match b.load_balancing {
             Nullable::Null => input.balancing = Some(Balancing::RoundRobin),
@@ -330,6 +342,9 @@ impl RouteInput {
         if let Some(v) = self.schemes {
             r.schemes = v;
         }
+        if let Some(v) = self.protocols {
+            r.protocols = v;
+        }
         if let Some(v) = self.pricing {
             r.pricing = v;
         }
@@ -367,6 +382,23 @@ impl RouteInput {
             Ok(Some(b)) => self.balancing = Some(b),
             Ok(None) => {}
             Err(p) => self.problems.push(p),
+        }
+    }
+
+    /// `protocols`: each once, x402 among them (a route turns MPP off; x402 stays on).
+    fn read_protocols(&mut self, protocols: Option<Vec<PaymentProtocol>>) {
+        let Some(protocols) = protocols else { return };
+        let repeated = protocols
+            .iter()
+            .enumerate()
+            .any(|(i, p)| protocols[..i].contains(p));
+        if repeated || !protocols.contains(&PaymentProtocol::X402) {
+            self.problems.push(FieldProblem::new(
+                "protocols",
+                "must list x402 and, to offer it too, mpp, each once",
+            ));
+        } else {
+            self.protocols = Some(protocols);
         }
     }
 

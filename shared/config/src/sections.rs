@@ -318,6 +318,10 @@ pub struct FacilitatorConfig {
     /// than the slowest origin's answer head (a capture after it fails, and the answer is
     /// refused, nothing charged).
     pub live_hold_seconds: u64,
+    /// How long an MPP challenge may be paid after its `402` (its `expires`): the payer's
+    /// authorization is valid until then. At least 10 s (a payment is settled only with 6 s
+    /// left).
+    pub mpp_challenge_seconds: u64,
 }
 
 impl FacilitatorConfig {
@@ -346,6 +350,7 @@ impl Default for FacilitatorConfig {
             operator: None,
             refund_collector: None,
             live_hold_seconds: 300,
+            mpp_challenge_seconds: 300,
         }
     }
 }

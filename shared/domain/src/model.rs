@@ -151,6 +151,9 @@ pub struct Route {
     /// written before issue 29 stored none: `exact` alone).
     #[serde(default = "exact_only")]
     pub schemes: Vec<Scheme>,
+    /// The agent payment protocols its `402` offers (both unless its seller turned one off).
+    #[serde(default = "both_protocols")]
+    pub protocols: Vec<PaymentProtocol>,
     /// How a request is charged: the price (`fixed`), or what the origin states in
     /// `X-Paygate-Charge`, at most the price (`usage`).
     #[serde(default)]
@@ -231,6 +234,35 @@ impl PaymentTransfer {
     pub fn is_eip3009(&self) -> bool {
         *self == Self::Eip3009
     }
+}
+
+/// The agent payment protocol a payment came in (the ledger, events and metrics say which).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PaymentProtocol {
+    /// x402 (`PAYMENT-SIGNATURE`, `X-PAYMENT`).
+    #[default]
+    X402,
+    /// The Machine Payments Protocol (`Authorization: Payment`).
+    Mpp,
+}
+
+impl PaymentProtocol {
+    pub fn is_x402(&self) -> bool {
+        *self == Self::X402
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::X402 => "x402",
+            Self::Mpp => "mpp",
+        }
+    }
+}
+
+/// Both protocols: what a route offers unless its seller turned one off.
+pub fn both_protocols() -> Vec<PaymentProtocol> {
+    vec![PaymentProtocol::X402, PaymentProtocol::Mpp]
 }
 
 /// How a route's requests are charged (DECISIONS: `pricing`).
@@ -412,6 +444,9 @@ pub struct GatewayPayment {
     /// How the token moves (EIP-3009 for records written before Permit2 payments).
     #[serde(default, skip_serializing_if = "PaymentTransfer::is_eip3009")]
     pub transfer: PaymentTransfer,
+    /// The protocol the payment came in (x402 for records written before MPP).
+    #[serde(default, skip_serializing_if = "PaymentProtocol::is_x402")]
+    pub protocol: PaymentProtocol,
     pub status: PaymentStatus,
     pub transaction: Option<String>,
     pub failure: Option<String>,
@@ -502,6 +537,7 @@ impl GatewayPayment {
             } else {
                 PaymentTransfer::Eip3009
             },
+            protocol: PaymentProtocol::X402,
             status: PaymentStatus::Reserved,
             transaction: None,
             failure: None,

@@ -125,6 +125,28 @@ fn derived_signer(hex_key: &str, label: &[u8]) -> Option<alloy_signer_local::Pri
     alloy_signer_local::PrivateKeySigner::from_slice(&derived).ok()
 }
 
+/// The environment variable that may hold the secret MPP challenges are bound with.
+pub const MPP_SECRET_ENV: &str = "PAYGATE_MPP_SECRET";
+
+/// The secret this deployment binds its MPP challenges with (their `id`, an HMAC over the
+/// challenge): the one in [`MPP_SECRET_ENV`] when set, else derived from the master key in
+/// `master_env`; `None` when neither is (each process then draws its own, so a challenge from
+/// one node is paid at that node only).
+pub fn mpp_challenge_secret(master_env: &str) -> Option<Vec<u8>> {
+    use hmac::{Hmac, Mac};
+    if let Some(given) = std::env::var(MPP_SECRET_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        return Some(given.trim().as_bytes().to_vec());
+    }
+    let master = std::env::var(master_env).ok()?;
+    let raw = hex::decode(master.trim().trim_start_matches("0x")).ok()?;
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&raw).ok()?;
+    mac.update(b"paygate/mpp-challenges/v1");
+    Some(mac.finalize().into_bytes().to_vec())
+}
+
 /// The environment variable that may hold the key signing offers and receipts.
 pub const RECEIPT_KEY_ENV: &str = "PAYGATE_RECEIPT_KEY";
 

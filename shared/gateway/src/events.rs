@@ -119,6 +119,7 @@ pub fn payment_data(p: &GatewayPayment) -> serde_json::Value {
         "asset": p.asset,
         "payer": p.payer,
         "payTo": p.pay_to,
+        "protocol": p.protocol.as_str(),
         "amountUSD": p.amount.to_decimal().to_string(),
         "transaction": p.transaction,
         "createdAt": p.created_at,

@@ -32,11 +32,20 @@ pub struct Verified {
     /// Who vouches for the signature: a smart wallet's is asked before anything is reserved
     /// ([`PaymentService::ask_wallet`]).
     signed: verify::Signed,
+    /// The protocol it came in (its record says so).
+    protocol: paygate_domain::model::PaymentProtocol,
 }
 
 impl Verified {
     pub fn payer(&self) -> Address {
         self.auth.from
+    }
+
+    /// The same payment, having come in `protocol` (an MPP credential carries an EIP-3009
+    /// authorization settled as `exact`'s).
+    pub(crate) fn came_in(mut self, protocol: paygate_domain::model::PaymentProtocol) -> Self {
+        self.protocol = protocol;
+        self
     }
 }
 
@@ -165,6 +174,7 @@ impl PaymentService {
             verify_us,
             expiring,
             signed,
+            protocol: Default::default(),
         })
     }
 
@@ -212,6 +222,7 @@ impl PaymentService {
         let req = charge.requirements;
         let mut record =
             GatewayPayment::reserved(charge.org_id, charge.route_id, req, &v.auth, v.verify_us);
+        record.protocol = v.protocol;
         let slot = match self.reserve(&mut record, charge).await? {
             Reserve::Held(held, slot) => {
                 let redeemed = self.retried(&record, *held, charge.redeliver).await?;

@@ -22,6 +22,10 @@ pub struct Challenge {
     pub extensions: std::sync::Arc<Extensions>,
     /// The schemes offered.
     pub offer: Offer,
+    /// Another protocol's challenge beside x402's, in `WWW-Authenticate` (MPP's `Payment`
+    /// challenge), rendered for each `402` by the way that offers it; none in the route's
+    /// rendered challenge.
+    pub www_authenticate: Option<http::HeaderValue>,
 }
 
 /// The JSON inside a base64 x402 header (`PAYMENT-REQUIRED`, `PAYMENT-RESPONSE`), if it is one.
@@ -79,6 +83,7 @@ impl Challenge {
         .unwrap_or_default();
         let v2_doc = req.payment_required_offered(error, &extensions, &offer);
         Self {
+            www_authenticate: None,
             requirements_header,
             payment_required_header: header_value(v2::header(&v2_doc)),
             body: body.into(),

@@ -151,6 +151,7 @@ impl Refusal {
     pub fn challenge_reason(&self) -> Option<&'static str> {
         match self {
             Self::Rejected(r) => Some(r.reason()),
+            Self::Invalid(reason) => Some(reason),
             Self::Channel(r) if r.payment_required() => Some(r.reason()),
             Self::SignIn(r) if *r != WindowRefusal::Unavailable => Some(r.reason()),
             _ => None,

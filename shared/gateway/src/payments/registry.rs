@@ -17,6 +17,7 @@ use super::way::{
 use super::ways::auth_capture::AuthCapture;
 use super::ways::batch::Batch;
 use super::ways::exact::Exact;
+use super::ways::mpp::Mpp;
 use super::ways::sandbox::Sandbox;
 use super::ways::upto::Upto;
 use super::ways::window::Window;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 /// Every way of paying, in the order a request is offered to their claims (`exact` last: it
 /// takes whatever payment no other way names). One line a way.
-static WAYS: &[&dyn Way] = &[&Sandbox, &Window, &Batch, &Upto, &AuthCapture, &Exact];
+static WAYS: &[&dyn Way] = &[&Sandbox, &Window, &Mpp, &Batch, &Upto, &AuthCapture, &Exact];
 
 /// Every way's deployment-wide terms under `cfg`.
 pub fn terms(cfg: &paygate_config::Config) -> Terms {
@@ -159,7 +160,9 @@ impl Payments {
             version: ProtocolVersion::V2,
             json: &[],
         };
-        if let Some((way, Claim::Unpaid)) = claimed {
+        // A sign-in, or another protocol's credential (which its way checks the network of and
+        // renders its own refusals for).
+        if let Some((way, Claim::Unpaid | Claim::Pays)) = claimed {
             return way.admit(self, &paying, gate).await;
         }
         if claimed.is_none() && !self.settleable.now(&requirements.network) {
@@ -246,11 +249,13 @@ impl Payments {
                 challenge.offer.clone(),
             )
         };
-        Some(match &self.offers {
+        let mut rendered = match &self.offers {
             Some(o) => o.challenge(entry, req, challenge, fresh, |d| render(Some(d))),
             None if fresh => render(None),
             None => challenge.clone(),
-        })
+        };
+        rendered.www_authenticate = self.serving().find_map(|(_, s)| s.challenge_header(entry));
+        Some(rendered)
     }
 
     /// `refusal` of a request to `entry`, to be rendered in `version` (against the route's
@@ -268,6 +273,7 @@ impl Payments {
             refusal,
             challenge,
             version,
+            protocol: Default::default(),
         }
     }
 }

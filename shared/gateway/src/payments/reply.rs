@@ -24,6 +24,9 @@ pub enum Answer {
     Challenge {
         challenge: Challenge,
         refused: Option<ErrorCode>,
+        /// Its body is problem details (`application/problem+json`: a refused MPP
+        /// credential), not x402's JSON.
+        problem: bool,
     },
     /// A JSON error.
     Error(ErrorCode, Cow<'static, str>),
@@ -40,6 +43,7 @@ pub fn unadmitted(u: Unadmitted, entry: &RouteEntry, request_id: &str) -> Answer
         Unadmitted::Challenge(challenge) => Answer::Challenge {
             challenge,
             refused: None,
+            problem: false,
         },
         Unadmitted::Refused(r) => refused(*r, entry, request_id),
         Unadmitted::Served(s) => Answer::Served(s),
@@ -60,10 +64,16 @@ pub fn stopped(r: &Refusal) -> Answer {
 /// to, the body in the x402 version the caller spoke (`412` when the payer must first approve
 /// Permit2, else `402`); otherwise the refusal's error.
 pub fn refused(r: Refused, entry: &RouteEntry, request_id: &str) -> Answer {
+    if r.protocol == paygate_domain::model::PaymentProtocol::Mpp {
+        if let Some(answer) = problem(&r, request_id) {
+            return answer;
+        }
+    }
     let Refused {
         refusal,
         challenge,
         version,
+        ..
     } = r;
     if let (Refusal::Unconfirmed { transaction, payer }, Some((req, _))) =
         (&refusal, &entry.payment)
@@ -103,9 +113,40 @@ pub fn refused(r: Refused, entry: &RouteEntry, request_id: &str) -> Answer {
             body: body.unwrap_or_default().into(),
             extensions: challenge.extensions,
             offer: challenge.offer,
+            www_authenticate: challenge.www_authenticate,
         },
         refused: Some(code),
+        problem: false,
     }
+}
+
+/// A refused MPP credential, in the draft's problem details (its type, title, status and
+/// detail, beside paygate's `code`, `message` and `requestId`), with the route's challenges
+/// again: a fresh `WWW-Authenticate` to pay anew, and x402's. `None` for a refusal that is the
+/// gateway's error (rendered as for x402).
+fn problem(r: &Refused, request_id: &str) -> Option<Answer> {
+    use super::ways::mpp::problem;
+    let (kind, title, status) = problem::of(&r.refusal)?;
+    let challenge = r.challenge.clone()?;
+    let code = r.refusal.code();
+    let detail = problem::detail(&r.refusal);
+    let body = serde_json::json!({
+        "type": format!("https://paymentauth.org/problems/{kind}"),
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code.as_str(),
+        "message": detail,
+        "requestId": request_id,
+    });
+    Some(Answer::Challenge {
+        challenge: Challenge {
+            body: body.to_string().into(),
+            ..challenge
+        },
+        refused: Some(code),
+        problem: true,
+    })
 }
 
 /// A payment sent and not confirmed in the request's time: `504 SETTLEMENT_PENDING` (never a

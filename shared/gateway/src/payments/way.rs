@@ -118,6 +118,9 @@ pub struct Refused {
     pub refusal: Refusal,
     pub challenge: Option<Challenge>,
     pub version: ProtocolVersion,
+    /// The protocol the refused payment came in (an MPP credential is told in problem
+    /// details).
+    pub protocol: paygate_domain::model::PaymentProtocol,
 }
 
 /// An answer given without forwarding.
@@ -220,6 +223,9 @@ pub(crate) enum Claim {
     Unpaid,
     /// All of the route's payments, whatever the network's facilitator is doing (the sandbox).
     Route,
+    /// The request pays in this way's own header (another protocol's credential), read by
+    /// the way itself.
+    Pays,
 }
 
 /// A paying request as a way reads it: the payment header decoded once, and the route's
@@ -281,6 +287,12 @@ pub struct Parts {
     pub refund_collector: Address,
     /// The deployment's terms, as the ways derived them from the configuration.
     pub terms: Terms,
+    /// The secret MPP challenges are bound with (the same on every node of a deployment).
+    pub mpp_secret: Option<Arc<[u8]>>,
+    /// The realm MPP challenges name: the public host.
+    pub realm: Arc<str>,
+    /// How long an MPP challenge may be paid after its `402`.
+    pub mpp_challenge_secs: u64,
 }
 
 impl Default for Parts {
@@ -293,6 +305,9 @@ impl Default for Parts {
             refund_lease: std::time::Duration::from_secs(60),
             refund_collector: paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS,
             terms: Terms::default(),
+            mpp_secret: None,
+            realm: Arc::from(""),
+            mpp_challenge_secs: 300,
         }
     }
 }
@@ -375,6 +390,12 @@ pub(crate) trait Serving: Send + Sync {
 
     /// Its fresh declaration, where [`Self::declares_fresh`].
     fn declare_fresh(&self, _entry: &RouteEntry, _ext: &mut Extensions) {}
+
+    /// Another protocol's challenge for a `402` of `entry`, beside x402's (`WWW-Authenticate`),
+    /// rendered for each `402`.
+    fn challenge_header(&self, _entry: &RouteEntry) -> Option<HeaderValue> {
+        None
+    }
 
     /// Checks and takes (or holds) the payment before the request is forwarded.
     async fn admit(

@@ -57,6 +57,7 @@ pub fn payment(id: &str, nonce_key: &str) -> GatewayPayment {
         resource: String::new(),
         amount: UsdcAmount(10_000),
         transfer: Default::default(),
+        protocol: Default::default(),
         status: PaymentStatus::Reserved,
         transaction: None,
         failure: None,

@@ -148,41 +148,57 @@ impl Serving for Exact {
             return Err(refused(Refusal::Rejected(Rejection::UnsupportedScheme)));
         }
         let now = paygate_domain::unix_now();
-        let mut verified = svc
+        let verified = svc
             .verify_header_json(p.json, p.version, p.requirements, now)
             .map_err(refused)?;
-        // A smart wallet's signature is asked of it before the payer is counted.
-        svc.ask_wallet(&mut verified, p.requirements)
-            .await
-            .map_err(refused)?;
-        gate.payer(&verified.payer()).map_err(refused)?;
-        let key = match svc
-            .claim_id(p.req.org_id, &verified)
-            .await
-            .map_err(refused)?
-        {
-            IdClaim::Answered(kept) => return Err(Unadmitted::Served(Box::new(replayed(kept)))),
-            IdClaim::Take(key) => key,
-        };
-        let upstream = gate.upstream(true).await.map_err(refused)?;
-        let entry = p.req.entry;
-        let charge = Charge {
-            org_id: p.req.org_id,
-            route_id: &entry.route.id,
-            requirements: p.requirements,
-            plan_limit: Some(p.req.plan_limit),
-            redeliver: entry.route.origin_deduplicates,
-        };
-        let paid = svc.take(verified, &charge).await.map_err(refused)?;
-        // Before forwarding: a crash after this keeps the window the payment bought.
-        svc.paid_for(entry, &paid.record).await;
-        let receipt = Receipt::of(&paid);
-        Ok(Admission {
-            upstream,
-            payment: Admitted(Box::new(ExactHeld { paid, key })),
-            receipt: Some(receipt),
-        })
+        take_and_admit(svc, p, gate, verified, &refused, Receipt::of).await
     }
+}
+
+/// Takes `verified` (an EIP-3009 or Permit2 authorization for `p`'s route) and admits the
+/// request: its smart wallet asked, the payer's limit, its payment identifier claimed, the
+/// upstream reached once, then settled and the ways told (an access window opened).
+/// `refused` renders a refusal in the protocol the payment came in, `receipt` the answer's
+/// receipt of the settled payment.
+pub(crate) async fn take_and_admit(
+    svc: &Payments,
+    p: &Paying<'_>,
+    gate: &dyn Gate,
+    mut verified: crate::payments::Verified,
+    refused: &(dyn Fn(Refusal) -> Unadmitted + Sync),
+    receipt: fn(&Paid) -> Receipt,
+) -> Result<Admission, Unadmitted> {
+    // A smart wallet's signature is asked of it before the payer is counted.
+    svc.ask_wallet(&mut verified, p.requirements)
+        .await
+        .map_err(refused)?;
+    gate.payer(&verified.payer()).map_err(refused)?;
+    let key = match svc
+        .claim_id(p.req.org_id, &verified)
+        .await
+        .map_err(refused)?
+    {
+        IdClaim::Answered(kept) => return Err(Unadmitted::Served(Box::new(replayed(kept)))),
+        IdClaim::Take(key) => key,
+    };
+    let upstream = gate.upstream(true).await.map_err(refused)?;
+    let entry = p.req.entry;
+    let charge = Charge {
+        org_id: p.req.org_id,
+        route_id: &entry.route.id,
+        requirements: p.requirements,
+        plan_limit: Some(p.req.plan_limit),
+        redeliver: entry.route.origin_deduplicates,
+    };
+    let paid = svc.take(verified, &charge).await.map_err(refused)?;
+    // Before forwarding: a crash after this keeps the window the payment bought.
+    svc.paid_for(entry, &paid.record).await;
+    let receipt = receipt(&paid);
+    Ok(Admission {
+        upstream,
+        payment: Admitted(Box::new(ExactHeld { paid, key })),
+        receipt: Some(receipt),
+    })
 }
 
 /// Whether `p`'s authorization was used on chain (Permit2's nonce, or the token's EIP-3009

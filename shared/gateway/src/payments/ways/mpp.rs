@@ -1,0 +1,202 @@
+//! MPP, the Machine Payments Protocol (the `Payment` HTTP authentication scheme,
+//! draft-ryan-httpauth-payment), beside x402: its EVM `charge` intent with the `authorization`
+//! credential, an EIP-3009 `TransferWithAuthorization` of the route's price to its seller, as
+//! the official `mppx` client signs it. Every `402` of a route offering it (the route lists the
+//! protocol and takes `exact` in a token with EIP-3009) carries a fresh `WWW-Authenticate:
+//! Payment` challenge beside x402's forms: its `request` rendered from the route's terms, its
+//! `expires` the deployment's payment window (`[facilitator] mpp_challenge_seconds`), its `id` an HMAC over the challenge with the
+//! deployment's secret, so a credential proves the challenge it answers on any node without
+//! state. An `Authorization: Payment` credential is checked against that (issued here, for this
+//! route's current terms, unexpired), its authorization against the challenge (nonce bound to
+//! it, recipient, amount, signature, source), then taken exactly as an x402 `exact` payment is
+//! (`exact::take_and_admit`: the replay guard across nodes, the upstream reached first,
+//! settled once, recorded with protocol `mpp`), and answered with a `Payment-Receipt`. Refusals
+//! are the draft's problem details (`problem.rs`).
+
+pub(crate) mod problem;
+mod wire;
+
+use super::exact::take_and_admit;
+use crate::payments::way::{
+    Admission, Claim, Gate, PaidRequest, Parts, Paying, Payments, Receipt, Serving, Unadmitted, Way,
+};
+use crate::payments::{Paid, Refusal};
+use crate::route_entry::RouteEntry;
+use http::HeaderValue;
+use paygate_domain::model::{PaymentProtocol, Scheme};
+use paygate_x402::payment::ProtocolVersion;
+use problem::reason;
+use std::sync::Arc;
+
+/// The least time left on a challenge for its payment to be settled (the facilitator's margin
+/// on an authorization's `validBefore`).
+const SETTLE_MARGIN_SECS: u64 = paygate_x402::auth_capture::SAFETY_MARGIN_SECONDS;
+/// The shortest payment window a challenge is issued for.
+const MIN_WINDOW_SECS: u64 = 10;
+
+/// MPP `charge` on EVM, registered.
+pub(crate) struct Mpp;
+
+/// MPP as served: the secret its challenges are bound with, and the realm they name.
+struct Charging {
+    secret: Arc<[u8]>,
+    realm: Arc<str>,
+    /// How long a challenge may be paid after its `402`.
+    window: u64,
+}
+
+impl Way for Mpp {
+    fn build(&self, parts: &Parts) -> Option<Box<dyn Serving>> {
+        Some(Box::new(Charging {
+            secret: parts.mpp_secret.clone()?,
+            realm: parts.realm.clone(),
+            window: parts.mpp_challenge_secs.max(MIN_WINDOW_SECS),
+        }))
+    }
+}
+
+/// Whether `entry` offers MPP: its route lists the protocol, takes `exact`, in a token the
+/// `authorization` credential moves (EIP-3009), and is not the sandbox.
+fn offers(entry: &RouteEntry) -> bool {
+    let route = &entry.route;
+    !entry.sandbox
+        && route.protocols.contains(&PaymentProtocol::Mpp)
+        && route.schemes.contains(&Scheme::Exact)
+        && entry
+            .payment
+            .as_ref()
+            .is_some_and(|(req, c)| !req.permit2() && c.offer.exact())
+}
+
+/// An RFC 3339 instant (seconds) of `unix`.
+fn rfc3339(unix: u64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(i64::try_from(unix).unwrap_or(i64::MAX))
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The unix seconds of an RFC 3339 instant.
+fn unix_of(text: &str) -> Option<u64> {
+    let t =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    u64::try_from(t.unix_timestamp()).ok()
+}
+
+/// The `Payment-Receipt` of a settled charge.
+fn receipt(paid: &Paid) -> Receipt {
+    let transaction = paid.record.transaction.as_deref().unwrap_or_default();
+    Receipt {
+        header: "payment-receipt",
+        value: wire::receipt(transaction, &paygate_domain::now_rfc3339()),
+        charged: paid.record.amount.0,
+    }
+}
+
+#[async_trait::async_trait]
+impl Serving for Charging {
+    /// A request carrying an `Authorization: Payment` credential (and no x402 payment) to a
+    /// route offering MPP.
+    fn claims(&self, req: &PaidRequest<'_>) -> Option<Claim> {
+        let auth = req.headers.get(http::header::AUTHORIZATION)?;
+        wire::payment_credential(auth.as_bytes())?;
+        (offers(req.entry) && req.payment().is_none()).then_some(Claim::Pays)
+    }
+
+    fn challenge_header(&self, entry: &RouteEntry) -> Option<HeaderValue> {
+        if !offers(entry) {
+            return None;
+        }
+        let (req, _) = entry.payment.as_ref()?;
+        let request = wire::request(req);
+        let expires = rfc3339(paygate_domain::unix_now() + self.window);
+        let issued = wire::issue(&self.secret, &self.realm, &request, expires);
+        HeaderValue::from_str(&wire::header(&issued, &self.realm, &request)).ok()
+    }
+
+    async fn admit(
+        &self,
+        svc: &Payments,
+        p: &Paying<'_>,
+        gate: &dyn Gate,
+    ) -> Result<Admission, Unadmitted> {
+        let entry = p.req.entry;
+        let refused = |r: Refusal| -> Unadmitted {
+            let mut refused = svc.refused(entry, r, ProtocolVersion::V2);
+            refused.protocol = PaymentProtocol::Mpp;
+            refused.into()
+        };
+        let req = p.requirements;
+        if !svc.settleable().now(&req.network) {
+            return Err(refused(Refusal::NotSettleable(req.network.v1_name.clone())));
+        }
+        gate.paying().map_err(refused)?;
+        let invalid = |why: &'static str| refused(Refusal::Invalid(why));
+        let raw = p
+            .req
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| wire::payment_credential(v.as_bytes()))
+            .ok_or_else(|| invalid(reason::MALFORMED))?;
+        let credential = wire::credential(raw).map_err(|_| invalid(reason::MALFORMED))?;
+        let now = paygate_domain::unix_now();
+        // The challenge: issued here, for this route's current charge, unexpired.
+        let c = &credential.challenge;
+        let ours = c.method == wire::METHOD
+            && c.intent == wire::INTENT
+            && c.realm == *self.realm
+            && c.request == wire::request(req)
+            && c.issued_with(&self.secret);
+        if !ours {
+            return Err(invalid(reason::INVALID_CHALLENGE));
+        }
+        let expires = c
+            .expires
+            .as_deref()
+            .and_then(unix_of)
+            .ok_or_else(|| invalid(reason::INVALID_CHALLENGE))?;
+        if expires < now + SETTLE_MARGIN_SECS {
+            return Err(invalid(reason::PAYMENT_EXPIRED));
+        }
+        // The authorization: bound to the challenge, from the payer the source names.
+        let auth: wire::Authorization = serde_json::from_value(credential.payload.clone())
+            .map_err(|_| invalid(reason::INVALID_PAYLOAD))?;
+        if auth.kind != "authorization" {
+            return Err(invalid(reason::INVALID_PAYLOAD));
+        }
+        let bound = auth
+            .nonce
+            .parse::<alloy_primitives::B256>()
+            .is_ok_and(|n| n == wire::challenge_nonce(&c.id, &c.realm));
+        let chain_id = req.network.config.chain_id;
+        let source_ok = credential.source.as_deref().is_none_or(|s| {
+            s.eq_ignore_ascii_case(&format!("did:pkh:eip155:{chain_id}:{}", auth.from))
+        });
+        if !bound || !source_ok {
+            return Err(invalid(reason::VERIFICATION_FAILED));
+        }
+        // Taken as the x402 `exact` payment it is: the same checks of recipient, amount, time
+        // window and signature, the same replay guard and settlement.
+        let x402 = serde_json::json!({
+            "x402Version": 2,
+            "accepted": req.to_v2(),
+            "payload": {
+                "signature": auth.signature,
+                "authorization": {
+                    "from": auth.from, "to": auth.to, "value": auth.value,
+                    "validAfter": auth.valid_after, "validBefore": auth.valid_before,
+                    "nonce": auth.nonce,
+                },
+            },
+        });
+        let json = serde_json::to_vec(&x402).unwrap_or_default();
+        let verified = svc
+            .verify_header_json(&json, ProtocolVersion::V2, req, now)
+            .map_err(refused)?
+            .came_in(PaymentProtocol::Mpp);
+        take_and_admit(svc, p, gate, verified, &refused, receipt).await
+    }
+}

@@ -1,0 +1,236 @@
+//! MPP's wire forms for the EVM `charge` intent, as the `Payment` HTTP authentication scheme
+//! (draft-ryan-httpauth-payment) and `mppx` write them: the challenge in `WWW-Authenticate`
+//! (its `request` the canonical JSON of the charge, base64url; its `id` an HMAC-SHA256 over the
+//! challenge's fields, so a credential proves which challenge it answers without any state),
+//! the credential in `Authorization: Payment` (the echoed challenge and an EIP-3009
+//! authorization whose nonce is bound to that challenge), and the `Payment-Receipt`.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use paygate_x402::PaymentRequirements;
+use serde::Deserialize;
+
+pub(super) const METHOD: &str = "evm";
+pub(super) const INTENT: &str = "charge";
+/// The longest credential read (the draft's request parameter bound, with room for the rest).
+const MAX_CREDENTIAL: usize = 32 * 1024;
+
+type HmacSha256 = Hmac<sha2::Sha256>;
+
+/// The `request` of a route's charge: canonical JSON (RFC 8785: keys sorted, no spaces), as
+/// `mppx` serialises it again when it echoes the challenge, base64url without padding.
+pub(super) fn request(req: &PaymentRequirements) -> String {
+    let json = format!(
+        r#"{{"amount":"{}","currency":"{}","methodDetails":{{"chainId":{},"credentialTypes":["authorization"],"decimals":{}}},"recipient":"{}"}}"#,
+        req.token_amount(),
+        req.network.config.asset.to_checksum(None),
+        req.network.config.chain_id,
+        req.token.decimals,
+        req.pay_to.to_checksum(None),
+    );
+    URL_SAFE_NO_PAD.encode(json)
+}
+
+/// The fields a challenge's `id` binds, in the draft's order: `realm|method|intent|request|
+/// expires|digest|opaque`.
+fn binding(realm: &str, request: &str, expires: &str, digest: &str, opaque: &str) -> String {
+    format!("{realm}|{METHOD}|{INTENT}|{request}|{expires}|{digest}|{opaque}")
+}
+
+/// One challenge, as issued for one `402`.
+pub(super) struct Issued {
+    pub id: String,
+    pub expires: String,
+    pub opaque: String,
+}
+
+/// Issues a challenge for `request` expiring at `expires` (RFC 3339): a fresh `opaque` (so
+/// two `402`s never share an id, nor a payer's authorizations a nonce), its id bound with
+/// `secret`.
+pub(super) fn issue(secret: &[u8], realm: &str, request: &str, expires: String) -> Issued {
+    let meta = format!(r#"{{"n":"{}"}}"#, paygate_domain::ids::new_id("ch"));
+    let opaque = URL_SAFE_NO_PAD.encode(meta);
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key");
+    mac.update(binding(realm, request, &expires, "", &opaque).as_bytes());
+    let id = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    Issued {
+        id,
+        expires,
+        opaque,
+    }
+}
+
+/// The `WWW-Authenticate` value of `issued`.
+pub(super) fn header(issued: &Issued, realm: &str, request: &str) -> String {
+    format!(
+        r#"Payment id="{}", realm="{realm}", method="{METHOD}", intent="{INTENT}", request="{request}", expires="{}", opaque="{}""#,
+        issued.id, issued.expires, issued.opaque
+    )
+}
+
+/// The challenge a credential echoes.
+#[derive(Debug, Deserialize)]
+pub(super) struct Echoed {
+    pub id: String,
+    pub realm: String,
+    pub method: String,
+    pub intent: String,
+    pub request: String,
+    #[serde(default)]
+    pub expires: Option<String>,
+    #[serde(default)]
+    pub digest: Option<String>,
+    #[serde(default)]
+    pub opaque: Option<String>,
+    /// Another credential header than `Authorization` (never issued here: binds nothing).
+    #[serde(default)]
+    pub header: Option<String>,
+}
+
+impl Echoed {
+    /// Whether `secret` bound this challenge's fields to its id (constant time).
+    pub fn issued_with(&self, secret: &[u8]) -> bool {
+        let Ok(id) = URL_SAFE_NO_PAD.decode(self.id.trim_end_matches('=')) else {
+            return false;
+        };
+        if self.header.is_some() {
+            return false;
+        }
+        let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key");
+        let (expires, digest, opaque) = (
+            self.expires.as_deref().unwrap_or_default(),
+            self.digest.as_deref().unwrap_or_default(),
+            self.opaque.as_deref().unwrap_or_default(),
+        );
+        mac.update(binding(&self.realm, &self.request, expires, digest, opaque).as_bytes());
+        mac.verify_slice(&id).is_ok()
+    }
+}
+
+/// An EIP-3009 authorization as the `charge` credential carries it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Authorization {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub from: String,
+    pub to: String,
+    pub value: String,
+    pub valid_after: String,
+    pub valid_before: String,
+    pub nonce: String,
+    pub signature: String,
+}
+
+/// A credential: the challenge it answers and its payload.
+#[derive(Debug, Deserialize)]
+pub(super) struct Credential {
+    pub challenge: Echoed,
+    pub payload: serde_json::Value,
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// The `Payment` credential in an `Authorization` value (several schemes may be listed).
+pub(super) fn payment_credential(value: &[u8]) -> Option<&[u8]> {
+    let text = std::str::from_utf8(value).ok()?;
+    text.split(',').map(str::trim).find_map(|s| {
+        let (scheme, rest) = s.split_once(char::is_whitespace)?;
+        scheme
+            .eq_ignore_ascii_case("payment")
+            .then(|| rest.trim().as_bytes())
+    })
+}
+
+/// Reads a credential (base64url JSON, padded or not).
+pub(super) fn credential(raw: &[u8]) -> Result<Credential, &'static str> {
+    if raw.len() > MAX_CREDENTIAL {
+        return Err("the credential is too large");
+    }
+    let trimmed: Vec<u8> = raw.iter().copied().filter(|b| *b != b'=').collect();
+    let json = URL_SAFE_NO_PAD
+        .decode(&trimmed)
+        .map_err(|_| "the credential is not base64url")?;
+    serde_json::from_slice(&json).map_err(|_| "the credential is not a Payment credential's JSON")
+}
+
+/// The `Payment-Receipt` of a charge settled in `transaction` at `timestamp` (RFC 3339).
+pub(super) fn receipt(transaction: &str, timestamp: &str) -> String {
+    let json = serde_json::json!({
+        "method": METHOD,
+        "reference": transaction,
+        "status": "success",
+        "timestamp": timestamp,
+    });
+    URL_SAFE_NO_PAD.encode(json.to_string())
+}
+
+/// The authorization nonce a credential for challenge `id` at `realm` must carry: keccak256 of
+/// the id and realm, so an authorization answers one challenge only.
+pub(super) fn challenge_nonce(id: &str, realm: &str) -> alloy_primitives::B256 {
+    alloy_primitives::keccak256(format!("{id}{realm}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echoed_of(issued: &Issued) -> Echoed {
+        Echoed {
+            id: issued.id.clone(),
+            realm: "api.example".into(),
+            method: METHOD.into(),
+            intent: INTENT.into(),
+            request: "eyJ9".into(),
+            expires: Some(issued.expires.clone()),
+            digest: None,
+            opaque: Some(issued.opaque.clone()),
+            header: None,
+        }
+    }
+
+    #[test]
+    fn an_issued_challenge_verifies_and_any_changed_field_does_not() {
+        let secret = b"s3cret";
+        let issued = issue(secret, "api.example", "eyJ9", "2026-01-01T00:00:00Z".into());
+        let echoed = |f: &dyn Fn(&mut Echoed)| {
+            let mut e = echoed_of(&issued);
+            f(&mut e);
+            e.issued_with(secret)
+        };
+        assert!(echoed(&|_| {}));
+        assert!(!echoed(&|e| e.request = "eyJhIjoxfQ".into()));
+        assert!(!echoed(&|e| e.expires = Some("2027-01-01T00:00:00Z".into())));
+        assert!(!echoed(&|e| e.opaque = None));
+        assert!(!echoed(&|e| e.digest = Some("sha-256=x".into())));
+        assert!(!echoed(&|e| e.realm = "other.example".into()));
+        assert!(!echoed(&|e| e.id = "AAAA".into()));
+        let other = issue(b"other", "api.example", "eyJ9", issued.expires.clone());
+        assert!(!Echoed {
+            id: other.id,
+            ..echoed_of(&issued)
+        }
+        .issued_with(secret));
+        // Two `402`s never share an id.
+        let again = issue(secret, "api.example", "eyJ9", issued.expires.clone());
+        assert_ne!(again.id, issued.id);
+    }
+
+    #[test]
+    fn a_credential_is_found_among_schemes_and_read_padded_or_not() {
+        assert_eq!(
+            payment_credential(b"Bearer x, Payment abc"),
+            Some(&b"abc"[..])
+        );
+        assert_eq!(payment_credential(b"payment   abc"), Some(&b"abc"[..]));
+        assert_eq!(payment_credential(b"Bearer abc"), None);
+        let json = r#"{"challenge":{"id":"i","realm":"r","method":"evm","intent":"charge","request":"q"},"payload":{}}"#;
+        let unpadded = URL_SAFE_NO_PAD.encode(json);
+        let padded = base64::engine::general_purpose::URL_SAFE.encode(json);
+        assert!(credential(unpadded.as_bytes()).is_ok());
+        assert!(credential(padded.as_bytes()).is_ok());
+        assert!(credential(b"!!").is_err());
+        assert!(credential(&vec![b'A'; MAX_CREDENTIAL + 1]).is_err());
+    }
+}

@@ -1,0 +1,332 @@
+//! MPP beside x402 (issue 53): every paid route's `402` carries MPP's `WWW-Authenticate:
+//! Payment` challenge beside x402's forms; the official `mppx` client (library and CLI,
+//! unmodified) pays it in MPP mode and, on the same route, in x402 mode; bad credentials get
+//! the draft's problem details and move nothing.
+
+use crate::common;
+
+use alloy_primitives::{Address, B256};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use common::chain::{address, Chain, PaymentSpec, KEYS};
+use common::upstream::Upstream;
+use common::*;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const PRICE: u64 = 10_000; // $0.01
+
+struct Setup {
+    chain: Chain,
+    gw: Gateway,
+    upstream: Upstream,
+    key: String,
+    seller: Address,
+}
+
+async fn setup_with(extra: &[(&str, &str)]) -> Setup {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let gw = Gateway::start_with_owned(env).await;
+    let upstream = Upstream::start().await;
+    let seller = address(9);
+    let (_, key) = gw.create_org("acme", Some(&seller.to_checksum(None))).await;
+    for (path, price) in [("report", 0.01), ("dear", 0.02)] {
+        gw.create_route(
+            &key,
+            json!({"path": path, "priceUSD": price, "targetUrl": format!("{}/echo", upstream.url),
+                "network": "base-sepolia"}),
+        )
+        .await;
+    }
+    Setup {
+        chain,
+        gw,
+        upstream,
+        key,
+        seller,
+    }
+}
+
+/// The MPP challenge's auth-params of an unpaid call to `path`.
+async fn challenge(s: &Setup, path: &str) -> std::collections::BTreeMap<String, String> {
+    let r = s.gw.http.get(s.gw.url(path)).send().await.unwrap();
+    assert_eq!(r.status(), 402);
+    assert!(
+        r.headers().contains_key("payment-required"),
+        "x402 beside it"
+    );
+    let h = r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let rest = h.strip_prefix("Payment ").expect("a Payment challenge");
+    rest.split(", ")
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), v.trim_matches('"').to_string())
+        })
+        .collect()
+}
+
+/// A credential for challenge `c`, signed by account `payer` as mppx signs it; `edit` changes
+/// what is sent (the signed authorization's fields, then the JSON).
+fn credential(
+    c: &std::collections::BTreeMap<String, String>,
+    payer: usize,
+    pay_to: Address,
+    edit: impl Fn(&mut PaymentSpec, &mut Value),
+) -> String {
+    let expires = time::OffsetDateTime::parse(
+        &c["expires"],
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap()
+    .unix_timestamp() as u64;
+    let nonce = alloy_primitives::keccak256(format!("{}{}", c["id"], c["realm"]));
+    let mut spec = PaymentSpec::new(payer, pay_to, PRICE);
+    spec.valid_before = expires;
+    spec.nonce = B256::from(nonce);
+    let mut doc = json!({
+        "challenge": {"id": c["id"], "realm": c["realm"], "method": c["method"],
+            "intent": c["intent"], "request": c["request"], "expires": c["expires"],
+            "opaque": c["opaque"]},
+        "source": format!("did:pkh:eip155:84532:{}", address(payer).to_checksum(None)),
+    });
+    edit(&mut spec, &mut doc);
+    let auth = spec.authorization();
+    let payload = json!({
+        "type": "authorization",
+        "from": auth.from.to_checksum(None), "to": auth.to.to_checksum(None),
+        "value": auth.value.to_string(), "validAfter": "0",
+        "validBefore": auth.valid_before.to_string(), "nonce": format!("{:#x}", auth.nonce),
+        "signature": format!("0x{}", alloy_primitives::hex::encode(&auth.signature)),
+    });
+    if doc.get("payload").is_none() {
+        doc["payload"] = payload;
+    }
+    edit(&mut spec, &mut doc);
+    format!("Payment {}", URL_SAFE_NO_PAD.encode(doc.to_string()))
+}
+
+async fn pay(
+    s: &Setup,
+    path: &str,
+    authorization: &str,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let r =
+        s.gw.http
+            .get(s.gw.url(path))
+            .header("authorization", authorization)
+            .send()
+            .await
+            .unwrap();
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    let body = r.json().await.unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
+/// The organisation's payments, newest first.
+async fn ledger(s: &Setup) -> Vec<Value> {
+    let list: Value =
+        s.gw.api(&s.key, Method::GET, "/api/payments", None)
+            .await
+            .json()
+            .await
+            .unwrap();
+    list["payments"].as_array().unwrap().clone()
+}
+
+fn mppx_lib(s: &Setup, path: &str, payer: usize, protocol: &str) -> Value {
+    node_json(
+        "mppx_pay.cjs",
+        &json!({"url": s.gw.url(path), "key": KEYS[payer], "protocol": protocol}),
+    )
+}
+
+/// The `mppx` CLI, unmodified, as account `payer`: its exit status and output.
+fn mppx_cli(s: &Setup, path: &str, payer: usize, protocol: &str) -> (bool, String) {
+    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES").expect("PAYGATE_TEST_NODE_MODULES");
+    let out = std::process::Command::new("node")
+        .arg(format!("{modules}/mppx/dist/bin.js"))
+        .arg(s.gw.url(path))
+        .args(["--protocol", protocol, "-i"])
+        .env("MPPX_PRIVATE_KEY", KEYS[payer])
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("run mppx");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_mppx_client_pays_in_mpp_mode_and_in_x402_mode() {
+    let s = setup_with(&[]).await;
+    let path = "/gateway/acme/report";
+    let c = challenge(&s, path).await;
+    assert_eq!(
+        (c["method"].as_str(), c["intent"].as_str()),
+        ("evm", "charge")
+    );
+    let seller_before = s.chain.balance(s.seller).await;
+
+    // The library, MPP mode: an `Authorization: Payment` credential, a `Payment-Receipt`.
+    let before = s.chain.balance(address(2)).await;
+    let out = mppx_lib(&s, path, 2, "mpp");
+    assert!(
+        out["offered"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("evm/charge")),
+        "{out}"
+    );
+    assert!(
+        out["offered"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("x402/exact")),
+        "{out}"
+    );
+    let r = &out["results"][0];
+    assert_eq!(r["status"], 200, "{out}\n{}", s.gw.log());
+    assert_eq!(r["receipt"]["method"], "evm", "{out}");
+    assert_eq!(r["receipt"]["status"], "success", "{out}");
+    assert!(r["receipt"]["reference"]
+        .as_str()
+        .unwrap()
+        .starts_with("0x"));
+    assert_eq!(s.chain.balance(address(2)).await, before - PRICE);
+    let recorded = &ledger(&s).await[0];
+    assert_eq!(recorded["protocol"], "mpp", "{recorded}");
+    assert_eq!(recorded["transaction"], r["receipt"]["reference"]);
+
+    // The same library, x402 mode, on the same route.
+    let before = s.chain.balance(address(3)).await;
+    let out = mppx_lib(&s, path, 3, "x402");
+    let r = &out["results"][0];
+    assert_eq!(r["status"], 200, "{out}");
+    assert_eq!(r["receipt"]["success"], true, "{out}");
+    assert_eq!(s.chain.balance(address(3)).await, before - PRICE);
+    assert_eq!(ledger(&s).await[0]["protocol"], "x402");
+
+    // The CLI, both modes.
+    for (payer, protocol) in [(4, "mpp"), (5, "x402")] {
+        let before = s.chain.balance(address(payer)).await;
+        let (ok, text) = mppx_cli(&s, path, payer, protocol);
+        assert!(ok, "mppx --protocol {protocol}: {text}");
+        assert_eq!(
+            s.chain.balance(address(payer)).await,
+            before - PRICE,
+            "{text}"
+        );
+    }
+    assert_eq!(s.upstream.hits(), 4);
+    assert_eq!(s.chain.balance(s.seller).await, seller_before + 4 * PRICE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_mpp_credentials_get_problem_details_and_move_nothing() {
+    let s = setup_with(&[("PAYGATE__FACILITATOR__MPP_CHALLENGE_SECONDS", "10")]).await;
+    let path = "/gateway/acme/report";
+    let payer = address(6);
+    let before = s.chain.balance(payer).await;
+    let refused = |want: &'static str| {
+        move |(status, headers, body): (u16, reqwest::header::HeaderMap, Value)| {
+            assert_eq!(status, 402, "{want}: {body}");
+            assert_eq!(
+                headers["content-type"], "application/problem+json",
+                "{want}"
+            );
+            assert!(headers["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .starts_with("Payment "));
+            assert_eq!(
+                body["type"],
+                format!("https://paymentauth.org/problems/{want}"),
+                "{body}"
+            );
+            assert!(
+                body["requestId"].is_string() && body["code"].is_string(),
+                "{body}"
+            );
+        }
+    };
+    let none = |_: &mut PaymentSpec, _: &mut Value| {};
+
+    // A credential for another challenge: the other route's (another price).
+    let dear = challenge(&s, "/gateway/acme/dear").await;
+    refused("invalid-challenge")(pay(&s, path, &credential(&dear, 6, s.seller, none)).await);
+    // A challenge this server did not issue (its id not bound to its fields).
+    let c = challenge(&s, path).await;
+    let forged = credential(&c, 6, s.seller, |_, d| {
+        if d.get("payload").is_none() {
+            d["challenge"]["expires"] = "2099-01-01T00:00:00Z".into();
+        }
+    });
+    refused("invalid-challenge")(pay(&s, path, &forged).await);
+    // A wrong amount, recipient or chain; a forged signature; a nonce for another challenge.
+    let c = challenge(&s, path).await;
+    for (why, edit) in [
+        (
+            "amount",
+            Box::new(|p: &mut PaymentSpec, _: &mut Value| p.amount = PRICE / 2)
+                as Box<dyn Fn(&mut PaymentSpec, &mut Value)>,
+        ),
+        (
+            "recipient",
+            Box::new(|p: &mut PaymentSpec, _: &mut Value| p.pay_to = address(7)),
+        ),
+        (
+            "signer",
+            Box::new(|p: &mut PaymentSpec, _: &mut Value| p.signer = Some(7)),
+        ),
+        (
+            "nonce",
+            Box::new(|p: &mut PaymentSpec, _: &mut Value| p.nonce = B256::repeat_byte(1)),
+        ),
+        (
+            "source",
+            Box::new(|_: &mut PaymentSpec, d: &mut Value| {
+                d["source"] = "did:pkh:eip155:1:0x0000000000000000000000000000000000000001".into();
+            }),
+        ),
+    ] {
+        let (status, headers, body) = pay(&s, path, &credential(&c, 6, s.seller, edit)).await;
+        assert_eq!(
+            body["type"], "https://paymentauth.org/problems/verification-failed",
+            "{why}: {body}"
+        );
+        refused("verification-failed")((status, headers, body));
+    }
+    // A malformed header, and a payload that is not an authorization.
+    refused("malformed-credential")(pay(&s, path, "Payment !!!not-base64").await);
+    let not_auth = credential(&c, 6, s.seller, |_, d| {
+        if d.get("payload").is_some() {
+            d["payload"]["type"] = "transaction".into();
+        }
+    });
+    refused("invalid-payload")(pay(&s, path, &not_auth).await);
+    assert_eq!(s.chain.balance(payer).await, before, "nothing moved");
+    assert!(ledger(&s).await.is_empty(), "nothing recorded");
+
+    // A good credential is served once; the same credential again is refused.
+    let good = credential(&c, 6, s.seller, none);
+    let (status, headers, _) = pay(&s, path, &good).await;
+    assert_eq!(status, 200, "{}", s.gw.log());
+    assert!(headers.contains_key("payment-receipt"));
+    refused("invalid-challenge")(pay(&s, path, &good).await);
+    assert_eq!(s.chain.balance(payer).await, before - PRICE);
+    // An expired challenge (10 s, settled only with 6 s left).
+    let c = challenge(&s, path).await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    refused("payment-expired")(pay(&s, path, &credential(&c, 6, s.seller, none)).await);
+    assert_eq!(s.chain.balance(payer).await, before - PRICE);
+    assert_eq!(s.upstream.hits(), 1);
+}
