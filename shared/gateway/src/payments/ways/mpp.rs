@@ -37,12 +37,64 @@ const MIN_WINDOW_SECS: u64 = 10;
 /// MPP `charge` on EVM, registered.
 pub(crate) struct Mpp;
 
-/// MPP as served: the secret its challenges are bound with, and the realm they name.
+/// MPP as served: the secret its challenges are bound with, the realm they name, and each
+/// route's charge rendered once (keyed by route, checked against its terms on each use).
 struct Charging {
     secret: Arc<[u8]>,
     realm: Arc<str>,
     /// How long a challenge may be paid after its `402`.
     window: u64,
+    charges: std::sync::RwLock<std::collections::HashMap<Arc<str>, (Terms, wire::Charge)>>,
+    /// Tells this process's challenges apart (their `opaque`).
+    issued: std::sync::atomic::AtomicU64,
+    /// A random prefix of this process's challenges' `opaque`.
+    process: u64,
+}
+
+/// The terms a route's charge is rendered from: a cached charge is used while they hold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Terms {
+    amount: u64,
+    pay_to: alloy_primitives::Address,
+    asset: alloy_primitives::Address,
+    chain_id: u64,
+}
+
+impl Terms {
+    fn of(req: &paygate_x402::PaymentRequirements) -> Self {
+        Self {
+            amount: req.amount.0,
+            pay_to: req.pay_to,
+            asset: req.network.config.asset,
+            chain_id: req.network.config.chain_id,
+        }
+    }
+}
+
+/// At most this many routes' charges are kept (a deployment with more renders again).
+const MAX_CACHED: usize = 100_000;
+
+impl Charging {
+    /// `entry`'s charge: the one rendered for its terms, or rendered now.
+    fn charge(&self, entry: &RouteEntry, req: &paygate_x402::PaymentRequirements) -> wire::Charge {
+        let terms = Terms::of(req);
+        let key = &entry.route.id;
+        if let Ok(map) = self.charges.read() {
+            if let Some((t, c)) = map.get(key.as_str()) {
+                if *t == terms {
+                    return c.clone();
+                }
+            }
+        }
+        let charge = wire::Charge::new(&self.secret, &self.realm, req);
+        if let Ok(mut map) = self.charges.write() {
+            if map.len() >= MAX_CACHED {
+                map.clear();
+            }
+            map.insert(Arc::from(key.as_str()), (terms, charge.clone()));
+        }
+        charge
+    }
 }
 
 impl Way for Mpp {
@@ -51,6 +103,12 @@ impl Way for Mpp {
             secret: parts.mpp_secret.clone()?,
             realm: parts.realm.clone(),
             window: parts.mpp_challenge_secs.max(MIN_WINDOW_SECS),
+            charges: Default::default(),
+            issued: Default::default(),
+            process: {
+                let seed = alloy_primitives::keccak256(paygate_domain::ids::new_id("mpp"));
+                u64::from_be_bytes(seed.0[..8].try_into().unwrap_or_default())
+            },
         }))
     }
 }
@@ -111,10 +169,13 @@ impl Serving for Charging {
             return None;
         }
         let (req, _) = entry.payment.as_ref()?;
-        let request = wire::request(req);
+        let charge = self.charge(entry, req);
         let expires = rfc3339(paygate_domain::unix_now() + self.window);
-        let issued = wire::issue(&self.secret, &self.realm, &request, expires);
-        HeaderValue::from_str(&wire::header(&issued, &self.realm, &request)).ok()
+        let n = self
+            .issued
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let unique = format!("{:x}{n:x}", self.process);
+        HeaderValue::from_str(&charge.challenge(&expires, &unique)).ok()
     }
 
     async fn admit(
@@ -148,7 +209,7 @@ impl Serving for Charging {
         let ours = c.method == wire::METHOD
             && c.intent == wire::INTENT
             && c.realm == *self.realm
-            && c.request == wire::request(req)
+            && *c.request == *self.charge(entry, req).request
             && c.issued_with(&self.secret);
         if !ours {
             return Err(invalid(reason::INVALID_CHALLENGE));

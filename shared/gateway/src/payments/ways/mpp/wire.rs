@@ -38,35 +38,47 @@ fn binding(realm: &str, request: &str, expires: &str, digest: &str, opaque: &str
     format!("{realm}|{METHOD}|{INTENT}|{request}|{expires}|{digest}|{opaque}")
 }
 
-/// One challenge, as issued for one `402`.
-pub(super) struct Issued {
-    pub id: String,
-    pub expires: String,
-    pub opaque: String,
+/// A route's charge as its challenges carry it, rendered once per route change: the `request`,
+/// and the challenge id's HMAC with the fields before `expires` already absorbed (each `402`
+/// then hashes only its own expiry and opaque).
+#[derive(Clone)]
+pub(super) struct Charge {
+    pub request: std::sync::Arc<str>,
+    /// `Payment realm="…", method="evm", intent="charge", request="…"`: the header's fixed part.
+    head: std::sync::Arc<str>,
+    mac: HmacSha256,
 }
 
-/// Issues a challenge for `request` expiring at `expires` (RFC 3339): a fresh `opaque` (so
-/// two `402`s never share an id, nor a payer's authorizations a nonce), its id bound with
-/// `secret`.
-pub(super) fn issue(secret: &[u8], realm: &str, request: &str, expires: String) -> Issued {
-    let meta = format!(r#"{{"n":"{}"}}"#, paygate_domain::ids::new_id("ch"));
-    let opaque = URL_SAFE_NO_PAD.encode(meta);
-    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key");
-    mac.update(binding(realm, request, &expires, "", &opaque).as_bytes());
-    let id = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-    Issued {
-        id,
-        expires,
-        opaque,
+impl Charge {
+    pub fn new(secret: &[u8], realm: &str, req: &PaymentRequirements) -> Self {
+        let request = request(req);
+        let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key");
+        mac.update(format!("{realm}|{METHOD}|{INTENT}|{request}|").as_bytes());
+        let head = format!(
+            r#"Payment realm="{realm}", method="{METHOD}", intent="{INTENT}", request="{request}""#
+        );
+        Self {
+            request: request.into(),
+            head: head.into(),
+            mac,
+        }
     }
-}
 
-/// The `WWW-Authenticate` value of `issued`.
-pub(super) fn header(issued: &Issued, realm: &str, request: &str) -> String {
-    format!(
-        r#"Payment id="{}", realm="{realm}", method="{METHOD}", intent="{INTENT}", request="{request}", expires="{}", opaque="{}""#,
-        issued.id, issued.expires, issued.opaque
-    )
+    /// The `WWW-Authenticate` value of a challenge expiring at `expires` (RFC 3339), with a
+    /// fresh `opaque` (`unique`: never the same twice in this process), so two `402`s never
+    /// share an id, nor a payer's authorizations a nonce.
+    pub fn challenge(&self, expires: &str, unique: &str) -> String {
+        let opaque = URL_SAFE_NO_PAD.encode(format!(r#"{{"n":"{unique}"}}"#));
+        let mut mac = self.mac.clone();
+        mac.update(expires.as_bytes());
+        mac.update(b"||");
+        mac.update(opaque.as_bytes());
+        let id = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+        format!(
+            r#"{}, id="{id}", expires="{expires}", opaque="{opaque}""#,
+            self.head
+        )
+    }
 }
 
 /// The challenge a credential echoes.
@@ -176,45 +188,77 @@ pub(super) fn challenge_nonce(id: &str, realm: &str) -> alloy_primitives::B256 {
 mod tests {
     use super::*;
 
-    fn echoed_of(issued: &Issued) -> Echoed {
+    /// The auth-params of a `WWW-Authenticate` value.
+    fn params(header: &str) -> std::collections::BTreeMap<String, String> {
+        header
+            .trim_start_matches("Payment ")
+            .split(", ")
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+            .collect()
+    }
+
+    fn echoed(p: &std::collections::BTreeMap<String, String>) -> Echoed {
         Echoed {
-            id: issued.id.clone(),
-            realm: "api.example".into(),
-            method: METHOD.into(),
-            intent: INTENT.into(),
-            request: "eyJ9".into(),
-            expires: Some(issued.expires.clone()),
+            id: p["id"].clone(),
+            realm: p["realm"].clone(),
+            method: p["method"].clone(),
+            intent: p["intent"].clone(),
+            request: p["request"].clone(),
+            expires: Some(p["expires"].clone()),
             digest: None,
-            opaque: Some(issued.opaque.clone()),
+            opaque: Some(p["opaque"].clone()),
             header: None,
+        }
+    }
+
+    fn requirements() -> PaymentRequirements {
+        let networks = paygate_x402::network::Networks::from_config(
+            &paygate_x402::network::builtin_networks(),
+        );
+        let (network, token) = networks
+            .resolve("base-sepolia")
+            .unwrap()
+            .with_token("USDC")
+            .unwrap();
+        PaymentRequirements {
+            network,
+            amount: paygate_x402::money::UsdcAmount(10_000),
+            pay_to: alloy_primitives::Address::repeat_byte(9),
+            resource: String::new(),
+            description: String::new(),
+            mime_type: String::new(),
+            max_timeout_seconds: 60,
+            token,
         }
     }
 
     #[test]
     fn an_issued_challenge_verifies_and_any_changed_field_does_not() {
         let secret = b"s3cret";
-        let issued = issue(secret, "api.example", "eyJ9", "2026-01-01T00:00:00Z".into());
-        let echoed = |f: &dyn Fn(&mut Echoed)| {
-            let mut e = echoed_of(&issued);
+        let charge = Charge::new(secret, "api.example", &requirements());
+        let issued = params(&charge.challenge("2026-01-01T00:00:00Z", "a1"));
+        assert_eq!(issued["request"], *charge.request);
+        let request = URL_SAFE_NO_PAD.decode(&issued["request"]).unwrap();
+        let request: serde_json::Value = serde_json::from_slice(&request).unwrap();
+        assert_eq!(request["amount"], "10000");
+        assert_eq!(request["methodDetails"]["chainId"], 84532);
+        let check = |f: &dyn Fn(&mut Echoed)| {
+            let mut e = echoed(&issued);
             f(&mut e);
             e.issued_with(secret)
         };
-        assert!(echoed(&|_| {}));
-        assert!(!echoed(&|e| e.request = "eyJhIjoxfQ".into()));
-        assert!(!echoed(&|e| e.expires = Some("2027-01-01T00:00:00Z".into())));
-        assert!(!echoed(&|e| e.opaque = None));
-        assert!(!echoed(&|e| e.digest = Some("sha-256=x".into())));
-        assert!(!echoed(&|e| e.realm = "other.example".into()));
-        assert!(!echoed(&|e| e.id = "AAAA".into()));
-        let other = issue(b"other", "api.example", "eyJ9", issued.expires.clone());
-        assert!(!Echoed {
-            id: other.id,
-            ..echoed_of(&issued)
-        }
-        .issued_with(secret));
+        assert!(check(&|_| {}));
+        assert!(!check(&|e| e.request = "eyJhIjoxfQ".into()));
+        assert!(!check(&|e| e.expires = Some("2027-01-01T00:00:00Z".into())));
+        assert!(!check(&|e| e.opaque = None));
+        assert!(!check(&|e| e.digest = Some("sha-256=x".into())));
+        assert!(!check(&|e| e.realm = "other.example".into()));
+        assert!(!check(&|e| e.id = "AAAA".into()));
+        assert!(!echoed(&issued).issued_with(b"another secret"));
         // Two `402`s never share an id.
-        let again = issue(secret, "api.example", "eyJ9", issued.expires.clone());
-        assert_ne!(again.id, issued.id);
+        let again = params(&charge.challenge("2026-01-01T00:00:00Z", "a2"));
+        assert_ne!(again["id"], issued["id"]);
     }
 
     #[test]
