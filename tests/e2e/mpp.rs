@@ -49,9 +49,17 @@ async fn setup_with(extra: &[(&str, &str)]) -> Setup {
     }
 }
 
+/// An MPP challenge's auth-params.
+pub(crate) type Params = std::collections::BTreeMap<String, String>;
+
 /// The MPP challenge's auth-params of an unpaid call to `path`.
-async fn challenge(s: &Setup, path: &str) -> std::collections::BTreeMap<String, String> {
-    let r = s.gw.http.get(s.gw.url(path)).send().await.unwrap();
+async fn challenge(s: &Setup, path: &str) -> Params {
+    challenge_at(&s.gw, path).await
+}
+
+/// [`challenge`] of `gw` (any node of a cluster).
+pub(crate) async fn challenge_at(gw: &Gateway, path: &str) -> Params {
+    let r = gw.http.get(gw.url(path)).send().await.unwrap();
     assert_eq!(r.status(), 402);
     assert!(
         r.headers().contains_key("payment-required"),
@@ -73,9 +81,20 @@ async fn challenge(s: &Setup, path: &str) -> std::collections::BTreeMap<String, 
 /// A credential for challenge `c`, signed by account `payer` as mppx signs it; `edit` changes
 /// what is sent (the signed authorization's fields, then the JSON).
 fn credential(
-    c: &std::collections::BTreeMap<String, String>,
+    c: &Params,
     payer: usize,
     pay_to: Address,
+    edit: impl Fn(&mut PaymentSpec, &mut Value),
+) -> String {
+    credential_for(c, payer, pay_to, PRICE, edit)
+}
+
+/// [`credential`] for a price of `amount` base units.
+pub(crate) fn credential_for(
+    c: &Params,
+    payer: usize,
+    pay_to: Address,
+    amount: u64,
     edit: impl Fn(&mut PaymentSpec, &mut Value),
 ) -> String {
     let expires = time::OffsetDateTime::parse(
@@ -85,7 +104,7 @@ fn credential(
     .unwrap()
     .unix_timestamp() as u64;
     let nonce = alloy_primitives::keccak256(format!("{}{}", c["id"], c["realm"]));
-    let mut spec = PaymentSpec::new(payer, pay_to, PRICE);
+    let mut spec = PaymentSpec::new(payer, pay_to, amount);
     spec.valid_before = expires;
     spec.nonce = B256::from(nonce);
     let mut doc = json!({
@@ -115,13 +134,22 @@ async fn pay(
     path: &str,
     authorization: &str,
 ) -> (u16, reqwest::header::HeaderMap, Value) {
-    let r =
-        s.gw.http
-            .get(s.gw.url(path))
-            .header("authorization", authorization)
-            .send()
-            .await
-            .unwrap();
+    pay_at(&s.gw, path, authorization).await
+}
+
+/// [`pay`] at `gw` (any node of a cluster).
+pub(crate) async fn pay_at(
+    gw: &Gateway,
+    path: &str,
+    authorization: &str,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let r = gw
+        .http
+        .get(gw.url(path))
+        .header("authorization", authorization)
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     let headers = r.headers().clone();
     let body = r.json().await.unwrap_or(Value::Null);

@@ -168,3 +168,31 @@ async fn the_official_client_pays_over_one_deposit_across_the_nodes() {
     assert_eq!(claimed["claimedChannels"], 1, "{claimed}");
     assert_eq!(chain.balance(receiver).await, receiver_before + total);
 }
+
+/// MPP on a cluster (issue 53): a challenge one node issued is paid at another (every node
+/// binds challenges with the deployment's secret), once: the same credential at the third node
+/// is refused as used, and nothing more moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mpp_challenge_from_one_node_is_paid_once_at_another() {
+    use crate::mpp::{challenge_at, credential_for, pay_at};
+    // The nodes behind one public address, as a cluster is deployed: its host is the realm.
+    let public = ("PAYGATE__SERVER__PUBLIC_BASE_URL", "https://api.paygate.test");
+    let cc = channel_cluster(json!(["exact"]), &[public]).await;
+    let (chain, n, receiver) = (&cc.chain, &cc.n, cc.receiver);
+    let path = "/gateway/acme/search";
+    let payer = address(2);
+    let before = chain.balance(payer).await;
+    let c = challenge_at(&n[0], path).await;
+    let paid = credential_for(&c, 2, receiver, 1_000, |_, _| {});
+    let (status, headers, body) = pay_at(&n[1], path, &paid).await;
+    assert_eq!(status, 200, "{body}\n{}", n[1].log());
+    assert!(headers.contains_key("payment-receipt"));
+    let (status, _, body) = pay_at(&n[2], path, &paid).await;
+    assert_eq!(status, 402, "{body}");
+    assert_eq!(
+        body["type"], "https://paymentauth.org/problems/invalid-challenge",
+        "{body}"
+    );
+    assert_eq!(chain.balance(payer).await, before - 1_000);
+    assert_eq!(cc.upstream.hits(), 1);
+}
