@@ -58,6 +58,10 @@ pub struct PayArgs {
     /// first the route offers that this client pays.
     #[arg(long, value_parser = ["exact", "auth-capture"])]
     scheme: Option<String>,
+    /// The payment protocol: `x402` (the default), or `mpp` (the Machine Payments Protocol's
+    /// EVM `charge`, answering the route's `WWW-Authenticate: Payment` challenge).
+    #[arg(long, value_parser = ["x402", "mpp"], default_value = "x402")]
+    protocol: String,
 }
 
 pub fn run(args: PayArgs) -> anyhow::Result<ExitCode> {
@@ -79,7 +83,18 @@ struct Answer {
     body: String,
 }
 
+/// The header a payment goes in: x402's `PAYMENT-SIGNATURE`, or MPP's `Authorization`.
+const X402_PAYMENT: &str = "payment-signature";
+const MPP_PAYMENT: &str = "authorization";
+
 async fn call(args: &PayArgs, payment: Option<&str>) -> anyhow::Result<Answer> {
+    call_with(args, payment.map(|p| (X402_PAYMENT, p))).await
+}
+
+async fn call_with(
+    args: &PayArgs,
+    payment: Option<(&'static str, &str)>,
+) -> anyhow::Result<Answer> {
     let method = Method::from_bytes(args.method.to_ascii_uppercase().as_bytes())
         .map_err(|_| anyhow!("--method {:?} is not an HTTP method", args.method))?;
     let mut headers = HeaderMap::new();
@@ -92,8 +107,8 @@ async fn call(args: &PayArgs, payment: Option<&str>) -> anyhow::Result<Answer> {
             HeaderValue::from_str(value.trim()).context("header value")?,
         );
     }
-    if let Some(p) = payment {
-        headers.insert("payment-signature", HeaderValue::from_str(p)?);
+    if let Some((name, value)) = payment {
+        headers.insert(HeaderName::from_static(name), HeaderValue::from_str(value)?);
     }
     let mut req = reqwest::Client::new()
         .request(method, &args.url)
@@ -206,6 +221,9 @@ async fn pay(args: PayArgs) -> anyhow::Result<ExitCode> {
         let signer = payer(args.key.as_deref())?;
         return pay_channel(&args, &challenge, &signer, max).await;
     }
+    if args.protocol == "mpp" {
+        return pay_mpp(&args, &first, max).await;
+    }
     let payable = offer(&challenge, args.scheme.as_deref())?;
     let req = payable.req();
     if req.amount.0 > max.0 {
@@ -226,6 +244,40 @@ async fn pay(args: PayArgs) -> anyhow::Result<ExitCode> {
     });
     let second = call(&args, Some(&header)).await?;
     finish(&args, second, Some(paid))
+}
+
+/// Answers the route's MPP `charge` challenge: the EIP-3009 authorization it asks for, in an
+/// `Authorization: Payment` credential; the receipt is the `Payment-Receipt`.
+async fn pay_mpp(args: &PayArgs, first: &Answer, max: UsdcAmount) -> anyhow::Result<ExitCode> {
+    use paygate_gateway::payments::ways::mpp::client;
+    let challenge = first
+        .headers
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.contains("Payment "))
+        .ok_or_else(|| anyhow!("this route offers no MPP challenge (WWW-Authenticate: Payment)"))?;
+    let networks = Networks::from_config(&builtin_networks());
+    let offer = client::offer(challenge, &networks).map_err(|e| anyhow!("{e}"))?;
+    let req = &offer.req;
+    if req.amount.0 > max.0 {
+        bail!(
+            "the price is ${} and --max-usd is ${}: not paid",
+            req.amount.to_decimal(),
+            max.to_decimal()
+        );
+    }
+    let signer = payer(args.key.as_deref())?;
+    let credential = offer.credential(&signer).map_err(|e| anyhow!("{e}"))?;
+    let paid = json!({
+        "amountUSD": req.amount.to_decimal().to_string(),
+        "network": req.network.caip2,
+        "payTo": req.pay_to.to_checksum(None),
+        "payer": signer.address().to_checksum(None),
+        "scheme": "mpp/evm/charge",
+    });
+    let second = call_with(args, Some((MPP_PAYMENT, &credential))).await?;
+    finish(args, second, Some(paid))
 }
 
 /// Pays over the route's channel: a voucher for what the gateway says was charged plus the
@@ -310,7 +362,10 @@ fn channel_offer(challenge: &Value) -> Option<&Value> {
 
 /// Prints the answer (and the receipt); success when the API answered 2xx.
 fn finish(args: &PayArgs, a: Answer, paid: Option<Value>) -> anyhow::Result<ExitCode> {
-    let receipt = b64_json(&a.headers, "payment-response");
+    let receipt = b64_json(&a.headers, "payment-response").or_else(|| {
+        let raw = a.headers.get("payment-receipt")?.to_str().ok()?;
+        paygate_gateway::payments::ways::mpp::client::receipt(raw)
+    });
     if args.json {
         let body = serde_json::from_str::<Value>(&a.body).unwrap_or(Value::String(a.body));
         println!(

@@ -254,8 +254,21 @@ async fn the_official_mppx_client_pays_in_mpp_mode_and_in_x402_mode() {
             "{text}"
         );
     }
-    assert_eq!(s.upstream.hits(), 4);
-    assert_eq!(s.chain.balance(s.seller).await, seller_before + 4 * PRICE);
+    // paygate's own client, `paygate pay --protocol mpp`.
+    let before = s.chain.balance(address(1)).await;
+    let url = s.gw.url(path);
+    let (ok, out, err) = run_paygate(
+        &[("PAYGATE_PAYER_KEY", KEYS[1])],
+        &["pay", &url, "--protocol", "mpp", "--json"],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(out["receipt"]["method"], "evm", "{out}");
+    assert_eq!(out["paid"]["scheme"], "mpp/evm/charge", "{out}");
+    assert_eq!(s.chain.balance(address(1)).await, before - PRICE);
+    assert_eq!(s.upstream.hits(), 5);
+    assert_eq!(s.chain.balance(s.seller).await, seller_before + 5 * PRICE);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

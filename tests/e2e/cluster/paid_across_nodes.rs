@@ -176,7 +176,10 @@ async fn the_official_client_pays_over_one_deposit_across_the_nodes() {
 async fn an_mpp_challenge_from_one_node_is_paid_once_at_another() {
     use crate::mpp::{challenge_at, credential_for, pay_at};
     // The nodes behind one public address, as a cluster is deployed: its host is the realm.
-    let public = ("PAYGATE__SERVER__PUBLIC_BASE_URL", "https://api.paygate.test");
+    let public = (
+        "PAYGATE__SERVER__PUBLIC_BASE_URL",
+        "https://api.paygate.test",
+    );
     let cc = channel_cluster(json!(["exact"]), &[public]).await;
     let (chain, n, receiver) = (&cc.chain, &cc.n, cc.receiver);
     let path = "/gateway/acme/search";

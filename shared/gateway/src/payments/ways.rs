@@ -4,7 +4,7 @@
 pub mod auth_capture;
 pub(crate) mod batch;
 pub(crate) mod exact;
-pub(crate) mod mpp;
+pub mod mpp;
 pub(crate) mod sandbox;
 pub(crate) mod upto;
 mod usage;

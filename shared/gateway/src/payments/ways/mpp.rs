@@ -13,6 +13,7 @@
 //! settled once, recorded with protocol `mpp`), and answered with a `Payment-Receipt`. Refusals
 //! are the draft's problem details (`problem.rs`).
 
+pub mod client;
 pub(crate) mod problem;
 mod wire;
 
