@@ -371,3 +371,32 @@ async fn bad_mpp_credentials_get_problem_details_and_move_nothing() {
     assert_eq!(s.chain.balance(payer).await, before - PRICE);
     assert_eq!(s.upstream.hits(), 1);
 }
+
+/// A paid MCP tool (`/mcp/x402/{slug}`) paid by MPP's official MCP client: `mppx`'s
+/// `McpClient.wrap` around the MCP SDK's client reads the tool's challenge, pays it with a
+/// credential in `_meta`, and gets the tool's result with MPP's receipt; the same route is
+/// settled once, recorded as `mpp`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mppx_mcp_client_pays_a_paid_tool() {
+    let s = setup_with(&[]).await;
+    s.gw.create_route(
+        &s.key,
+        json!({"path": "weather", "priceUSD": 0.01, "targetUrl": format!("{}/echo", s.upstream.url),
+            "network": "base-sepolia", "description": "Weather by city", "publicTool": true}),
+    )
+    .await;
+    let before = s.chain.balance(address(3)).await;
+    let out = node_json(
+        "mppx_mcp_pay.cjs",
+        &json!({"url": s.gw.url("/mcp/x402/acme"), "key": KEYS[3], "tool": "weather",
+            "args": {"body": {"city": "Lagos"}}}),
+    );
+    assert_eq!(out["isError"], false, "{out}\n{}", s.gw.log());
+    assert_eq!(out["receipt"]["method"], "evm", "{out}");
+    assert_eq!(out["receipt"]["status"], "success", "{out}");
+    assert!(out["text"].as_str().unwrap().contains("Lagos"), "{out}");
+    assert_eq!(s.chain.balance(address(3)).await, before - PRICE);
+    let recorded = &ledger(&s).await[0];
+    assert_eq!(recorded["protocol"], "mpp", "{recorded}");
+    assert_eq!(s.upstream.hits(), 1);
+}

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// What the caller asked for, validated.
 #[derive(Debug, PartialEq)]
-struct ToolInput {
+pub(super) struct ToolInput {
     method: reqwest::Method,
     query: Vec<(String, String)>,
     body: Option<Value>,
@@ -27,7 +27,7 @@ struct ToolInput {
 
 /// Why a tool call's arguments are refused (said to the assistant as a tool error).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-enum InputError {
+pub(super) enum InputError {
     #[error("method {0:?} is not one of {methods}", methods = super::tools::TOOL_METHODS.join(", "))]
     Method(String),
     #[error("method must be a string")]
@@ -43,7 +43,7 @@ enum InputError {
 }
 
 impl ToolInput {
-    fn parse(args: Option<JsonObject>) -> Result<Self, InputError> {
+    pub(super) fn parse(args: Option<JsonObject>) -> Result<Self, InputError> {
         let mut args = args.unwrap_or_default();
         let body = args.remove("body");
         let method = match args.remove("method") {
@@ -140,15 +140,19 @@ fn usd(units: u64) -> String {
 }
 
 /// The gateway's answer, read up to the result limit.
-struct Answer {
-    status: reqwest::StatusCode,
+pub(super) struct Answer {
+    pub(super) status: reqwest::StatusCode,
     /// The settlement receipt (base64 JSON) when one came back: the payment was taken.
-    receipt: Option<String>,
+    pub(super) receipt: Option<String>,
     /// The gateway's `PAYMENT-REQUIRED` (base64 JSON) on a refused payment.
-    payment_required: Option<String>,
-    content_type: String,
-    body: Vec<u8>,
-    truncated: bool,
+    pub(super) payment_required: Option<String>,
+    /// MPP's `Payment-Receipt` (base64url JSON) when an MPP credential was taken.
+    pub(super) mpp_receipt: Option<String>,
+    /// MPP's fresh challenge (`WWW-Authenticate: Payment`) on a refused credential.
+    pub(super) www_authenticate: Option<String>,
+    pub(super) content_type: String,
+    pub(super) body: Vec<u8>,
+    pub(super) truncated: bool,
 }
 
 impl Answer {
@@ -167,7 +171,7 @@ fn error_code(body: &[u8]) -> Option<String> {
     v.get("code")?.as_str().map(str::to_string)
 }
 
-async fn send(
+pub(super) async fn send(
     state: &AppState,
     mut url: url::Url,
     input: &ToolInput,
@@ -204,11 +208,15 @@ async fn send(
         .find_map(|h| resp.headers().get(*h))
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let payment_required = resp
-        .headers()
-        .get("payment-required")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let payment_required = header("payment-required");
+    let mpp_receipt = header("payment-receipt");
+    let www_authenticate = header("www-authenticate");
     let content_type = resp
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -230,6 +238,8 @@ async fn send(
         status,
         receipt,
         payment_required,
+        mpp_receipt,
+        www_authenticate,
         content_type,
         body,
         truncated,
@@ -237,7 +247,7 @@ async fn send(
 }
 
 /// The tool result for an answer: the body as text on success, a clear message otherwise.
-fn result_of(a: &Answer, limit: usize) -> CallToolResult {
+pub(super) fn result_of(a: &Answer, limit: usize) -> CallToolResult {
     let text = match std::str::from_utf8(&a.body) {
         Ok(t) => t.to_string(),
         // Cut inside a UTF-8 sequence, or not text at all.
@@ -276,7 +286,7 @@ fn result_of(a: &Answer, limit: usize) -> CallToolResult {
 
 /// What a refused or failed call says: paygate's error, the challenge's reason, or the API's
 /// status and text.
-fn refusal(status: reqwest::StatusCode, text: &str) -> String {
+pub(super) fn refusal(status: reqwest::StatusCode, text: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(text).ok();
     match (&parsed, status.as_u16()) {
         // paygate's own error body.
@@ -297,7 +307,11 @@ fn refusal(status: reqwest::StatusCode, text: &str) -> String {
 }
 
 /// The route's URL on paygate's own public listener (loopback).
-fn own_url(state: &AppState, slug: &str, entry: &RouteEntry) -> Result<url::Url, url::ParseError> {
+pub(super) fn own_url(
+    state: &AppState,
+    slug: &str,
+    entry: &RouteEntry,
+) -> Result<url::Url, url::ParseError> {
     url::Url::parse(&format!(
         "http://{}/gateway/{slug}{}",
         state.config.server.local_addr(),
@@ -307,7 +321,7 @@ fn own_url(state: &AppState, slug: &str, entry: &RouteEntry) -> Result<url::Url,
 
 /// A tool error when payments on the route's network cannot be settled now (as the proxy
 /// answers `503` before any challenge): nothing is signed or offered.
-fn unsettleable(state: &AppState, req: &PaymentRequirements) -> Option<CallToolResult> {
+pub(super) fn unsettleable(state: &AppState, req: &PaymentRequirements) -> Option<CallToolResult> {
     (!state.payments.settleable().now(&req.network)).then(|| {
         tool_error(format!(
             "this tool cannot be paid now: payments on {} cannot be settled; try again later",
@@ -416,137 +430,6 @@ pub async fn call_tool(
     Ok(result_of(&answer, state.config.mcp.max_result_bytes))
 }
 
-/// `_meta` key of a tool call's payment and of its result's settlement receipt (x402's MCP
-/// transport).
-pub const PAYMENT_META: &str = "x402/payment";
-pub const PAYMENT_RESPONSE_META: &str = "x402/payment-response";
-
-/// The route's x402 v2 `PaymentRequired` with `error`: what an unpaid or refused call of a
-/// public tool answers (as `structuredContent` and as its JSON text).
-fn payment_required(
-    entry: &RouteEntry,
-    extensions: &paygate_x402::Extensions,
-    error: &str,
-    receipt: Option<Value>,
-) -> CallToolResult {
-    let Some((req, challenge)) = &entry.payment else {
-        return tool_error(error);
-    };
-    let mut doc =
-        serde_json::to_value(req.payment_required_offered(error, extensions, &challenge.offer))
-            .unwrap_or_default();
-    if let Some(r) = receipt {
-        doc[PAYMENT_RESPONSE_META] = r;
-    }
-    let mut result = tool_error(doc.to_string());
-    result.structured_content = Some(doc);
-    result
-}
-
-/// A public tool call (`/mcp/x402/{slug}`), paid by the caller: no payment answers the route's
-/// payment requirements as a tool error; a payment (`_meta["x402/payment"]`) goes through
-/// paygate's own public listener as the payment header of its version, so the proxy's one
-/// payment step verifies, reserves, settles and records it (replay guard, ambiguous
-/// settlement, reconciliation) before the API is called. The result carries the receipt in
-/// `_meta["x402/payment-response"]`; a call whose payment was not settled has no API output.
-/// `extensions` are the tool's x402 extensions (its bazaar data), shown with the requirements.
-pub async fn call_paid_by_caller(
-    state: &AppState,
-    slug: &str,
-    entry: Arc<RouteEntry>,
-    extensions: &paygate_x402::Extensions,
-    args: Option<JsonObject>,
-    payment: Option<&Value>,
-) -> CallToolResult {
-    let input = match ToolInput::parse(args) {
-        Ok(i) => i,
-        Err(e) => return tool_error(e.to_string()),
-    };
-    let Some((req, _)) = &entry.payment else {
-        return tool_error("this API cannot be paid yet: its organisation has no receiver wallet");
-    };
-    if let Some(refused) = unsettleable(state, req) {
-        return refused;
-    }
-    let Some(payment) = payment else {
-        return payment_required(
-            &entry,
-            extensions,
-            "Payment required to access this tool",
-            None,
-        );
-    };
-    let version = payment.get("x402Version").and_then(Value::as_u64);
-    let header = match version {
-        Some(1) => "X-PAYMENT",
-        Some(2) => "PAYMENT-SIGNATURE",
-        _ => {
-            return payment_required(
-                &entry,
-                extensions,
-                "invalid payment: _meta[\"x402/payment\"] must be an x402 payment payload \
-                 (an object with x402Version 1 or 2)",
-                None,
-            )
-        }
-    };
-    use base64::Engine;
-    let encoded = base64::engine::general_purpose::STANDARD.encode(payment.to_string());
-    let url = match own_url(state, slug, &entry) {
-        Ok(u) => u,
-        Err(e) => return tool_error(internal_text(e)),
-    };
-    let answer = match send(state, url, &input, (header, &encoded)).await {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::warn!(org = %slug, path = %entry.route.path, error = %e, "public MCP tool call failed");
-            return tool_error(if e.is_timeout() {
-                "the call timed out; it may have been charged (the same payment sent again is \
-                 answered without paying twice)"
-            } else {
-                "paygate could not reach its own gateway"
-            });
-        }
-    };
-    let receipt = answer.receipt.as_deref().and_then(paygate_x402::b64_json);
-    let network = req.network_name(paygate_x402::payment::ProtocolVersion::V2);
-    if answer.status == reqwest::StatusCode::PAYMENT_REQUIRED
-        || (receipt.is_none() && answer.status.is_client_error())
-    {
-        let text = String::from_utf8_lossy(&answer.body);
-        let reason = refusal(answer.status, &text);
-        let failed = serde_json::json!({
-            "success": false, "errorReason": reason, "transaction": "", "network": network,
-        });
-        // The gateway's own v2 requirements (with its reason) when it answered some: a refused
-        // channel voucher carries the channel's state there, from which the caller resyncs.
-        if let Some(mut doc) = answer
-            .payment_required
-            .as_deref()
-            .and_then(paygate_x402::b64_json)
-            .filter(|d| d.get("accepts").is_some())
-        {
-            doc[PAYMENT_RESPONSE_META] = failed;
-            let mut result = tool_error(doc.to_string());
-            result.structured_content = Some(doc);
-            return result;
-        }
-        return payment_required(&entry, extensions, &reason, Some(failed));
-    }
-    let mut result = result_of(&answer, state.config.mcp.max_result_bytes);
-    if let Some(r) = receipt {
-        let mut meta = rmcp::model::MetaObject::new();
-        meta.insert(PAYMENT_RESPONSE_META.to_string(), r);
-        result.meta = Some(meta);
-    }
-    result
-}
-
-fn internal_text(e: impl std::fmt::Display) -> String {
-    tracing::error!(error = %e, "public MCP tool call failed");
-    "internal error".to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -582,6 +465,8 @@ mod tests {
             status: reqwest::StatusCode::from_u16(status).unwrap(),
             receipt: None,
             payment_required: None,
+            mpp_receipt: None,
+            www_authenticate: None,
             content_type: "application/json".into(),
             body: body.as_bytes().to_vec(),
             truncated: false,

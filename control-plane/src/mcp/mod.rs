@@ -12,6 +12,7 @@
 
 mod call;
 pub(crate) mod hub;
+mod paid;
 mod sessions;
 pub(crate) mod sse;
 mod tools;

@@ -199,10 +199,15 @@ pub fn public_tool(name: &str, entry: &RouteEntry) -> Tool {
         r.description.clone()
     };
     let description = format!(
-        "{what} (${} per call in USDC on {network}, paid by the caller with x402)",
+        "{what} (${} per call in USDC on {network}, paid by the caller with x402 or MPP)",
         r.price.to_decimal()
     );
-    tool(name, entry, description)
+    let mut t = tool(name, entry, description);
+    // No output schema: an unpaid call's result carries x402's payment requirements as its
+    // structured content, which MCP clients check against a declared output schema even on an
+    // error (the official TypeScript SDK does, and refuses the result).
+    t.output_schema = None;
+    t
 }
 
 #[cfg(test)]

@@ -2,12 +2,12 @@
 //! API key) lists the organisation's routes marked `publicTool`, each with its price, and any
 //! agent calls them paying with its own wallet: an unpaid `tools/call` answers a tool error
 //! carrying the payment requirements; a call with the payment in `_meta["x402/payment"]` is
-//! paid through the proxy's one payment step ([`super::call::call_paid_by_caller`]).
+//! paid through the proxy's one payment step ([`super::paid::call_paid_by_caller`]).
 //!
 //! Stateless (no MCP session): every request stands alone, so any node of a cluster serves it
 //! and nothing is kept per agent. The organisation is the path's last segment.
 
-use super::call::{self, PAYMENT_META};
+use super::paid::{self, MPP_CREDENTIAL_META, PAYMENT_META};
 use super::tools;
 use crate::state::AppState;
 use rmcp::model::{
@@ -103,18 +103,23 @@ impl ServerHandler for PublicMcp {
              .0
             .get(PAYMENT_META)
             .or_else(|| request.meta.as_ref().and_then(|m| m.0 .0.get(PAYMENT_META)));
+        let mpp: Option<&Value> = context.meta.0 .0.get(MPP_CREDENTIAL_META).or_else(|| {
+            let meta = request.meta.as_ref();
+            meta.and_then(|m| m.0 .0.get(MPP_CREDENTIAL_META))
+        });
         let tool = tools::public_tool(&name, &entry);
         let extensions = paygate_x402::Extensions {
             bazaar: Some(super::bazaar(&name, &tool)),
             ..Default::default()
         };
-        Ok(call::call_paid_by_caller(
+        Ok(paid::call_paid_by_caller(
             &self.state,
             &slug,
             entry,
             &extensions,
             request.arguments,
             payment,
+            mpp,
         )
         .await
         .into())

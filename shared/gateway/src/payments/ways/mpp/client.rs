@@ -167,6 +167,59 @@ impl Offer {
     }
 }
 
+/// The challenge of a `WWW-Authenticate: Payment` value as MCP carries it (`mppx`'s challenge
+/// object: the auth-params, `request` decoded).
+pub fn challenge_object(header: &str) -> Option<serde_json::Value> {
+    let p = params(header)?;
+    let request = URL_SAFE_NO_PAD
+        .decode(p.get("request")?.trim_end_matches('='))
+        .ok()?;
+    let mut object = serde_json::Map::new();
+    for (k, v) in &p {
+        object.insert(k.clone(), v.clone().into());
+    }
+    object.insert("request".into(), serde_json::from_slice(&request).ok()?);
+    Some(object.into())
+}
+
+/// `v` with every object's keys sorted, printed compactly: RFC 8785's form for the JSON a
+/// challenge's `request` holds (strings, integers, arrays, objects).
+fn canonical(v: &serde_json::Value) -> String {
+    fn sorted(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<_> = m.keys().collect();
+                keys.sort();
+                let mut out = serde_json::Map::new();
+                for k in keys {
+                    out.insert(k.clone(), sorted(&m[k]));
+                }
+                out.into()
+            }
+            serde_json::Value::Array(a) => a.iter().map(sorted).collect(),
+            other => other.clone(),
+        }
+    }
+    sorted(v).to_string()
+}
+
+/// The `Authorization` value of a credential as MCP carries it (`mppx`'s credential object,
+/// its challenge's `request` decoded): the request encoded again as the challenge had it.
+pub fn credential_header(credential: &serde_json::Value) -> Option<String> {
+    let mut doc = credential.clone();
+    let request = doc.get("challenge")?.get("request")?;
+    let encoded = match request {
+        serde_json::Value::String(s) => s.clone(),
+        object => URL_SAFE_NO_PAD.encode(canonical(object)),
+    };
+    doc["challenge"]["request"] = encoded.into();
+    doc.get("payload")?;
+    Some(format!(
+        "Payment {}",
+        URL_SAFE_NO_PAD.encode(doc.to_string())
+    ))
+}
+
 /// A `Payment-Receipt` value, decoded (base64url JSON).
 pub fn receipt(header: &str) -> Option<serde_json::Value> {
     let json = URL_SAFE_NO_PAD
@@ -178,6 +231,24 @@ pub fn receipt(header: &str) -> Option<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_is_encoded_again_as_the_challenge_had_it() {
+        let json = r#"{"amount":"1","currency":"0xA","methodDetails":{"chainId":1,"credentialTypes":["authorization"],"decimals":6},"recipient":"0xB"}"#;
+        let request = URL_SAFE_NO_PAD.encode(json);
+        let header = format!(
+            r#"Payment id="i", realm="r", method="evm", intent="charge", request="{request}""#
+        );
+        let object = challenge_object(&header).unwrap();
+        assert_eq!(object["request"]["methodDetails"]["chainId"], 1);
+        let credential = serde_json::json!({"challenge": object, "payload": {}});
+        let again = credential_header(&credential).unwrap();
+        let doc = URL_SAFE_NO_PAD
+            .decode(again.trim_start_matches("Payment "))
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&doc).unwrap();
+        assert_eq!(doc["challenge"]["request"], request);
+    }
 
     #[test]
     fn auth_params_are_read_with_their_escapes_and_other_schemes_skipped() {
