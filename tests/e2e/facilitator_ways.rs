@@ -77,13 +77,7 @@ fn official_server(s: &Setup, scheme: &str, payer: usize, settle_amount: Option<
 
 /// The organisation's payments, newest first.
 async fn ledger(s: &Setup) -> Vec<Value> {
-    let list: Value =
-        s.gw.api(&s.key, Method::GET, "/api/payments", None)
-            .await
-            .json()
-            .await
-            .unwrap();
-    list["payments"].as_array().unwrap().clone()
+    s.gw.payments(&s.key).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

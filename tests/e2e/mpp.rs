@@ -11,7 +11,6 @@ use base64::Engine;
 use common::chain::{address, Chain, PaymentSpec, KEYS};
 use common::upstream::Upstream;
 use common::*;
-use reqwest::Method;
 use serde_json::{json, Value};
 
 const PRICE: u64 = 10_000; // $0.01
@@ -109,8 +108,7 @@ pub(crate) fn credential_for(
     spec.nonce = B256::from(nonce);
     let mut doc = json!({
         "challenge": {"id": c["id"], "realm": c["realm"], "method": c["method"],
-            "intent": c["intent"], "request": c["request"], "expires": c["expires"],
-            "opaque": c["opaque"]},
+            "intent": c["intent"], "request": c["request"], "expires": c["expires"]},
         "source": format!("did:pkh:eip155:84532:{}", address(payer).to_checksum(None)),
     });
     edit(&mut spec, &mut doc);
@@ -158,13 +156,7 @@ pub(crate) async fn pay_at(
 
 /// The organisation's payments, newest first.
 async fn ledger(s: &Setup) -> Vec<Value> {
-    let list: Value =
-        s.gw.api(&s.key, Method::GET, "/api/payments", None)
-            .await
-            .json()
-            .await
-            .unwrap();
-    list["payments"].as_array().unwrap().clone()
+    s.gw.payments(&s.key).await
 }
 
 fn mppx_lib(s: &Setup, path: &str, payer: usize, protocol: &str) -> Value {

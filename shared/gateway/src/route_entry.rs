@@ -22,4 +22,7 @@ pub struct RouteEntry {
     pub payment: Option<(PaymentRequirements, Challenge)>,
     /// The sandbox route: always answers `402`, never reaches an upstream.
     pub sandbox: bool,
+    /// What a way of paying renders once per route change and reuses on every request (MPP's
+    /// charge: its request and the challenge id's keyed hash); a new entry starts empty.
+    pub rendered: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }

@@ -219,6 +219,7 @@ impl RenderContext {
             balancer,
             payment,
             sandbox,
+            rendered: Default::default(),
         }
     }
 

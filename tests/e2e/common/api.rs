@@ -38,6 +38,17 @@ impl Gateway {
         r.send().await.expect("admin request")
     }
 
+    /// The payments of the organisation whose API key is `key`, newest first.
+    pub async fn payments(&self, key: &str) -> Vec<Value> {
+        let list: Value = self
+            .api(key, reqwest::Method::GET, "/api/payments", None)
+            .await
+            .json()
+            .await
+            .expect("payments JSON");
+        list["payments"].as_array().cloned().unwrap_or_default()
+    }
+
     /// Creates an organisation with a receiver wallet; returns `(org json, api key)`.
     pub async fn create_org(&self, slug: &str, wallet: Option<&str>) -> (Value, String) {
         let mut body = json!({ "slug": slug });

@@ -4,7 +4,8 @@
 //! the official `mppx` client signs it. Every `402` of a route offering it (the route lists the
 //! protocol and takes `exact` in a token with EIP-3009) carries a fresh `WWW-Authenticate:
 //! Payment` challenge beside x402's forms: its `request` rendered from the route's terms, its
-//! `expires` the deployment's payment window (`[facilitator] mpp_challenge_seconds`), its `id` an HMAC over the challenge with the
+//! `expires` the deployment's payment window (`[facilitator] mpp_challenge_seconds`, to the millisecond: two `402`s of a route share a
+//! challenge only within one millisecond), its `id` an HMAC over the challenge with the
 //! deployment's secret, so a credential proves the challenge it answers on any node without
 //! state. An `Authorization: Payment` credential is checked against that (issued here, for this
 //! route's current terms, unexpired), its authorization against the challenge (nonce bound to
@@ -38,63 +39,27 @@ const MIN_WINDOW_SECS: u64 = 10;
 /// MPP `charge` on EVM, registered.
 pub(crate) struct Mpp;
 
-/// MPP as served: the secret its challenges are bound with, the realm they name, and each
-/// route's charge rendered once (keyed by route, checked against its terms on each use).
+/// MPP as served: the secret its challenges are bound with, the realm they name, and how
+/// long they may be paid. Each route's charge is rendered once, on its entry (`rendered`).
 struct Charging {
     secret: Arc<[u8]>,
     realm: Arc<str>,
     /// How long a challenge may be paid after its `402`.
     window: u64,
-    charges: std::sync::RwLock<std::collections::HashMap<Arc<str>, (Terms, wire::Charge)>>,
-    /// Tells this process's challenges apart (their `opaque`).
-    issued: std::sync::atomic::AtomicU64,
-    /// A random prefix of this process's challenges' `opaque`.
-    process: u64,
 }
-
-/// The terms a route's charge is rendered from: a cached charge is used while they hold.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Terms {
-    amount: u64,
-    pay_to: alloy_primitives::Address,
-    asset: alloy_primitives::Address,
-    chain_id: u64,
-}
-
-impl Terms {
-    fn of(req: &paygate_x402::PaymentRequirements) -> Self {
-        Self {
-            amount: req.amount.0,
-            pay_to: req.pay_to,
-            asset: req.network.config.asset,
-            chain_id: req.network.config.chain_id,
-        }
-    }
-}
-
-/// At most this many routes' charges are kept (a deployment with more renders again).
-const MAX_CACHED: usize = 100_000;
 
 impl Charging {
-    /// `entry`'s charge: the one rendered for its terms, or rendered now.
-    fn charge(&self, entry: &RouteEntry, req: &paygate_x402::PaymentRequirements) -> wire::Charge {
-        let terms = Terms::of(req);
-        let key = &entry.route.id;
-        if let Ok(map) = self.charges.read() {
-            if let Some((t, c)) = map.get(key.as_str()) {
-                if *t == terms {
-                    return c.clone();
-                }
-            }
-        }
-        let charge = wire::Charge::new(&self.secret, &self.realm, req);
-        if let Ok(mut map) = self.charges.write() {
-            if map.len() >= MAX_CACHED {
-                map.clear();
-            }
-            map.insert(Arc::from(key.as_str()), (terms, charge.clone()));
-        }
-        charge
+    /// `entry`'s charge: rendered on first use and kept on the entry (a route change makes a
+    /// new entry).
+    fn charge<'e>(
+        &self,
+        entry: &'e RouteEntry,
+        req: &paygate_x402::PaymentRequirements,
+    ) -> Option<&'e wire::Charge> {
+        let rendered = entry
+            .rendered
+            .get_or_init(|| Arc::new(wire::Charge::new(&self.secret, &self.realm, req)));
+        rendered.downcast_ref()
     }
 }
 
@@ -104,12 +69,6 @@ impl Way for Mpp {
             secret: parts.mpp_secret.clone()?,
             realm: parts.realm.clone(),
             window: parts.mpp_challenge_secs.max(MIN_WINDOW_SECS),
-            charges: Default::default(),
-            issued: Default::default(),
-            process: {
-                let seed = alloy_primitives::keccak256(paygate_domain::ids::new_id("mpp"));
-                u64::from_be_bytes(seed.0[..8].try_into().unwrap_or_default())
-            },
         }))
     }
 }
@@ -125,17 +84,6 @@ fn offers(entry: &RouteEntry) -> bool {
             .payment
             .as_ref()
             .is_some_and(|(req, c)| !req.permit2() && c.offer.exact())
-}
-
-/// An RFC 3339 instant (seconds) of `unix`.
-fn rfc3339(unix: u64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(i64::try_from(unix).unwrap_or(i64::MAX))
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }
 
 /// The unix seconds of an RFC 3339 instant.
@@ -170,13 +118,8 @@ impl Serving for Charging {
             return None;
         }
         let (req, _) = entry.payment.as_ref()?;
-        let charge = self.charge(entry, req);
-        let expires = rfc3339(paygate_domain::unix_now() + self.window);
-        let n = self
-            .issued
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let unique = format!("{:x}{n:x}", self.process);
-        HeaderValue::from_str(&charge.challenge(&expires, &unique)).ok()
+        let charge = self.charge(entry, req)?;
+        HeaderValue::from_str(&charge.challenge(self.window)).ok()
     }
 
     async fn admit(
@@ -210,7 +153,9 @@ impl Serving for Charging {
         let ours = c.method == wire::METHOD
             && c.intent == wire::INTENT
             && c.realm == *self.realm
-            && *c.request == *self.charge(entry, req).request
+            && self
+                .charge(entry, req)
+                .is_some_and(|charge| *c.request == *charge.request)
             && c.issued_with(&self.secret);
         if !ours {
             return Err(invalid(reason::INVALID_CHALLENGE));

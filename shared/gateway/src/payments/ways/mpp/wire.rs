@@ -64,21 +64,51 @@ impl Charge {
         }
     }
 
-    /// The `WWW-Authenticate` value of a challenge expiring at `expires` (RFC 3339), with a
-    /// fresh `opaque` (`unique`: never the same twice in this process), so two `402`s never
-    /// share an id, nor a payer's authorizations a nonce.
-    pub fn challenge(&self, expires: &str, unique: &str) -> String {
-        let opaque = URL_SAFE_NO_PAD.encode(format!(r#"{{"n":"{unique}"}}"#));
+    /// The `WWW-Authenticate` value of a challenge expiring `window` seconds from now, to the
+    /// millisecond (its `expires`, which the id binds, tells challenges apart, as `mppx`'s own
+    /// server does).
+    pub fn challenge(&self, window: u64) -> String {
+        let expires = expires_in(window);
+        self.challenge_expiring(&expires)
+    }
+
+    /// [`Self::challenge`] with `expires` given (RFC 3339).
+    pub fn challenge_expiring(&self, expires: &str) -> String {
         let mut mac = self.mac.clone();
         mac.update(expires.as_bytes());
         mac.update(b"||");
-        mac.update(opaque.as_bytes());
         let id = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-        format!(
-            r#"{}, id="{id}", expires="{expires}", opaque="{opaque}""#,
-            self.head
-        )
+        let mut header = String::with_capacity(self.head.len() + 96);
+        header.push_str(&self.head);
+        header.push_str(", id=\"");
+        header.push_str(&id);
+        header.push_str("\", expires=\"");
+        header.push_str(expires);
+        header.push('"');
+        header
     }
+}
+
+/// `window` seconds from now as RFC 3339 to the millisecond (`2026-11-29T00:51:07.123Z`), the
+/// date and time of day formatted once a second per thread.
+fn expires_in(window: u64) -> String {
+    use std::cell::RefCell;
+    thread_local! {
+        static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
+    }
+    let now = time::OffsetDateTime::now_utc() + time::Duration::seconds(window as i64);
+    let second = now.unix_timestamp();
+    let millis = now.millisecond();
+    SECOND.with(|cell| {
+        let mut cached = cell.borrow_mut();
+        if cached.0 != second {
+            let format =
+                time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
+            cached.1 = now.format(&format).unwrap_or_default();
+            cached.0 = second;
+        }
+        format!("{}.{millis:03}Z", cached.1)
+    })
 }
 
 /// The challenge a credential echoes.
@@ -207,7 +237,7 @@ mod tests {
             request: p["request"].clone(),
             expires: Some(p["expires"].clone()),
             digest: None,
-            opaque: Some(p["opaque"].clone()),
+            opaque: p.get("opaque").cloned(),
             header: None,
         }
     }
@@ -237,7 +267,7 @@ mod tests {
     fn an_issued_challenge_verifies_and_any_changed_field_does_not() {
         let secret = b"s3cret";
         let charge = Charge::new(secret, "api.example", &requirements());
-        let issued = params(&charge.challenge("2026-01-01T00:00:00Z", "a1"));
+        let issued = params(&charge.challenge_expiring("2026-01-01T00:00:00.000Z"));
         assert_eq!(issued["request"], *charge.request);
         let request = URL_SAFE_NO_PAD.decode(&issued["request"]).unwrap();
         let request: serde_json::Value = serde_json::from_slice(&request).unwrap();
@@ -251,14 +281,19 @@ mod tests {
         assert!(check(&|_| {}));
         assert!(!check(&|e| e.request = "eyJhIjoxfQ".into()));
         assert!(!check(&|e| e.expires = Some("2027-01-01T00:00:00Z".into())));
-        assert!(!check(&|e| e.opaque = None));
+        assert!(!check(&|e| e.opaque = Some("e30".into())));
         assert!(!check(&|e| e.digest = Some("sha-256=x".into())));
         assert!(!check(&|e| e.realm = "other.example".into()));
         assert!(!check(&|e| e.id = "AAAA".into()));
         assert!(!echoed(&issued).issued_with(b"another secret"));
-        // Two `402`s never share an id.
-        let again = params(&charge.challenge("2026-01-01T00:00:00Z", "a2"));
+        // Challenges expiring at another millisecond have another id.
+        let again = params(&charge.challenge_expiring("2026-01-01T00:00:00.001Z"));
         assert_ne!(again["id"], issued["id"]);
+        let fresh = params(&charge.challenge(300));
+        assert!(
+            fresh["expires"].ends_with('Z') && fresh["expires"].len() == 24,
+            "{fresh:?}"
+        );
     }
 
     #[test]
