@@ -314,27 +314,6 @@ struct PaidPath {
     )>,
 }
 
-/// The secret MPP challenges are bound with: the deployment's (`PAYGATE_MPP_SECRET`, else
-/// derived from the master key), or one drawn for this process alone (a challenge is then paid
-/// at the node that issued it).
-fn mpp_secret(cfg: &Config) -> Arc<[u8]> {
-    match paygate_domain::secrets::mpp_challenge_secret(&cfg.orgs.master_key_env) {
-        Some(s) => Arc::from(s),
-        None => {
-            tracing::info!("MPP challenges are bound with this process's own secret: set the master key for a cluster");
-            Arc::from(rand::random::<[u8; 32]>().to_vec())
-        }
-    }
-}
-
-/// The host (and port) of the public base URL: the realm MPP challenges name.
-fn origin_host(public_base_url: &str) -> String {
-    let rest = public_base_url
-        .split_once("://")
-        .map_or(public_base_url, |(_, r)| r);
-    rest.split('/').next().unwrap_or_default().to_string()
-}
-
 /// Start-up step 4: the facilitator(s), the relayer's lease on a cluster, plan usage, payment
 /// channels, access windows and payout funding: the payment service.
 fn paid_path(
@@ -387,8 +366,8 @@ fn paid_path(
             .refund_collector
             .unwrap_or(paygate_x402::auth_capture::RECEIVER_REFUND_COLLECTOR_ADDRESS),
         terms: paygate_gateway::payments::registry::terms(cfg),
-        mpp_secret: Some(mpp_secret(cfg)),
-        realm: Arc::from(origin_host(public_base_url)),
+        mpp_secret: Some(crate::settlement::mpp_secret(cfg)),
+        realm: Arc::from(crate::settlement::origin_host(public_base_url)),
         mpp_challenge_secs: cfg.facilitator.mpp_challenge_seconds,
     };
     let mut service =

@@ -267,3 +267,24 @@ pub(crate) async fn keep_relayer_lease(
         }
     }
 }
+
+/// The secret MPP challenges are bound with: the deployment's (`PAYGATE_MPP_SECRET`, else
+/// derived from the master key), or one drawn for this process alone (a challenge is then paid
+/// at the node that issued it).
+pub(crate) fn mpp_secret(cfg: &Config) -> Arc<[u8]> {
+    match paygate_domain::secrets::mpp_challenge_secret(&cfg.orgs.master_key_env) {
+        Some(s) => Arc::from(s),
+        None => {
+            tracing::info!("MPP challenges are bound with this process's own secret: set the master key for a cluster");
+            Arc::from(rand::random::<[u8; 32]>().to_vec())
+        }
+    }
+}
+
+/// The host (and port) of the public base URL: the realm MPP challenges name.
+pub(crate) fn origin_host(public_base_url: &str) -> String {
+    let rest = public_base_url
+        .split_once("://")
+        .map_or(public_base_url, |(_, r)| r);
+    rest.split('/').next().unwrap_or_default().to_string()
+}

@@ -21,6 +21,7 @@ pub mod escrow;
 pub mod ids;
 pub mod model;
 pub mod origin_proof;
+pub mod protocol;
 pub mod rollup;
 pub mod route_path;
 pub mod secrets;
