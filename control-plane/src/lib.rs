@@ -17,6 +17,7 @@ mod keys_api;
 mod mcp;
 mod meta;
 mod metrics_api;
+mod mpp_discovery;
 pub mod openapi;
 mod origin_api;
 mod payments_api;
@@ -121,6 +122,10 @@ pub fn app(state: AppState) -> Router {
             axum::routing::delete(admin::revoke_key),
         )
         .route("/discovery/resources", get(discovery::list))
+        .route(
+            "/discovery/{slug}/openapi.json",
+            get(mpp_discovery::openapi),
+        )
         .route("/api/gateway/metrics", get(metrics_api::org_metrics))
         .route("/api/usage", get(revenue::usage))
         .route("/metrics", get(metrics_api::prometheus))

@@ -63,6 +63,7 @@ use utoipa::{Modify, OpenApi};
         crate::receipts_api::did_document,
         crate::discovery::list,
         crate::discovery::well_known,
+        crate::mpp_discovery::openapi,
         crate::metrics_api::org_metrics,
         crate::revenue::usage,
         crate::metrics_api::prometheus,

@@ -392,3 +392,59 @@ async fn the_mppx_mcp_client_pays_a_paid_tool() {
     assert_eq!(recorded["protocol"], "mpp", "{recorded}");
     assert_eq!(s.upstream.hits(), 1);
 }
+
+/// MPP's discovery document for an organisation (`/discovery/{slug}/openapi.json`): its
+/// discoverable routes' `charge` offers in `x-payment-info`, valid as `mppx discover validate`
+/// (the official CLI, unmodified) reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_discovery_document_lists_each_routes_mpp_offer() {
+    let s = setup_with(&[]).await;
+    s.gw.create_route(
+        &s.key,
+        json!({"path": "listed", "priceUSD": 0.03, "targetUrl": format!("{}/echo", s.upstream.url),
+            "network": "base-sepolia", "discoverable": true, "description": "Listed"}),
+    )
+    .await;
+    let url = s.gw.url("/discovery/acme/openapi.json");
+    let doc: Value =
+        s.gw.http
+            .get(&url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let offer = &doc["paths"]["/listed"]["get"]["x-payment-info"]["offers"][0];
+    assert_eq!(offer["amount"], "30000", "{doc}");
+    assert_eq!(
+        (&offer["method"], &offer["intent"]),
+        (&json!("evm"), &json!("charge"))
+    );
+    assert!(
+        doc["paths"].get("/report").is_none(),
+        "not discoverable: {doc}"
+    );
+    assert!(doc["servers"][0]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/gateway/acme"));
+    let modules = std::env::var("PAYGATE_TEST_NODE_MODULES").expect("PAYGATE_TEST_NODE_MODULES");
+    let out = std::process::Command::new("node")
+        .arg(format!("{modules}/mppx/dist/bin.js"))
+        .args(["discover", "validate", &url, "--format", "json"])
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("run mppx");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("\"severity\":\"error\""), "{text}");
+    let missing =
+        s.gw.http
+            .get(s.gw.url("/discovery/nobody/openapi.json"))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(missing.status(), 404);
+}

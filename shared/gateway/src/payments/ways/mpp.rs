@@ -86,6 +86,25 @@ fn offers(entry: &RouteEntry) -> bool {
             .is_some_and(|(req, c)| !req.permit2() && c.offer.exact())
 }
 
+/// What MPP's discovery document (OpenAPI `x-payment-info`) offers for `entry`: its `charge`
+/// (amount in the token's units, the token, the method and intent), where it offers MPP.
+pub fn discovery_offer(entry: &RouteEntry) -> Option<serde_json::Value> {
+    if !offers(entry) {
+        return None;
+    }
+    let (req, _) = entry.payment.as_ref()?;
+    let mut offer = serde_json::json!({
+        "amount": req.token_amount().to_string(),
+        "currency": req.network.config.asset.to_checksum(None),
+        "intent": wire::INTENT,
+        "method": wire::METHOD,
+    });
+    if !entry.route.description.is_empty() {
+        offer["description"] = entry.route.description.clone().into();
+    }
+    Some(offer)
+}
+
 /// The unix seconds of an RFC 3339 instant.
 fn unix_of(text: &str) -> Option<u64> {
     let t =
