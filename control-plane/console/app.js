@@ -320,12 +320,13 @@ async function payments(params) {
   });
   const next = page.nextCursor ? (() => { const n = new URLSearchParams(q); n.set('cursor', page.nextCursor); return n; })() : null;
   show(el('h1', { text: 'Payments' }), filters,
-    table(['Time', 'Route', 'Payer', { label: 'Amount (USDC)', num: 1 }, 'Status', 'Transaction'],
+    table(['Time', 'Route', 'Payer', { label: 'Amount (USDC)', num: 1 }, 'Protocol', 'Status', 'Transaction'],
       page.payments.map((p) => el('tr', { 'data-payment': p.id },
         el('td', {}, el('a', { href: `#/payments/${p.id}`, text: p.createdAt })),
         el('td', { text: p.routePath || paths[p.routeId] || p.routeId }),
         el('td', { class: 'mono', text: short(p.payer) }),
         el('td', { class: 'num', text: p.amountUSDC }),
+        el('td', { text: p.protocol }),
         el('td', {}, badge(p.status)),
         el('td', {}, p.explorerUrl ? el('a', { href: p.explorerUrl, rel: 'noopener noreferrer', target: '_blank', text: short(p.transaction) }) : short(p.transaction))))),
     page.payments.length ? null : el('p', { text: 'No payments match.' }),
@@ -533,7 +534,7 @@ async function paymentDetail(id) {
   const p = await api('GET', `/api/payments/${encodeURIComponent(id)}`);
   show(el('h1', { text: 'Payment' }),
     facts([['Id', p.id], ['Status', badge(p.status)], ['Route', p.routePath || p.routeId], ['Amount', `${p.amountUSDC} USDC`],
-      ['Payer', p.payer], ['Paid to', p.payTo], ['Network', p.network],
+      ['Payer', p.payer], ['Paid to', p.payTo], ['Network', p.network], ['Protocol', p.protocol],
       ['Transaction', p.explorerUrl ? el('a', { href: p.explorerUrl, rel: 'noopener noreferrer', target: '_blank', id: 'tx-link', text: p.transaction }) : p.transaction],
       ['Verification', `${p.verifyMs} ms`], ['Settlement', p.settleMs === null ? '—' : `${p.settleMs} ms`],
       ['Upstream answered', p.upstreamStatus], ['Failure', p.failure], ['Taken', p.createdAt], ['Updated', p.updatedAt]]),

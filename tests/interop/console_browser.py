@@ -146,6 +146,7 @@ try:
     heading("Payments")
     row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-payment]")))
     assert "0.050000" in row.text and "SETTLED" in row.text, row.text
+    assert "x402" in row.text, row.text  # the protocol it came in
     Select(d.find_element(By.NAME, "status")).select_by_value("FAILED")
     submit("Filter")
     wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "main"), "No payments match."))
