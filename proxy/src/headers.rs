@@ -43,6 +43,20 @@ pub(crate) fn carried(headers: &http::HeaderMap, names: &[HeaderName]) -> Vec<He
         .collect()
 }
 
+/// Drops an MPP credential (`Authorization: Payment ...`): the payment is the gateway's
+/// business, as x402's headers are; any other `Authorization` (the origin's own API key) goes
+/// through.
+pub(crate) fn drop_payment_credential(upstream: &mut RequestHeader) {
+    let is_payment = upstream
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().get(..8))
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(b"payment "));
+    if is_payment {
+        upstream.remove_header(&header::AUTHORIZATION);
+    }
+}
+
 /// Headers only paygate sets on a forwarded request: whatever a client sent under these names
 /// is dropped, so an origin can trust them.
 const PROOF_HEADERS: [HeaderName; 2] = [

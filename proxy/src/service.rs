@@ -6,7 +6,9 @@
 use crate::ctx::Ctx;
 use crate::decide::{self, Decision, Stage};
 use crate::gateway::Gateway;
-use crate::headers::{carried, prove_payment, REQUEST_HOP_HEADERS, RESPONSE_HOP_HEADERS};
+use crate::headers::{
+    carried, drop_payment_credential, prove_payment, REQUEST_HOP_HEADERS, RESPONSE_HOP_HEADERS,
+};
 use crate::{answer, traces};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -164,6 +166,7 @@ impl ProxyHttp for Gateway {
             for h in carried(&upstream.headers, &REQUEST_HOP_HEADERS) {
                 upstream.remove_header(&h);
             }
+            drop_payment_credential(upstream);
             for h in &listed {
                 upstream.remove_header(h.as_str());
             }

@@ -225,6 +225,9 @@ async fn the_official_mppx_client_pays_in_mpp_mode_and_in_x402_mode() {
     let recorded = &ledger(&s).await[0];
     assert_eq!(recorded["protocol"], "mpp", "{recorded}");
     assert_eq!(recorded["transaction"], r["receipt"]["reference"]);
+    // The origin never sees the credential (the payment is the gateway's business).
+    let echoed: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
+    assert!(echoed["headers"].get("authorization").is_none(), "{echoed}");
 
     // The same library, x402 mode, on the same route.
     let before = s.chain.balance(address(3)).await;
