@@ -10,6 +10,7 @@ use crate::views::{DiscoveryItem, DiscoveryMetadata, DiscoveryPage, Pagination};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use paygate_domain::model::PaymentProtocol;
 use paygate_domain::FieldProblem;
 use paygate_gateway::route_table::{OrgRoutes, RouteEntry};
 use paygate_x402::PaymentRequirements;
@@ -91,7 +92,8 @@ fn item(
 fn listed_routes(org: &OrgRoutes) -> impl Iterator<Item = (&RouteEntry, &PaymentRequirements)> {
     org.routes.values().filter_map(|entry| {
         let (req, _) = entry.payment.as_ref()?;
-        (entry.route.discoverable || entry.sandbox).then_some((&**entry, req))
+        let x402 = entry.route.protocols.contains(&PaymentProtocol::X402);
+        ((entry.route.discoverable || entry.sandbox) && x402).then_some((&**entry, req))
     })
 }
 

@@ -138,10 +138,12 @@ async fn payment_required(
         header::CONTENT_TYPE,
         if problem { PROBLEM_JSON } else { JSON },
     );
-    if let Some(seed) = challenge.requirements_header {
-        resp.put(X_PAYMENT_REQUIREMENTS, seed);
+    if challenge.x402 {
+        if let Some(seed) = challenge.requirements_header {
+            resp.put(X_PAYMENT_REQUIREMENTS, seed);
+        }
+        resp.put(PAYMENT_REQUIRED, challenge.payment_required_header);
     }
-    resp.put(PAYMENT_REQUIRED, challenge.payment_required_header);
     if let Some(mpp) = challenge.www_authenticate {
         resp.put(header::WWW_AUTHENTICATE, mpp);
     }

@@ -451,3 +451,83 @@ async fn the_discovery_document_lists_each_routes_mpp_offer() {
             .unwrap();
     assert_eq!(missing.status(), 404);
 }
+
+/// A route that turned x402 off (`"protocols": ["mpp"]`): its `402` offers MPP alone (no x402
+/// header, problem details as the body), an x402 payment is refused and moves nothing, MPP's
+/// client pays it, and the x402 bazaar does not list it; a route that cannot answer MPP alone
+/// (another scheme) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_may_answer_mpp_alone() {
+    let s = setup_with(&[]).await;
+    let route = s
+        .gw
+        .create_route(
+            &s.key,
+            json!({"path": "only", "priceUSD": 0.01, "targetUrl": format!("{}/echo", s.upstream.url),
+                "network": "base-sepolia", "protocols": ["mpp"], "discoverable": true}),
+        )
+        .await;
+    assert_eq!(route["protocols"], json!(["mpp"]), "{route}");
+    let path = "/gateway/acme/only";
+    let r = s.gw.http.get(s.gw.url(path)).send().await.unwrap();
+    assert_eq!(r.status(), 402);
+    assert!(
+        !r.headers().contains_key("payment-required"),
+        "no x402 form"
+    );
+    assert!(r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .starts_with("Payment "));
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["type"], "https://paymentauth.org/problems/payment-required",
+        "{body}"
+    );
+
+    // An x402 payment of the right amount to the right seller: refused, nothing moved.
+    let before = s.chain.balance(address(2)).await;
+    let accepted = json!({"scheme": "exact", "network": "eip155:84532", "amount": PRICE.to_string(),
+        "payTo": s.seller.to_checksum(None), "maxTimeoutSeconds": 60,
+        "asset": common::chain::USDC, "extra": {"name": "USDC", "version": "2"}});
+    let header = PaymentSpec::new(2, s.seller, PRICE).v2_header(&accepted);
+    let r =
+        s.gw.http
+            .get(s.gw.url(path))
+            .header("payment-signature", header)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 402);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    assert_eq!(s.chain.balance(address(2)).await, before);
+
+    // MPP pays it.
+    let out = mppx_lib(&s, path, 3, "mpp");
+    assert_eq!(out["results"][0]["status"], 200, "{out}");
+    assert_eq!(out["offered"], json!(["evm/charge"]), "{out}");
+    let listed: Value =
+        s.gw.http
+            .get(s.gw.url("/discovery/resources?org=acme"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert!(!listed.to_string().contains("/only"), "{listed}");
+
+    // MPP alone on a route with channels: refused.
+    let r =
+        s.gw.api(
+            &s.key,
+            reqwest::Method::POST,
+            "/api/routes",
+            Some(json!({"path": "bad", "priceUSD": 0.01, "targetUrl": format!("{}/echo", s.upstream.url),
+                "network": "base-sepolia", "protocols": ["mpp"],
+                "schemes": ["exact", "batch-settlement"]})),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+}

@@ -181,7 +181,14 @@ pub fn list(org: &OrgRoutes) -> Vec<Tool> {
 pub fn public(org: &OrgRoutes) -> Vec<(String, Arc<RouteEntry>)> {
     named(org)
         .into_iter()
-        .filter(|(_, e)| e.route.public_tool && e.payment.is_some())
+        .filter(|(_, e)| {
+            // Paid in x402 (and MPP where offered): a route answering MPP alone is not listed.
+            let x402 = e
+                .route
+                .protocols
+                .contains(&paygate_domain::model::PaymentProtocol::X402);
+            e.route.public_tool && e.payment.is_some() && x402
+        })
         .collect()
 }
 

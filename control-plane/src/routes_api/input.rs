@@ -78,7 +78,8 @@ macro_rules! route_body {
             schemes: Option<Vec<Scheme>>,
             /// The agent payment protocols the route's `402` offers (default both): `x402` and
             /// `mpp` (the Machine Payments Protocol's `charge`, paid as `exact` is, on a route
-            /// listing `exact` in a token with EIP-3009). x402 stays on.
+            /// listing `exact` in a token with EIP-3009). `["mpp"]` answers MPP alone (schemes
+            /// `["exact"]`, fixed pricing).
             #[serde(default, deserialize_with = "present")]
             #[schema(nullable = false, value_type = Option<Vec<String>>)]
             protocols: Option<Vec<PaymentProtocol>>,
@@ -392,10 +393,10 @@ impl RouteInput {
             .iter()
             .enumerate()
             .any(|(i, p)| protocols[..i].contains(p));
-        if repeated || !protocols.contains(&PaymentProtocol::X402) {
+        if repeated || protocols.is_empty() {
             self.problems.push(FieldProblem::new(
                 "protocols",
-                "must list x402 and, to offer it too, mpp, each once",
+                "must list x402, mpp or both, each once",
             ));
         } else {
             self.protocols = Some(protocols);
@@ -470,6 +471,20 @@ impl RouteInput {
                     n.token_symbols().join(", ")
                 );
                 problems.push(FieldProblem::new("token", text));
+            }
+        }
+        if !r.protocols.contains(&PaymentProtocol::X402) {
+            // MPP alone: its `charge` is an EIP-3009 `exact` payment of the route's price.
+            let eip3009 = networks
+                .resolve(&r.network)
+                .and_then(|n| n.with_token(&r.token))
+                .is_some_and(|(_, t)| t.transfer != paygate_x402::network::AssetTransfer::Permit2);
+            if r.schemes != [Scheme::Exact] || r.pricing != Pricing::Fixed || !eip3009 {
+                problems.push(FieldProblem::new(
+                    "protocols",
+                    "mpp alone needs schemes [\"exact\"], fixed pricing and a token with \
+                     EIP-3009 (MPP's charge pays the price up front by EIP-3009)",
+                ));
             }
         }
         if r.accepts(Scheme::Upto) && r.pricing != Pricing::Usage {

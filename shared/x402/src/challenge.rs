@@ -26,6 +26,9 @@ pub struct Challenge {
     /// challenge), rendered for each `402` by the way that offers it; none in the route's
     /// rendered challenge.
     pub www_authenticate: Option<http::HeaderValue>,
+    /// Whether x402's forms are offered (its headers written, its body the x402 JSON): false
+    /// on a route that turned x402 off, whose body is then another protocol's.
+    pub x402: bool,
 }
 
 /// The JSON inside a base64 x402 header (`PAYMENT-REQUIRED`, `PAYMENT-RESPONSE`), if it is one.
@@ -84,6 +87,7 @@ impl Challenge {
         let v2_doc = req.payment_required_offered(error, &extensions, &offer);
         Self {
             www_authenticate: None,
+            x402: true,
             requirements_header,
             payment_required_header: header_value(v2::header(&v2_doc)),
             body: body.into(),

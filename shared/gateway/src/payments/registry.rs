@@ -63,6 +63,18 @@ pub fn declare(route: &Route, sandbox: bool, ext: &mut Extensions) {
     }
 }
 
+/// Whether `entry`'s route offers x402 (a route may turn it off and answer MPP alone).
+pub(crate) fn offers_x402(entry: &RouteEntry) -> bool {
+    entry
+        .route
+        .protocols
+        .contains(&paygate_domain::model::PaymentProtocol::X402)
+}
+
+/// The body of a `402` offering no x402 form: the draft's problem details for "payment
+/// required" (the challenge is in `WWW-Authenticate`).
+const NO_X402_BODY: &str = r#"{"type":"https://paymentauth.org/problems/payment-required","title":"Payment Required","status":402,"detail":"Pay with the Payment challenge in WWW-Authenticate","code":"PAYMENT_REQUIRED","message":"Pay with the Payment challenge in WWW-Authenticate"}"#;
+
 /// The way that left the payment record `p` to reconciliation (it decides it).
 pub(crate) fn reconciler(p: &GatewayPayment) -> Option<&'static dyn Way> {
     WAYS.iter().find(|w| w.reconciles(p)).copied()
@@ -175,6 +187,16 @@ impl Payments {
             let challenge = self.challenge(entry).unwrap_or_else(|| challenge.clone());
             return Err(Unadmitted::Challenge(challenge));
         };
+        if !offers_x402(entry) {
+            // x402 is off here: its payment is refused as another protocol's is, nothing read.
+            let mut refused = self.refused(
+                entry,
+                Refusal::Rejected(paygate_x402::verify::Rejection::UnsupportedScheme),
+                version,
+            );
+            refused.protocol = paygate_domain::model::PaymentProtocol::Mpp;
+            return Err(refused.into());
+        }
         paying.version = version;
         let refused = |r: Refusal| -> Unadmitted { self.refused(entry, r, version).into() };
         gate.paying().map_err(refused)?;
@@ -255,6 +277,11 @@ impl Payments {
             None => challenge.clone(),
         };
         rendered.www_authenticate = self.serving().find_map(|(_, s)| s.challenge_header(entry));
+        if !offers_x402(entry) {
+            // Another protocol's challenge alone: its body is problem details.
+            rendered.x402 = false;
+            rendered.body = NO_X402_BODY.as_bytes().to_vec().into();
+        }
         Some(rendered)
     }
 

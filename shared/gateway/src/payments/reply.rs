@@ -41,9 +41,9 @@ pub enum Answer {
 pub fn unadmitted(u: Unadmitted, entry: &RouteEntry, request_id: &str) -> Answer {
     match u {
         Unadmitted::Challenge(challenge) => Answer::Challenge {
+            problem: !challenge.x402,
             challenge,
             refused: None,
-            problem: false,
         },
         Unadmitted::Refused(r) => refused(*r, entry, request_id),
         Unadmitted::Served(s) => Answer::Served(s),
@@ -114,6 +114,7 @@ pub fn refused(r: Refused, entry: &RouteEntry, request_id: &str) -> Answer {
             extensions: challenge.extensions,
             offer: challenge.offer,
             www_authenticate: challenge.www_authenticate,
+            x402: challenge.x402,
         },
         refused: Some(code),
         problem: false,
