@@ -137,8 +137,7 @@ impl Serving for Charging {
             return None;
         }
         let (req, _) = entry.payment.as_ref()?;
-        let charge = self.charge(entry, req)?;
-        HeaderValue::from_str(&charge.challenge(self.window)).ok()
+        self.charge(entry, req)?.header(self.window)
     }
 
     async fn admit(

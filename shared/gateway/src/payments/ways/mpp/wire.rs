@@ -39,14 +39,16 @@ fn binding(realm: &str, request: &str, expires: &str, digest: &str, opaque: &str
 }
 
 /// A route's charge as its challenges carry it, rendered once per route change: the `request`,
-/// and the challenge id's HMAC with the fields before `expires` already absorbed (each `402`
-/// then hashes only its own expiry and opaque).
-#[derive(Clone)]
+/// the challenge id's HMAC with the fields before `expires` already absorbed (each challenge
+/// then hashes only its own expiry), and the last challenge issued, given again to every `402`
+/// of the same millisecond (the same expiry: the same challenge).
 pub(super) struct Charge {
     pub request: std::sync::Arc<str>,
     /// `Payment realm="…", method="evm", intent="charge", request="…"`: the header's fixed part.
     head: std::sync::Arc<str>,
     mac: HmacSha256,
+    /// The millisecond of the last challenge issued, and its header.
+    last: std::sync::Mutex<(i128, Option<http::HeaderValue>)>,
 }
 
 impl Charge {
@@ -61,18 +63,31 @@ impl Charge {
             request: request.into(),
             head: head.into(),
             mac,
+            last: std::sync::Mutex::new((0, None)),
         }
     }
 
-    /// The `WWW-Authenticate` value of a challenge expiring `window` seconds from now, to the
-    /// millisecond (its `expires`, which the id binds, tells challenges apart, as `mppx`'s own
-    /// server does).
-    pub fn challenge(&self, window: u64) -> String {
-        let expires = expires_in(window);
-        self.challenge_expiring(&expires)
+    /// The `WWW-Authenticate` value of a challenge issued now, expiring `window` seconds later:
+    /// the one already issued in this millisecond, else a new one.
+    pub fn header(&self, window: u64) -> Option<http::HeaderValue> {
+        let now = time::OffsetDateTime::now_utc();
+        let ms = now.unix_timestamp_nanos() / 1_000_000;
+        if let Ok(last) = self.last.try_lock() {
+            if let (true, Some(h)) = (last.0 == ms, &last.1) {
+                return Some(h.clone());
+            }
+        }
+        let expires = rfc3339_ms(now + time::Duration::seconds(window as i64));
+        let header = http::HeaderValue::from_str(&self.challenge_expiring(&expires)).ok()?;
+        if let Ok(mut last) = self.last.try_lock() {
+            *last = (ms, Some(header.clone()));
+        }
+        Some(header)
     }
 
-    /// [`Self::challenge`] with `expires` given (RFC 3339).
+    /// The `WWW-Authenticate` value of a challenge expiring at `expires` (RFC 3339, to the
+    /// millisecond: its `expires`, which the id binds, tells challenges apart, as `mppx`'s own
+    /// server does).
     pub fn challenge_expiring(&self, expires: &str) -> String {
         let mut mac = self.mac.clone();
         mac.update(expires.as_bytes());
@@ -89,14 +104,14 @@ impl Charge {
     }
 }
 
-/// `window` seconds from now as RFC 3339 to the millisecond (`2026-11-29T00:51:07.123Z`), the
-/// date and time of day formatted once a second per thread.
-fn expires_in(window: u64) -> String {
+/// `at` as RFC 3339 to the millisecond (`2026-11-29T00:51:07.123Z`), the date and time of day
+/// formatted once a second per thread.
+fn rfc3339_ms(at: time::OffsetDateTime) -> String {
     use std::cell::RefCell;
     thread_local! {
         static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
     }
-    let now = time::OffsetDateTime::now_utc() + time::Duration::seconds(window as i64);
+    let now = at;
     let second = now.unix_timestamp();
     let millis = now.millisecond();
     SECOND.with(|cell| {
@@ -289,7 +304,9 @@ mod tests {
         // Challenges expiring at another millisecond have another id.
         let again = params(&charge.challenge_expiring("2026-01-01T00:00:00.001Z"));
         assert_ne!(again["id"], issued["id"]);
-        let fresh = params(&charge.challenge(300));
+        let fresh = charge.header(300).unwrap();
+        let fresh = params(fresh.to_str().unwrap());
+        assert!(fresh["id"] != issued["id"]);
         assert!(
             fresh["expires"].ends_with('Z') && fresh["expires"].len() == 24,
             "{fresh:?}"
