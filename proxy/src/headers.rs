@@ -50,8 +50,7 @@ pub(crate) fn drop_payment_credential(upstream: &mut RequestHeader) {
     let is_payment = upstream
         .headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().get(..8))
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(b"payment "));
+        .is_some_and(|v| paygate_gateway::payments::ways::mpp::carries_credential(v.as_bytes()));
     if is_payment {
         upstream.remove_header(&header::AUTHORIZATION);
     }

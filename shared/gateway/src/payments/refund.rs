@@ -35,6 +35,9 @@ pub enum RefundError {
     Store(#[from] StoreError),
 }
 
+/// Why a payment of a way that takes no refunds cannot be refunded.
+pub(crate) const ONLY_ESCROW_REFUNDS: &str = "only auth-capture (escrow) payments can be refunded";
+
 /// A refund made (or, under the same key, made before) and the payment after it.
 #[derive(Debug, Clone)]
 pub struct Refunded {

@@ -140,7 +140,7 @@ impl Payments {
                 "no relayer key: refunds cannot be sent".into(),
             )),
             None => Err(super::RefundError::NotRefundable(
-                "only auth-capture (escrow) payments can be refunded",
+                super::refund::ONLY_ESCROW_REFUNDS,
             )),
         }
     }

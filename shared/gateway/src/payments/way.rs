@@ -419,7 +419,7 @@ pub(crate) trait Serving: Send + Sync {
         _key: Option<&str>,
     ) -> Result<super::Refunded, super::RefundError> {
         Err(super::RefundError::NotRefundable(
-            "only auth-capture (escrow) payments can be refunded",
+            super::refund::ONLY_ESCROW_REFUNDS,
         ))
     }
 

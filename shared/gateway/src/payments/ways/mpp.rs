@@ -86,6 +86,12 @@ fn offers(entry: &RouteEntry) -> bool {
             .is_some_and(|(req, c)| !req.permit2() && c.offer.exact())
 }
 
+/// Whether an `Authorization` value carries a `Payment` credential (the proxy drops it before
+/// forwarding: the payment is the gateway's business), read as this way reads it.
+pub fn carries_credential(authorization: &[u8]) -> bool {
+    wire::payment_credential(authorization).is_some()
+}
+
 /// What MPP's discovery document (OpenAPI `x-payment-info`) offers for `entry`: its `charge`
 /// (amount in the token's units, the token, the method and intent), where it offers MPP.
 pub fn discovery_offer(entry: &RouteEntry) -> Option<serde_json::Value> {
