@@ -219,7 +219,11 @@ pub fn verify(
         && a.asset.eq_ignore_ascii_case(&want.asset)
         && a.pay_to.eq_ignore_ascii_case(&want.pay_to)
         && a.extra.name == want.extra.name
-        && a.extra.version == want.extra.version;
+        && a.extra.version == want.extra.version
+        && matches!(
+            a.extra.payment_flow.as_deref(),
+            None | Some(crate::extra::ESCROW_FLOW)
+        );
     if !same {
         return Err(Rejection::RequirementsMismatch);
     }

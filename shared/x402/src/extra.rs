@@ -17,6 +17,11 @@ pub struct TokenExtra {
     /// `upto`: the one facilitator the payer's Permit2 witness lets settle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facilitator_address: Option<String>,
+    /// The order of settlement and the resource (x402's payment flows): absent for the default
+    /// `authorization` (verify, serve, settle); `"escrow"` for `auth-capture` (held before the
+    /// resource, captured after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_flow: Option<String>,
     /// `batch-settlement`'s terms and state (boxed: an `exact` requirement carries none).
     #[serde(
         flatten,
@@ -51,6 +56,23 @@ impl TokenExtra {
             && self.channel == other.channel
     }
 }
+
+impl TokenExtra {
+    /// The requirement's payment flow, `"authorization"` when none is named. Not one of the
+    /// terms [`Self::same_terms`] compares: it orders the server's own steps (a facilitator
+    /// settles the same transfer in any flow), and a payer's echo of it changes nothing paygate
+    /// does; `auth-capture` refuses a flow other than its own.
+    pub fn flow(&self) -> &str {
+        self.payment_flow.as_deref().unwrap_or(AUTHORIZATION_FLOW)
+    }
+}
+
+/// x402's default payment flow: verified before the resource, settled after it (never written
+/// out).
+pub const AUTHORIZATION_FLOW: &str = "authorization";
+
+/// x402's `escrow` payment flow: settled (held) before the resource and again (captured) after.
+pub const ESCROW_FLOW: &str = "escrow";
 
 /// The `assetTransferMethod` of EIP-3009 payments (the default, when none is named).
 pub const EIP3009_METHOD: &str = "eip3009";

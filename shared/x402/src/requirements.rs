@@ -112,6 +112,7 @@ impl PaymentRequirements {
     pub fn to_v2_auth_capture(&self, terms: &EscrowTerms, now: u64) -> v2::PaymentRequirementsV2 {
         let mut r = self.to_v2();
         r.scheme = AUTH_CAPTURE_SCHEME.into();
+        r.extra.payment_flow = Some(crate::extra::ESCROW_FLOW.into());
         let capture = now.saturating_add(terms.capture_window);
         let operator = terms.operator.to_checksum(None);
         r.extra.escrow = Some(Box::new(crate::extra::EscrowExtra {

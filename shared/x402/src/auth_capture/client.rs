@@ -189,6 +189,26 @@ mod tests {
     }
 
     #[test]
+    fn the_offer_states_the_escrow_flow_and_a_payment_echoing_another_is_refused() {
+        let networks = Networks::from_config(&builtin_networks());
+        let (req, wire) = offered(&terms());
+        assert_eq!(wire["extra"]["paymentFlow"], "escrow");
+        let signer = PrivateKeySigner::random();
+        for (flow, taken) in [
+            ("escrow", true),
+            ("authorization", false),
+            ("upfront", false),
+        ] {
+            let mut echoed = wire.clone();
+            echoed["extra"]["paymentFlow"] = flow.into();
+            let offer = EscrowOffer::read(&echoed, &networks).unwrap();
+            let header = offer.payment_header(&signer, NOW).unwrap();
+            let verdict = super::super::verify(&decode(&header), &req, &terms(), NOW);
+            assert_eq!(verdict.is_ok(), taken, "{flow}");
+        }
+    }
+
+    #[test]
     fn an_offer_it_cannot_pay_is_refused_before_signing() {
         let networks = Networks::from_config(&builtin_networks());
         let signer = PrivateKeySigner::random();
