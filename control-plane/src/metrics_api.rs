@@ -74,6 +74,10 @@ pub async fn org_metrics(
             total_requests: b.total,
             unpaid_402: b.unpaid402,
             paid: b.paid,
+            paid_by_protocol: crate::views::PaidByProtocol {
+                x402: b.paid.saturating_sub(b.paid_mpp),
+                mpp: b.paid_mpp,
+            },
             errors: b.errors,
             avg_challenge_ms: mean_ms(b.challenge_us_sum, b.challenge_count, 1000.0),
             avg_settle_ms: mean_ms(b.settle_ms_sum, b.settle_count, 1.0),

@@ -351,6 +351,8 @@ pub struct MetricsWindow {
     #[serde(rename = "unpaid402")]
     pub unpaid_402: u64,
     pub paid: u64,
+    /// `paid` by the protocol the payments came in.
+    pub paid_by_protocol: PaidByProtocol,
     pub errors: u64,
     #[schema(required)]
     pub avg_challenge_ms: Option<f64>,
@@ -365,6 +367,13 @@ pub struct MetricsWindow {
     #[serde(rename = "refundedUSDC")]
     #[schema(rename = "refundedUSDC")]
     pub refunded_usdc: String,
+}
+
+/// Paid requests by the protocol they came in.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PaidByProtocol {
+    pub x402: u64,
+    pub mpp: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::header;
 use paygate_domain::ids::new_request_id;
+use paygate_domain::model::PaymentProtocol;
 use paygate_domain::ErrorCode;
 use paygate_gateway::metrics::{Outcome, RequestEvent};
 use paygate_gateway::payments::reply;
@@ -427,7 +428,8 @@ impl ProxyHttp for Gateway {
     /// step first ([`Gateway::finish_answer`]), then the request's counters and its access line.
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        let (settle_ms, upstream_status, revenue) = self.finish_answer(e.is_none(), ctx).await;
+        let (settle_ms, upstream_status, revenue, protocol) =
+            self.finish_answer(e.is_none(), ctx).await;
         let trace_id = ctx.forwarding().and_then(|f| traces::trace_id(&f.trace));
         if let Some(org_id) = ctx.org_id.take() {
             let elapsed_us = ctx.start.elapsed().as_micros() as u64;
@@ -440,6 +442,7 @@ impl ProxyHttp for Gateway {
                 settle_ms,
                 revenue,
                 upstream_status,
+                protocol,
                 at: paygate_domain::unix_now(),
             });
         }
@@ -469,11 +472,12 @@ impl Gateway {
         &self,
         completed: bool,
         ctx: &mut Ctx,
-    ) -> (Option<u64>, Option<u16>, u64) {
+    ) -> (Option<u64>, Option<u16>, u64, Option<PaymentProtocol>) {
         let Some(f) = ctx.forwarding() else {
-            return (None, None, 0);
+            return (None, None, 0, None);
         };
         let settle_ms = f.payment.as_ref().and_then(|p| p.settle_ms());
+        let protocol = f.payment.as_ref().map(|p| p.protocol());
         let upstream_status = f.end.upstream_status;
         let end = Answered::End(Ended {
             completed,
@@ -487,6 +491,6 @@ impl Gateway {
             f.receipt = Some(r);
         }
         let revenue = f.receipt.as_ref().map_or(0, |r| r.charged);
-        (settle_ms, upstream_status, revenue)
+        (settle_ms, upstream_status, revenue, protocol)
     }
 }

@@ -64,15 +64,18 @@ pub(crate) async fn challenge_at(gw: &Gateway, path: &str) -> Params {
         r.headers().contains_key("payment-required"),
         "x402 beside it"
     );
-    let h = r.headers()["www-authenticate"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let rest = h.strip_prefix("Payment ").expect("a Payment challenge");
-    rest.split(", ")
+    let h = r.headers()["www-authenticate"].to_str().unwrap();
+    params_of(h).expect("a Payment challenge")
+}
+
+/// The auth-params of a `WWW-Authenticate: Payment` challenge (as paygate writes it).
+pub(crate) fn params_of(header: &str) -> Option<Params> {
+    header
+        .strip_prefix("Payment ")?
+        .split(", ")
         .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap();
-            (k.to_string(), v.trim_matches('"').to_string())
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_string(), v.trim_matches('"').to_string()))
         })
         .collect()
 }
@@ -88,14 +91,9 @@ fn credential(
     credential_for(c, payer, pay_to, PRICE, edit)
 }
 
-/// [`credential`] for a price of `amount` base units.
-pub(crate) fn credential_for(
-    c: &Params,
-    payer: usize,
-    pay_to: Address,
-    amount: u64,
-    edit: impl Fn(&mut PaymentSpec, &mut Value),
-) -> String {
+/// The authorization `mppx` signs for challenge `c`: valid until the challenge expires, its
+/// nonce bound to the challenge.
+pub(crate) fn spec_for(c: &Params, payer: usize, pay_to: Address, amount: u64) -> PaymentSpec {
     let expires = time::OffsetDateTime::parse(
         &c["expires"],
         &time::format_description::well_known::Rfc3339,
@@ -106,6 +104,18 @@ pub(crate) fn credential_for(
     let mut spec = PaymentSpec::new(payer, pay_to, amount);
     spec.valid_before = expires;
     spec.nonce = B256::from(nonce);
+    spec
+}
+
+/// [`credential`] for a price of `amount` base units.
+pub(crate) fn credential_for(
+    c: &Params,
+    payer: usize,
+    pay_to: Address,
+    amount: u64,
+    edit: impl Fn(&mut PaymentSpec, &mut Value),
+) -> String {
+    let mut spec = spec_for(c, payer, pay_to, amount);
     let mut doc = json!({
         "challenge": {"id": c["id"], "realm": c["realm"], "method": c["method"],
             "intent": c["intent"], "request": c["request"], "expires": c["expires"]},
@@ -264,6 +274,30 @@ async fn the_official_mppx_client_pays_in_mpp_mode_and_in_x402_mode() {
     assert_eq!(s.chain.balance(address(1)).await, before - PRICE);
     assert_eq!(s.upstream.hits(), 5);
     assert_eq!(s.chain.balance(s.seller).await, seller_before + 5 * PRICE);
+
+    // The metrics count each protocol's paid requests: the API and Prometheus.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let m = loop {
+        let m = s.gw.org_metrics(&s.key, "24h").await;
+        if m["metrics"]["paid"] == 5 || std::time::Instant::now() > deadline {
+            break m;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        m["metrics"]["paidByProtocol"],
+        json!({"x402": 2, "mpp": 3}),
+        "{m}"
+    );
+    let text = s.gw.prometheus(ADMIN_TOKEN).await;
+    let paid = |protocol: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with("paygate_paid_requests_total{"))
+            .filter(|l| l.contains(&format!("protocol=\"{protocol}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    assert_eq!((paid("x402"), paid("mpp")), (2, 3), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

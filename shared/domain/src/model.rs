@@ -566,6 +566,8 @@ pub struct MetricBucket {
     pub revenue: u64,
     /// USDC base units refunded to payers (of what was received, in this or an earlier period).
     pub refunded: u64,
+    /// Of `paid`, the requests paid in MPP (the rest came in x402).
+    pub paid_mpp: u64,
 }
 
 impl MetricBucket {
@@ -573,6 +575,7 @@ impl MetricBucket {
         self.total += o.total;
         self.unpaid402 += o.unpaid402;
         self.paid += o.paid;
+        self.paid_mpp += o.paid_mpp;
         self.errors += o.errors;
         self.challenge_us_sum += o.challenge_us_sum;
         self.challenge_count += o.challenge_count;

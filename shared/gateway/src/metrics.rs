@@ -7,7 +7,7 @@
 use crate::unflushed::{Counts, Unflushed};
 use crate::FastMap;
 use arc_swap::ArcSwap;
-use paygate_domain::model::MetricBucket;
+use paygate_domain::model::{MetricBucket, PaymentProtocol};
 use paygate_domain::rollup::{RollupBucket, RollupRow, Tier};
 use paygate_domain::StoreResult;
 use paygate_store::Store;
@@ -16,7 +16,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 mod prom;
-use prom::{ChannelLabels, OutcomeLabels, Prom, RouteLabels, TargetLabels, UpstreamLabels};
+use prom::{
+    ChannelLabels, OutcomeLabels, Prom, ProtocolLabels, RouteLabels, TargetLabels, UpstreamLabels,
+};
 
 /// How a gateway request ended, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,6 +60,8 @@ pub struct RequestEvent {
     pub revenue: u64,
     /// Status the upstream answered, if it was reached.
     pub upstream_status: Option<u16>,
+    /// The protocol a paid request's payment came in (none when it was not paid).
+    pub protocol: Option<PaymentProtocol>,
     /// Unix seconds when the request ended.
     pub at: u64,
 }
@@ -106,11 +110,17 @@ pub struct Metrics {
     limit_nodes: std::sync::atomic::AtomicUsize,
 }
 
+/// Whether the event is a paid request that was served (counted in `paid`).
+fn paid(e: &RequestEvent) -> bool {
+    e.outcome == Outcome::Paid && e.status < 500
+}
+
 fn bucket_of(e: &RequestEvent) -> MetricBucket {
     MetricBucket {
         total: 1,
         unpaid402: u64::from(e.status == 402),
-        paid: u64::from(e.outcome == Outcome::Paid && e.status < 500),
+        paid: u64::from(paid(e)),
+        paid_mpp: u64::from(paid(e) && e.protocol == Some(PaymentProtocol::Mpp)),
         errors: u64::from(e.status >= 500),
         challenge_us_sum: e.challenge_us.unwrap_or(0),
         challenge_count: u64::from(e.challenge_us.is_some()),
@@ -146,6 +156,7 @@ struct Batch {
     challenge: FastMap<(Arc<str>, Arc<str>), Vec<u64>>,
     settle: FastMap<(Arc<str>, Arc<str>), Vec<u64>>,
     revenue: FastMap<(Arc<str>, Arc<str>), u64>,
+    paid: FastMap<(Arc<str>, Arc<str>, PaymentProtocol), u64>,
     refunded: FastMap<(Arc<str>, Arc<str>), u64>,
     upstream: FastMap<(Arc<str>, Arc<str>, u16), u64>,
 }
@@ -173,6 +184,12 @@ impl Batch {
                         .or_default()
                         .merge(&minute);
                     let series = (e.org_id.clone(), e.route_id.clone());
+                    if let Some(p) = e.protocol.filter(|_| paid(&e)) {
+                        *self
+                            .paid
+                            .entry((series.0.clone(), series.1.clone(), p))
+                            .or_default() += 1;
+                    }
                     *self
                         .requests
                         .entry((e.org_id, e.route_id, e.outcome, e.status / 100))
@@ -244,6 +261,15 @@ impl Batch {
         }
         for ((org, route), n) in self.revenue.drain() {
             prom.revenue.get_or_create(&labels(&org, &route)).inc_by(n);
+        }
+        for ((org, route, protocol), n) in self.paid.drain() {
+            prom.paid
+                .get_or_create(&ProtocolLabels {
+                    org: org.to_string(),
+                    route: route.to_string(),
+                    protocol: protocol.as_str().into(),
+                })
+                .inc_by(n);
         }
         for ((org, route), n) in self.refunded.drain() {
             prom.refunded.get_or_create(&labels(&org, &route)).inc_by(n);

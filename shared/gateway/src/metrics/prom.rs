@@ -22,6 +22,13 @@ pub(super) struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ProtocolLabels {
+    pub(super) org: String,
+    pub(super) route: String,
+    pub(super) protocol: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct TargetLabels {
     pub(super) org: String,
     pub(super) route: String,
@@ -54,6 +61,7 @@ pub(super) struct Prom {
     pub(super) challenge_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
     pub(super) settle_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
     pub(super) revenue: Family<RouteLabels, Counter>,
+    pub(super) paid: Family<ProtocolLabels, Counter>,
     pub(super) refunded: Family<RouteLabels, Counter>,
     pub(super) upstream: Family<UpstreamLabels, Counter>,
     pub(super) target_healthy: Family<TargetLabels, Gauge>,
@@ -77,6 +85,7 @@ impl Prom {
             );
         let revenue = Family::<RouteLabels, Counter>::default();
         let refunded = Family::<RouteLabels, Counter>::default();
+        let paid = Family::<ProtocolLabels, Counter>::default();
         let upstream = Family::<UpstreamLabels, Counter>::default();
         let target_healthy = Family::<TargetLabels, Gauge>::default();
         let facilitator_up = Gauge::default();
@@ -116,6 +125,11 @@ impl Prom {
             revenue.clone(),
         );
         registry.register(
+            "paid_requests",
+            "Paid requests served, by the payment protocol they came in (x402, mpp)",
+            paid.clone(),
+        );
+        registry.register(
             "refunded_base_units",
             "USDC base units the organisation refunded to payers (net revenue: revenue minus this)",
             refunded.clone(),
@@ -146,6 +160,7 @@ impl Prom {
             challenge_seconds,
             settle_seconds,
             revenue,
+            paid,
             refunded,
             upstream,
             target_healthy,

@@ -162,6 +162,11 @@ impl Admitted {
         self.0.settle_ms()
     }
 
+    /// The protocol the payment came in, for the metrics.
+    pub fn protocol(&self) -> paygate_domain::model::PaymentProtocol {
+        self.0.protocol()
+    }
+
     /// Whether the answer is kept under the payment's identifier (the caller collects its
     /// body, up to its own limit, and hands it over at the end).
     pub fn keeps_answer(&self) -> bool {
@@ -571,6 +576,9 @@ pub(crate) trait Held: Send + Sync {
     }
     fn settle_ms(&self) -> Option<u64> {
         None
+    }
+    fn protocol(&self) -> paygate_domain::model::PaymentProtocol {
+        paygate_domain::model::PaymentProtocol::X402
     }
     fn keeps_answer(&self) -> bool {
         false

@@ -161,7 +161,8 @@ impl MetricStore for PgStore {
              COALESCE(SUM(settle_ms_sum), 0)::bigint AS settle_ms_sum, \
              COALESCE(SUM(settle_count), 0)::bigint AS settle_count, \
              COALESCE(SUM(revenue), 0)::bigint AS revenue, \
-             COALESCE(SUM(refunded), 0)::bigint AS refunded \
+             COALESCE(SUM(refunded), 0)::bigint AS refunded, \
+             COALESCE(SUM(paid_mpp), 0)::bigint AS paid_mpp \
              FROM metric_buckets WHERE org_id = $1 AND minute >= $2",
         )
         .bind(org_id)
@@ -181,6 +182,7 @@ impl MetricStore for PgStore {
             settle_count: get("settle_count")?,
             revenue: get("revenue")?,
             refunded: get("refunded")?,
+            paid_mpp: get("paid_mpp")?,
         })
     }
 
@@ -233,8 +235,9 @@ async fn merge_minute(
 ) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO metric_buckets AS m (org_id, minute, total, unpaid402, paid, errors, \
-             challenge_us_sum, challenge_count, settle_ms_sum, settle_count, revenue, refunded) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+             challenge_us_sum, challenge_count, settle_ms_sum, settle_count, revenue, refunded, \
+             paid_mpp) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
              ON CONFLICT (org_id, minute) DO UPDATE SET \
              total = m.total + EXCLUDED.total, unpaid402 = m.unpaid402 + EXCLUDED.unpaid402, \
              paid = m.paid + EXCLUDED.paid, errors = m.errors + EXCLUDED.errors, \
@@ -242,7 +245,8 @@ async fn merge_minute(
              challenge_count = m.challenge_count + EXCLUDED.challenge_count, \
              settle_ms_sum = m.settle_ms_sum + EXCLUDED.settle_ms_sum, \
              settle_count = m.settle_count + EXCLUDED.settle_count, \
-             revenue = m.revenue + EXCLUDED.revenue, refunded = m.refunded + EXCLUDED.refunded",
+             revenue = m.revenue + EXCLUDED.revenue, refunded = m.refunded + EXCLUDED.refunded, \
+             paid_mpp = m.paid_mpp + EXCLUDED.paid_mpp",
     )
     .bind(org_id)
     .bind(to_i64(minute)?)
@@ -256,6 +260,7 @@ async fn merge_minute(
     .bind(to_i64(b.settle_count)?)
     .bind(to_i64(b.revenue)?)
     .bind(to_i64(b.refunded)?)
+    .bind(to_i64(b.paid_mpp)?)
     .execute(&mut *tx)
     .await
     .map_err(backend)?;

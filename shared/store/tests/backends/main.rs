@@ -354,6 +354,7 @@ async fn plan_usage_only_grows_and_metric_buckets_add_up() {
             settle_count: 2,
             revenue: 20_000,
             refunded: 700,
+            paid_mpp: 1,
         };
         let batch = |minutes: &[(&str, u64)]| CountBatch {
             id: new_id(COUNT_BATCH_PREFIX),
@@ -379,9 +380,10 @@ async fn plan_usage_only_grows_and_metric_buckets_add_up() {
                 sum.paid,
                 sum.settle_ms_sum,
                 sum.revenue,
-                sum.refunded
+                sum.refunded,
+                sum.paid_mpp
             ),
-            (6, 4, 800, 40_000, 1_400),
+            (6, 4, 800, 40_000, 1_400, 2),
             "{name}"
         );
         assert_eq!(s.metrics_since("o1", 0).await.unwrap().total, 9, "{name}");

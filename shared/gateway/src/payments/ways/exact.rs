@@ -253,6 +253,10 @@ impl Held for ExactHeld {
         Some(r.settle_ms.unwrap_or(0) + r.verify_us / 1000)
     }
 
+    fn protocol(&self) -> paygate_domain::model::PaymentProtocol {
+        self.paid.record.protocol
+    }
+
     fn keeps_answer(&self) -> bool {
         self.key.is_some()
     }
