@@ -4,7 +4,10 @@
 //! carried a receipt. `--scheme exact` (the default): one EIP-3009 payment a request for the
 //! first v2 requirement, each with its own nonce (any v2 x402 server: paygate, the x402-axum
 //! peer). `--scheme batch-settlement`: every connection its own payment channel, opened by a
-//! deposit before the clock starts, then one cumulative voucher a request. `--scheme free`: no
+//! deposit before the clock starts, then one cumulative voucher a request. `--scheme mpp`: one
+//! MPP `charge` credential a request (`Authorization: Payment`, as `paygate pay --protocol mpp`
+//! signs it), each for a challenge of its own (asked of the server one after another before the
+//! clock starts: a route's challenge changes every millisecond). `--scheme free`: no
 //! payment, the bench build's `x-paygate-bench-free` pass (the same client on the free path).
 
 use alloy_signer_local::PrivateKeySigner;
@@ -28,7 +31,7 @@ struct Args {
     /// The payer's private key (hex); it must hold the USDC.
     #[arg(long, env = "PAID_LOAD_PAYER_KEY")]
     payer_key: String,
-    /// `exact`, `batch-settlement` or `free`.
+    /// `exact`, `batch-settlement`, `mpp` or `free`.
     #[arg(long, default_value = "exact")]
     scheme: String,
     /// Requests per second offered in all (0: each connection sends its next request as soon
@@ -117,15 +120,18 @@ async fn main() {
     let lists = match args.scheme.as_str() {
         "exact" => exact_payments(&required, &signer, &args),
         "batch-settlement" => channel_payments(&client, &required, &signer, &args).await,
+        "mpp" => mpp_payments(&client, &signer, &args).await,
         "free" => {
             vec![vec![String::new(); args.requests.div_ceil(args.concurrency)]; args.concurrency]
         }
-        other => fail(format!("--scheme {other}: exact, batch-settlement or free")),
+        other => fail(format!(
+            "--scheme {other}: exact, batch-settlement, mpp or free"
+        )),
     };
-    let header = if args.scheme == "free" {
-        "x-paygate-bench-free"
-    } else {
-        "payment-signature"
+    let (header, receipt_header) = match args.scheme.as_str() {
+        "free" => ("x-paygate-bench-free", "payment-response"),
+        "mpp" => ("authorization", "payment-receipt"),
+        _ => ("payment-signature", "payment-response"),
     };
 
     if args.wait_go {
@@ -159,7 +165,7 @@ async fn main() {
                     let (status, receipt, body) =
                         match client.get(&url).header(header, h).send().await {
                             Ok(resp) => {
-                                let receipt = resp.headers().contains_key("payment-response");
+                                let receipt = resp.headers().contains_key(receipt_header);
                                 let status = resp.status().as_u16();
                                 // The whole answer, as a client would read it.
                                 let body = resp.bytes().await.unwrap_or_default();
@@ -238,6 +244,40 @@ fn exact_payments(
         let h = sign::payment_header_echoing(&req, offered.clone(), signer, now)
             .unwrap_or_else(|e| fail(e.to_string()));
         lists[i % args.concurrency].push(h);
+    }
+    lists
+}
+
+/// `--requests` MPP credentials, each for a challenge of its own, dealt to the connections.
+async fn mpp_payments(
+    client: &reqwest::Client,
+    signer: &PrivateKeySigner,
+    args: &Args,
+) -> Vec<Vec<String>> {
+    use paygate_gateway::payments::ways::mpp::client;
+    let networks = Networks::from_config(&builtin_networks());
+    let mut seen = std::collections::HashSet::new();
+    let mut lists = vec![Vec::new(); args.concurrency];
+    while seen.len() < args.requests {
+        let resp = client
+            .get(&args.url)
+            .send()
+            .await
+            .unwrap_or_else(|e| fail(format!("GET {}: {e}", args.url)));
+        let challenge = resp
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_else(|| fail(format!("{} offers no MPP challenge", args.url)))
+            .to_string();
+        if !seen.insert(challenge.clone()) {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+            continue;
+        }
+        let credential = client::offer(&challenge, &networks)
+            .and_then(|o| o.credential(signer))
+            .unwrap_or_else(|e| fail(e));
+        lists[seen.len() % args.concurrency].push(credential);
     }
     lists
 }

@@ -39,6 +39,7 @@ mod mcp_x402;
 mod metrics;
 mod money_model;
 mod mpp;
+mod mpp_origin;
 mod openapi;
 mod payments;
 mod payout_funding;

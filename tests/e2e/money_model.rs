@@ -3,6 +3,7 @@
 //! PostgreSQL in the second pass) on anvil mining a block every second (automine off, so
 //! settlements wait and some outlive their request), driven by a seeded random interleaving of
 //! `exact` payments (EIP-3009 in USDC, and Permit2 in the dev chain's token without EIP-3009),
+//! MPP `charge` payments of the same route (`Authorization: Payment`, as `mppx` signs them),
 //! `upto` payments (the origin stating a charge, or none), `auth-capture`
 //! payments (served, or refused by the origin), the same payments sent again, refunds (partial, too large, keys repeated, concurrent) and `kill -9`
 //! with a restart, up to three at once. Then, as a client would, every payment and refund is
@@ -128,6 +129,25 @@ fn exact(payer: usize, path: &str) -> Sent {
     }
 }
 
+/// A new MPP `charge` payment by `payer` (an `Authorization: Payment` credential, as `mppx`
+/// signs it) of the challenge in the `402` of the `exact` route (none while the gateway is
+/// down).
+async fn mpp(http: &reqwest::Client, base: &str, payer: usize) -> Option<Sent> {
+    let r = http.get(format!("{base}{EXACT}")).send().await.ok()?;
+    let c = crate::mpp::params_of(r.headers().get("www-authenticate")?.to_str().ok()?)?;
+    let spec = crate::mpp::spec_for(&c, payer, address(9), PRICE);
+    let usdc: Address = USDC.parse().unwrap();
+    Some(Sent {
+        path: EXACT.into(),
+        nonce_key: paygate_domain::model::nonce_key(84532, usdc, &spec.authorization()),
+        header: (
+            "Authorization",
+            crate::mpp::credential_for(&c, payer, address(9), PRICE, |_, _| {}),
+        ),
+        answers: Vec::new(),
+    })
+}
+
 /// A new `upto` payment by `payer` (Permit2, naming `facilitator`) of the route's `accepted`
 /// requirement; the origin states `charge` (USDC base units) or nothing (the ceiling).
 fn upto(payer: usize, facilitator: Address, accepted: &Value, charge: Option<u64>) -> Sent {
@@ -209,6 +229,8 @@ async fn refund(http: &reqwest::Client, base: &str, api_key: &str, a: &Asked) ->
 #[derive(Debug, Clone)]
 enum Step {
     Exact(usize),
+    /// An MPP `charge` of the `exact` route.
+    Mpp(usize),
     Permit2(usize),
     /// A payment opening (or adding to) an access window.
     Window(usize),
@@ -279,6 +301,8 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         ("PAYGATE__FACILITATOR__SETTLE_TIMEOUT_SECONDS", "2"),
         ("PAYGATE__FACILITATOR__REQUEST_TIMEOUT_SECONDS", "1"),
         ("PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS", "1"),
+        // An MPP credential left unsent expires within the test, as `exact`'s do.
+        ("PAYGATE__FACILITATOR__MPP_CHALLENGE_SECONDS", "20"),
     ] {
         env.push((k.into(), v.into()));
     }
@@ -379,7 +403,8 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
         let width = rng.gen_range(1..=3usize).min(ops - step);
         step += width;
         let batch: Vec<Step> = (0..width)
-            .map(|_| match rng.gen_range(0..18) {
+            .map(|_| match rng.gen_range(0..20) {
+                18 | 19 => Step::Mpp(payers[rng.gen_range(0..payers.len())]),
                 16 | 17 => Step::Channel(payers[3 + rng.gen_range(0..2)]),
                 0..=2 => Step::Exact(payers[rng.gen_range(0..payers.len())]),
                 12 => Step::Permit2(payers[rng.gen_range(0..payers.len())]),
@@ -436,6 +461,14 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
                         let header = common::windows::sign_in(&doc, payer, payer, |_| {});
                         let a = send(&http, &url, &("SIGN-IN-WITH-X", header)).await;
                         (None, None, Some(Err((payer, a))))
+                    }
+                    Step::Mpp(payer) => {
+                        let Some(mut p) = mpp(&http, &base, payer).await else {
+                            return (None, None, None);
+                        };
+                        let a = send(&http, &format!("{base}{}", p.path), &p.header).await;
+                        p.answers.push(a);
+                        (Some(p), None, None)
                     }
                     Step::Permit2(payer) => {
                         let mut p = permit2_exact(payer, &accepted_permit2);

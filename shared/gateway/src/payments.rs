@@ -47,6 +47,13 @@ impl Verified {
         self.protocol = protocol;
         self
     }
+
+    /// The same payment, answered only as the retry of one already taken (what it pays for can
+    /// no longer be paid: an MPP challenge about to expire).
+    pub(crate) fn only_as_retry(mut self) -> Self {
+        self.expiring = true;
+        self
+    }
 }
 
 /// What a payment is taken for.

@@ -62,10 +62,53 @@ async fn acme_on_chain(
 
 #[tokio::test]
 async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
+    paid_request_trials(Protocol::X402).await;
+}
+
+/// The same for MPP credentials (`Authorization: Payment`) whose challenges may be paid for
+/// 10 s: a retry after a restart often comes when the challenge is too close to its end to be
+/// settled, and must still be answered by the payment its first attempt took.
+#[tokio::test]
+async fn sigkill_at_random_points_of_mpp_payments_loses_nothing() {
+    paid_request_trials(Protocol::Mpp).await;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Protocol {
+    X402,
+    Mpp,
+}
+
+/// A new payment by `payer` of the echo route in `protocol`: its authorization and the header
+/// carrying it.
+async fn new_payment(
+    gw: &Gateway,
+    protocol: Protocol,
+    payer: usize,
+    receiver: alloy_primitives::Address,
+) -> (PaymentSpec, (&'static str, String)) {
+    match protocol {
+        Protocol::X402 => {
+            let mut spec = PaymentSpec::new(payer, receiver, PRICE);
+            spec.valid_before = now() + VALIDITY_SECS;
+            let header = spec.v1_header();
+            (spec, ("X-PAYMENT", header))
+        }
+        Protocol::Mpp => {
+            let c = crate::mpp::challenge_at(gw, "/gateway/acme/echo").await;
+            let spec = crate::mpp::spec_for(&c, payer, receiver, PRICE);
+            let header = crate::mpp::credential_for(&c, payer, receiver, PRICE, |_, _| {});
+            (spec, ("Authorization", header))
+        }
+    }
+}
+
+async fn paid_request_trials(protocol: Protocol) {
     let trials = trials();
     let (chain, mut gw, upstream, receiver, key) = acme_on_chain(&[
         ("PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS", "1"),
         ("PAYGATE__FACILITATOR__SETTLE_TIMEOUT_SECONDS", "5"),
+        ("PAYGATE__FACILITATOR__MPP_CHALLENGE_SECONDS", "10"),
     ])
     .await;
     gw.create_paid_route(&key, "echo", &format!("{}/echo", upstream.url), false)
@@ -81,14 +124,12 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
     // to after the upstream answered; the first one also pays for connections and caches).
     let mut quickest = Duration::MAX;
     for _ in 0..3 {
+        let (_, header) = new_payment(&gw, protocol, 1, receiver).await;
         let t0 = Instant::now();
         let r = gw
             .http
             .get(gw.url("/gateway/acme/echo"))
-            .header(
-                "X-PAYMENT",
-                PaymentSpec::new(1, receiver, PRICE).v1_header(),
-            )
+            .header(header.0, header.1)
             .send()
             .await
             .unwrap();
@@ -101,10 +142,8 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
     let mut tally = Tally::default();
     let mut last_valid_before = 0;
     for i in 0..trials {
-        let mut spec = PaymentSpec::new(1 + i % 6, receiver, PRICE);
-        spec.valid_before = now() + VALIDITY_SECS;
+        let (spec, header) = new_payment(&gw, protocol, 1 + i % 6, receiver).await;
         last_valid_before = spec.valid_before;
-        let header = spec.v1_header();
         let hits_before = upstream.hits();
 
         let (http, url, h) = (
@@ -113,7 +152,7 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
             header.clone(),
         );
         let first = tokio::spawn(async move {
-            match http.get(url).header("X-PAYMENT", h).send().await {
+            match http.get(url).header(h.0, h.1).send().await {
                 Ok(r) => r.status().as_u16().to_string(),
                 Err(_) => "cut".to_string(),
             }
@@ -127,7 +166,7 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
         let retry = retry_until_final(
             &gw,
             "/gateway/acme/echo",
-            ("X-PAYMENT", &header),
+            (header.0, &header.1),
             Duration::from_secs(30),
         )
         .await;
@@ -146,7 +185,7 @@ async fn sigkill_at_random_points_of_paid_requests_loses_nothing() {
     let settled = settled_count(&gw, &key).await;
     assert!(gw.stop(), "paygate did not stop:\n{}", gw.log());
     tally.close(gw.store().await.as_ref()).await;
-    println!("crash tally (kill window {window_ms} ms): {tally:?}, plan slots {used} for {settled} settled");
+    println!("crash tally ({protocol:?}, kill window {window_ms} ms): {tally:?}, plan slots {used} for {settled} settled");
     tally.assert_clean();
     if on_postgres() {
         assert_eq!(used, settled, "plan slots counted = payments settled");

@@ -27,6 +27,7 @@ use crate::route_entry::RouteEntry;
 use http::HeaderValue;
 use paygate_domain::model::{PaymentProtocol, Scheme};
 use paygate_x402::payment::ProtocolVersion;
+use paygate_x402::verify::Rejection;
 use problem::reason;
 use std::sync::Arc;
 
@@ -174,29 +175,30 @@ impl Serving for Charging {
         let now = paygate_domain::unix_now();
         // The challenge: issued here, for this route's current charge, unexpired.
         let c = &credential.challenge;
+        let expires = c.expires.as_deref().and_then(unix_of);
         let ours = c.method == wire::METHOD
             && c.intent == wire::INTENT
             && c.realm == *self.realm
+            && expires.is_some()
             && self
                 .charge(entry, req)
                 .is_some_and(|charge| *c.request == *charge.request)
             && c.issued_with(&self.secret);
-        if !ours {
-            return Err(invalid(reason::INVALID_CHALLENGE));
-        }
-        let expires = c
-            .expires
-            .as_deref()
-            .and_then(unix_of)
-            .ok_or_else(|| invalid(reason::INVALID_CHALLENGE))?;
-        if expires < now + SETTLE_MARGIN_SECS {
-            return Err(invalid(reason::PAYMENT_EXPIRED));
-        }
+        // A challenge this process cannot vouch for (altered, another route's, or issued
+        // before a restart of a node without a shared secret), or too close to its end to be
+        // settled: only the retry of a payment already taken for the same authorization goes
+        // on, answered by that payment's record (so a request a crash cut after settlement is
+        // served once, as for x402); any other is refused for its challenge.
+        let expiring = expires.is_some_and(|e| e < now + SETTLE_MARGIN_SECS);
+        let fail = |why: &'static str| match ours {
+            true => invalid(why),
+            false => invalid(reason::INVALID_CHALLENGE),
+        };
         // The authorization: bound to the challenge, from the payer the source names.
         let auth: wire::Authorization = serde_json::from_value(credential.payload.clone())
-            .map_err(|_| invalid(reason::INVALID_PAYLOAD))?;
+            .map_err(|_| fail(reason::INVALID_PAYLOAD))?;
         if auth.kind != "authorization" {
-            return Err(invalid(reason::INVALID_PAYLOAD));
+            return Err(fail(reason::INVALID_PAYLOAD));
         }
         let bound = auth
             .nonce
@@ -207,7 +209,7 @@ impl Serving for Charging {
             s.eq_ignore_ascii_case(&format!("did:pkh:eip155:{chain_id}:{}", auth.from))
         });
         if !bound || !source_ok {
-            return Err(invalid(reason::VERIFICATION_FAILED));
+            return Err(fail(reason::VERIFICATION_FAILED));
         }
         // Taken as the x402 `exact` payment it is: the same checks of recipient, amount, time
         // window and signature, the same replay guard and settlement.
@@ -224,10 +226,24 @@ impl Serving for Charging {
             },
         });
         let json = serde_json::to_vec(&x402).unwrap_or_default();
-        let verified = svc
+        let mut verified = svc
             .verify_header_json(&json, ProtocolVersion::V2, req, now)
-            .map_err(refused)?
+            .map_err(|r| {
+                if ours {
+                    refused(r)
+                } else {
+                    fail(reason::INVALID_CHALLENGE)
+                }
+            })?
             .came_in(PaymentProtocol::Mpp);
-        take_and_admit(svc, p, gate, verified, &refused, receipt).await
+        if expiring || !ours {
+            verified = verified.only_as_retry();
+        }
+        // No payment taken for a challenge that is not ours: refused for the challenge.
+        let taken = |r: Refusal| match r {
+            Refusal::Rejected(Rejection::Expired) if !ours => fail(reason::INVALID_CHALLENGE),
+            r => refused(r),
+        };
+        take_and_admit(svc, p, gate, verified, &taken, receipt).await
     }
 }
