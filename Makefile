@@ -134,9 +134,8 @@ test-fast: sys-deps test-tools pg-deps
 ## path on anvil next to the x402-axum middleware; writes BENCHMARKS.md. Installs nginx and wrk if
 ## missing; the peer (benches/x402-axum-peer, outside the workspace) builds into target/.
 bench: bench-build
-	cargo build --release --example paid_load
 	cargo bench --bench verify -- --warm-up-time 1 --measurement-time 3
-	python3 benches/run.py --paygate target/release/paygate --bench-paygate target/bench/paygate \
+	python3 benches/run.py --paygate target/release/paygate --bench-paygate $(BENCH_PAYGATE) \
 	  --minimal target/release/examples/minimal_pingora --paid-load target/release/examples/paid_load \
 	  --peer target/release/x402-axum-peer --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 	$(MAKE) bench-sweep
@@ -149,7 +148,7 @@ bench: bench-build
 ## x402-axum peer on the 402, 404 and proxy paths at 1, 32, 256 and 1024 connections, one core
 ## pinned, one core unpinned, and two cores; writes its section of BENCHMARKS.md.
 bench-sweep: bench-build
-	python3 benches/sweep.py --paygate target/release/paygate --bench-paygate target/bench/paygate \
+	python3 benches/sweep.py --paygate target/release/paygate --bench-paygate $(BENCH_PAYGATE) \
 	  --minimal target/release/examples/minimal_pingora --peer target/release/x402-axum-peer \
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
@@ -158,34 +157,34 @@ bench-sweep: bench-build
 ## CARGO_TARGET_DIR of its own: cargo names the workspace crates' artifacts alike whatever their
 ## directory, so a baseline built into this target/ overwrites this tree's (then cargo clean -p).
 NEW ?= target/release/paygate
-bench-ab: deps release bench-deps
+bench-ab: deps bench-build
 	@test -x "$(OLD)" || { echo "bench-ab: OLD=path/to/baseline/paygate is required"; exit 2; }
-	cargo build --release --example paid_load
 	python3 benches/ab.py --a $(OLD) --b $(NEW) --paid-load target/release/examples/paid_load \
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) --contracts $(CONTRACTS)
 
-## bench-build: what `bench` and `bench-sweep` run: the bench build (copied aside by rename, so
-## a copy still running does not make the copy fail), the release binary, the Pingora floor and
-## the x402-axum peer.
+## bench-build: every benchmark binary in one cargo invocation, so the workspace compiles once
+## with one feature set (issue 54): the release binary, the benchmarks' `paygate-bench` (the
+## free pass on; copied aside by rename, so a copy still running does not make the copy fail),
+## the load generator, the seeding command and the Pingora floor; then the x402-axum peer (a
+## workspace of its own). Says how long it took.
+BENCH_PAYGATE := target/bench/paygate
 bench-build: sys-deps bench-deps chain-deps
-	cargo build --release --features bench --bin paygate
-	@mkdir -p target/bench && cp target/release/paygate target/bench/paygate.new && mv -f target/bench/paygate.new target/bench/paygate
-	cargo build --release --bin paygate
-	cargo build --release --example minimal_pingora -p paygate-proxy
+	@start=$$(date +%s); \
+	  cargo build --release -p paygate -p paygate-proxy --bin paygate --bin paygate-bench \
+	    --example paid_load --example ledger_seed --example minimal_pingora \
+	  && echo "bench build: $$(( $$(date +%s) - start )) s"
+	@mkdir -p target/bench && cp target/release/paygate-bench $(BENCH_PAYGATE).new && mv -f $(BENCH_PAYGATE).new $(BENCH_PAYGATE)
 	cd benches/x402-axum-peer && CARGO_TARGET_DIR=$(abspath target) cargo build --release --locked
 
 ## bench-tls: paygate's TLS listener next to nginx with the same certificate (full handshakes,
 ## 402s over HTTP/1.1 and HTTP/2 on kept connections); writes its section of BENCHMARKS.md.
-bench-tls: sys-deps bench-deps chain-deps
-	cargo build --release --bin paygate
+bench-tls: bench-build
 	python3 benches/tls.py --paygate target/release/paygate --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
 ## bench-seller: the seller's view at scale: 1,000,000 payments, 100,000 payouts and 1,000
 ## routes seeded into one organisation (benches/ledger_seed.rs), then ledger pages, org metrics
 ## and the console's overview in headless Chromium timed; writes its section of BENCHMARKS.md.
-bench-seller: sys-deps py-deps browser-deps chain-deps
-	cargo build --release --bin paygate
-	cargo build --release --example ledger_seed
+bench-seller: bench-build py-deps browser-deps
 	$(PY) benches/ledger.py --paygate target/release/paygate --seed target/release/examples/ledger_seed \
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 
@@ -193,16 +192,13 @@ bench-seller: sys-deps py-deps browser-deps chain-deps
 ## through one gateway, then one claim of every channel, then three nodes on one PostgreSQL;
 ## writes its section of BENCHMARKS.md.
 bench-channels: bench-build pg-deps
-	cargo build --release --example paid_load
-	python3 benches/channels.py --bench-paygate target/bench/paygate --paygate target/release/paygate \
+	python3 benches/channels.py --bench-paygate $(BENCH_PAYGATE) --paygate target/release/paygate \
 	  --paid-load target/release/examples/paid_load --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS) \
 	  --contracts $(CONTRACTS)
 
 ## bench-cluster: paygate on PostgreSQL next to sled, propagation between nodes, paid throughput
 ## with 1, 2 and 3 nodes on one database; writes its section of BENCHMARKS.md.
-bench-cluster: sys-deps bench-deps chain-deps pg-deps
-	cargo build --release --bin paygate
-	cargo build --release --example paid_load
+bench-cluster: bench-build pg-deps
 	python3 benches/cluster.py --paygate target/release/paygate --paid-load target/release/examples/paid_load \
 	  --anvil $(ANVIL) --artifacts $(USDC_ARTIFACTS)
 

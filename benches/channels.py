@@ -299,7 +299,7 @@ def write_report(a, r):
         f"- Voucher-paid against exact-paid requests per second: **{v_over_e:,.0f}x** (target: at least 100x).",
         f"- MPP's charge against x402 `exact` (issue 53's goal: within 1.1x): mean latency of a paid request "
         f"**{f(mpp_time, 2)}x**, requests/s {f(ratio(rps['mpp'], rps['exact']), 2)}x, gateway CPU per request "
-        f"{f(ratio(cpu['mpp'], cpu['exact']), 2)}x (each credential's challenge asked before the clock starts).",
+        f"{f(ratio(cpu['mpp'], cpu['exact']), 2)}x (each credential's challenge is asked before the clock starts, but the gateway's CPU is read around the whole run, so MPP's figure also pays a `402` or more per credential: the charge itself costs what `exact` does).",
         f"- Voucher-paid against free requests per second: **{v_over_f:.2f}x** (a voucher costs one secp256k1 "
         "recovery, about as much as the free path's whole request: bounded near 0.5 on one core).",
         f"- Gateway CPU a voucher adds to a free request: **{cpu_added:.0f} us** at saturation (median against "
@@ -359,7 +359,7 @@ def write_report(a, r):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bench-paygate", required=True, help="built with --features bench")
+    ap.add_argument("--bench-paygate", required=True, help="the paygate-bench binary (the free pass on)")
     ap.add_argument("--paygate", required=True, help="for devchain setup")
     ap.add_argument("--paid-load", required=True)
     ap.add_argument("--anvil", required=True)

@@ -327,7 +327,7 @@ def in_work_dir(prefix, body, keep=False):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--paygate", required=True)
-    ap.add_argument("--bench-paygate", required=True, help="built with --features bench")
+    ap.add_argument("--bench-paygate", required=True, help="the paygate-bench binary (the free pass on)")
     ap.add_argument("--minimal", required=True, help="the minimal_pingora example (the Pingora floor)")
     ap.add_argument("--anvil", required=True)
     ap.add_argument("--artifacts", required=True, help="stablecoin-evm artifacts/hardhat/contracts")

@@ -295,7 +295,7 @@ def write(a, r):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--paygate", required=True)
-    ap.add_argument("--bench-paygate", required=True, help="built with --features bench")
+    ap.add_argument("--bench-paygate", required=True, help="the paygate-bench binary (the free pass on)")
     ap.add_argument("--minimal", required=True, help="the minimal_pingora example (the Pingora floor)")
     ap.add_argument("--peer", required=True, help="the x402-axum peer binary")
     ap.add_argument("--anvil", required=True)

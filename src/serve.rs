@@ -262,7 +262,7 @@ fn bind_listeners(cfg: &mut Config, upgrade: bool) -> anyhow::Result<Listeners> 
 
 /// Start-up step 2: what the operator must know about this configuration before anything runs.
 fn warn_about(cfg: &Config) {
-    if cfg!(feature = "bench") {
+    if paygate_proxy::bench_free_pass() {
         tracing::warn!(
             "BENCHMARK BUILD: requests with x-paygate-bench-free skip payment; never deploy this binary"
         );
