@@ -131,7 +131,7 @@ def main():
 
 def run(started):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--binary", default=os.path.join(dev_env.ROOT, "target/local/paygate"))
+    ap.add_argument("--binary", default=os.path.join(dev_env.ROOT, "target/debug/paygate"))
     ap.add_argument("--anvil", required=True, help="the anvil binary")
     ap.add_argument("--artifacts", required=True, help="stablecoin-evm artifacts/hardhat/contracts")
     ap.add_argument("--contracts", required=True, help="the compiled dev-chain contracts (.tools/contracts)")
