@@ -102,6 +102,8 @@ pub struct PaymentService {
     offers: Option<offers::Offers>,
     /// Payers the chain said hold no code (forgeries in their name cost no further call).
     eoas: eoas::KnownEoas,
+    /// The receipts signed this second for requests served without a record of their own.
+    recent_receipts: receipts::RecentReceipts,
 }
 
 impl PaymentService {

@@ -31,6 +31,7 @@ impl PaymentService {
             receipt_key: None,
             offers: None,
             eoas: Default::default(),
+            recent_receipts: Default::default(),
         }
     }
 
