@@ -14,6 +14,7 @@ import http.server
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -104,6 +105,20 @@ def call(method, path, token, body=None):
     except urllib.error.HTTPError as e:
         raw = e.read()
         return e.code, json.loads(raw) if raw else None
+
+
+def ports_free():
+    """Exits with what to do when one of make run's fixed ports is taken (another `make run`
+    still stopping, or started from another checkout): anvil would otherwise fail to bind and the
+    setup would talk to the other run's chain."""
+    taken = []
+    for host, port in (RPC_ADDR.split(":"), LISTEN.split(":"), SANDBOX_ADDR.split(":"), ECHO_ADDR):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            if s.connect_ex((host, int(port))) == 0:
+                taken.append(f"{host}:{port}")
+    if taken:
+        sys.exit(f"make run needs {', '.join(taken)}, which another process listens on (another "
+                 "`make run` still stopping, or from another checkout?); stop it and run again")
 
 
 def stop_leftover(pid_file):
@@ -394,6 +409,7 @@ def run(started):
     anvil_pid_file = os.path.join(RUN, "anvil.pid")
     stop_leftover(pid_file)
     stop_leftover(anvil_pid_file)
+    ports_free()
 
     stop_on_signals()
     phase = Phases()
