@@ -670,7 +670,12 @@ async fn one_interleaving(seed: u64, ops: usize) -> (usize, usize, usize, usize)
     let mut kinds = BTreeMap::<String, usize>::new();
     for p in &ledger {
         *kinds
-            .entry(format!("{:?} {}", p.transfer, p.status.as_str()))
+            .entry(format!(
+                "{:?}{} {}",
+                p.transfer,
+                if p.protocol.is_x402() { "" } else { " (MPP)" },
+                p.status.as_str()
+            ))
             .or_default() += 1;
     }
     let signed_in = sign_ins.iter().filter(|(_, a)| a == "200").count();
