@@ -103,7 +103,7 @@ pub struct PaymentService {
     /// Payers the chain said hold no code (forgeries in their name cost no further call).
     eoas: eoas::KnownEoas,
     /// The receipts signed this second for requests served without a record of their own.
-    recent_receipts: receipts::RecentReceipts,
+    recent_receipts: recent_receipts::RecentReceipts,
 }
 
 impl PaymentService {
@@ -524,6 +524,7 @@ mod build;
 pub mod ids;
 mod offers;
 mod receipts;
+mod recent_receipts;
 pub mod reconcile;
 mod refusal;
 pub mod reply;
