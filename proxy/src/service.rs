@@ -428,8 +428,7 @@ impl ProxyHttp for Gateway {
     /// step first ([`Gateway::finish_answer`]), then the request's counters and its access line.
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        let (settle_ms, upstream_status, revenue, protocol) =
-            self.finish_answer(e.is_none(), ctx).await;
+        let paid = self.finish_answer(e.is_none(), ctx).await;
         let trace_id = ctx.forwarding().and_then(|f| traces::trace_id(&f.trace));
         if let Some(org_id) = ctx.org_id.take() {
             let elapsed_us = ctx.start.elapsed().as_micros() as u64;
@@ -439,10 +438,10 @@ impl ProxyHttp for Gateway {
                 status,
                 outcome: ctx.kind,
                 challenge_us: (ctx.kind == Outcome::Challenge).then_some(elapsed_us),
-                settle_ms,
-                revenue,
-                upstream_status,
-                protocol,
+                settle_ms: paid.settle_ms,
+                revenue: paid.revenue,
+                upstream_status: paid.upstream_status,
+                protocol: paid.protocol,
                 at: paygate_domain::unix_now(),
             });
         }
@@ -461,20 +460,27 @@ impl ProxyHttp for Gateway {
     }
 }
 
+/// What a forwarded request's payment came to, for the counters.
+#[derive(Default)]
+struct PaidEnd {
+    /// Verification and settlement, in milliseconds.
+    settle_ms: Option<u64>,
+    upstream_status: Option<u16>,
+    /// USDC base units charged.
+    revenue: u64,
+    /// The protocol the payment came in.
+    protocol: Option<PaymentProtocol>,
+}
+
 impl Gateway {
     /// The explicit end of a paid answer, once it was written whole (`completed`) or failed:
     /// what the answer commits for its payment (a kept answer, a plan slot, the origin's
     /// status, a usage charge that waited for a streamed answer's trailer), through the payment
     /// service's `finish`. Pingora calls no later hook that may wait than `logging`, so that
-    /// phase calls this first, before anything is counted or logged. The settlement time, the
-    /// origin's status and what was charged, for the counters.
-    async fn finish_answer(
-        &self,
-        completed: bool,
-        ctx: &mut Ctx,
-    ) -> (Option<u64>, Option<u16>, u64, Option<PaymentProtocol>) {
+    /// phase calls this first, before anything is counted or logged.
+    async fn finish_answer(&self, completed: bool, ctx: &mut Ctx) -> PaidEnd {
         let Some(f) = ctx.forwarding() else {
-            return (None, None, 0, None);
+            return PaidEnd::default();
         };
         let settle_ms = f.payment.as_ref().and_then(|p| p.settle_ms());
         let protocol = f.payment.as_ref().map(|p| p.protocol());
@@ -490,7 +496,11 @@ impl Gateway {
         if let Ok(Some(r)) = finish.instrument(f.trace.clone()).await {
             f.receipt = Some(r);
         }
-        let revenue = f.receipt.as_ref().map_or(0, |r| r.charged);
-        (settle_ms, upstream_status, revenue, protocol)
+        PaidEnd {
+            settle_ms,
+            upstream_status,
+            revenue: f.receipt.as_ref().map_or(0, |r| r.charged),
+            protocol,
+        }
     }
 }

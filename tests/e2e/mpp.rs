@@ -48,6 +48,14 @@ async fn setup_with(extra: &[(&str, &str)]) -> Setup {
     }
 }
 
+/// Creates the route `fields` describe, forwarding to the upstream's echo on the dev chain's
+/// network; its JSON.
+async fn echo_route(s: &Setup, mut fields: Value) -> Value {
+    fields["targetUrl"] = format!("{}/echo", s.upstream.url).into();
+    fields["network"] = "base-sepolia".into();
+    s.gw.create_route(&s.key, fields).await
+}
+
 /// An MPP challenge's auth-params.
 pub(crate) type Params = std::collections::BTreeMap<String, String>;
 
@@ -408,10 +416,10 @@ async fn bad_mpp_credentials_get_problem_details_and_move_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mppx_mcp_client_pays_a_paid_tool() {
     let s = setup_with(&[]).await;
-    s.gw.create_route(
-        &s.key,
-        json!({"path": "weather", "priceUSD": 0.01, "targetUrl": format!("{}/echo", s.upstream.url),
-            "network": "base-sepolia", "description": "Weather by city", "publicTool": true}),
+    echo_route(
+        &s,
+        json!({"path": "weather", "priceUSD": 0.01, "description": "Weather by city",
+            "publicTool": true}),
     )
     .await;
     let before = s.chain.balance(address(3)).await;
@@ -436,19 +444,15 @@ async fn the_mppx_mcp_client_pays_a_paid_tool() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_discovery_document_lists_each_routes_mpp_offer() {
     let s = setup_with(&[]).await;
-    s.gw.create_route(
-        &s.key,
-        json!({"path": "listed", "priceUSD": 0.03, "targetUrl": format!("{}/echo", s.upstream.url),
-            "network": "base-sepolia", "discoverable": true, "description": "Listed"}),
+    echo_route(
+        &s,
+        json!({"path": "listed", "priceUSD": 0.03, "discoverable": true, "description": "Listed"}),
     )
     .await;
     let url = s.gw.url("/discovery/acme/openapi.json");
     let doc: Value =
-        s.gw.http
-            .get(&url)
-            .send()
+        s.gw.get("/discovery/acme/openapi.json")
             .await
-            .unwrap()
             .json()
             .await
             .unwrap();
@@ -493,14 +497,11 @@ async fn the_discovery_document_lists_each_routes_mpp_offer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_may_answer_mpp_alone() {
     let s = setup_with(&[]).await;
-    let route = s
-        .gw
-        .create_route(
-            &s.key,
-            json!({"path": "only", "priceUSD": 0.01, "targetUrl": format!("{}/echo", s.upstream.url),
-                "network": "base-sepolia", "protocols": ["mpp"], "discoverable": true}),
-        )
-        .await;
+    let route = echo_route(
+        &s,
+        json!({"path": "only", "priceUSD": 0.01, "protocols": ["mpp"], "discoverable": true}),
+    )
+    .await;
     assert_eq!(route["protocols"], json!(["mpp"]), "{route}");
     let path = "/gateway/acme/only";
     let r = s.gw.http.get(s.gw.url(path)).send().await.unwrap();
