@@ -7,7 +7,9 @@
 //! deposit before the clock starts, then one cumulative voucher a request. `--scheme mpp`: one
 //! MPP `charge` credential a request (`Authorization: Payment`, as `paygate pay --protocol mpp`
 //! signs it), each for a challenge of its own (asked of the server one after another before the
-//! clock starts: a route's challenge changes every millisecond). `--scheme free`: no
+//! clock starts: a route's challenge changes every millisecond). `--scheme auth-capture`: one
+//! escrowed payment a request (`paygate pay --scheme auth-capture`'s signing), each with its own
+//! salt, all for the escrow terms of one `402` (the deadlines leave 900 s). `--scheme free`: no
 //! payment, the bench build's `x-paygate-bench-free` pass (the same client on the free path).
 
 use alloy_signer_local::PrivateKeySigner;
@@ -31,7 +33,7 @@ struct Args {
     /// The payer's private key (hex); it must hold the USDC.
     #[arg(long, env = "PAID_LOAD_PAYER_KEY")]
     payer_key: String,
-    /// `exact`, `batch-settlement`, `mpp` or `free`.
+    /// `exact`, `auth-capture`, `batch-settlement`, `mpp` or `free`.
     #[arg(long, default_value = "exact")]
     scheme: String,
     /// Requests per second offered in all (0: each connection sends its next request as soon
@@ -119,13 +121,14 @@ async fn main() {
     let required = payment_required(&client, &args.url).await;
     let lists = match args.scheme.as_str() {
         "exact" => exact_payments(&required, &signer, &args),
+        "auth-capture" => escrow_payments(&required, &signer, &args),
         "batch-settlement" => channel_payments(&client, &required, &signer, &args).await,
         "mpp" => mpp_payments(&client, &signer, &args).await,
         "free" => {
             vec![vec![String::new(); args.requests.div_ceil(args.concurrency)]; args.concurrency]
         }
         other => fail(format!(
-            "--scheme {other}: exact, batch-settlement, mpp or free"
+            "--scheme {other}: exact, auth-capture, batch-settlement, mpp or free"
         )),
     };
     let (header, receipt_header) = match args.scheme.as_str() {
@@ -242,6 +245,35 @@ fn exact_payments(
     let mut lists = vec![Vec::new(); args.concurrency];
     for i in 0..args.requests {
         let h = sign::payment_header_echoing(&req, offered.clone(), signer, now)
+            .unwrap_or_else(|e| fail(e.to_string()));
+        lists[i % args.concurrency].push(h);
+    }
+    lists
+}
+
+/// `--requests` escrowed payments for the challenge's `auth-capture` offer, dealt to the
+/// connections.
+fn escrow_payments(
+    required: &serde_json::Value,
+    signer: &PrivateKeySigner,
+    args: &Args,
+) -> Vec<Vec<String>> {
+    use paygate_x402::auth_capture::{client::EscrowOffer, SCHEME};
+    let networks = Networks::from_config(&builtin_networks());
+    let offered = required["accepts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["scheme"] == SCHEME))
+        .unwrap_or_else(|| fail(format!("no {SCHEME} offer in {required}")));
+    let mut offer = EscrowOffer::read(offered, &networks).unwrap_or_else(|e| fail(e.to_string()));
+    offer.req.resource = required["resource"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let now = paygate_domain::unix_now();
+    let mut lists = vec![Vec::new(); args.concurrency];
+    for i in 0..args.requests {
+        let h = offer
+            .payment_header(signer, now)
             .unwrap_or_else(|e| fail(e.to_string()));
         lists[i % args.concurrency].push(h);
     }

@@ -163,6 +163,10 @@ pub struct EscrowView {
     /// found the hold left behind by a node that stopped).
     #[schema(required)]
     voided_transaction: Option<String>,
+    /// A capture sent once the answer's head went out, not yet recorded as mined (the payment
+    /// is `RESERVED` meanwhile; reconciliation finishes it if its node stopped).
+    #[schema(required)]
+    capturing_transaction: Option<String>,
 }
 
 impl EscrowView {
@@ -175,6 +179,7 @@ impl EscrowView {
             pending_refund: e.pending_refund.as_ref().map(RefundView::from),
             reclaimed_transaction: e.reclaimed_tx.clone(),
             voided_transaction: e.voided_tx.clone(),
+            capturing_transaction: e.capturing.as_ref().map(|c| c.transaction.clone()),
         }
     }
 }

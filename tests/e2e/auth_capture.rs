@@ -79,17 +79,7 @@ fn official_pay(s: &Setup, url: &str, payer: usize) -> Value {
 
 /// The payments of the ledger, newest first.
 async fn ledger(s: &Setup) -> Vec<Value> {
-    let list: Value =
-        s.gw.api(&s.key, reqwest::Method::GET, "/api/payments", None)
-            .await
-            .json()
-            .await
-            .unwrap();
-    list["payments"]
-        .as_array()
-        .or(list["items"].as_array())
-        .unwrap()
-        .clone()
+    common::escrow::ledger_confirmed(&s.gw, &s.key).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

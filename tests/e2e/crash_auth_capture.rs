@@ -76,16 +76,7 @@ async fn sigkill_at_random_points_of_escrowed_payments_captures_each_at_most_onc
     ));
     let mut gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
-    let receiver = address(9);
-    let (_, key) = gw
-        .create_org("acme", Some(&receiver.to_checksum(None)))
-        .await;
-    gw.create_route(
-        &key,
-        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
-               "targetUrl": format!("{}/echo", upstream.url), "network": "base-sepolia"}),
-    )
-    .await;
+    report_route(&gw, &format!("{}/echo", upstream.url)).await;
 
     // Calls without a crash: each served and captured; the quickest sets the kill window.
     let mut quickest = Duration::MAX;
@@ -191,6 +182,32 @@ async fn sigkill_at_random_points_of_escrowed_payments_captures_each_at_most_onc
     assert_eq!(escrow, U256::ZERO, "the escrow holds nothing at the end");
 }
 
+/// Organisation `acme` (its receiver account 9) with its escrowed route at [`PATH`], priced
+/// [`PRICE`], forwarding to `target`: the organisation's API key.
+async fn report_route(gw: &Gateway, target: &str) -> String {
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    gw.create_route(
+        &key,
+        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
+               "targetUrl": target, "network": "base-sepolia"}),
+    )
+    .await;
+    key
+}
+
+/// The newest payment of the organisation whose API key is `key`.
+async fn first_payment(gw: &Gateway, key: &str) -> Value {
+    let list: Value = gw
+        .api(key, reqwest::Method::GET, "/api/payments", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    list["payments"][0].clone()
+}
+
 /// A read-only call to the escrow.
 async fn chain_view(chain: &Chain, data: Vec<u8>) -> Vec<u8> {
     use alloy_network::TransactionBuilder;
@@ -269,15 +286,8 @@ async fn sigkill_at_random_points_of_refunds_refunds_each_once() {
             retry_until_final(&gw, PATH, ("PAYMENT-SIGNATURE", &header), Duration::ZERO).await;
         assert_eq!(paid, "200", "{}", gw.log());
     }
-    let list: Value = gw
-        .api(&key, reqwest::Method::GET, "/api/payments?limit=500", None)
+    let ids: Vec<(String, Address)> = common::escrow::ledger_confirmed(&gw, &key)
         .await
-        .json()
-        .await
-        .unwrap();
-    let ids: Vec<(String, Address)> = list["payments"]
-        .as_array()
-        .unwrap()
         .iter()
         .map(|p| {
             assert_eq!(p["status"], "SETTLED", "{p}");
@@ -360,4 +370,128 @@ async fn sigkill_at_random_points_of_refunds_refunds_each_once() {
     );
     assert_eq!((refunded_twice, lost, phantom, pending), (0, 0, 0, 0));
     assert_eq!(refunded, trials, "every refund was made once in the end");
+}
+
+/// One JSON-RPC call to the chain at `rpc` (a test origin's, which holds no provider).
+async fn rpc_call(rpc: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let answer: Value = reqwest::Client::new()
+        .post(rpc)
+        .json(&body)
+        .send()
+        .await
+        .expect("chain reachable")
+        .json()
+        .await
+        .expect("JSON-RPC answer");
+    assert!(answer["error"].is_null(), "{method}: {answer}");
+    answer["result"].clone()
+}
+
+/// Capture after the answer (issue 54): a paid answer goes out once its capture is sent, before
+/// the capture's block, with the capture's transaction as its receipt; the record carries the
+/// capture meanwhile. The node then dies and the chain loses the capture (dropped from its
+/// pool): after the restart reconciliation captures what the answer served, so the seller is
+/// paid and the payer charged the price once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_answer_whose_capture_was_lost_with_its_node_is_captured_by_reconciliation() {
+    let chain = Chain::start();
+    let mut env = chain.gateway_env();
+    env.push((
+        "PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS".into(),
+        "1".into(),
+    ));
+    let mut gw = Gateway::start_with_owned(env).await;
+    // The origin stops the chain mining on its own once it is reached (the hold is mined by
+    // then): the capture sent at its answer's head waits in the pool.
+    let rpc = chain.rpc.clone();
+    let origin = axum::Router::new().route(
+        "/report",
+        axum::routing::get(move || {
+            let rpc = rpc.clone();
+            async move {
+                rpc_call(&rpc, "evm_setAutomine", json!([false])).await;
+                "served"
+            }
+        }),
+    );
+    let (origin_url, _task) = common::upstream::serve(origin).await;
+    let receiver = address(9);
+    let key = report_route(&gw, &format!("{origin_url}/report")).await;
+    // Read at the latest block: anvil answers a call without one from its pending state.
+    let balance = |who: Address| {
+        let rpc = chain.rpc.clone();
+        async move {
+            use alloy_sol_types::SolCall;
+            let data = paygate_x402::permit2::IErc20Permit2::balanceOfCall { owner: who };
+            let call = json!({"to": USDC, "data": format!("0x{}", hex::encode(data.abi_encode()))});
+            let out = rpc_call(&rpc, "eth_call", json!([call, "latest"])).await;
+            U256::from_str_radix(out.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+        }
+    };
+    let payer = address(1);
+    let before = balance(payer).await;
+
+    let challenge = challenge_at(&gw, PATH).await;
+    let (header, _, _) = signed(&challenge, 1);
+    let answer = gw
+        .http
+        .get(gw.url(PATH))
+        .header("PAYMENT-SIGNATURE", header)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "{}", gw.log());
+    let receipt = answer.headers()["payment-response"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let receipt: Value = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::STANDARD, receipt).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(answer.text().await.unwrap(), "served");
+    let capture = receipt["transaction"].as_str().unwrap().to_string();
+    // Answered before its capture was mined: nothing captured yet, the record says so.
+    let mined = rpc_call(&chain.rpc, "eth_getTransactionReceipt", json!([capture])).await;
+    assert!(
+        mined.is_null(),
+        "the capture was mined before the answer: {mined}"
+    );
+    assert_eq!(balance(receiver).await, U256::ZERO);
+    let p = &first_payment(&gw, &key).await;
+    assert_eq!(p["status"], "RESERVED", "{p}");
+    assert_eq!(p["escrow"]["capturingTransaction"], json!(capture), "{p}");
+
+    // The node dies and the chain forgets the capture.
+    gw.kill();
+    rpc_call(&chain.rpc, "anvil_dropTransaction", json!([capture])).await;
+    rpc_call(&chain.rpc, "evm_setAutomine", json!([true])).await;
+    rpc_call(&chain.rpc, "evm_mine", json!([])).await;
+    assert_eq!(balance(receiver).await, U256::ZERO, "the capture is gone");
+    gw.restart().await;
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let p = loop {
+        let p = first_payment(&gw, &key).await;
+        if p["status"] != "RESERVED" || Instant::now() > deadline {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(p["status"], "SETTLED", "{p}\n{}", gw.log());
+    assert_eq!(p["escrow"]["capturedUSDC"], "0.010000", "{p}");
+    assert!(p["escrow"]["capturingTransaction"].is_null(), "{p}");
+    assert_ne!(
+        p["transaction"],
+        json!(capture),
+        "reconciliation's own capture: {p}"
+    );
+    assert_eq!(balance(receiver).await, U256::from(PRICE));
+    assert_eq!(balance(payer).await, before - U256::from(PRICE));
+    assert_eq!(
+        balance(ESCROW_ADDRESS).await,
+        U256::ZERO,
+        "nothing left held"
+    );
 }

@@ -30,6 +30,19 @@ pub struct EscrowRecord {
     /// refund request of this payment reads the escrow and records it, or clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_refund: Option<EscrowRefund>,
+    /// The capture the answer's head committed to and sent, not yet recorded as mined (the
+    /// answer is not kept waiting for its block): reconciliation of an open record captures it
+    /// if the hold is still there (its transaction dropped), else records what was captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capturing: Option<EscrowCapture>,
+}
+
+/// A capture sent for what an answer served, its outcome not recorded yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EscrowCapture {
+    pub amount: UsdcAmount,
+    pub transaction: String,
 }
 
 impl EscrowRecord {

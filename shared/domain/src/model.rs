@@ -1,6 +1,6 @@
 //! The records the service keeps: organisations, API keys, routes, idempotency records.
 
-pub use crate::escrow::{EscrowRecord, EscrowRefund};
+pub use crate::escrow::{EscrowCapture, EscrowRecord, EscrowRefund};
 use alloy_primitives::Address;
 use paygate_x402::money::UsdcAmount;
 use serde::{Deserialize, Serialize};

@@ -93,17 +93,32 @@ pub async fn send_as_operator(
     data: Vec<u8>,
     gas: u64,
 ) -> Result<B256, crate::facilitator::CallError> {
+    send_as_operator_told(chain, chain_id, operator, data, gas, None).await
+}
+
+/// [`send_as_operator`], telling `sent` the transaction's hash once the node took it.
+pub async fn send_as_operator_told(
+    chain: &dyn crate::facilitator::ChainCalls,
+    chain_id: u64,
+    operator: Address,
+    data: Vec<u8>,
+    gas: u64,
+    sent: Option<tokio::sync::oneshot::Sender<B256>>,
+) -> Result<B256, crate::facilitator::CallError> {
     if chain.relayer() == Some(operator) {
-        return chain.send_call(chain_id, ESCROW_ADDRESS, data, gas).await;
+        return chain
+            .send_call_told(chain_id, ESCROW_ADDRESS, data, gas, sent)
+            .await;
     }
     use alloy_sol_types::SolCall;
     let call = crate::operator::IPaygateOperator::escrowCall { data: data.into() }.abi_encode();
     chain
-        .send_call(
+        .send_call_told(
             chain_id,
             operator,
             call,
             gas + crate::operator::OPERATOR_GAS,
+            sent,
         )
         .await
 }

@@ -59,3 +59,26 @@ pub async fn refundable_route(
     )
     .await
 }
+
+/// The payments of the organisation whose API key is `key` (newest first), once no escrow
+/// capture sent after its answer is still to be recorded: a paid `auth-capture` answer goes
+/// out when its capture is sent, and its record says `SETTLED` once the capture's block is read.
+pub async fn ledger_confirmed(gw: &super::Gateway, key: &str) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let list: Value = gw
+            .api(key, reqwest::Method::GET, "/api/payments?limit=500", None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let payments = list["payments"].as_array().cloned().unwrap_or_default();
+        let capturing = payments
+            .iter()
+            .any(|p| !p["escrow"]["capturingTransaction"].is_null());
+        if !capturing || std::time::Instant::now() > deadline {
+            return payments;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -29,6 +29,8 @@ pub enum RefundError {
     ChainDown(String),
     #[error("the refund was sent and its outcome is not known yet; ask again with the same Idempotency-Key")]
     Pending,
+    #[error("the payment's capture was sent after its answer and is not confirmed yet; nothing was refunded: ask again in a moment")]
+    Capturing,
     #[error("the escrow refused the refund: {0}")]
     Refused(String),
     #[error("{0}")]

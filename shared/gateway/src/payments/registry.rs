@@ -222,7 +222,7 @@ impl Payments {
     /// called with the answer's head, then with its end. A refusal at the head replaces the
     /// origin's answer (a charge that could not be settled); nothing was charged then.
     pub async fn finish(
-        &self,
+        self: &Arc<Self>,
         slot: &mut Option<super::way::Admitted>,
         answered: Answered<'_>,
     ) -> Result<Option<super::way::Receipt>, Box<Refused>> {

@@ -586,5 +586,5 @@ pub(crate) trait Held: Send + Sync {
     /// The origin's answer head.
     async fn head(&mut self, svc: &Payments, status: u16, stated: Option<&HeaderValue>) -> Step;
     /// The answer is over (or never came).
-    async fn end(self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt>;
+    async fn end(self: Box<Self>, svc: &Arc<Payments>, end: Ended) -> Option<Receipt>;
 }

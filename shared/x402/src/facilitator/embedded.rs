@@ -344,15 +344,17 @@ impl EmbeddedFacilitator {
         }
     }
 
-    /// Sends `tx` (simulated already) with the relayer's next nonce and waits for its receipt.
-    /// A node that refuses the nonce (another sender used the relayer's key, say `paygate
-    /// devchain fund`) is asked again once with the chain's own nonce; refused again, the
-    /// relayer is unavailable (never the payer's rejection).
+    /// Sends `tx` (simulated already) with the relayer's next nonce and waits for its receipt;
+    /// `sent` hears the transaction's hash as soon as the node took it. A node that refuses the
+    /// nonce (another sender used the relayer's key, say `paygate devchain fund`) is asked again
+    /// once with the chain's own nonce; refused again, the relayer is unavailable (never the
+    /// payer's rejection).
     async fn broadcast(
         &self,
         chain: &Chain,
         tx: TransactionRequest,
         gas_limit: u64,
+        sent: Option<tokio::sync::oneshot::Sender<B256>>,
     ) -> Result<B256, Broadcast> {
         let mut resynced = false;
         let pending = loop {
@@ -396,6 +398,9 @@ impl EmbeddedFacilitator {
             }
         };
         let hash = *pending.tx_hash();
+        if let Some(sent) = sent {
+            let _ = sent.send(hash);
+        }
         let receipt = self
             .await_receipt(chain, pending)
             .instrument(crate::span!("rpc.wait_receipt"))
@@ -471,17 +476,20 @@ impl Facilitator for EmbeddedFacilitator {
             } else {
                 0
             };
-        let transaction = self.broadcast(chain, tx, gas).await.map_err(|e| match e {
-            Broadcast::Unfunded => self.unfunded(),
-            Broadcast::Unavailable(m) => FacilitatorError::Unavailable(m),
-            Broadcast::Refused(m) => FacilitatorError::Rejected(revert_reason(&m)),
-            Broadcast::Ambiguous(m) => FacilitatorError::Ambiguous(m),
-            Broadcast::Pending(transaction, message) => FacilitatorError::Pending {
-                transaction,
-                message,
-            },
-            Broadcast::Reverted(_) => FacilitatorError::Rejected(Rejection::SettlementFailed),
-        })?;
+        let transaction = self
+            .broadcast(chain, tx, gas, None)
+            .await
+            .map_err(|e| match e {
+                Broadcast::Unfunded => self.unfunded(),
+                Broadcast::Unavailable(m) => FacilitatorError::Unavailable(m),
+                Broadcast::Refused(m) => FacilitatorError::Rejected(revert_reason(&m)),
+                Broadcast::Ambiguous(m) => FacilitatorError::Ambiguous(m),
+                Broadcast::Pending(transaction, message) => FacilitatorError::Pending {
+                    transaction,
+                    message,
+                },
+                Broadcast::Reverted(_) => FacilitatorError::Rejected(Rejection::SettlementFailed),
+            })?;
         Ok(Settlement {
             transaction,
             payer: req.auth.from,

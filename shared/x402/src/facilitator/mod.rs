@@ -145,6 +145,22 @@ pub trait ChainCalls: Send + Sync + 'static {
         data: Vec<u8>,
         gas_limit: u64,
     ) -> Result<B256, CallError>;
+    /// [`Self::send_call`], telling `sent` the transaction's hash as soon as the node took it,
+    /// before it is mined (by default, once it is: calls that cannot tell earlier).
+    async fn send_call_told(
+        &self,
+        chain_id: u64,
+        to: Address,
+        data: Vec<u8>,
+        gas_limit: u64,
+        sent: Option<tokio::sync::oneshot::Sender<B256>>,
+    ) -> Result<B256, CallError> {
+        let mined = self.send_call(chain_id, to, data, gas_limit).await;
+        if let (Ok(hash), Some(sent)) = (&mined, sent) {
+            let _ = sent.send(*hash);
+        }
+        mined
+    }
     /// A read-only call.
     async fn view_call(
         &self,

@@ -1,15 +1,20 @@
 //! `auth-capture` (x402's escrowed payment): the payer signs one ERC-3009 authorization for
 //! the route's price into the commerce-payments escrow; paygate (the escrow's operator, its
 //! relayer) checks it in the scheme's order, reserves its nonce, holds the funds in escrow
-//! (`authorize`) and only then forwards. At the answer's head it captures what was served (the
-//! price; for usage pricing the origin's stated charge, at most the price) and voids the rest;
-//! an origin that answers 400 or more, times out or cannot be reached costs the payer nothing:
+//! (`authorize`) and only then forwards. At the answer's head it sends the capture of what was
+//! served (the price; for usage pricing the origin's stated charge, at most the price), writes
+//! it on the record and answers with its transaction, without waiting for its block (as a card
+//! payment is captured after the sale): the capture is confirmed, and the rest voided, once the
+//! answer is over (`auth_capture/capture.rs`). An origin that answers 400 or more, times out or
+//! cannot be reached costs the payer nothing:
 //! the hold is voided. A streamed usage-priced answer whose charge comes in a trailer is
 //! captured at its end. A captured payment may be refunded within the route's refund window
 //! (`auth_capture/refunds.rs`, `POST /api/payments/{id}/refund`). A crash between the hold and its outcome leaves the
 //! record open; reconciliation reads the escrow and voids what is still held (the payer's
-//! protection wins when the answer's fate is unknown), or records what was captured.
+//! protection wins when the answer's fate is unknown), captures what an answer's head committed
+//! to (a capture sent and dropped), or records what was captured.
 
+mod capture;
 mod for_servers;
 mod hold;
 mod on_chain;
@@ -22,9 +27,10 @@ use crate::payments::way::{
     Admission, Admitted, Difference, Ended, Gate, Held, OnChain, Parts, Paying, Receipt, Serving,
     Step, Terms, Unadmitted, Way,
 };
-use crate::payments::{Charge, Paid, Refusal, Reserve};
+use crate::payments::{Charge, Refusal, Reserve};
 use crate::route_entry::RouteEntry;
 use crate::usage::Slot;
+use capture::Capturing;
 use http::HeaderValue;
 use paygate_domain::model::{GatewayPayment, PaymentStatus, PaymentTransfer, Route, Scheme};
 use paygate_x402::auth_capture::{self, EscrowTerms, PaymentInfo};
@@ -221,7 +227,12 @@ impl Serving for Escrowing {
         };
         let slot = match svc.reserve(&mut record, &charge).await.map_err(refused)? {
             Reserve::Fresh(slot) => slot,
-            Reserve::Held(held, _) if held.status.is_open() => {
+            // Still being held or captured: the client retries later. One whose capture was
+            // sent was answered already (its capture is being confirmed): a replay.
+            Reserve::Held(held, _)
+                if held.status.is_open()
+                    && held.escrow.as_ref().is_none_or(|e| e.capturing.is_none()) =>
+            {
                 return Err(refused(Refusal::StillSettling))
             }
             Reserve::Held(..) => return Err(refused(Refusal::Rejected(Rejection::NonceReplay))),
@@ -231,7 +242,10 @@ impl Serving for Escrowing {
         Ok(Admission {
             upstream,
             payment: Admitted(Box::new(EscrowHeld {
-                stage: Stage::Held { record, slot },
+                stage: Stage::Held {
+                    record: Box::new(record),
+                    slot,
+                },
                 info: escrowed.info,
                 chain,
                 requirements: requirements.clone(),
@@ -248,11 +262,11 @@ impl Serving for Escrowing {
 enum Stage {
     /// Held in escrow, its outcome not recorded yet.
     Held {
-        record: GatewayPayment,
+        record: Box<GatewayPayment>,
         slot: Option<Slot>,
     },
-    /// Captured, until the answer is over.
-    Captured(Paid),
+    /// Its capture sent, until the answer is over (then confirmed off the answer's path).
+    Capturing(Box<Capturing>),
     /// Voided (or its capture failed): nothing is left to do.
     Done,
 }
@@ -272,7 +286,7 @@ impl EscrowHeld {
     fn record(&self) -> Option<&GatewayPayment> {
         match &self.stage {
             Stage::Held { record, .. } => Some(record),
-            Stage::Captured(p) => Some(&p.record),
+            Stage::Capturing(c) => Some(&c.paid.record),
             Stage::Done => None,
         }
     }
@@ -296,10 +310,12 @@ impl EscrowHeld {
         .await
     }
 
-    /// Decides the hold: captures `charge` (USDC base units; zero captures nothing) and voids
-    /// what is left. The record says the charge before anything is sent, so reconciliation of a
-    /// crash records what moved. A capture refused by the escrow voids the hold and is answered
-    /// with the refusal; a capture whose outcome is unknown is left to reconciliation.
+    /// Decides the hold: sends the capture of `charge` (USDC base units; zero captures nothing
+    /// and voids the hold) and, once the node took it, writes it on the record and answers with
+    /// its receipt; it is confirmed and the rest voided once the answer is over
+    /// ([`Capturing::confirm`]). A capture refused by the escrow voids the hold and is answered
+    /// with the refusal; one whose sending's outcome is unknown is left to reconciliation (which
+    /// voids it if it is still held: nothing was answered).
     async fn decide(
         &mut self,
         svc: &Payments,
@@ -307,20 +323,45 @@ impl EscrowHeld {
         why: &str,
     ) -> Result<Option<Receipt>, Refusal> {
         let (mut record, slot) = match std::mem::replace(&mut self.stage, Stage::Done) {
-            Stage::Held { record, slot } => (record, slot),
+            Stage::Held { record, slot } => (*record, slot),
             other => {
                 self.stage = other;
                 return Ok(None);
             }
         };
-        let mut captured = None;
-        if charge > 0 {
-            let units = self.requirements.token_units(UsdcAmount(charge));
-            match self
-                .escrow_call(auth_capture::capture_call(&self.info, units))
+        if charge == 0 {
+            self.void(svc, &mut record, why).await;
+            return Ok(None);
+        }
+        let units = self.requirements.token_units(UsdcAmount(charge));
+        let (told, sent) = tokio::sync::oneshot::channel();
+        let call = auth_capture::capture_call(&self.info, units);
+        let (chain, chain_id, operator) = (
+            self.chain.clone(),
+            self.requirements.network.config.chain_id,
+            self.info.operator,
+        );
+        // Mined (or not) off the answer's path: the head waits only until the node took it.
+        let mined = tokio::spawn(async move {
+            let chain = chain.as_ref();
+            auth_capture::send_as_operator_told(
+                chain,
+                chain_id,
+                operator,
+                call,
+                ESCROW_GAS,
+                Some(told),
+            )
+            .await
+        });
+        let (tx, mined) = match sent.await {
+            Ok(tx) => (tx, mined),
+            // Not sent, or its outcome came first.
+            Err(_) => match mined
                 .await
+                .unwrap_or_else(|e| Err(CallError::Ambiguous(e.to_string())))
             {
-                Ok(tx) => captured = Some(tx),
+                Ok(tx) => (tx, tokio::spawn(async move { Ok(tx) })),
                 Err(CallError::Ambiguous(m) | CallError::Pending(_, m)) => {
                     tracing::warn!(payment = %record.id, error = %m, "escrow capture sent, outcome unknown: left to reconciliation");
                     record.status = PaymentStatus::Unknown;
@@ -336,38 +377,24 @@ impl EscrowHeld {
                     self.void(svc, &mut record, "the capture was refused").await;
                     return Err(Refusal::Rejected(Rejection::SettlementFailed));
                 }
-            }
-        }
-        let rest = self.requirements.amount.0 > charge;
-        match captured {
-            Some(tx) => {
-                record.status = PaymentStatus::Settled;
-                record.amount = UsdcAmount(charge);
-                record.transaction = Some(tx.to_string());
-                record.settle_ms = Some(self.started.elapsed().as_millis() as u64);
-                if let Some(e) = record.escrow.as_mut() {
-                    e.captured = UsdcAmount(charge);
-                }
-                if rest {
-                    self.void_rest(&mut record).await;
-                }
-                self.store(svc, &record).await;
-                if let Some(events) = svc.events() {
-                    // Queued before the answer: a refund (asked once the payer has its answer)
-                    // always follows it.
-                    events.payment_settled_now(&record).await;
-                }
-                tracing::info!(payment = %record.id, charge, "auth-capture payment captured");
-                let paid = svc.paid(ProtocolVersion::V2, &self.requirements, record, slot);
-                let receipt = Receipt::of(&paid);
-                self.stage = Stage::Captured(paid);
-                Ok(Some(receipt))
-            }
-            None => {
-                self.void(svc, &mut record, why).await;
-                Ok(None)
-            }
-        }
+            },
+        };
+        // On the record before the answer goes out: a crash from here on is reconciled by
+        // capturing what the answer served, not by voiding it.
+        let stored = capture::capturing(record, UsdcAmount(charge), tx);
+        self.store(svc, &stored).await;
+        let settle_ms = self.started.elapsed().as_millis() as u64;
+        let shown = capture::as_receipted(&stored, settle_ms);
+        let paid = svc.paid(ProtocolVersion::V2, &self.requirements, shown, slot);
+        let receipt = Receipt::of(&paid);
+        let price = self.requirements.amount;
+        let on_chain = (
+            self.chain.clone(),
+            self.requirements.network.config.chain_id,
+        );
+        let capturing = Capturing::new(stored, mined, paid, on_chain, self.info.clone(), price);
+        self.stage = Stage::Capturing(Box::new(capturing));
+        Ok(Some(receipt))
     }
 
     /// Voids the hold: the payer gets it all back; the record closes `FAILED` with `why` (or
@@ -394,25 +421,8 @@ impl EscrowHeld {
         self.store(svc, record).await;
     }
 
-    /// After a partial capture: the rest of the hold goes back to the payer.
-    async fn void_rest(&self, record: &mut GatewayPayment) {
-        match self.escrow_call(auth_capture::void_call(&self.info)).await {
-            Ok(tx) => {
-                if let Some(e) = record.escrow.as_mut() {
-                    e.voided_tx = Some(tx.to_string());
-                }
-            }
-            // The payer reclaims it after the capture deadline; logged for the operator's view.
-            Err(e) => {
-                tracing::warn!(payment = %record.id, error = %e, "the rest of a partial capture was not voided; the payer may reclaim it after the capture deadline")
-            }
-        }
-    }
-
     async fn store(&self, svc: &Payments, record: &GatewayPayment) {
-        if let Err(e) = svc.store.update_payment(record).await {
-            tracing::warn!(payment = %record.id, error = %e, "could not record an auth-capture outcome; reconciliation reads the escrow");
-        }
+        capture::store(svc, record).await
     }
 }
 
@@ -454,7 +464,7 @@ impl Held for EscrowHeld {
         }
     }
 
-    async fn end(mut self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt> {
+    async fn end(mut self: Box<Self>, svc: &Arc<Payments>, end: Ended) -> Option<Receipt> {
         let mut receipt = None;
         if matches!(self.stage, Stage::Held { .. }) {
             // Waited for a trailer, or never answered: cut short, nothing is captured.
@@ -473,8 +483,10 @@ impl Held for EscrowHeld {
                 }
             }
         }
-        if let Stage::Captured(paid) = std::mem::replace(&mut self.stage, Stage::Done) {
-            svc.delivered(paid, end.upstream_status);
+        if let Stage::Capturing(c) = std::mem::replace(&mut self.stage, Stage::Done) {
+            // Confirmed off the answer's path: the connection is free for its next request.
+            let (svc, status) = (svc.clone(), end.upstream_status);
+            tokio::spawn(async move { c.confirm(&svc, status).await });
         }
         receipt
     }

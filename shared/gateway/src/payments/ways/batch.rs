@@ -225,7 +225,11 @@ impl Held for ChannelHeld {
         Step::Done(self.charge(svc, stated).await)
     }
 
-    async fn end(mut self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt> {
+    async fn end(
+        mut self: Box<Self>,
+        svc: &std::sync::Arc<Payments>,
+        end: Ended,
+    ) -> Option<Receipt> {
         if !(self.at_end && end.completed) {
             // Cut short (or never answered): nothing is charged.
             return None;

@@ -266,7 +266,7 @@ impl Held for ExactHeld {
         Step::Wait(None)
     }
 
-    async fn end(self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt> {
+    async fn end(self: Box<Self>, svc: &std::sync::Arc<Payments>, end: Ended) -> Option<Receipt> {
         let ExactHeld { paid, key } = *self;
         if let (Some(key), Some(body), Some(status), true) =
             (key, end.body, end.upstream_status, end.completed)

@@ -423,7 +423,11 @@ impl Held for UptoHeld {
         }
     }
 
-    async fn end(mut self: Box<Self>, svc: &Payments, end: Ended) -> Option<Receipt> {
+    async fn end(
+        mut self: Box<Self>,
+        svc: &std::sync::Arc<Payments>,
+        end: Ended,
+    ) -> Option<Receipt> {
         let mut receipt = None;
         if !matches!(self.stage, UptoStage::Paid(_)) {
             // Waited for a trailer, or never answered: cut short charges nothing.

@@ -155,7 +155,7 @@ impl Held for WindowHeld {
         Step::Done(signed.is_some().then(|| self.receipt(signed)))
     }
 
-    async fn end(self: Box<Self>, _svc: &Payments, end: Ended) -> Option<Receipt> {
+    async fn end(self: Box<Self>, _svc: &std::sync::Arc<Payments>, end: Ended) -> Option<Receipt> {
         if end.upstream_status.is_none_or(|s| s >= 400) {
             self.give_back().await;
         }

@@ -27,6 +27,18 @@ impl ChainCalls for EmbeddedFacilitator {
         data: Vec<u8>,
         gas_limit: u64,
     ) -> Result<B256, CallError> {
+        self.send_call_told(chain_id, to, data, gas_limit, None)
+            .await
+    }
+
+    async fn send_call_told(
+        &self,
+        chain_id: u64,
+        to: Address,
+        data: Vec<u8>,
+        gas_limit: u64,
+        sent: Option<tokio::sync::oneshot::Sender<B256>>,
+    ) -> Result<B256, CallError> {
         let chain = self.call_chain(chain_id)?;
         let tx = TransactionRequest::default()
             .with_from(self.relayer)
@@ -43,7 +55,7 @@ impl ChainCalls for EmbeddedFacilitator {
             Err(e) if is_revert(&e) => return Err(CallError::Reverted(e.to_string())),
             Err(e) => return Err(CallError::Unavailable(e.to_string())),
         }
-        self.broadcast(chain, tx, gas_limit)
+        self.broadcast(chain, tx, gas_limit, sent)
             .await
             .map_err(|e| match e {
                 Broadcast::Unfunded => {

@@ -45,6 +45,7 @@ pub(super) fn reserved(
         reclaimed_tx: None,
         refunds: Vec::new(),
         pending_refund: None,
+        capturing: None,
     }));
     record
 }

@@ -7,7 +7,7 @@ use crate::payments::way::{Difference, OnChain};
 use alloy_primitives::{B256, U256};
 use paygate_domain::model::{EscrowRecord, GatewayPayment, PaymentStatus};
 use paygate_x402::auth_capture::{self, EscrowState, PaymentInfo};
-use paygate_x402::facilitator::ChainCalls;
+use paygate_x402::facilitator::{CallError, ChainCalls};
 use paygate_x402::money::UsdcAmount;
 
 /// Gas for one escrow call (authorize measured ~150k on FiatTokenV2_2; headroom for a smart
@@ -57,7 +57,8 @@ async fn state(chain: &dyn ChainCalls, chain_id: u64, hash: B256) -> Result<Escr
 }
 
 /// An open record (a crash, or an outcome not known) decided by the escrow's state: still
-/// held, voided (the answer's fate is unknown, the payer is protected); captured, recorded so;
+/// held, captured for what an answer's head committed to (`escrow.capturing`: the answer went
+/// out), else voided (the answer's fate is unknown, the payer is protected); captured, recorded so;
 /// released (voided, reclaimed), closed `FAILED`; never held, closed once the authorization
 /// expired, else left for the next pass (`None`).
 pub(super) async fn reconcile(
@@ -74,6 +75,24 @@ pub(super) async fn reconcile(
         p.status = PaymentStatus::Failed;
         p.failure = Some("authorization expired without being held".into());
         return Ok(Some(p));
+    }
+    let mut recaptured = None;
+    if r.state.capturable > U256::ZERO {
+        if let Some(c) = r.escrow.capturing.as_ref() {
+            // An answer's head committed to this capture and it is not in the escrow's figures:
+            // sent again (a second send while the first is still to be mined reverts then).
+            let units = U256::from(c.amount.0);
+            let call = auth_capture::capture_call(&r.info, units);
+            let (chain, id, operator) = (r.chain, r.chain_id, r.info.operator);
+            match auth_capture::send_as_operator(chain, id, operator, call, ESCROW_GAS).await {
+                Ok(tx) => {
+                    recaptured = Some(tx.to_string());
+                    r.refresh().await?
+                }
+                Err(CallError::Reverted(_)) => r.refresh().await?,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
     }
     let held = r.state.capturable > U256::ZERO;
     if held {
@@ -103,9 +122,15 @@ pub(super) async fn reconcile(
         p.failure = None;
         if let Some(e) = p.escrow.as_mut() {
             e.captured = captured;
+            if let Some(c) = e.capturing.take() {
+                p.transaction = recaptured.or(Some(c.transaction));
+            }
         }
     } else {
         p.status = PaymentStatus::Failed;
+        if let Some(e) = p.escrow.as_mut() {
+            e.capturing = None;
+        }
         let reclaimed = if held { None } else { reclaimed(&r).await };
         p.failure = Some(
             match reclaimed {

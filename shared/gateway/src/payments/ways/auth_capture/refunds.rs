@@ -261,6 +261,9 @@ impl Escrow {
     fn of(svc: &Payments, collector: Address, p: &GatewayPayment) -> Result<Self, RefundError> {
         let escrow = match (&p.escrow, p.transfer, p.status) {
             (Some(e), PaymentTransfer::AuthCapture, PaymentStatus::Settled) => e,
+            (Some(e), PaymentTransfer::AuthCapture, s) if s.is_open() && e.capturing.is_some() => {
+                return Err(RefundError::Capturing)
+            }
             _ => {
                 return Err(RefundError::NotRefundable(
                     "only a captured auth-capture payment can be refunded",
