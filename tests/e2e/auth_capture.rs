@@ -321,6 +321,8 @@ async fn usage_pricing_captures_the_stated_charge_and_gives_back_the_rest() {
     let paid = official_pay(&s, &url, 3);
     assert_eq!(paid["status"], 200, "{paid}");
     assert_eq!(paid["receipt"]["amount"], "4000", "{paid}");
+    // The rest is voided once the answer is over, before the payment is recorded captured.
+    ledger(&s).await;
     assert_eq!(usdc_of(&s, payer).await, before - U256::from(4_000u64));
     assert_eq!(usdc_of(&s, s.receiver).await, U256::from(4_000u64));
     assert_eq!(

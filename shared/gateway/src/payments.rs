@@ -370,11 +370,6 @@ impl PaymentService {
         record.updated_at = paygate_domain::now_rfc3339();
         let store = self.store.clone();
         tokio::spawn(async move {
-            if record.escrow.is_some() {
-                // Refunds change an escrowed payment's record once it is captured: only the
-                // upstream status is written, over the record as stored.
-                return upstream_status_of(store.as_ref(), &record).await;
-            }
             if let Err(e) = store.update_payment(&record).await {
                 tracing::warn!(error = %e, payment = %record.id, "could not record upstream status");
             }
@@ -487,35 +482,6 @@ impl PaymentService {
             tracing::error!(error = %e, payment = %record.id, "could not record settlement outcome");
         }
         result.map(|_| ())
-    }
-}
-
-/// Writes `delivered`'s upstream status on the stored record (a compare-and-set, retried over
-/// a record another writer changed meanwhile).
-async fn upstream_status_of(store: &dyn Store, delivered: &GatewayPayment) {
-    for _ in 0..5 {
-        let mut stored = match store.get_payment(&delivered.id).await {
-            Ok(Some(p)) => p,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, payment = %delivered.id, "could not record upstream status");
-                return;
-            }
-        };
-        let read_at = stored.updated_at.clone();
-        stored.upstream_status = delivered.upstream_status;
-        stored.updated_at = delivered.updated_at.clone();
-        match store
-            .write_payment_if(&stored, paygate_store::PaymentGuard::Unchanged(&read_at))
-            .await
-        {
-            Ok(true) => return,
-            Ok(false) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, payment = %delivered.id, "could not record upstream status");
-                return;
-            }
-        }
     }
 }
 

@@ -85,7 +85,9 @@ impl Capturing {
     /// Records the capture's outcome once the answer is over: mined, the payment is `SETTLED`
     /// (the rest of a partial capture voided, the seller's event queued before the record that
     /// lets a refund start) and its plan slot kept; not confirmed (its block did not come in
-    /// time, or it reverted), left open with the capture on it for reconciliation.
+    /// time, or it reverted), left open with the capture on it for reconciliation. Written only
+    /// over a record still open: one that waited past `live_hold_seconds` may have been decided
+    /// by reconciliation meanwhile (and refunded since), which is then kept.
     pub(super) async fn confirm(self: Box<Self>, svc: &Payments, upstream_status: Option<u16>) {
         let Capturing {
             mut stored,
@@ -113,10 +115,18 @@ impl Capturing {
                 if price.0 > charge.0 {
                     void_rest(&on_chain, &info, &mut stored).await;
                 }
-                if let Some(events) = svc.events() {
-                    events.payment_settled_now(&stored).await;
+                let recorded = still_open(svc, &stored).await && {
+                    if let Some(events) = svc.events() {
+                        events.payment_settled_now(&stored).await;
+                    }
+                    write_if_open(svc, &stored).await
+                };
+                if !recorded {
+                    if let Some(slot) = paid.slot.take() {
+                        slot.leave_to_reconciliation();
+                    }
+                    return;
                 }
-                store(svc, &stored).await;
                 tracing::info!(payment = %stored.id, charge = charge.0, "auth-capture payment captured");
                 paid.record = stored;
                 if let Some(slot) = paid.slot.take() {
@@ -126,7 +136,7 @@ impl Capturing {
             Err(e) => {
                 tracing::warn!(payment = %stored.id, error = %e, "an escrow capture sent after its answer is not confirmed: left to reconciliation");
                 stored.status = PaymentStatus::Unknown;
-                store(svc, &stored).await;
+                write_if_open(svc, &stored).await;
                 if let Some(slot) = paid.slot.take() {
                     slot.leave_to_reconciliation();
                 }
@@ -163,5 +173,34 @@ async fn void_rest(
 pub(super) async fn store(svc: &Payments, record: &GatewayPayment) {
     if let Err(e) = svc.store.update_payment(record).await {
         tracing::warn!(payment = %record.id, error = %e, "could not record an auth-capture outcome; reconciliation reads the escrow");
+    }
+}
+
+/// Whether `record` is still open as stored (reconciliation has not decided it).
+async fn still_open(svc: &Payments, record: &GatewayPayment) -> bool {
+    match svc.store.get_payment(&record.id).await {
+        Ok(stored) => stored.is_some_and(|p| p.status.is_open()),
+        // Written below if it still is.
+        Err(_) => true,
+    }
+}
+
+/// Writes `record` over the stored one if that is still open: `false` when reconciliation
+/// decided it first (kept), or the write failed (reconciliation reads the escrow).
+async fn write_if_open(svc: &Payments, record: &GatewayPayment) -> bool {
+    match svc
+        .store
+        .write_payment_if(record, paygate_store::PaymentGuard::StillOpen)
+        .await
+    {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::debug!(payment = %record.id, "an escrow capture's outcome was recorded by reconciliation first");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(payment = %record.id, error = %e, "could not record an auth-capture outcome; reconciliation reads the escrow");
+            false
+        }
     }
 }
