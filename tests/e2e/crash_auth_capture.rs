@@ -24,6 +24,8 @@ use paygate_x402::auth_capture::{self, ESCROW_ADDRESS};
 use rand::Rng;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PATH: &str = "/gateway/acme/report";
@@ -404,12 +406,14 @@ async fn a_served_answer_whose_capture_was_lost_with_its_node_is_captured_by_rec
     let mut gw = Gateway::start_with_owned(env).await;
     // The origin stops the chain mining on its own once it is reached (the hold is mined by
     // then): the capture sent at its answer's head waits in the pool.
-    let rpc = chain.rpc.clone();
+    let (rpc, reached) = (chain.rpc.clone(), Arc::new(AtomicUsize::new(0)));
+    let seen = reached.clone();
     let origin = axum::Router::new().route(
         "/report",
         axum::routing::get(move || {
-            let rpc = rpc.clone();
+            let (rpc, seen) = (rpc.clone(), seen.clone());
             async move {
+                seen.fetch_add(1, Ordering::SeqCst);
                 rpc_call(&rpc, "evm_setAutomine", json!([false])).await;
                 "served"
             }
@@ -437,7 +441,7 @@ async fn a_served_answer_whose_capture_was_lost_with_its_node_is_captured_by_rec
     let answer = gw
         .http
         .get(gw.url(PATH))
-        .header("PAYMENT-SIGNATURE", header)
+        .header("PAYMENT-SIGNATURE", header.as_str())
         .send()
         .await
         .unwrap();
@@ -462,6 +466,23 @@ async fn a_served_answer_whose_capture_was_lost_with_its_node_is_captured_by_rec
     let p = &first_payment(&gw, &key).await;
     assert_eq!(p["status"], "RESERVED", "{p}");
     assert_eq!(p["escrow"]["capturingTransaction"], json!(capture), "{p}");
+    // Meanwhile the same authorization again is a replay (it was answered), and a refund waits
+    // for the capture; neither moves anything or reaches the origin.
+    let again = retry_until_final(&gw, PATH, ("PAYMENT-SIGNATURE", &header), Duration::ZERO).await;
+    assert_eq!(again, "402 NONCE_REPLAY");
+    let id = p["id"].as_str().unwrap();
+    let refund = gw
+        .http
+        .post(gw.url(&format!("/api/payments/{id}/refund")))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "while-capturing")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    let (status, code, _) = error_of(refund).await;
+    assert_eq!((status, code.as_str()), (504, "SETTLEMENT_PENDING"));
+    assert_eq!(reached.load(Ordering::SeqCst), 1);
 
     // The node dies and the chain forgets the capture.
     gw.kill();

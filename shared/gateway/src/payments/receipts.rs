@@ -53,7 +53,7 @@ impl PaymentService {
     }
 
     /// A receipt signed with the deployment's receipt key, where it has one (deterministic: the
-    /// same payload, the same signature).    /// A receipt signed with the deployment's receipt key, where it has one.
+    /// same payload, the same signature).
     fn sign_receipt(
         &self,
         network: &str,
