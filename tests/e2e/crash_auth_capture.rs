@@ -390,6 +390,115 @@ async fn rpc_call(rpc: &str, method: &str, params: Value) -> Value {
     answer["result"].clone()
 }
 
+/// An origin at `/report` that stops the chain mining on its own once it is reached (the hold
+/// is mined by then), so the capture sent at its answer's head waits in the pool: its address,
+/// how many times it was reached, its task.
+async fn stops_mining_when_reached(
+    chain: &Chain,
+) -> (String, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+    let (rpc, reached) = (chain.rpc.clone(), Arc::new(AtomicUsize::new(0)));
+    let seen = reached.clone();
+    let origin = axum::Router::new().route(
+        "/report",
+        axum::routing::get(move || {
+            let (rpc, seen) = (rpc.clone(), seen.clone());
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                rpc_call(&rpc, "evm_setAutomine", json!([false])).await;
+                "served"
+            }
+        }),
+    );
+    let (url, task) = common::upstream::serve(origin).await;
+    (url, reached, task)
+}
+
+/// [`PATH`] paid by account `payer` (answered `200`): its payment header and the answer.
+async fn pay_report(gw: &Gateway, payer: usize) -> (String, reqwest::Response) {
+    let (header, _, _) = signed(&challenge_at(gw, PATH).await, payer);
+    let answer = gw
+        .http
+        .get(gw.url(PATH))
+        .header("PAYMENT-SIGNATURE", header.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "{}", gw.log());
+    (header, answer)
+}
+
+/// `who`'s USDC at the latest block (anvil answers a call without one from its pending state).
+async fn mined_balance(chain: &Chain, who: Address) -> U256 {
+    use alloy_sol_types::SolCall;
+    let data = paygate_x402::permit2::IErc20Permit2::balanceOfCall { owner: who };
+    let call = json!({"to": USDC, "data": format!("0x{}", hex::encode(data.abi_encode()))});
+    let out = rpc_call(&chain.rpc, "eth_call", json!([call, "latest"])).await;
+    U256::from_str_radix(out.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+}
+
+/// A seller refunding a payment just served, while its capture (sent after the answer) is not
+/// mined yet: the refund waits for the capture instead of sending the seller away, and is made
+/// once the capture's block comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_asked_while_the_capture_is_unmined_waits_for_it() {
+    let chain = Chain::start();
+    let gw = Gateway::start_with_owned(chain.gateway_env()).await;
+    let (origin_url, _, _task) = stops_mining_when_reached(&chain).await;
+    let (_, key) = gw
+        .create_org("acme", Some(&address(9).to_checksum(None)))
+        .await;
+    gw.create_route(
+        &key,
+        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
+               "refundWindowSeconds": 3600, "targetUrl": format!("{origin_url}/report"),
+               "network": "base-sepolia"}),
+    )
+    .await;
+    crate::common::escrow::approve_refunds(&chain, 9).await;
+    let payer = address(1);
+    let before = mined_balance(&chain, payer).await;
+    pay_report(&gw, 1).await;
+    let p = first_payment(&gw, &key).await;
+    assert_eq!(p["status"], "RESERVED", "the capture is not mined: {p}");
+    let id = p["id"].as_str().unwrap().to_string();
+    let asked = {
+        let (http, url, key) = (
+            gw.http.clone(),
+            gw.url(&format!("/api/payments/{id}/refund")),
+            key.clone(),
+        );
+        tokio::spawn(async move {
+            let r = http
+                .post(url)
+                .bearer_auth(key)
+                .header("Idempotency-Key", "just-served")
+                .json(&json!({"amountUSDC": "0.004"}))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !asked.is_finished(),
+        "the refund did not wait for the capture"
+    );
+    rpc_call(&chain.rpc, "evm_setAutomine", json!([true])).await;
+    rpc_call(&chain.rpc, "evm_mine", json!([])).await;
+    let (status, body) = asked.await.unwrap();
+    assert_eq!(status, 200, "{body}\n{}", gw.log());
+    assert_eq!(body["payment"]["status"], "SETTLED", "{body}");
+    assert_eq!(
+        body["payment"]["escrow"]["refundedUSDC"], "0.004000",
+        "{body}"
+    );
+    assert_eq!(
+        mined_balance(&chain, payer).await,
+        before - U256::from(6_000)
+    );
+}
+
 /// Capture after the answer (issue 54): a paid answer goes out once its capture is sent, before
 /// the capture's block, with the capture's transaction as its receipt; the record carries the
 /// capture meanwhile. The node then dies and the chain loses the capture (dropped from its
@@ -404,48 +513,14 @@ async fn a_served_answer_whose_capture_was_lost_with_its_node_is_captured_by_rec
         "1".into(),
     ));
     let mut gw = Gateway::start_with_owned(env).await;
-    // The origin stops the chain mining on its own once it is reached (the hold is mined by
-    // then): the capture sent at its answer's head waits in the pool.
-    let (rpc, reached) = (chain.rpc.clone(), Arc::new(AtomicUsize::new(0)));
-    let seen = reached.clone();
-    let origin = axum::Router::new().route(
-        "/report",
-        axum::routing::get(move || {
-            let (rpc, seen) = (rpc.clone(), seen.clone());
-            async move {
-                seen.fetch_add(1, Ordering::SeqCst);
-                rpc_call(&rpc, "evm_setAutomine", json!([false])).await;
-                "served"
-            }
-        }),
-    );
-    let (origin_url, _task) = common::upstream::serve(origin).await;
+    let (origin_url, reached, _task) = stops_mining_when_reached(&chain).await;
     let receiver = address(9);
     let key = report_route(&gw, &format!("{origin_url}/report")).await;
-    // Read at the latest block: anvil answers a call without one from its pending state.
-    let balance = |who: Address| {
-        let rpc = chain.rpc.clone();
-        async move {
-            use alloy_sol_types::SolCall;
-            let data = paygate_x402::permit2::IErc20Permit2::balanceOfCall { owner: who };
-            let call = json!({"to": USDC, "data": format!("0x{}", hex::encode(data.abi_encode()))});
-            let out = rpc_call(&rpc, "eth_call", json!([call, "latest"])).await;
-            U256::from_str_radix(out.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
-        }
-    };
+    let balance = |who: Address| mined_balance(&chain, who);
     let payer = address(1);
     let before = balance(payer).await;
 
-    let challenge = challenge_at(&gw, PATH).await;
-    let (header, _, _) = signed(&challenge, 1);
-    let answer = gw
-        .http
-        .get(gw.url(PATH))
-        .header("PAYMENT-SIGNATURE", header.as_str())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 200, "{}", gw.log());
+    let (header, answer) = pay_report(&gw, 1).await;
     let receipt = answer.headers()["payment-response"]
         .to_str()
         .unwrap()

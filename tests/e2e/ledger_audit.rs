@@ -48,15 +48,8 @@ async fn the_audit_finds_the_ledger_and_the_chain_agree_and_lists_each_lie() {
         500
     );
     common::escrow::approve_refunds(&chain, 9).await;
-    let list: Value = gw
-        .api(&key, reqwest::Method::GET, "/api/payments", None)
+    let captured = common::escrow::ledger_confirmed(&gw, &key)
         .await
-        .json()
-        .await
-        .unwrap();
-    let captured = list["payments"]
-        .as_array()
-        .unwrap()
         .iter()
         .find(|p| p["status"] == "SETTLED" && p["routePath"] == "/held")
         .unwrap()["id"]

@@ -32,6 +32,12 @@ pub use crate::payments::refund::{RefundError, Refunded};
 /// How many times a refund re-reads the payment when another writer changed it meanwhile.
 const ATTEMPTS: usize = 5;
 
+/// How long a refund asked while the payment's capture (sent after its answer) is unconfirmed
+/// waits for it, re-reading the record: about a block on a live chain, so a seller refunding
+/// a payment just served is not told to come back; longer, `504 SETTLEMENT_PENDING`.
+const CAPTURE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const CAPTURE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl super::Escrowing {
     /// Refunds `amount` (all that is refundable when `None`) of `org_id`'s payment `id`, once per
     /// `key`.
@@ -44,12 +50,21 @@ impl super::Escrowing {
         key: Option<&str>,
     ) -> Result<Refunded, RefundError> {
         let chain = self.chain.clone();
-        for _ in 0..ATTEMPTS {
+        let capture_deadline = tokio::time::Instant::now() + CAPTURE_WAIT;
+        let mut attempts = 0;
+        while attempts < ATTEMPTS {
             let p = match svc.store.get_payment(id).await? {
                 Some(p) if p.org_id == org_id => p,
                 _ => return Err(RefundError::NotFound),
             };
-            let esc = Escrow::of(svc, self.refund_collector, &p)?;
+            let esc = match Escrow::of(svc, self.refund_collector, &p) {
+                Err(RefundError::Capturing) if tokio::time::Instant::now() < capture_deadline => {
+                    tokio::time::sleep(CAPTURE_POLL).await;
+                    continue;
+                }
+                other => other?,
+            };
+            attempts += 1;
             if let Some(pending) = p.escrow.as_ref().and_then(|e| e.pending_refund.clone()) {
                 if pending.transaction.is_none() && self.refund_in_flight(&pending) {
                     // Its own request may be sending it right now: only that request (or,
