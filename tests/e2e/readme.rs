@@ -7,6 +7,7 @@
 //! directory). A command that fails fails the test (`set -euo pipefail`).
 //!
 //! It takes `make run`'s fixed ports (8402, 8403, 8404, 8545): it fails while a `make run` is up.
+//! First, one of them held by another process, the script refuses to start, saying which.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -53,13 +54,37 @@ async fn the_readmes_commands_run_as_written_against_make_runs_environment() {
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(binary, bin.join("paygate")).unwrap();
-    let mut make_run = tokio::process::Command::new("python3")
-        .arg(format!("{root}/scripts/dev_env.py"))
-        .args(["--binary", binary])
-        .args(["--anvil", &test_env("PAYGATE_TEST_ANVIL")])
-        .args(["--artifacts", &test_env("PAYGATE_TEST_USDC_ARTIFACTS")])
-        .args(["--contracts", &test_env("PAYGATE_TEST_CONTRACTS")])
-        .env("PAYGATE_DEV_RUN", &run)
+    let dev_env = || {
+        let mut c = tokio::process::Command::new("python3");
+        c.arg(format!("{root}/scripts/dev_env.py"))
+            .args(["--binary", binary])
+            .args(["--anvil", &test_env("PAYGATE_TEST_ANVIL")])
+            .args(["--artifacts", &test_env("PAYGATE_TEST_USDC_ARTIFACTS")])
+            .args(["--contracts", &test_env("PAYGATE_TEST_CONTRACTS")])
+            .env("PAYGATE_DEV_RUN", &run);
+        c
+    };
+    // Another process on one of its fixed ports (another `make run` still stopping, another
+    // checkout): make run says which and starts nothing (no chain on 8545).
+    {
+        let held = std::net::TcpListener::bind("127.0.0.1:8403").expect("port 8403 free");
+        let refused = tokio::time::timeout(Duration::from_secs(30), dev_env().output())
+            .await
+            .expect("make run's script refuses at once")
+            .unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{said}");
+        assert!(
+            said.contains("make run needs 127.0.0.1:8403, which another process listens on"),
+            "{said}"
+        );
+        assert!(
+            std::net::TcpListener::bind("127.0.0.1:8545").is_ok(),
+            "a chain was started"
+        );
+        drop(held);
+    }
+    let mut make_run = dev_env()
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
