@@ -36,6 +36,7 @@ const ATTEMPTS: usize = 5;
 /// waits for it, re-reading the record: about a block on a live chain, so a seller refunding
 /// a payment just served is not told to come back; longer, `504 SETTLEMENT_PENDING`.
 const CAPTURE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often the record is read again meanwhile.
 const CAPTURE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl super::Escrowing {
