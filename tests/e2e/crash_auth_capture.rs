@@ -67,18 +67,14 @@ async fn sigkill_at_random_points_of_escrowed_payments_captures_each_at_most_onc
         .and_then(|v| v.parse().ok())
         .unwrap_or(20usize);
     let chain = Chain::start();
-    let mut env = chain.gateway_env();
-    env.push((
-        "PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS".into(),
-        "1".into(),
-    ));
+    let mut env = chain.reconciling_env();
     env.push((
         "PAYGATE__X402__MAX_TIMEOUT_SECONDS".into(),
         VALIDITY_SECS.to_string(),
     ));
     let mut gw = Gateway::start_with_owned(env).await;
     let upstream = Upstream::start().await;
-    report_route(&gw, &format!("{}/echo", upstream.url)).await;
+    report_route(&gw, &format!("{}/echo", upstream.url), None).await;
 
     // Calls without a crash: each served and captured; the quickest sets the kill window.
     let mut quickest = Duration::MAX;
@@ -185,17 +181,18 @@ async fn sigkill_at_random_points_of_escrowed_payments_captures_each_at_most_onc
 }
 
 /// Organisation `acme` (its receiver account 9) with its escrowed route at [`PATH`], priced
-/// [`PRICE`], forwarding to `target`: the organisation's API key.
-async fn report_route(gw: &Gateway, target: &str) -> String {
+/// [`PRICE`], forwarding to `target`, refundable for `refund_window` seconds (none: refunds
+/// off): the organisation's API key.
+async fn report_route(gw: &Gateway, target: &str, refund_window: Option<u64>) -> String {
     let (_, key) = gw
         .create_org("acme", Some(&address(9).to_checksum(None)))
         .await;
-    gw.create_route(
-        &key,
-        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
-               "targetUrl": target, "network": "base-sepolia"}),
-    )
-    .await;
+    let mut route = json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
+        "targetUrl": target, "network": "base-sepolia"});
+    if let Some(window) = refund_window {
+        route["refundWindowSeconds"] = window.into();
+    }
+    gw.create_route(&key, route).await;
     key
 }
 
@@ -444,16 +441,7 @@ async fn a_refund_asked_while_the_capture_is_unmined_waits_for_it() {
     let chain = Chain::start();
     let gw = Gateway::start_with_owned(chain.gateway_env()).await;
     let (origin_url, _, _task) = stops_mining_when_reached(&chain).await;
-    let (_, key) = gw
-        .create_org("acme", Some(&address(9).to_checksum(None)))
-        .await;
-    gw.create_route(
-        &key,
-        json!({"path": "report", "priceUSD": 0.01, "schemes": ["auth-capture"],
-               "refundWindowSeconds": 3600, "targetUrl": format!("{origin_url}/report"),
-               "network": "base-sepolia"}),
-    )
-    .await;
+    let key = report_route(&gw, &format!("{origin_url}/report"), Some(3600)).await;
     crate::common::escrow::approve_refunds(&chain, 9).await;
     let payer = address(1);
     let before = mined_balance(&chain, payer).await;
@@ -507,15 +495,10 @@ async fn a_refund_asked_while_the_capture_is_unmined_waits_for_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_answer_whose_capture_was_lost_with_its_node_is_captured_by_reconciliation() {
     let chain = Chain::start();
-    let mut env = chain.gateway_env();
-    env.push((
-        "PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS".into(),
-        "1".into(),
-    ));
-    let mut gw = Gateway::start_with_owned(env).await;
+    let mut gw = Gateway::start_with_owned(chain.reconciling_env()).await;
     let (origin_url, reached, _task) = stops_mining_when_reached(&chain).await;
     let receiver = address(9);
-    let key = report_route(&gw, &format!("{origin_url}/report")).await;
+    let key = report_route(&gw, &format!("{origin_url}/report"), None).await;
     let balance = |who: Address| mined_balance(&chain, who);
     let payer = address(1);
     let before = balance(payer).await;

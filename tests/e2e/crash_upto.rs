@@ -61,12 +61,7 @@ async fn sigkill_at_random_points_of_upto_payments_charges_each_at_most_once() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20usize);
     let chain = Chain::start();
-    let mut env = chain.gateway_env();
-    env.push((
-        "PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS".into(),
-        "1".into(),
-    ));
-    let mut gw = Gateway::start_with_owned(env).await;
+    let mut gw = Gateway::start_with_owned(chain.reconciling_env()).await;
     let upstream = Upstream::start().await;
     let receiver = address(9);
     let (_, key) = gw

@@ -169,6 +169,17 @@ impl Chain {
         ]
     }
 
+    /// [`Self::gateway_env`] with reconciliation every second (the crash harnesses: what a
+    /// kill left open is decided within the test).
+    pub fn reconciling_env(&self) -> Vec<(String, String)> {
+        let mut env = self.gateway_env();
+        env.push((
+            "PAYGATE__FACILITATOR__RECONCILE_INTERVAL_SECONDS".into(),
+            "1".into(),
+        ));
+        env
+    }
+
     /// A provider sending as account `key`.
     pub fn provider(&self, key: usize) -> impl alloy_provider::Provider {
         alloy_provider::ProviderBuilder::new()

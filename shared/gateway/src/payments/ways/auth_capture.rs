@@ -297,19 +297,6 @@ impl EscrowHeld {
         u64::try_from(charge_of(&self.entry, price, stated)).unwrap_or(self.requirements.amount.0)
     }
 
-    /// Sends `call` to the escrow as the payment's operator (simulated first).
-    async fn escrow_call(&self, call: Vec<u8>) -> Result<alloy_primitives::B256, CallError> {
-        let chain_id = self.requirements.network.config.chain_id;
-        auth_capture::send_as_operator(
-            self.chain.as_ref(),
-            chain_id,
-            self.info.operator,
-            call,
-            ESCROW_GAS,
-        )
-        .await
-    }
-
     /// Decides the hold: sends the capture of `charge` (USDC base units; zero captures nothing
     /// and voids the hold) and, once the node took it, writes it on the record and answers with
     /// its receipt; it is confirmed and the rest voided once the answer is over
@@ -400,15 +387,13 @@ impl EscrowHeld {
     /// Voids the hold: the payer gets it all back; the record closes `FAILED` with `why` (or
     /// stays open for reconciliation when the void's outcome is unknown). The plan slot goes back.
     async fn void(&self, svc: &Payments, record: &mut GatewayPayment, why: &str) {
-        let sent = self.escrow_call(auth_capture::void_call(&self.info)).await;
+        let chain_id = self.requirements.network.config.chain_id;
+        let sent = on_chain::void_hold(self.chain.as_ref(), chain_id, &self.info, record).await;
         record.updated_at = paygate_domain::now_rfc3339();
         match sent {
-            Ok(tx) => {
+            Ok(_) => {
                 record.status = PaymentStatus::Failed;
                 record.failure = Some(format!("voided: {why}"));
-                if let Some(e) = record.escrow.as_mut() {
-                    e.voided_tx = Some(tx.to_string());
-                }
                 tracing::debug!(payment = %record.id, "auth-capture hold voided");
             }
             Err(e) => {

@@ -6,12 +6,12 @@
 //! usage-priced hold voided, the seller's `payment.settled` event), or, not confirmed, left to
 //! reconciliation.
 
-use super::on_chain::ESCROW_GAS;
+use super::on_chain::void_hold;
 use crate::payments::way::Payments;
 use crate::payments::Paid;
 use alloy_primitives::B256;
 use paygate_domain::model::{EscrowCapture, GatewayPayment, PaymentStatus};
-use paygate_x402::auth_capture::{self, PaymentInfo};
+use paygate_x402::auth_capture::PaymentInfo;
 use paygate_x402::facilitator::{CallError, ChainCalls};
 use paygate_x402::money::UsdcAmount;
 use std::sync::Arc;
@@ -113,7 +113,12 @@ impl Capturing {
                     e.capturing = None;
                 }
                 if price.0 > charge.0 {
-                    void_rest(&on_chain, &info, &mut stored).await;
+                    // The rest of the hold goes back to the payer; not voided, the payer
+                    // reclaims it after the capture deadline.
+                    let (chain, chain_id) = &on_chain;
+                    if let Err(e) = void_hold(chain.as_ref(), *chain_id, &info, &mut stored).await {
+                        tracing::warn!(payment = %stored.id, error = %e, "the rest of a partial capture was not voided; the payer may reclaim it after the capture deadline");
+                    }
                 }
                 let recorded = still_open(svc, &stored).await && {
                     if let Some(events) = svc.events() {
@@ -141,29 +146,6 @@ impl Capturing {
                     slot.leave_to_reconciliation();
                 }
             }
-        }
-    }
-}
-
-/// After a partial capture: the rest of the hold goes back to the payer.
-async fn void_rest(
-    (chain, chain_id): &(Arc<dyn ChainCalls>, u64),
-    info: &PaymentInfo,
-    record: &mut GatewayPayment,
-) {
-    let void = auth_capture::void_call(info);
-    let sent =
-        auth_capture::send_as_operator(chain.as_ref(), *chain_id, info.operator, void, ESCROW_GAS)
-            .await;
-    match sent {
-        Ok(tx) => {
-            if let Some(e) = record.escrow.as_mut() {
-                e.voided_tx = Some(tx.to_string());
-            }
-        }
-        // The payer reclaims it after the capture deadline; logged for the operator's view.
-        Err(e) => {
-            tracing::warn!(payment = %record.id, error = %e, "the rest of a partial capture was not voided; the payer may reclaim it after the capture deadline")
         }
     }
 }

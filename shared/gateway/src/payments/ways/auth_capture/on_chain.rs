@@ -14,6 +14,24 @@ use paygate_x402::money::UsdcAmount;
 /// wallet's signature check).
 pub(super) const ESCROW_GAS: u64 = 400_000;
 
+/// Voids what `info`'s hold still holds (the payer gets it back) and writes the void's
+/// transaction on `record`: the one void every path sends (a refused or failed call, the rest
+/// of a partial capture, reconciliation).
+pub(super) async fn void_hold(
+    chain: &dyn ChainCalls,
+    chain_id: u64,
+    info: &PaymentInfo,
+    record: &mut GatewayPayment,
+) -> Result<B256, CallError> {
+    let void = auth_capture::void_call(info);
+    let tx =
+        auth_capture::send_as_operator(chain, chain_id, info.operator, void, ESCROW_GAS).await?;
+    if let Some(e) = record.escrow.as_mut() {
+        e.voided_tx = Some(tx.to_string());
+    }
+    Ok(tx)
+}
+
 /// A record's escrow read from the chain: the terms it names and their state now.
 struct Read<'a> {
     chain: &'a dyn ChainCalls,
@@ -96,18 +114,9 @@ pub(super) async fn reconcile(
     }
     let held = r.state.capturable > U256::ZERO;
     if held {
-        let tx = auth_capture::send_as_operator(
-            r.chain,
-            r.chain_id,
-            r.info.operator,
-            auth_capture::void_call(&r.info),
-            ESCROW_GAS,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        if let Some(e) = p.escrow.as_mut() {
-            e.voided_tx = Some(tx.to_string());
-        }
+        void_hold(r.chain, r.chain_id, &r.info, &mut p)
+            .await
+            .map_err(|e| e.to_string())?;
         // Read again after the void: a capture sent before it (the request's own, mined
         // late on a slow chain) is in the escrow's figures now, and recorded as captured.
         r.refresh().await?;
